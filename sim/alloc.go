@@ -1,0 +1,294 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Constants of PyTorch's CUDA caching allocator
+// (c10/cuda/CUDACachingAllocator.cpp: kMinBlockSize, kSmallSize, kSmallBuffer,
+// kLargeBuffer, kMinLargeAlloc, kRoundLarge).
+const (
+	minBlockSize  = 512       // every request is rounded up to a multiple of this
+	smallSize     = 1 << 20   // requests up to this size use the small pool
+	smallBuffer   = 2 << 20   // segment size of the small pool
+	largeBuffer   = 20 << 20  // segment size for large requests below minLargeAlloc
+	minLargeAlloc = 10 << 20  // from this size up, segments are the request rounded to roundLarge
+	roundLarge    = 2 << 20   // rounding of large segments
+	mib           = 1 << 20   // one mebibyte
+	gib           = 1 << 30   // one gibibyte
+	maxInt64      = 1<<63 - 1 // largest int64
+)
+
+// ErrOutOfMemory is returned by Allocator.Alloc when no cached block fits and the
+// device refuses a new segment even after the cache has been flushed.
+var ErrOutOfMemory = errors.New("sim: CUDA out of memory")
+
+// ErrBadFree is returned by Allocator.Free for a buffer that is not live.
+var ErrBadFree = errors.New("sim: free of a buffer that is not allocated")
+
+// AllocSettings configures an Allocator.
+type AllocSettings struct {
+	// DeviceBytes is how many bytes the device (the "driver") can hand out as
+	// segments to this allocator. Must be > 0.
+	DeviceBytes int64
+	// MaxSplitSize mirrors PYTORCH_CUDA_ALLOC_CONF max_split_size_mb, in bytes:
+	// cached blocks of at least this size are never split. 0 means unlimited
+	// (PyTorch's default).
+	MaxSplitSize int64
+}
+
+// Allocator simulates PyTorch's CUDA caching allocator on one device and one
+// stream: 512-byte rounding, a small and a large pool, best-fit reuse of cached
+// blocks, splitting, merging of freed neighbours inside a segment, segments
+// released to the device only by a flush, and one flush-and-retry before an
+// out-of-memory error. Create one with NewAllocator. Not safe for concurrent use;
+// it must not be copied.
+type Allocator struct {
+	s           AllocSettings
+	reserved    int64 // bytes of all segments held from the device
+	allocated   int64 // bytes of live blocks (block sizes, as PyTorch counts them)
+	inactSplit  int64 // free bytes in segments that are split
+	nextAddr    int64 // virtual address of the next segment
+	segments    int
+	blocks      int
+	retries     int64
+	ooms        int64
+	small       pool
+	large       pool
+	requested   int64 // bytes asked for by live allocations, before rounding
+	peakAlloc   int64
+	peakReserve int64
+}
+
+// Buffer is a live allocation returned by Allocator.Alloc. Free it exactly once.
+// The zero Buffer is not a valid allocation.
+type Buffer struct {
+	b   *block
+	req int64
+}
+
+// Size returns the bytes the allocator set aside for the buffer (the block size,
+// at least the request rounded to 512 bytes).
+func (b Buffer) Size() int64 {
+	if b.b == nil {
+		return 0
+	}
+	return b.b.size
+}
+
+// Valid reports whether b came from a successful Alloc.
+func (b Buffer) Valid() bool { return b.b != nil }
+
+// block is a contiguous range of one segment; prev and next link the blocks of
+// the segment in address order.
+type block struct {
+	addr, size int64
+	prev, next *block
+	allocated  bool
+	small      bool
+}
+
+func (b *block) split() bool { return b.prev != nil || b.next != nil }
+
+// NewAllocator returns an empty allocator over a device of s.DeviceBytes.
+func NewAllocator(s AllocSettings) (*Allocator, error) {
+	if s.DeviceBytes <= 0 {
+		return nil, fmt.Errorf("sim: AllocSettings.DeviceBytes = %d, want > 0", s.DeviceBytes)
+	}
+	if s.MaxSplitSize < 0 {
+		return nil, fmt.Errorf("sim: AllocSettings.MaxSplitSize = %d, want >= 0", s.MaxSplitSize)
+	}
+	return &Allocator{s: s, nextAddr: 1 << 40}, nil
+}
+
+// roundSize rounds a request up to a multiple of 512 bytes (at least 512).
+func roundSize(n int64) int64 {
+	if n < minBlockSize {
+		return minBlockSize
+	}
+	return (n + minBlockSize - 1) / minBlockSize * minBlockSize
+}
+
+// segmentSize is the size of the segment requested from the device for a
+// rounded request that found no cached block.
+func segmentSize(size int64) int64 {
+	switch {
+	case size <= smallSize:
+		return smallBuffer
+	case size < minLargeAlloc:
+		return largeBuffer
+	default:
+		return (size + roundLarge - 1) / roundLarge * roundLarge
+	}
+}
+
+func (a *Allocator) maxSplit() int64 {
+	if a.s.MaxSplitSize == 0 {
+		return maxInt64
+	}
+	return a.s.MaxSplitSize
+}
+
+// Alloc returns a buffer of at least n bytes. It fails with ErrOutOfMemory
+// (wrapped, with the figures PyTorch prints) when even a flush does not make
+// room; the allocator's state stays consistent after a failure.
+func (a *Allocator) Alloc(n int64) (Buffer, error) {
+	if n < 0 {
+		return Buffer{}, fmt.Errorf("sim: alloc of %d bytes", n)
+	}
+	size := roundSize(n)
+	isSmall := size <= smallSize
+	p := &a.large
+	if isSmall {
+		p = &a.small
+	}
+	b := a.freeBlock(p, size)
+	if b == nil {
+		segSize := segmentSize(size)
+		b = a.newSegment(segSize, isSmall)
+		if b == nil {
+			a.EmptyCache()
+			a.retries++ // PyTorch counts the retry whether or not it succeeds
+			b = a.newSegment(segSize, isSmall)
+		}
+		if b == nil {
+			a.ooms++
+			return Buffer{}, fmt.Errorf("%w: tried to allocate %d bytes; %d free on the device, "+
+				"%d reserved by PyTorch, %d reserved but unallocated", ErrOutOfMemory, size,
+				a.s.DeviceBytes-a.reserved, a.reserved, a.reserved-a.allocated)
+		}
+	} else {
+		a.takeFree(p, b)
+	}
+	if a.shouldSplit(b, size) {
+		rest := &block{addr: b.addr + size, size: b.size - size, prev: b, next: b.next, small: b.small}
+		if b.next != nil {
+			b.next.prev = rest
+		}
+		b.next = rest
+		b.size = size
+		a.blocks++
+		a.putFree(p, rest)
+	}
+	b.allocated = true
+	a.allocated += b.size
+	a.requested += n
+	a.peakAlloc = max(a.peakAlloc, a.allocated)
+	return Buffer{b: b, req: n}, nil
+}
+
+// freeBlock finds the best-fitting cached block, applying max_split_size's two
+// refusals (an oversize block is not handed to a small request, and not to a
+// large request it would exceed by a whole large buffer).
+func (a *Allocator) freeBlock(p *pool, size int64) *block {
+	b := p.lowerBound(size)
+	if b == nil {
+		return nil
+	}
+	if ms := a.maxSplit(); ms != maxInt64 {
+		if size < ms && b.size >= ms {
+			return nil
+		}
+		if size >= ms && b.size >= size+largeBuffer {
+			return nil
+		}
+	}
+	return b
+}
+
+func (a *Allocator) shouldSplit(b *block, size int64) bool {
+	rest := b.size - size
+	if b.small {
+		return rest >= minBlockSize
+	}
+	return size < a.maxSplit() && rest > smallSize
+}
+
+// newSegment takes a segment from the device, or returns nil when the device
+// has too little left.
+func (a *Allocator) newSegment(size int64, small bool) *block {
+	if a.reserved+size > a.s.DeviceBytes {
+		return nil
+	}
+	b := &block{addr: a.nextAddr, size: size, small: small}
+	a.nextAddr += size
+	a.reserved += size
+	a.peakReserve = max(a.peakReserve, a.reserved)
+	a.segments++
+	a.blocks++
+	return b
+}
+
+// Free returns a buffer to its pool, merging it with free neighbours in its
+// segment. The segment stays reserved until EmptyCache.
+func (a *Allocator) Free(buf Buffer) error {
+	b := buf.b
+	if b == nil || !b.allocated {
+		return ErrBadFree
+	}
+	p := &a.large
+	if b.small {
+		p = &a.small
+	}
+	b.allocated = false
+	a.allocated -= b.size
+	a.requested -= buf.req
+	if pr := b.prev; pr != nil && !pr.allocated {
+		a.takeFree(p, pr)
+		b.addr = pr.addr
+		b.size += pr.size
+		b.prev = pr.prev
+		if b.prev != nil {
+			b.prev.next = b
+		}
+		a.blocks--
+	}
+	if nx := b.next; nx != nil && !nx.allocated {
+		a.takeFree(p, nx)
+		b.size += nx.size
+		b.next = nx.next
+		if b.next != nil {
+			b.next.prev = b
+		}
+		a.blocks--
+	}
+	a.putFree(p, b)
+	return nil
+}
+
+// EmptyCache releases every cached segment that is wholly free back to the
+// device, like torch.cuda.empty_cache(). It returns the bytes released.
+func (a *Allocator) EmptyCache() int64 {
+	var released int64
+	for _, p := range []*pool{&a.small, &a.large} {
+		kept := p.blocks[:0]
+		for _, b := range p.blocks {
+			if b.split() {
+				kept = append(kept, b)
+				continue
+			}
+			released += b.size
+			a.reserved -= b.size
+			a.segments--
+			a.blocks--
+		}
+		clear(p.blocks[len(kept):])
+		p.blocks = kept
+	}
+	return released
+}
+
+func (a *Allocator) putFree(p *pool, b *block) {
+	if b.split() {
+		a.inactSplit += b.size
+	}
+	p.insert(b)
+}
+
+func (a *Allocator) takeFree(p *pool, b *block) {
+	if b.split() {
+		a.inactSplit -= b.size
+	}
+	p.remove(b)
+}

@@ -1,0 +1,72 @@
+package sim
+
+// AllocStats is a snapshot of an Allocator, in PyTorch's terms.
+type AllocStats struct {
+	// DeviceBytes is the capacity the allocator draws segments from.
+	DeviceBytes int64
+	// AllocatedBytes is the size of all live blocks (allocated_bytes.all.current).
+	AllocatedBytes int64
+	// RequestedBytes is what the live allocations asked for, before rounding.
+	RequestedBytes int64
+	// ReservedBytes is the size of all segments held (reserved_bytes.all.current).
+	ReservedBytes int64
+	// InactiveSplitBytes is free memory inside segments that are split
+	// (inactive_split_bytes.all.current): cached, but only usable in pieces.
+	InactiveSplitBytes int64
+	// DeviceFreeBytes is what the device can still hand out as new segments.
+	DeviceFreeBytes int64
+	// CachedFreeBytes is free memory inside held segments (reserved − allocated).
+	CachedFreeBytes int64
+	// LargestCachedFreeBytes is the biggest free block inside held segments.
+	LargestCachedFreeBytes int64
+	// Segments and Blocks count held segments and all blocks (live and cached).
+	Segments, Blocks int
+	// NumAllocRetries counts allocations retried after a flush (num_alloc_retries).
+	NumAllocRetries int64
+	// NumOOMs counts allocations that failed after the retry (num_ooms).
+	NumOOMs int64
+	// PeakAllocatedBytes and PeakReservedBytes are the high-water marks.
+	PeakAllocatedBytes, PeakReservedBytes int64
+}
+
+// FreeBytes is DESIGN §3's free_bytes: what the device can still hand out plus
+// the free blocks cached inside segments.
+func (s AllocStats) FreeBytes() int64 { return s.DeviceFreeBytes + s.CachedFreeBytes }
+
+// LargestFreeBlockBytes is DESIGN §3's largest_free_block_bytes: the most one
+// allocation can get, the larger of the device's remaining memory and the
+// biggest cached free block.
+func (s AllocStats) LargestFreeBlockBytes() int64 {
+	return max(s.DeviceFreeBytes, s.LargestCachedFreeBytes)
+}
+
+// FragmentationRatio is largest free block ÷ free bytes (≤ 1; 1 when all free
+// memory is one piece, and 1 when nothing is free, so a full but unfragmented
+// device does not read as fragmented).
+func (s AllocStats) FragmentationRatio() float64 {
+	free := s.FreeBytes()
+	if free <= 0 {
+		return 1
+	}
+	return float64(s.LargestFreeBlockBytes()) / float64(free)
+}
+
+// Stats returns a snapshot of the allocator's counters.
+func (a *Allocator) Stats() AllocStats {
+	return AllocStats{
+		DeviceBytes:            a.s.DeviceBytes,
+		AllocatedBytes:         a.allocated,
+		RequestedBytes:         a.requested,
+		ReservedBytes:          a.reserved,
+		InactiveSplitBytes:     a.inactSplit,
+		DeviceFreeBytes:        a.s.DeviceBytes - a.reserved,
+		CachedFreeBytes:        a.reserved - a.allocated,
+		LargestCachedFreeBytes: max(a.small.largest(), a.large.largest()),
+		Segments:               a.segments,
+		Blocks:                 a.blocks,
+		NumAllocRetries:        a.retries,
+		NumOOMs:                a.ooms,
+		PeakAllocatedBytes:     a.peakAlloc,
+		PeakReservedBytes:      a.peakReserve,
+	}
+}
