@@ -1,0 +1,216 @@
+package queue
+
+import (
+	"slices"
+	"time"
+)
+
+// Request is one request asking for a window slot.
+type Request struct {
+	// ID names the request in Core's grants and in Core.Cancel. It must be
+	// unique among waiting requests. Queue assigns its own and ignores it.
+	ID uint64
+	// Tokens is the request's estimated tokens (prompt plus completion).
+	// Negative counts as 0.
+	Tokens int64
+	// Exclude lists upstreams the request must not be sent to (one that
+	// already failed it). The queue keeps the slice while the request waits;
+	// do not modify it.
+	Exclude []string
+}
+
+// Grant says that request ID holds a slot on Upstream. Its holder must give
+// the slot back with Release exactly once.
+type Grant struct {
+	ID       uint64
+	Upstream string
+}
+
+// Core is the queue's logic without concurrency: windows, waiters, order,
+// bounds and dispatch. It starts no goroutine and owns no timer; methods that
+// depend on time take now. Deadlines are the caller's: it calls Cancel.
+//
+// Core is not safe for concurrent use (Queue wraps it for that). Create one
+// with NewCore.
+//
+// Every method that can free room (Release, Dispatch) returns the grants it
+// made. Window setters (SetWindow, SetAvailable, RemoveWindow) only record the
+// change: call Dispatch after them, before the next Enqueue, or a newcomer may
+// take room that an earlier waiter could have used.
+type Core struct {
+	s       Settings
+	order   Order
+	windows []*window // sorted by name
+	waiting map[uint64]*item
+	fifo    heap // every waiter, by arrival
+	size    heap // the same waiters, by estimated tokens
+	tokens  int64
+	seq     uint64
+	last    time.Time // latest arrival; a clock that steps back stands still
+}
+
+// NewCore returns an empty Core in FIFO order with no windows. The error
+// names every invalid Settings field.
+func NewCore(s Settings) (*Core, error) {
+	s, err := s.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Core{
+		s:       s,
+		waiting: make(map[uint64]*item),
+		fifo:    heap{kind: byArrival},
+		size:    heap{kind: bySize},
+	}, nil
+}
+
+// UpdateSettings applies new bounds and aging to new arrivals and later
+// dispatches; nobody already waiting is dropped, even above the new bounds.
+func (c *Core) UpdateSettings(s Settings) error {
+	s, err := s.withDefaults()
+	if err != nil {
+		return err
+	}
+	c.s = s
+	return nil
+}
+
+// SetOrder sets the order in which waiters leave. Both orders index every
+// waiter all the time, so switching loses or duplicates no one.
+func (c *Core) SetOrder(o Order) { c.order = o }
+
+// Len returns how many requests wait.
+func (c *Core) Len() int { return c.fifo.len() }
+
+// Enqueue admits r at now. When a window has room that no waiter can use, it
+// grants r a slot at once (granted is true, g names the upstream). Otherwise r
+// waits (granted is false, err nil) until Release or Dispatch grants it or the
+// caller cancels it. Errors: ErrTooLarge, ErrFull, ErrTokensFull,
+// ErrDuplicateID; r is then neither granted nor queued.
+func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err error) {
+	tokens := max(r.Tokens, 0)
+	switch {
+	case tokens > c.s.MaxTokens:
+		return Grant{}, false, ErrTooLarge
+	case c.waiting[r.ID] != nil:
+		return Grant{}, false, ErrDuplicateID
+	}
+	// Every waiter is blocked after each dispatch (no window with room it may
+	// use), so taking room here overtakes no one who could have used it.
+	if w := c.choose(r.Exclude); w != nil {
+		w.inflight++
+		return Grant{ID: r.ID, Upstream: w.name}, true, nil
+	}
+	switch {
+	case c.fifo.len() >= c.s.MaxLength:
+		return Grant{}, false, ErrFull
+	case c.tokens+tokens > c.s.MaxTokens:
+		return Grant{}, false, ErrTokensFull
+	}
+	if now.Before(c.last) {
+		now = c.last
+	}
+	c.last = now
+	c.seq++
+	it := &item{id: r.ID, seq: c.seq, tokens: tokens, arrival: now, exclude: r.Exclude}
+	c.waiting[r.ID] = it
+	c.fifo.push(it)
+	c.size.push(it)
+	c.tokens += tokens
+	return Grant{}, false, nil
+}
+
+// Release gives back one slot on upstream and returns the grants that the
+// freed room allowed. An unknown upstream or one with nothing in flight is a
+// no-op (nil).
+func (c *Core) Release(now time.Time, upstream string) []Grant {
+	w, i := c.find(upstream)
+	if w == nil || w.inflight == 0 {
+		return nil
+	}
+	w.inflight--
+	if w.removed && w.inflight == 0 {
+		c.windows = slices.Delete(c.windows, i, i+1)
+		return nil
+	}
+	return c.Dispatch(now)
+}
+
+// Cancel removes waiter id at once (a deadline or a client that left) and
+// reports whether it was waiting. It grants nothing: a waiter never holds
+// back one behind it that could use a window. now is unused today; it keeps
+// every state change on the caller's clock.
+func (c *Core) Cancel(_ time.Time, id uint64) bool {
+	it := c.waiting[id]
+	if it == nil {
+		return false
+	}
+	c.unlink(it)
+	c.forget(it)
+	return true
+}
+
+// Dispatch grants slots to waiters, in order, while windows have room, and
+// returns the grants. A waiter that cannot use any window with room (it
+// excludes them all) is passed over and keeps its place.
+func (c *Core) Dispatch(now time.Time) []Grant {
+	var grants []Grant
+	var passed []*item
+	for c.fifo.len() > 0 && c.anyRoom() {
+		it := c.next(now)
+		c.unlink(it)
+		w := c.choose(it.exclude)
+		if w == nil {
+			passed = append(passed, it)
+			continue
+		}
+		c.forget(it)
+		w.inflight++
+		grants = append(grants, Grant{ID: it.id, Upstream: w.name})
+	}
+	for _, it := range passed {
+		c.fifo.push(it) // same seq: the same place as before
+		c.size.push(it)
+	}
+	return grants
+}
+
+// Drain removes every waiter and returns their IDs, oldest first. Windows and
+// held slots are untouched.
+func (c *Core) Drain(_ time.Time) []uint64 {
+	if c.fifo.len() == 0 {
+		return nil
+	}
+	ids := make([]uint64, 0, c.fifo.len())
+	for c.fifo.len() > 0 {
+		it := c.fifo.top()
+		c.fifo.remove(it)
+		ids = append(ids, it.id)
+	}
+	c.size.reset()
+	clear(c.waiting)
+	c.fifo.reset()
+	c.tokens = 0
+	return ids
+}
+
+// next returns the waiter to consider first at now.
+func (c *Core) next(now time.Time) *item {
+	oldest := c.fifo.top()
+	if c.order != ShortestFirst || now.Sub(oldest.arrival) >= c.s.StarvationAfter {
+		return oldest
+	}
+	return c.size.top()
+}
+
+// unlink takes it out of both heaps.
+func (c *Core) unlink(it *item) {
+	c.fifo.remove(it)
+	c.size.remove(it)
+}
+
+// forget drops it from the index and the token count once it has left.
+func (c *Core) forget(it *item) {
+	delete(c.waiting, it.id)
+	c.tokens -= it.tokens
+}

@@ -1,0 +1,25 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by Enqueue and Acquire. Callers branch with errors.Is.
+var (
+	// ErrFull means the queue holds MaxLength waiters. It is also the parent
+	// of ErrTokensFull, so errors.Is(err, ErrFull) covers both bounds.
+	ErrFull = errors.New("queue: full")
+	// ErrTokensFull means the waiters' estimated tokens plus the request's
+	// would exceed MaxTokens. errors.Is(ErrTokensFull, ErrFull) is true.
+	ErrTokensFull = fmt.Errorf("%w: estimated tokens", ErrFull)
+	// ErrTooLarge means the request alone estimates more tokens than
+	// MaxTokens: it can never be queued, so retrying will not help.
+	ErrTooLarge = errors.New("queue: request larger than max tokens")
+	// ErrDuplicateID means Core.Enqueue got the ID of a request that is still
+	// waiting. Queue assigns its own IDs and never returns it.
+	ErrDuplicateID = errors.New("queue: duplicate request id")
+	// ErrClosed is what waiters get from Queue.Drain(nil), and what Acquire
+	// returns once the queue has been drained.
+	ErrClosed = errors.New("queue: closed")
+)

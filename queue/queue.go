@@ -1,0 +1,206 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Queue is the admission queue for concurrent callers: a Core behind a mutex,
+// with one buffered channel per waiter. Acquire blocks until a slot is
+// granted or the caller's context ends; the queue owns no timer.
+//
+// Queue is safe for concurrent use and must not be copied. Create one with
+// New.
+type Queue struct {
+	now func() time.Time
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	core    *Core
+	waiters map[uint64]chan result // by request ID; each gets one send
+	nextID  uint64
+	closed  error // set by Drain: Acquire fails with it
+}
+
+// result is what a waiter is sent: a slot, or the error that ended its wait.
+type result struct {
+	slot *Slot
+	err  error
+}
+
+// New returns an empty Queue in FIFO order with no windows. The error names
+// every invalid Settings field.
+func New(s Settings) (*Queue, error) {
+	c, err := NewCore(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Queue{now: c.s.Now, core: c, waiters: make(map[uint64]chan result)}, nil
+}
+
+// Slot is a held place in an upstream's window. Release it exactly once, when
+// the request is over (after the response body is copied); a second Release
+// is a no-op. Safe for concurrent use; must not be copied.
+type Slot struct {
+	q        *Queue
+	upstream string
+	done     atomic.Bool
+}
+
+// Upstream returns the name of the window the slot belongs to.
+func (s *Slot) Upstream() string { return s.upstream }
+
+// Release gives the slot back, which may start a waiter.
+func (s *Slot) Release() {
+	if s.done.Swap(true) {
+		return
+	}
+	s.q.release(s.upstream)
+}
+
+// Acquire takes a slot for r (r.ID is ignored), at once if a window has room
+// that no earlier waiter can use, else after waiting in the queue. When ctx
+// ends first, the waiter is removed at once and ctx.Err() is returned; a
+// slot granted at that same moment is released, never leaked. Errors also:
+// ErrTooLarge, ErrFull, ErrTokensFull, and after Drain the error it was given.
+// A ctx already done fails before anything is taken.
+func (q *Queue) Acquire(ctx context.Context, r Request) (*Slot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slot, id, ch, err := q.enqueue(q.now(), r)
+	if err != nil || slot != nil {
+		return slot, err
+	}
+	return q.wait(ctx, id, ch)
+}
+
+// enqueue admits r and returns either a slot, or the waiter's ID and channel.
+func (q *Queue) enqueue(now time.Time, r Request) (*Slot, uint64, chan result, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed != nil {
+		return nil, 0, nil, q.closed
+	}
+	q.nextID++
+	r.ID = q.nextID
+	g, granted, err := q.core.Enqueue(now, r)
+	switch {
+	case err != nil:
+		return nil, 0, nil, err
+	case granted:
+		return &Slot{q: q, upstream: g.Upstream}, 0, nil, nil
+	}
+	ch := make(chan result, 1)
+	q.waiters[r.ID] = ch
+	return nil, r.ID, ch, nil
+}
+
+// wait blocks until waiter id is sent a result or ctx ends.
+func (q *Queue) wait(ctx context.Context, id uint64, ch chan result) (*Slot, error) {
+	select {
+	case res := <-ch:
+		return res.slot, res.err
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	_, waiting := q.waiters[id]
+	if waiting {
+		delete(q.waiters, id)
+		q.core.Cancel(q.now(), id)
+	}
+	q.mu.Unlock()
+	if !waiting {
+		// A grant or Drain got there first and has already sent its result.
+		if res := <-ch; res.slot != nil {
+			res.slot.Release()
+		}
+	}
+	return nil, ctx.Err()
+}
+
+// release gives back a slot on upstream and hands the freed room on.
+func (q *Queue) release(upstream string) {
+	now := q.now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.deliver(q.core.Release(now, upstream))
+}
+
+// deliver sends each grant to its waiter. Must hold mu; the sends never
+// block (each channel has room for its one result).
+func (q *Queue) deliver(grants []Grant) {
+	for _, g := range grants {
+		ch := q.waiters[g.ID]
+		delete(q.waiters, g.ID)
+		ch <- result{slot: &Slot{q: q, upstream: g.Upstream}}
+	}
+}
+
+// update runs change on the core under the lock, then dispatches.
+func (q *Queue) update(change func(c *Core)) {
+	now := q.now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	change(q.core)
+	q.deliver(q.core.Dispatch(now))
+}
+
+// SetWindow sets the limit of an upstream's window (creating it, available)
+// and starts waiters if it grew. See Core.SetWindow.
+func (q *Queue) SetWindow(name string, limit int) {
+	q.update(func(c *Core) { c.SetWindow(name, limit) })
+}
+
+// SetAvailable suspends (false) or resumes (true) dispatch to an upstream.
+// See Core.SetAvailable.
+func (q *Queue) SetAvailable(name string, ok bool) {
+	q.update(func(c *Core) { c.SetAvailable(name, ok) })
+}
+
+// RemoveWindow stops dispatch to an upstream for good. See Core.RemoveWindow.
+func (q *Queue) RemoveWindow(name string) {
+	q.update(func(c *Core) { c.RemoveWindow(name) })
+}
+
+// SetOrder sets the order in which waiters leave.
+func (q *Queue) SetOrder(o Order) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.core.SetOrder(o)
+}
+
+// UpdateSettings applies new bounds and aging (a reload). Bounds apply to new
+// arrivals; nobody already waiting is dropped. s.Now is ignored: the clock is
+// fixed by New.
+func (q *Queue) UpdateSettings(s Settings) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.core.UpdateSettings(s)
+}
+
+// Drain fails every waiter with err (nil means ErrClosed) and closes the
+// queue: later Acquire calls fail with err at once. Slots already held stay
+// valid and are released as usual. Used at shutdown.
+func (q *Queue) Drain(err error) {
+	if err == nil {
+		err = ErrClosed
+	}
+	now := q.now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = err
+	for _, id := range q.core.Drain(now) {
+		q.waiters[id] <- result{err: err}
+		delete(q.waiters, id)
+	}
+}
+
+// Stats returns a snapshot of the queue.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.core.Stats()
+}

@@ -1,0 +1,39 @@
+package queue
+
+// Stats is a snapshot of a queue. It shares nothing with the queue.
+type Stats struct {
+	// Length is how many requests wait.
+	Length int
+	// Tokens is the sum of the waiters' estimated tokens.
+	Tokens int64
+	// Order is the current order.
+	Order Order
+	// Windows lists every window, sorted by name.
+	Windows []WindowStats
+}
+
+// WindowStats is one upstream's window in a Stats snapshot.
+type WindowStats struct {
+	Name string
+	// Limit is the most requests the window may run at once.
+	Limit int
+	// InFlight is how many slots are held; it may exceed Limit after a cut.
+	InFlight int
+	// Available is false while dispatch to the window is suspended, and for
+	// a removed window that still has slots held.
+	Available bool
+}
+
+// Stats returns a snapshot of the queue.
+func (c *Core) Stats() Stats {
+	s := Stats{
+		Length:  c.fifo.len(),
+		Tokens:  c.tokens,
+		Order:   c.order,
+		Windows: make([]WindowStats, len(c.windows)),
+	}
+	for i, w := range c.windows {
+		s.Windows[i] = WindowStats{Name: w.name, Limit: w.limit, InFlight: w.inflight, Available: w.available}
+	}
+	return s
+}
