@@ -1,0 +1,209 @@
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestNewErrorBreakerRejectsInvalidSettings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		s     ErrorSettings
+		field string
+	}{
+		{"negative failures", ErrorSettings{Failures: -1}, "ErrorSettings.Failures"},
+		{"negative open for", ErrorSettings{OpenFor: -time.Second}, "ErrorSettings.OpenFor"},
+		{"negative half open", ErrorSettings{HalfOpenRequests: -1}, "ErrorSettings.HalfOpenRequests"},
+		{"huge half open", ErrorSettings{HalfOpenRequests: 1 << 33}, "ErrorSettings.HalfOpenRequests"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewErrorBreaker(tt.s); err == nil || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("NewErrorBreaker(%+v) = %v, want an error naming %s", tt.s, err, tt.field)
+			}
+		})
+	}
+}
+
+// breakerStep sleeps (fake time), then either takes a request through with
+// outcome, or, with hold set, takes one and keeps it in flight. wantErr is
+// the Allow error; changes are the OnChange calls this step must cause.
+type breakerStep struct {
+	sleep   time.Duration
+	outcome Outcome
+	hold    bool
+	finish  bool // report Success for the oldest held request instead
+	wantErr error
+	state   State
+	changes string
+}
+
+func TestErrorBreakerSteps(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		s     ErrorSettings
+		steps []breakerStep
+	}{
+		{
+			name: "defaults open after five failures and close after two probes",
+			steps: []breakerStep{
+				{outcome: Failure, state: Closed}, {outcome: Failure, state: Closed},
+				{outcome: Failure, state: Closed}, {outcome: Failure, state: Closed},
+				{outcome: Failure, state: Open, changes: "closed→open"},
+				{wantErr: ErrOpen, state: Open},
+				{sleep: 9 * time.Second, wantErr: ErrOpen, state: Open},
+				{sleep: time.Second + time.Nanosecond, hold: true, state: HalfOpen, changes: "open→half-open"},
+				{hold: true, state: HalfOpen},
+				{wantErr: ErrProbing, state: HalfOpen},
+				{finish: true, state: HalfOpen},
+				{finish: true, state: Closed, changes: "half-open→closed"},
+			},
+		},
+		{
+			name: "a success resets the consecutive count",
+			s:    ErrorSettings{Failures: 2},
+			steps: []breakerStep{
+				{outcome: Failure, state: Closed},
+				{outcome: Success, state: Closed},
+				{outcome: Failure, state: Closed},
+				{outcome: Failure, state: Open, changes: "closed→open"},
+			},
+		},
+		{
+			name: "excluded outcomes count as neither",
+			s:    ErrorSettings{Failures: 2},
+			steps: []breakerStep{
+				{outcome: Failure, state: Closed},
+				{outcome: Excluded, state: Closed},
+				{outcome: Excluded, state: Closed},
+				{outcome: Failure, state: Open, changes: "closed→open"},
+			},
+		},
+		{
+			name: "a failed probe reopens",
+			s:    ErrorSettings{Failures: 1, OpenFor: time.Second, HalfOpenRequests: 1},
+			steps: []breakerStep{
+				{outcome: Failure, state: Open, changes: "closed→open"},
+				{sleep: 2 * time.Second, outcome: Failure, state: Open, changes: "open→half-open half-open→open"},
+				{wantErr: ErrOpen, state: Open},
+				{sleep: 2 * time.Second, outcome: Success, state: Closed, changes: "open→half-open half-open→closed"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var changes []string
+				tt.s.OnChange = func(from, to State) { changes = append(changes, from.String()+"→"+to.String()) }
+				b, err := NewErrorBreaker(tt.s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var held []func(Outcome)
+				for i, st := range tt.steps {
+					time.Sleep(st.sleep)
+					changes = changes[:0]
+					switch {
+					case st.finish:
+						held[0](Success)
+						held = held[1:]
+					default:
+						done, err := b.Allow()
+						if !errors.Is(err, st.wantErr) {
+							t.Fatalf("step %d: Allow() = %v, want %v", i, err, st.wantErr)
+						}
+						if err != nil {
+							break
+						}
+						if st.hold {
+							held = append(held, done)
+						} else {
+							done(st.outcome)
+							done(Failure) // a second call is ignored
+						}
+					}
+					if got := b.State(); got != st.state {
+						t.Errorf("step %d: State() = %v, want %v", i, got, st.state)
+					}
+					if got := strings.Join(changes, " "); got != st.changes {
+						t.Errorf("step %d: OnChange calls %q, want %q", i, got, st.changes)
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestErrorBreakerOnChangeMayCallState(t *testing.T) {
+	t.Parallel()
+	var b *ErrorBreaker
+	var seen []State
+	b, err := NewErrorBreaker(ErrorSettings{Failures: 1, OnChange: func(_, to State) {
+		seen = append(seen, b.State()) // would deadlock if called under a lock
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := b.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(Failure)
+	if fmt.Sprint(seen) != "[open]" {
+		t.Fatalf("State() seen from OnChange = %v, want [open]", seen)
+	}
+}
+
+func TestErrorBreakerConcurrent(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var changes []string
+	b, err := NewErrorBreaker(ErrorSettings{Failures: 3, OnChange: func(from, to State) {
+		mu.Lock()
+		defer mu.Unlock()
+		changes = append(changes, from.String()+"→"+to.String())
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				done, err := b.Allow()
+				if err != nil {
+					continue
+				}
+				o := Failure
+				if (g+i)%4 == 0 {
+					o = Excluded
+				}
+				done(o)
+				_ = b.State()
+			}
+		})
+	}
+	wg.Wait()
+	_ = b.State()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(changes) == 0 || changes[0] != "closed→open" {
+		t.Fatalf("OnChange calls = %v, want to start with closed→open", changes)
+	}
+}
+
+func TestStateAndOutcomeStrings(t *testing.T) {
+	t.Parallel()
+	got := fmt.Sprint(Closed, HalfOpen, Open, State(9), Success, Failure, Excluded, Outcome(7))
+	want := "closed half-open open state(9) success failure excluded outcome(7)"
+	if got != want {
+		t.Fatalf("String() values = %q, want %q", got, want)
+	}
+}

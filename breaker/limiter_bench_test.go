@@ -1,0 +1,53 @@
+package breaker
+
+import (
+	"strconv"
+	"testing"
+)
+
+// BenchmarkLimiterAllow measures the per-request decision on the admitted
+// path (buckets large enough never to refuse), with the real clock.
+func BenchmarkLimiterAllow(b *testing.B) {
+	cases := []struct {
+		name string
+		s    LimiterSettings
+		keys int // 0: empty key, global bucket only
+	}{
+		{name: "global", s: LimiterSettings{QPS: 1e12, Burst: 1 << 30}},
+		{name: "unlimited", s: LimiterSettings{}},
+		{name: "client", s: LimiterSettings{QPS: 1e12, Burst: 1 << 30, ClientQPS: 1e12, ClientBurst: 1 << 30}, keys: 1000},
+	}
+	for _, bc := range cases {
+		l, err := NewLimiter(bc.s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys := make([]string, max(bc.keys, 1))
+		for i := range bc.keys {
+			keys[i] = "Bearer sk-" + strconv.Itoa(i)
+		}
+		b.Run(bc.name+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := l.Allow(keys[i%len(keys)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		b.Run(bc.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					if err := l.Allow(keys[i%len(keys)]); err != nil {
+						b.Error(err)
+						return
+					}
+					i++
+				}
+			})
+		})
+	}
+}
