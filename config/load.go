@@ -1,0 +1,96 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxFileBytes is the largest policy file Load accepts.
+const MaxFileBytes = 4 << 20
+
+// maxErrors bounds the problems one Load reports.
+const maxErrors = 50
+
+// Load reads a policy file from r; see Parse.
+func Load(r io.Reader) (*Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: read: %w", err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("config: file larger than %d bytes", MaxFileBytes)
+	}
+	return Parse(data)
+}
+
+// LoadFile reads the policy file at path; see Parse. Errors about the
+// content do not repeat the path; errors opening it do.
+func LoadFile(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	return Load(f)
+}
+
+// Parse decodes one YAML document, fills every key it leaves out with its
+// default, derives names, and validates the result.
+//
+// Decoding is strict: an unknown or duplicate key, a value of the wrong type
+// or a malformed duration is an error naming the key and its line. All such
+// problems and all validation problems are reported at once, joined with
+// errors.Join, each a *FieldError (at most 50, then a count). A YAML syntax
+// error is reported alone. An empty document is decoded as all defaults,
+// which does not validate (it has no upstreams).
+func Parse(data []byte) (*Config, error) {
+	c := builtin()
+	errs, err := c.decode(data)
+	if err != nil {
+		return nil, err
+	}
+	c.fillDerived()
+	if errs = append(errs, c.validate()...); len(errs) > 0 {
+		return nil, joinCapped(errs)
+	}
+	return c, nil
+}
+
+// decode decodes data over c, returning every problem found, or a fatal
+// error when data is not one YAML document.
+func (c *Config) decode(data []byte) ([]error, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			c.lines = map[string]int{}
+			return nil, nil // an empty file
+		}
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		return nil, &FieldError{Line: extra.Line, Msg: "more than one YAML document; a policy file holds exactly one"}
+	case !errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	d := &decoder{lines: map[string]int{}}
+	d.decode(&root, reflect.ValueOf(c).Elem(), "")
+	c.lines = d.lines
+	return d.errs, nil
+}
+
+func joinCapped(errs []error) error {
+	if len(errs) > maxErrors {
+		n := len(errs) - maxErrors
+		errs = append(errs[:maxErrors:maxErrors], fmt.Errorf("config: %d more problems not shown", n))
+	}
+	return errors.Join(errs...)
+}
