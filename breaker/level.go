@@ -1,0 +1,171 @@
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Level is an upstream's pressure level. Levels are ordered: a greater
+// Level is worse.
+type Level int
+
+// Pressure levels.
+const (
+	Normal   Level = iota // every rule below its degrade threshold
+	Degraded              // some rule ≥ its degrade threshold: cut the window
+	Critical              // some rule ≥ its shed threshold: refuse new work
+)
+
+// String returns "normal", "degraded" or "critical".
+func (l Level) String() string {
+	switch l {
+	case Normal:
+		return "normal"
+	case Degraded:
+		return "degraded"
+	case Critical:
+		return "critical"
+	default:
+		return fmt.Sprintf("level(%d)", int(l))
+	}
+}
+
+// StalePolicy says what a stale signal does to the level.
+type StalePolicy int
+
+// Stale policies. The zero value is StaleDegrade, the default.
+const (
+	// StaleDegrade treats a stale signal as at least degraded.
+	StaleDegrade StalePolicy = iota
+	// StaleHold keeps the level where it is while any signal is stale:
+	// fresh signals may still raise it, nothing lowers it.
+	StaleHold
+	// StaleIgnore drops a stale signal as if it were absent.
+	StaleIgnore
+)
+
+// String returns "degrade", "hold" or "ignore", as in the policy file.
+func (p StalePolicy) String() string {
+	switch p {
+	case StaleDegrade:
+		return "degrade"
+	case StaleHold:
+		return "hold"
+	case StaleIgnore:
+		return "ignore"
+	default:
+		return fmt.Sprintf("stale_policy(%d)", int(p))
+	}
+}
+
+// Rule is the thresholds of one signal.
+type Rule struct {
+	// Signal names the signal, e.g. "fragmentation"; non-empty and unique
+	// within LevelSettings.Rules.
+	Signal string
+	// Degrade is the value at or above which the signal is degraded. Any
+	// finite value.
+	Degrade float64
+	// Shed is the value at or above which it is critical. 0 means the rule
+	// never sheds (it only cuts the window); otherwise finite and > Degrade.
+	Shed float64
+}
+
+// LevelSettings configures a LevelMachine. The zero value has no rules and
+// stays normal.
+type LevelSettings struct {
+	// Rules are the signals that count, in priority order: when several
+	// reach the same level at once, the first names the cause.
+	Rules []Rule
+	// Hysteresis is the absolute margin, in the signal's own unit, by which
+	// a value must fall below a threshold to leave its level. 0 means no
+	// margin; otherwise finite and ≥ 0 (the policy file's default is 0.05).
+	Hysteresis float64
+	// Hold is how long a value must stay below threshold − Hysteresis, on
+	// every reading, before its level is left. 0 means the first such
+	// reading leaves it; otherwise > 0.
+	Hold time.Duration
+	// OnStale is the policy for stale readings. The zero value is StaleDegrade.
+	OnStale StalePolicy
+}
+
+func (s LevelSettings) validate() error {
+	var errs []error
+	bad := func(field string, v any, want string) {
+		errs = append(errs, fmt.Errorf("breaker: LevelSettings.%s = %v, want %s", field, v, want))
+	}
+	seen := make(map[string]bool, len(s.Rules))
+	for i, r := range s.Rules {
+		switch {
+		case r.Signal == "":
+			bad(fmt.Sprintf("Rules[%d].Signal", i), `""`, "a signal name")
+		case seen[r.Signal]:
+			bad(fmt.Sprintf("Rules[%d].Signal", i), r.Signal, "a signal not named before")
+		}
+		seen[r.Signal] = true
+		if !finite(r.Degrade) {
+			bad(fmt.Sprintf("Rules[%d].Degrade", i), r.Degrade, "a finite value")
+		}
+		if r.Shed != 0 && (!finite(r.Shed) || r.Shed <= r.Degrade) {
+			bad(fmt.Sprintf("Rules[%d].Shed", i), r.Shed, fmt.Sprintf("0 or a finite value > Degrade (%v)", r.Degrade))
+		}
+	}
+	if !finite(s.Hysteresis) || s.Hysteresis < 0 {
+		bad("Hysteresis", s.Hysteresis, "a finite value ≥ 0")
+	}
+	if s.Hold < 0 {
+		bad("Hold", s.Hold, "≥ 0")
+	}
+	if s.OnStale < StaleDegrade || s.OnStale > StaleIgnore {
+		bad("OnStale", int(s.OnStale), "StaleDegrade, StaleHold or StaleIgnore")
+	}
+	return errors.Join(errs...)
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// threshold returns the value at which r reaches level k (Degraded or
+// Critical), and false when r never reaches it.
+func (r Rule) threshold(k Level) (float64, bool) {
+	if k == Critical {
+		return r.Shed, r.Shed != 0
+	}
+	return r.Degrade, true
+}
+
+// attained is the level value v reaches on r, without hysteresis.
+func (r Rule) attained(v float64) Level {
+	switch {
+	case r.Shed != 0 && v >= r.Shed:
+		return Critical
+	case v >= r.Degrade:
+		return Degraded
+	}
+	return Normal
+}
+
+// Reading is one signal's value for an upstream: the worst over its GPUs.
+type Reading struct {
+	// Signal names the signal, as in Rule.Signal.
+	Signal string
+	// Value is the latest value. NaN counts as stale.
+	Value float64
+	// Stale says the source has had no good reading for stale_after; Value
+	// is then the last one known.
+	Stale bool
+}
+
+// Transition is one change of level, reported once by the call that made it.
+type Transition struct {
+	From, To Level
+	// Signal is the cause: on the way up the rule that raised the level, on
+	// the way down the rule that had raised it.
+	Signal string
+	// Value is Signal's value in the reading that made the change.
+	Value float64
+	// Stale says the cause's reading was stale: under StaleDegrade it is
+	// why the level rose or stayed, under StaleIgnore why it fell.
+	Stale bool
+}

@@ -1,0 +1,181 @@
+package breaker
+
+import (
+	"math"
+	"time"
+)
+
+// LevelMachine turns one upstream's readings into a level. A worse level
+// takes effect on the reading that shows it; a level is left only once every
+// rule has stayed below its threshold minus Hysteresis, on every reading, for
+// Hold. It is a pure core: every method takes now, nothing reads a clock, and
+// it is not safe for concurrent use (Slow adds the lock). Create one with
+// NewLevelMachine.
+type LevelMachine struct {
+	s     LevelSettings
+	level Level
+	// clearSince[k] is when every rule first went below its level-k
+	// threshold − Hysteresis in the current unbroken run; valid if clear[k].
+	clearSince [Critical + 1]time.Time
+	clear      [Critical + 1]bool
+	cause      int // index into s.Rules of the current cause, or -1
+	causeValue float64
+	causeStale bool
+}
+
+// NewLevelMachine returns a LevelMachine at Normal, or an error naming each
+// invalid field of s.
+func NewLevelMachine(s LevelSettings) (*LevelMachine, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	s.Rules = append([]Rule(nil), s.Rules...)
+	return &LevelMachine{s: s, cause: -1}, nil
+}
+
+// Level returns the current level.
+func (m *LevelMachine) Level() Level { return m.level }
+
+// Cause returns the signal that drove the current level (empty at Normal
+// before any rule fired) and its latest value.
+func (m *LevelMachine) Cause() (signal string, value float64) {
+	if m.cause < 0 {
+		return "", 0
+	}
+	return m.s.Rules[m.cause].Signal, m.causeValue
+}
+
+// ruleReading is the reading picked for one rule.
+type ruleReading struct {
+	found bool
+	value float64
+	stale bool
+}
+
+// evaluation is what one set of readings says, before time is considered.
+type evaluation struct {
+	attained    Level // worst level any rule reaches now
+	attainedIdx int   // first rule reaching attained, or -1
+	bandIdx     int   // first rule with the highest level within the hysteresis band, or -1
+	clear       [Critical + 1]bool
+	frozen      bool // a stale signal under StaleHold
+	values      []ruleReading
+}
+
+// Observe takes one round of readings at now and returns the transition it
+// caused, if any. Readings for signals without a rule are ignored; rules
+// without a reading count as absent (they neither raise nor hold a level).
+// When a signal has several readings, the worst fresh one counts.
+func (m *LevelMachine) Observe(now time.Time, readings []Reading) (Transition, bool) {
+	e := m.evaluate(readings)
+	for k := Degraded; k <= Critical; k++ {
+		switch {
+		case !e.clear[k] || e.frozen:
+			m.clear[k] = false
+		case !m.clear[k]:
+			m.clear[k], m.clearSince[k] = true, now
+		}
+	}
+	from, to := m.level, m.level
+	if e.attained > from {
+		to = e.attained
+		m.cause = e.attainedIdx
+	} else {
+		for to > Normal && m.clear[to] && now.Sub(m.clearSince[to]) >= m.s.Hold {
+			to--
+		}
+	}
+	if m.cause >= 0 && e.values[m.cause].found {
+		m.causeValue, m.causeStale = e.values[m.cause].value, e.values[m.cause].stale
+	}
+	if to == from {
+		return Transition{}, false
+	}
+	t := Transition{From: from, To: to, Value: m.causeValue, Stale: m.causeStale}
+	if m.cause >= 0 {
+		t.Signal = m.s.Rules[m.cause].Signal
+	}
+	m.level = to
+	if to < from && e.bandIdx >= 0 { // on the way down the rule still nearest its threshold leads
+		m.cause = e.bandIdx
+		m.causeValue, m.causeStale = e.values[e.bandIdx].value, e.values[e.bandIdx].stale
+	}
+	return t, true
+}
+
+// evaluate applies the stale policy and thresholds to one round of readings.
+func (m *LevelMachine) evaluate(readings []Reading) evaluation {
+	e := evaluation{attainedIdx: -1, bandIdx: -1, values: m.pick(readings)}
+	e.clear[Degraded], e.clear[Critical] = true, true
+	band := Normal
+	for i, r := range m.s.Rules {
+		rr := e.values[i]
+		if !rr.found {
+			continue
+		}
+		var att, hb Level // attained now; highest level within the hysteresis band
+		switch {
+		case !rr.stale:
+			att, hb = r.attained(rr.value), m.band(r, rr.value)
+		case m.s.OnStale == StaleDegrade:
+			att, hb = Degraded, Degraded
+		case m.s.OnStale == StaleHold:
+			e.frozen = true
+			continue
+		default: // StaleIgnore
+			continue
+		}
+		if att > e.attained {
+			e.attained, e.attainedIdx = att, i
+		}
+		if hb > band {
+			band, e.bandIdx = hb, i
+		}
+		for k := Degraded; k <= hb; k++ {
+			e.clear[k] = false
+		}
+	}
+	return e
+}
+
+// band is the highest level k whose threshold − Hysteresis v still reaches.
+func (m *LevelMachine) band(r Rule, v float64) Level {
+	for k := Critical; k > Normal; k-- {
+		if thr, ok := r.threshold(k); ok && v >= thr-m.s.Hysteresis {
+			return k
+		}
+	}
+	return Normal
+}
+
+// pick finds each rule's reading: the worst fresh one, else a stale one.
+func (m *LevelMachine) pick(readings []Reading) []ruleReading {
+	out := make([]ruleReading, len(m.s.Rules))
+	for _, rd := range readings {
+		for i, r := range m.s.Rules {
+			if r.Signal != rd.Signal {
+				continue
+			}
+			stale := rd.Stale || math.IsNaN(rd.Value)
+			cur := &out[i]
+			if !cur.found || cur.stale && !stale || cur.stale == stale && rd.Value > cur.value {
+				*cur = ruleReading{found: true, value: rd.Value, stale: stale}
+			}
+		}
+	}
+	return out
+}
+
+// update applies new settings, keeping the level. Hold and clear timers run
+// on; the cause is kept if its signal still has a rule.
+func (m *LevelMachine) update(s LevelSettings) {
+	signal, _ := m.Cause()
+	m.s = s
+	m.s.Rules = append([]Rule(nil), s.Rules...)
+	m.cause = -1
+	for i, r := range m.s.Rules {
+		if r.Signal == signal {
+			m.cause = i
+		}
+	}
+}

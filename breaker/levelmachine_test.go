@@ -1,0 +1,239 @@
+package breaker
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func rd(signal string, v float64) Reading      { return Reading{Signal: signal, Value: v} }
+func staleRd(signal string, v float64) Reading { return Reading{Signal: signal, Value: v, Stale: true} }
+
+// levelStep advances the clock by advance, observes readings, and states the
+// level after it and the transition it caused ("" for none).
+type levelStep struct {
+	advance    time.Duration
+	readings   []Reading
+	level      Level
+	transition string
+}
+
+func (t Transition) String() string {
+	s := fmt.Sprintf("%v→%v %s=%g", t.From, t.To, t.Signal, t.Value)
+	if t.Stale {
+		s += " stale"
+	}
+	return s
+}
+
+func testRules() []Rule {
+	return []Rule{
+		{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5},
+		{Signal: "kv_cache_usage", Degrade: 0.95},
+		{Signal: "memory_used", Degrade: 0.95, Shed: 0.98},
+	}
+}
+
+// flap returns n steps every 500ms alternating between a and b on
+// fragmentation, all expected at level want with no transition.
+func flap(n int, a, b float64, want Level) []levelStep {
+	steps := make([]levelStep, n)
+	for i := range steps {
+		v := a
+		if i%2 == 1 {
+			v = b
+		}
+		steps[i] = levelStep{advance: 500 * time.Millisecond, readings: []Reading{rd("fragmentation", v)}, level: want}
+	}
+	return steps
+}
+
+func frag(v float64) []Reading { return []Reading{rd("fragmentation", v)} }
+
+func TestLevelMachineSteps(t *testing.T) {
+	t.Parallel()
+	const s = time.Second
+	tests := []struct {
+		name    string
+		onStale StalePolicy
+		hold    time.Duration // 0 means 5s here; use -1 for a zero Hold
+		steps   []levelStep
+	}{
+		{name: "enter degraded at once", steps: []levelStep{
+			{readings: frag(1.1), level: Normal},
+			{advance: s, readings: frag(1.2), level: Degraded, transition: "normal→degraded fragmentation=1.2"},
+		}},
+		{name: "enter critical at once", steps: []levelStep{
+			{readings: frag(1.5), level: Critical, transition: "normal→critical fragmentation=1.5"},
+		}},
+		{name: "degraded then critical", steps: []levelStep{
+			{readings: frag(1.3), level: Degraded, transition: "normal→degraded fragmentation=1.3"},
+			{advance: s, readings: frag(1.6), level: Critical, transition: "degraded→critical fragmentation=1.6"},
+		}},
+		{name: "leave only after hold", steps: []levelStep{
+			{readings: frag(1.25), level: Degraded, transition: "normal→degraded fragmentation=1.25"},
+			{advance: s, readings: frag(1.1), level: Degraded},
+			{advance: 4500 * time.Millisecond, readings: frag(1.1), level: Degraded},
+			{advance: 500 * time.Millisecond, readings: frag(1.1), level: Normal, transition: "degraded→normal fragmentation=1.1"},
+		}},
+		{name: "zero hold leaves on the first reading below the margin", hold: -1, steps: []levelStep{
+			{readings: frag(1.25), level: Degraded, transition: "normal→degraded fragmentation=1.25"},
+			{advance: s, readings: frag(1.16), level: Degraded},
+			{advance: s, readings: frag(1.14), level: Normal, transition: "degraded→normal fragmentation=1.14"},
+		}},
+		{name: "hysteresis band holds the level", steps: []levelStep{
+			{readings: frag(1.25), level: Degraded, transition: "normal→degraded fragmentation=1.25"},
+			{advance: s, readings: frag(1.17), level: Degraded},
+			{advance: 10 * s, readings: frag(1.16), level: Degraded},
+			{advance: s, readings: frag(1.14), level: Degraded},
+			{advance: 5 * s, readings: frag(1.14), level: Normal, transition: "degraded→normal fragmentation=1.14"},
+		}},
+		{name: "a reading in the band restarts the hold", steps: []levelStep{
+			{readings: frag(1.25), level: Degraded, transition: "normal→degraded fragmentation=1.25"},
+			{advance: s, readings: frag(1.0), level: Degraded},
+			{advance: 4 * s, readings: frag(1.16), level: Degraded},
+			{advance: s, readings: frag(1.0), level: Degraded},
+			{advance: 4500 * time.Millisecond, readings: frag(1.0), level: Degraded},
+			{advance: 500 * time.Millisecond, readings: frag(1.0), level: Normal, transition: "degraded→normal fragmentation=1"},
+		}},
+		{name: "critical steps down to degraded, then normal", steps: []levelStep{
+			{readings: frag(1.6), level: Critical, transition: "normal→critical fragmentation=1.6"},
+			{advance: s, readings: frag(1.3), level: Critical},
+			{advance: 5 * s, readings: frag(1.3), level: Degraded, transition: "critical→degraded fragmentation=1.3"},
+			{advance: s, readings: frag(1.1), level: Degraded},
+			{advance: 5 * s, readings: frag(1.1), level: Normal, transition: "degraded→normal fragmentation=1.1"},
+		}},
+		{name: "critical straight to normal when clear of both", steps: []levelStep{
+			{readings: frag(1.6), level: Critical, transition: "normal→critical fragmentation=1.6"},
+			{advance: s, readings: frag(1.0), level: Critical},
+			{advance: 5 * s, readings: frag(1.0), level: Normal, transition: "critical→normal fragmentation=1"},
+		}},
+		{name: "a rule without shed only degrades", steps: []levelStep{
+			{readings: []Reading{rd("kv_cache_usage", 1.0)}, level: Degraded, transition: "normal→degraded kv_cache_usage=1"},
+		}},
+		{name: "the worst rule wins and names the cause", steps: []levelStep{
+			{readings: []Reading{rd("kv_cache_usage", 0.99), rd("memory_used", 0.99)}, level: Critical, transition: "normal→critical memory_used=0.99"},
+			{advance: s, readings: []Reading{rd("kv_cache_usage", 0.99), rd("memory_used", 0.5)}, level: Critical},
+			{advance: 5 * s, readings: []Reading{rd("kv_cache_usage", 0.99), rd("memory_used", 0.5)}, level: Degraded, transition: "critical→degraded memory_used=0.5"},
+			{advance: 5 * s, readings: []Reading{rd("kv_cache_usage", 0.5)}, level: Degraded},
+			{advance: 5 * s, readings: []Reading{rd("kv_cache_usage", 0.5)}, level: Normal, transition: "degraded→normal kv_cache_usage=0.5"},
+		}},
+		{name: "absent and unknown signals count for nothing", steps: []levelStep{
+			{readings: []Reading{rd("waiting", 1e9)}, level: Normal},
+			{readings: nil, level: Normal},
+		}},
+		{name: "the worst fresh reading of a signal counts", steps: []levelStep{
+			{readings: []Reading{rd("fragmentation", 1.0), staleRd("fragmentation", 2), rd("fragmentation", 1.3)}, level: Degraded, transition: "normal→degraded fragmentation=1.3"},
+		}},
+		{name: "flapping across the threshold does not flap", steps: append([]levelStep{
+			{readings: frag(1.21), level: Degraded, transition: "normal→degraded fragmentation=1.21"},
+		}, flap(40, 1.19, 1.21, Degraded)...)},
+		{name: "flapping far below does not flap either", steps: append([]levelStep{
+			{readings: frag(1.3), level: Degraded, transition: "normal→degraded fragmentation=1.3"},
+		}, flap(40, 1.0, 1.3, Degraded)...)},
+		{name: "flapping into shed holds critical", steps: append([]levelStep{
+			{readings: frag(1.5), level: Critical, transition: "normal→critical fragmentation=1.5"},
+		}, flap(40, 1.0, 1.5, Critical)...)},
+		{name: "stale degrade raises to degraded and holds it", onStale: StaleDegrade, steps: []levelStep{
+			{readings: frag(1.0), level: Normal},
+			{advance: s, readings: []Reading{staleRd("fragmentation", 1.0)}, level: Degraded, transition: "normal→degraded fragmentation=1 stale"},
+			{advance: 10 * s, readings: []Reading{staleRd("fragmentation", 1.0)}, level: Degraded},
+			{advance: s, readings: frag(1.0), level: Degraded},
+			{advance: 5 * s, readings: frag(1.0), level: Normal, transition: "degraded→normal fragmentation=1"},
+		}},
+		{name: "stale degrade lets critical fall to degraded", onStale: StaleDegrade, steps: []levelStep{
+			{readings: frag(1.6), level: Critical, transition: "normal→critical fragmentation=1.6"},
+			{advance: s, readings: []Reading{staleRd("fragmentation", 1.6)}, level: Critical},
+			{advance: 5 * s, readings: []Reading{staleRd("fragmentation", 1.6)}, level: Degraded, transition: "critical→degraded fragmentation=1.6 stale"},
+		}},
+		{name: "NaN counts as stale", onStale: StaleDegrade, steps: []levelStep{
+			{readings: frag(nan()), level: Degraded, transition: "normal→degraded fragmentation=NaN stale"},
+		}},
+		{name: "stale hold keeps the level; fresh signals may still raise it", onStale: StaleHold, steps: []levelStep{
+			{readings: frag(1.3), level: Degraded, transition: "normal→degraded fragmentation=1.3"},
+			{advance: s, readings: []Reading{staleRd("fragmentation", 1.0)}, level: Degraded},
+			{advance: 10 * s, readings: []Reading{staleRd("fragmentation", 1.0)}, level: Degraded},
+			{advance: s, readings: []Reading{staleRd("fragmentation", 1.0), rd("memory_used", 0.99)}, level: Critical, transition: "degraded→critical memory_used=0.99"},
+			{advance: s, readings: []Reading{staleRd("fragmentation", 1.0), rd("memory_used", 0.1)}, level: Critical},
+			{advance: 10 * s, readings: []Reading{staleRd("fragmentation", 1.0), rd("memory_used", 0.1)}, level: Critical},
+			{advance: s, readings: []Reading{rd("fragmentation", 1.0), rd("memory_used", 0.1)}, level: Critical},
+			{advance: 5 * s, readings: []Reading{rd("fragmentation", 1.0), rd("memory_used", 0.1)}, level: Normal, transition: "critical→normal memory_used=0.1"},
+		}},
+		{name: "stale hold at normal stays normal", onStale: StaleHold, steps: []levelStep{
+			{readings: []Reading{staleRd("fragmentation", 9)}, level: Normal},
+		}},
+		{name: "stale ignore drops the signal", onStale: StaleIgnore, steps: []levelStep{
+			{readings: []Reading{staleRd("fragmentation", 9)}, level: Normal},
+			{advance: s, readings: frag(1.3), level: Degraded, transition: "normal→degraded fragmentation=1.3"},
+			{advance: s, readings: []Reading{staleRd("fragmentation", 1.3)}, level: Degraded},
+			{advance: 5 * s, readings: []Reading{staleRd("fragmentation", 1.3)}, level: Normal, transition: "degraded→normal fragmentation=1.3 stale"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			hold := 5 * time.Second
+			if tt.hold < 0 {
+				hold = 0
+			} else if tt.hold > 0 {
+				hold = tt.hold
+			}
+			m, err := NewLevelMachine(LevelSettings{Rules: testRules(), Hysteresis: 0.05, Hold: hold, OnStale: tt.onStale})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i, st := range tt.steps {
+				now = now.Add(st.advance)
+				tr, changed := m.Observe(now, st.readings)
+				got := ""
+				if changed {
+					got = tr.String()
+				}
+				if got != st.transition {
+					t.Errorf("step %d: Observe(%v) transition = %q, want %q", i, st.readings, got, st.transition)
+				}
+				if m.Level() != st.level {
+					t.Errorf("step %d: Level() = %v, want %v", i, m.Level(), st.level)
+				}
+			}
+		})
+	}
+}
+
+func TestNewLevelMachineRejectsInvalidSettings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		s     LevelSettings
+		field string
+	}{
+		{"empty signal", LevelSettings{Rules: []Rule{{Degrade: 1}}}, "Rules[0].Signal"},
+		{"duplicate signal", LevelSettings{Rules: []Rule{{Signal: "a", Degrade: 1}, {Signal: "a", Degrade: 2}}}, "Rules[1].Signal"},
+		{"nan degrade", LevelSettings{Rules: []Rule{{Signal: "a", Degrade: nan()}}}, "Rules[0].Degrade"},
+		{"shed below degrade", LevelSettings{Rules: []Rule{{Signal: "a", Degrade: 1.2, Shed: 1.1}}}, "Rules[0].Shed"},
+		{"infinite shed", LevelSettings{Rules: []Rule{{Signal: "a", Degrade: 1.2, Shed: inf()}}}, "Rules[0].Shed"},
+		{"negative hysteresis", LevelSettings{Hysteresis: -0.1}, "Hysteresis"},
+		{"negative hold", LevelSettings{Hold: -time.Second}, "Hold"},
+		{"unknown stale policy", LevelSettings{OnStale: 7}, "OnStale"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewLevelMachine(tt.s); err == nil || !strings.Contains(err.Error(), "LevelSettings."+tt.field) {
+				t.Fatalf("NewLevelMachine(%+v) = %v, want an error naming %s", tt.s, err, tt.field)
+			}
+		})
+	}
+}
+
+func TestLevelStrings(t *testing.T) {
+	t.Parallel()
+	got := fmt.Sprint(Normal, Degraded, Critical, Level(5), StaleDegrade, StaleHold, StaleIgnore, StalePolicy(4),
+		PhaseNormal, PhaseDegraded, PhaseCritical, PhaseRecovering, Phase(9), ScopeGlobal, ScopeClient, Scope(3))
+	want := "normal degraded critical level(5) degrade hold ignore stale_policy(4) " +
+		"normal degraded critical recovering phase(9) global client scope(3)"
+	if got != want {
+		t.Fatalf("String() values = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,216 @@
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Window defaults.
+const (
+	DefaultCut       = 0.2
+	DefaultCutEvery  = 2 * time.Second
+	DefaultRampStep  = 0.1
+	DefaultRampEvery = time.Second
+)
+
+// Phase is where an upstream's batch window stands.
+type Phase int
+
+// Window phases.
+const (
+	PhaseNormal     Phase = iota // window at MaxInflight
+	PhaseDegraded                // cut, and cut again while the cause worsens
+	PhaseCritical                // cut once more; new work is refused
+	PhaseRecovering              // level normal again; ramping up, backlog draining
+)
+
+// String returns "normal", "degraded", "critical" or "recovering".
+func (p Phase) String() string {
+	switch p {
+	case PhaseNormal:
+		return "normal"
+	case PhaseDegraded:
+		return "degraded"
+	case PhaseCritical:
+		return "critical"
+	case PhaseRecovering:
+		return "recovering"
+	default:
+		return fmt.Sprintf("phase(%d)", int(p))
+	}
+}
+
+// WindowSettings configures a Window. MaxInflight is required; zero values
+// of the other fields select the defaults.
+type WindowSettings struct {
+	// MaxInflight is the largest window, in requests: the pod's
+	// max_num_seqs. Required: ≥ 1.
+	MaxInflight int
+	// MinInflight is the smallest window in requests; cuts stop there.
+	// 0 means 1; otherwise 1 to MaxInflight.
+	MinInflight int
+	// Cut is the fraction taken off the window per cut: 0.2 turns 100 into
+	// 80 (rounded down). 0 means DefaultCut (0.2); otherwise 0 < Cut < 1.
+	Cut float64
+	// CutEvery is the least time between two cuts while degraded and the
+	// cause keeps getting worse. 0 means DefaultCutEvery (2s); otherwise > 0.
+	CutEvery time.Duration
+	// RampStep is the fraction of MaxInflight added per RampEvery while
+	// recovering, rounded to the nearest request, at least one. 0 means
+	// DefaultRampStep (0.1); otherwise 0 < RampStep ≤ 1.
+	RampStep float64
+	// RampEvery is the time between two ramp steps. 0 means
+	// DefaultRampEvery (1s); otherwise > 0.
+	RampEvery time.Duration
+}
+
+// normalized checks s and fills in the defaults; the error names each
+// invalid field.
+func (s WindowSettings) normalized() (WindowSettings, error) {
+	var errs []error
+	bad := func(field string, v any, want string) {
+		errs = append(errs, fmt.Errorf("breaker: WindowSettings.%s = %v, want %s", field, v, want))
+	}
+	if s.MaxInflight < 1 || s.MaxInflight > math.MaxInt32 {
+		bad("MaxInflight", s.MaxInflight, "1 to 2147483647")
+	}
+	if s.MinInflight < 0 || s.MaxInflight >= 1 && s.MinInflight > s.MaxInflight {
+		bad("MinInflight", s.MinInflight, fmt.Sprintf("0 to MaxInflight (%d)", s.MaxInflight))
+	}
+	if !(s.Cut >= 0 && s.Cut < 1) {
+		bad("Cut", s.Cut, "0 ≤ Cut < 1")
+	}
+	if s.CutEvery < 0 {
+		bad("CutEvery", s.CutEvery, "≥ 0")
+	}
+	if !(s.RampStep >= 0 && s.RampStep <= 1) {
+		bad("RampStep", s.RampStep, "0 ≤ RampStep ≤ 1")
+	}
+	if s.RampEvery < 0 {
+		bad("RampEvery", s.RampEvery, "≥ 0")
+	}
+	if len(errs) > 0 {
+		return s, errors.Join(errs...)
+	}
+	s.MinInflight = max(s.MinInflight, 1)
+	s.Cut = cmpOr(s.Cut, DefaultCut)
+	s.CutEvery = cmpOr(s.CutEvery, DefaultCutEvery)
+	s.RampStep = cmpOr(s.RampStep, DefaultRampStep)
+	s.RampEvery = cmpOr(s.RampEvery, DefaultRampEvery)
+	return s, nil
+}
+
+// WindowInput is one tick's news for a Window.
+type WindowInput struct {
+	// Level is the upstream's current level.
+	Level Level
+	// Signal and Value are the level's cause and its latest value
+	// (LevelMachine.Cause); a rising Value while degraded cuts again.
+	Signal string
+	Value  float64
+	// BacklogEmpty says no request waits for this upstream. Recovery ends
+	// only when the window is full and the backlog is empty; pass true if
+	// the caller keeps no backlog.
+	BacklogEmpty bool
+}
+
+// Window is the batch window (most requests in flight) of one upstream. It
+// is a pure core: Tick takes now, nothing reads a clock, and it is not safe
+// for concurrent use (Slow adds the lock). Create one with NewWindow.
+type Window struct {
+	s         WindowSettings
+	limit     int
+	phase     Phase
+	lastCut   time.Time // when the window was last cut
+	cutSignal string    // the cause at the last cut, and its value then
+	cutValue  float64
+	lastRamp  time.Time // when recovery began or the window last grew
+}
+
+// NewWindow returns a Window at MaxInflight in PhaseNormal, or an error
+// naming each invalid field of s.
+func NewWindow(s WindowSettings) (*Window, error) {
+	s, err := s.normalized()
+	if err != nil {
+		return nil, err
+	}
+	return &Window{s: s, limit: s.MaxInflight}, nil
+}
+
+// Limit returns the current window in requests, always within
+// [MinInflight, MaxInflight].
+func (w *Window) Limit() int { return w.limit }
+
+// Phase returns the current phase.
+func (w *Window) Phase() Phase { return w.phase }
+
+// Tick moves the window for the input at now and returns the new limit and
+// phase. Call it on every pressure reading, and more often if you like:
+// cuts and ramp steps follow elapsed time, not the number of calls.
+//
+// Entering degraded cuts by Cut; while degraded, a Value above the one at
+// the last cut (same Signal) cuts again once CutEvery has passed. Entering
+// critical cuts once more (twice when coming straight from normal or
+// recovering). Back at normal the window ramps up by RampStep×MaxInflight
+// every RampEvery and the phase is recovering until the window is full and
+// the backlog is empty.
+func (w *Window) Tick(now time.Time, in WindowInput) (limit int, phase Phase) {
+	switch in.Level {
+	case Critical:
+		if w.phase != PhaseCritical {
+			if w.phase != PhaseDegraded {
+				w.cut(now, in)
+			}
+			w.cut(now, in)
+			w.phase = PhaseCritical
+		}
+	case Degraded:
+		switch w.phase {
+		case PhaseNormal, PhaseRecovering:
+			w.cut(now, in)
+		case PhaseDegraded:
+			if in.Signal != w.cutSignal {
+				w.cutSignal, w.cutValue = in.Signal, in.Value // a new cause sets a new baseline
+			} else if in.Value > w.cutValue && now.Sub(w.lastCut) >= w.s.CutEvery {
+				w.cut(now, in)
+			}
+		}
+		w.phase = PhaseDegraded
+	default:
+		w.recover(now, in.BacklogEmpty)
+	}
+	return w.limit, w.phase
+}
+
+func (w *Window) cut(now time.Time, in WindowInput) {
+	w.limit = max(w.s.MinInflight, int(math.Floor(float64(w.limit)*(1-w.s.Cut))))
+	w.lastCut, w.cutSignal, w.cutValue = now, in.Signal, in.Value
+}
+
+func (w *Window) recover(now time.Time, backlogEmpty bool) {
+	switch w.phase {
+	case PhaseDegraded, PhaseCritical:
+		w.phase, w.lastRamp = PhaseRecovering, now
+	case PhaseRecovering:
+		if steps := now.Sub(w.lastRamp) / w.s.RampEvery; steps > 0 && w.limit < w.s.MaxInflight {
+			step := max(1, int(math.Round(w.s.RampStep*float64(w.s.MaxInflight))))
+			grow := min(int64(steps), int64(w.s.MaxInflight)) * int64(step)
+			w.limit = int(min(int64(w.limit)+grow, int64(w.s.MaxInflight)))
+			w.lastRamp = w.lastRamp.Add(steps * w.s.RampEvery)
+		}
+	}
+	if w.phase == PhaseRecovering && w.limit == w.s.MaxInflight && backlogEmpty {
+		w.phase = PhaseNormal
+	}
+}
+
+// update applies new settings, keeping the phase and clamping the window.
+func (w *Window) update(s WindowSettings) {
+	w.s = s
+	if w.phase == PhaseNormal {
+		w.limit = s.MaxInflight
+	}
+	w.limit = min(max(w.limit, s.MinInflight), s.MaxInflight)
+}

@@ -1,0 +1,189 @@
+package breaker
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// windowStep advances the clock, ticks, and states the limit and phase.
+type windowStep struct {
+	advance time.Duration
+	level   Level
+	signal  string // "" means "fragmentation"
+	value   float64
+	busy    bool // backlog not empty
+	limit   int
+	phase   Phase
+}
+
+func TestWindowSteps(t *testing.T) {
+	t.Parallel()
+	const s = time.Second
+	base := WindowSettings{MaxInflight: 100, MinInflight: 10} // cut 0.2 every 2s, ramp 10 every 1s
+	tests := []struct {
+		name  string
+		s     WindowSettings
+		steps []windowStep
+	}{
+		{name: "normal stays at max", s: base, steps: []windowStep{
+			{level: Normal, limit: 100, phase: PhaseNormal},
+			{advance: 10 * s, level: Normal, limit: 100, phase: PhaseNormal},
+		}},
+		{name: "entering degraded cuts once", s: base, steps: []windowStep{
+			{level: Degraded, value: 1.25, limit: 80, phase: PhaseDegraded},
+			{advance: 5 * s, level: Degraded, value: 1.25, limit: 80, phase: PhaseDegraded}, // not worse
+			{advance: 5 * s, level: Degraded, value: 1.22, limit: 80, phase: PhaseDegraded}, // better
+		}},
+		{name: "repeated cuts while the cause worsens, at most every CutEvery", s: base, steps: []windowStep{
+			{level: Degraded, value: 1.25, limit: 80, phase: PhaseDegraded},
+			{advance: s, level: Degraded, value: 1.30, limit: 80, phase: PhaseDegraded},
+			{advance: s, level: Degraded, value: 1.30, limit: 64, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 1.30, limit: 64, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 1.35, limit: 51, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 1.40, limit: 40, phase: PhaseDegraded},
+		}},
+		{name: "a new cause sets a new baseline", s: base, steps: []windowStep{
+			{level: Degraded, value: 1.25, limit: 80, phase: PhaseDegraded},
+			{advance: 3 * s, level: Degraded, signal: "kv_cache_usage", value: 0.96, limit: 80, phase: PhaseDegraded},
+			{advance: 3 * s, level: Degraded, signal: "kv_cache_usage", value: 0.97, limit: 64, phase: PhaseDegraded},
+		}},
+		{name: "entering critical cuts once more, and only once", s: base, steps: []windowStep{
+			{level: Degraded, value: 1.3, limit: 80, phase: PhaseDegraded},
+			{advance: s, level: Critical, value: 1.6, limit: 64, phase: PhaseCritical},
+			{advance: 5 * s, level: Critical, value: 1.9, limit: 64, phase: PhaseCritical},
+			{advance: 5 * s, level: Degraded, value: 1.4, limit: 64, phase: PhaseDegraded},
+		}},
+		{name: "normal straight to critical cuts twice", s: base, steps: []windowStep{
+			{level: Critical, value: 1.6, limit: 64, phase: PhaseCritical},
+		}},
+		{name: "cuts stop at the minimum", s: base, steps: []windowStep{
+			{level: Critical, value: 1.6, limit: 64, phase: PhaseCritical},
+			{advance: s, level: Degraded, value: 1.7, limit: 64, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 1.8, limit: 51, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 1.9, limit: 40, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 2.0, limit: 32, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 2.1, limit: 25, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 2.2, limit: 20, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 2.3, limit: 16, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 2.4, limit: 12, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 2.5, limit: 10, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 2.6, limit: 10, phase: PhaseDegraded},
+		}},
+		{name: "ramp up while recovering, then wait for the backlog", s: base, steps: []windowStep{
+			{level: Critical, value: 1.6, limit: 64, phase: PhaseCritical},
+			{advance: s, level: Normal, value: 1.0, busy: true, limit: 64, phase: PhaseRecovering},
+			{advance: 500 * time.Millisecond, level: Normal, busy: true, limit: 64, phase: PhaseRecovering},
+			{advance: 500 * time.Millisecond, level: Normal, busy: true, limit: 74, phase: PhaseRecovering},
+			{advance: 2500 * time.Millisecond, level: Normal, busy: true, limit: 94, phase: PhaseRecovering},
+			{advance: 500 * time.Millisecond, level: Normal, busy: true, limit: 100, phase: PhaseRecovering},
+			{advance: 10 * s, level: Normal, busy: true, limit: 100, phase: PhaseRecovering},
+			{level: Normal, limit: 100, phase: PhaseNormal},
+		}},
+		{name: "recovery ends at once when full and idle", s: base, steps: []windowStep{
+			{level: Degraded, value: 1.3, limit: 80, phase: PhaseDegraded},
+			{advance: s, level: Normal, limit: 80, phase: PhaseRecovering},
+			{advance: 2 * s, level: Normal, limit: 100, phase: PhaseNormal},
+		}},
+		{name: "degraded again while recovering cuts from where it is", s: base, steps: []windowStep{
+			{level: Degraded, value: 1.3, limit: 80, phase: PhaseDegraded},
+			{advance: s, level: Normal, limit: 80, phase: PhaseRecovering},
+			{advance: s, level: Normal, limit: 90, phase: PhaseRecovering},
+			{advance: 100 * time.Millisecond, level: Degraded, value: 1.3, limit: 72, phase: PhaseDegraded},
+		}},
+		{name: "small windows ramp by at least one", s: WindowSettings{MaxInflight: 4, MinInflight: 1, Cut: 0.5, RampStep: 0.01}, steps: []windowStep{
+			{level: Critical, value: 2, limit: 1, phase: PhaseCritical},
+			{advance: s, level: Normal, limit: 1, phase: PhaseRecovering},
+			{advance: s, level: Normal, limit: 2, phase: PhaseRecovering},
+			{advance: 2 * s, level: Normal, limit: 4, phase: PhaseNormal},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w, err := NewWindow(tt.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i, st := range tt.steps {
+				now = now.Add(st.advance)
+				in := WindowInput{Level: st.level, Signal: st.signal, Value: st.value, BacklogEmpty: !st.busy}
+				if in.Signal == "" {
+					in.Signal = "fragmentation"
+				}
+				limit, phase := w.Tick(now, in)
+				if limit != st.limit || phase != st.phase {
+					t.Errorf("step %d: Tick(%+v) = %d, %v, want %d, %v", i, in, limit, phase, st.limit, st.phase)
+				}
+				if w.Limit() != limit || w.Phase() != phase {
+					t.Errorf("step %d: Limit(), Phase() = %d, %v, want what Tick returned", i, w.Limit(), w.Phase())
+				}
+			}
+		})
+	}
+}
+
+// TestWindowStaysInBounds drives random windows with random input and checks
+// the invariants after every tick.
+func TestWindowStaysInBounds(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		maxIn := 1 + rng.IntN(500)
+		s := WindowSettings{
+			MaxInflight: maxIn,
+			MinInflight: rng.IntN(maxIn + 1),
+			Cut:         rng.Float64() * 0.99,
+			CutEvery:    time.Duration(rng.IntN(3000)) * time.Millisecond,
+			RampStep:    rng.Float64(),
+			RampEvery:   time.Duration(rng.IntN(3000)) * time.Millisecond,
+		}
+		w, err := NewWindow(s)
+		if err != nil {
+			t.Fatalf("NewWindow(%+v) = %v", s, err)
+		}
+		minIn := max(s.MinInflight, 1)
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		for i := range 500 {
+			now = now.Add(time.Duration(rng.IntN(4000)) * time.Millisecond)
+			in := WindowInput{Level: Level(rng.IntN(3)), Signal: "s", Value: rng.Float64() * 3, BacklogEmpty: rng.IntN(3) > 0}
+			limit, phase := w.Tick(now, in)
+			if limit < minIn || limit > maxIn {
+				t.Fatalf("settings %+v, tick %d: Tick(%+v) limit = %d, want within [%d, %d]", s, i, in, limit, minIn, maxIn)
+			}
+			if phase == PhaseNormal && limit != maxIn {
+				t.Fatalf("settings %+v, tick %d: phase normal with limit %d, want %d", s, i, limit, maxIn)
+			}
+			if want := map[Level]Phase{Degraded: PhaseDegraded, Critical: PhaseCritical}[in.Level]; in.Level != Normal && phase != want {
+				t.Fatalf("tick %d: Tick(%+v) phase = %v, want %v", i, in, phase, want)
+			}
+		}
+	}
+}
+
+func TestNewWindowRejectsInvalidSettings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		s     WindowSettings
+		field string
+	}{
+		{"missing max", WindowSettings{}, "MaxInflight"},
+		{"min above max", WindowSettings{MaxInflight: 4, MinInflight: 5}, "MinInflight"},
+		{"negative min", WindowSettings{MaxInflight: 4, MinInflight: -1}, "MinInflight"},
+		{"cut of one", WindowSettings{MaxInflight: 4, Cut: 1}, "Cut"},
+		{"nan cut", WindowSettings{MaxInflight: 4, Cut: nan()}, "Cut"},
+		{"negative cut every", WindowSettings{MaxInflight: 4, CutEvery: -1}, "CutEvery"},
+		{"ramp above one", WindowSettings{MaxInflight: 4, RampStep: 1.5}, "RampStep"},
+		{"negative ramp every", WindowSettings{MaxInflight: 4, RampEvery: -1}, "RampEvery"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewWindow(tt.s); err == nil || !strings.Contains(err.Error(), "WindowSettings."+tt.field) {
+				t.Fatalf("NewWindow(%+v) = %v, want an error naming %s", tt.s, err, tt.field)
+			}
+		})
+	}
+}
