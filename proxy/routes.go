@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+)
+
+// RouteKind says what a forwarded route does, and so how its body is
+// classified.
+type RouteKind uint8
+
+// The kinds of forwarded routes.
+const (
+	// KindModels lists the served models; no GPU work.
+	KindModels RouteKind = iota
+	// KindCompletion is the legacy text completion API: prompt in, text out.
+	KindCompletion
+	// KindChat is the chat completion API: messages in, text out.
+	KindChat
+	// KindResponses is OpenAI's Responses API: input items in, output items out.
+	KindResponses
+	// KindEmbedding computes embeddings: input in, no generated tokens.
+	KindEmbedding
+	// KindScore scores or reranks text pairs: input in, no generated tokens.
+	KindScore
+	// KindAudio transcribes or translates an uploaded audio file (multipart
+	// form, not JSON), text out.
+	KindAudio
+)
+
+// String returns the kind's lower-case name, as used in logs and metrics.
+func (k RouteKind) String() string {
+	switch k {
+	case KindModels:
+		return "models"
+	case KindCompletion:
+		return "completion"
+	case KindChat:
+		return "chat"
+	case KindResponses:
+		return "responses"
+	case KindEmbedding:
+		return "embedding"
+	case KindScore:
+		return "score"
+	case KindAudio:
+		return "audio"
+	default:
+		return "unknown"
+	}
+}
+
+// Inference reports whether requests of this kind run on the GPU and so go
+// through the breakers and the admission queue.
+func (k RouteKind) Inference() bool { return k != KindModels }
+
+// Route is one entry of the allow-list of paths forwarded to vLLM.
+type Route struct {
+	// Path is the canonical path, matched byte for byte.
+	Path string
+	// Methods lists the allowed methods, in the order Allow names them.
+	Methods []string
+	// Kind says what the route does.
+	Kind RouteKind
+	// Body reports whether the request carries a JSON body to classify.
+	Body bool
+}
+
+// Allow returns the value of the Allow header for a 405 on this route.
+func (rt Route) Allow() string { return strings.Join(rt.Methods, ", ") }
+
+// routes is the allow-list: the public inference API of vLLM's OpenAI server
+// under the versioned /v1 and /v2 namespaces, nothing else. Everything that
+// is not here is answered 404 by gatekeeper and never reaches a pod:
+//
+//   - admin and development routes, including those under /v1
+//     (/v1/load_lora_adapter, /v1/unload_lora_adapter) and the unversioned
+//     ones (/pause, /resume, /sleep, /wake_up, /reset_prefix_cache,
+//     /collective_rpc, /start_profile, /server_info, /scale_elastic_ep, …);
+//   - /invocations (SageMaker), which dispatches on the body to any task and
+//     so cannot be classified by its path;
+//   - vLLM's unversioned custom APIs (/tokenize, /detokenize, /pooling,
+//     /classify, /score, /rerank, /inference/v1/generate): that namespace
+//     mixes inference with admin routes, so it stays closed and a custom API
+//     is added here as an explicit row when a deployment needs it;
+//   - /health, /load, /ping, /version and /metrics: gatekeeper answers
+//     health itself and scrapes metrics on its own connection;
+//   - routes with path parameters (GET /v1/responses/{id},
+//     POST /v1/responses/{id}/cancel), because matching is exact, and the
+//     /v1/realtime WebSocket.
+//
+// GET routes also allow HEAD, as Starlette does for vLLM. Tests pin the list.
+var routes = [...]Route{
+	{Path: "/v1/models", Methods: []string{http.MethodGet, http.MethodHead}, Kind: KindModels},
+	{Path: "/v1/completions", Methods: []string{http.MethodPost}, Kind: KindCompletion, Body: true},
+	{Path: "/v1/chat/completions", Methods: []string{http.MethodPost}, Kind: KindChat, Body: true},
+	{Path: "/v1/responses", Methods: []string{http.MethodPost}, Kind: KindResponses, Body: true},
+	{Path: "/v1/embeddings", Methods: []string{http.MethodPost}, Kind: KindEmbedding, Body: true},
+	// vLLM serves /v1/score and /v1/rerank as deprecated aliases of /score
+	// and /rerank, and /v2/rerank for Cohere's client.
+	{Path: "/v1/score", Methods: []string{http.MethodPost}, Kind: KindScore, Body: true},
+	{Path: "/v1/rerank", Methods: []string{http.MethodPost}, Kind: KindScore, Body: true},
+	{Path: "/v2/rerank", Methods: []string{http.MethodPost}, Kind: KindScore, Body: true},
+	{Path: "/v1/audio/transcriptions", Methods: []string{http.MethodPost}, Kind: KindAudio},
+	{Path: "/v1/audio/translations", Methods: []string{http.MethodPost}, Kind: KindAudio},
+}
+
+// lookupRoute finds the route for a request. escapedPath is the path as the
+// client sent it (r.URL.EscapedPath(), never the decoded r.URL.Path), and it
+// must equal a route's canonical path byte for byte: no percent-encoding,
+// no empty, "." or ".." segments, no backslash or NUL, no trailing slash, no
+// case variant. Such a path is refused with 404 rather than cleaned, because
+// vLLM (Starlette) decodes and matches paths its own way; forwarding only
+// canonical paths means the route gatekeeper classified is the route vLLM
+// runs. The caller forwards r.URL unchanged, whose path is then canonical.
+//
+// On success the refusal is nil. An unknown path is refused with 404; a known
+// path with a method it does not allow is refused with 405 and the route is
+// still returned, so the caller can set the Allow header from route.Allow().
+func lookupRoute(method, escapedPath string) (Route, *refusal) {
+	for _, rt := range routes {
+		if rt.Path != escapedPath {
+			continue
+		}
+		for _, m := range rt.Methods {
+			if m == method {
+				return rt, nil
+			}
+		}
+		return rt, &refusal{status: http.StatusMethodNotAllowed, reason: ReasonBadRequest,
+			errType: "invalid_request_error",
+			message: "method " + quoteMethod(method) + " is not allowed on " + rt.Path + "; allowed: " + rt.Allow()}
+	}
+	return Route{}, &refusal{status: http.StatusNotFound, reason: ReasonNotFound,
+		errType: "not_found_error", message: "no such route; gatekeeper forwards only the inference API (/v1/...)"}
+}
+
+// quoteMethod renders a client-supplied method for an error message: printable
+// ASCII tokens only, bounded, so nothing odd is echoed back.
+func quoteMethod(m string) string {
+	const maxLen = 16
+	if len(m) > maxLen {
+		return "(too long)"
+	}
+	for i := 0; i < len(m); i++ {
+		if c := m[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+			return "(invalid)"
+		}
+	}
+	return m
+}
