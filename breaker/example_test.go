@@ -57,3 +57,87 @@ func ExampleErrorBreaker() {
 	// breaker: closed → open
 	// breaker: open open
 }
+
+func ExampleLevelMachine() {
+	m, err := breaker.NewLevelMachine(breaker.LevelSettings{
+		Rules:      []breaker.Rule{{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5}},
+		Hysteresis: 0.05,
+		Hold:       5 * time.Second,
+	})
+	if err != nil {
+		panic(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, v := range []float64{1.1, 1.3, 1.6, 1.18, 1.1, 1.1, 1.1} {
+		now := start.Add(time.Duration(i) * 3 * time.Second)
+		if tr, ok := m.Observe(now, []breaker.Reading{{Signal: "fragmentation", Value: v}}); ok {
+			fmt.Printf("t=%2.0fs %s → %s (%s=%g)\n", now.Sub(start).Seconds(), tr.From, tr.To, tr.Signal, tr.Value)
+		}
+	}
+	// Output:
+	// t= 3s normal → degraded (fragmentation=1.3)
+	// t= 6s degraded → critical (fragmentation=1.6)
+	// t=15s critical → degraded (fragmentation=1.1)
+	// t=18s degraded → normal (fragmentation=1.1)
+}
+
+func ExampleSlow() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sl, err := breaker.NewSlow(breaker.SlowSettings{
+		Level: breaker.LevelSettings{
+			Rules: []breaker.Rule{
+				{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5},
+				{Signal: "kv_cache_usage", Degrade: 0.95},
+			},
+			Hysteresis: 0.05,
+			Hold:       2 * time.Second,
+		},
+		Window: breaker.WindowSettings{MaxInflight: 256, MinInflight: 4, RampStep: 0.25},
+		Now:    func() time.Time { return now },
+	})
+	if err != nil {
+		panic(err)
+	}
+	// The pressure loop feeds readings; the request path reads Current and Allow.
+	for _, frag := range []float64{1.1, 1.3, 1.6, 1.0, 1.0, 1.0, 1.0, 1.0} {
+		u := sl.Observe([]breaker.Reading{
+			{Signal: "fragmentation", Value: frag},
+			{Signal: "kv_cache_usage", Value: 0.7},
+		}, true)
+		if u.LevelChanged || u.LimitChanged || u.PhaseChanged {
+			fmt.Printf("frag %.1f: %s, %s, window %d, allow: %v\n", frag, u.Level, u.Phase, u.Limit, sl.Allow())
+		}
+		now = now.Add(time.Second)
+	}
+	// Output:
+	// frag 1.3: degraded, degraded, window 204, allow: <nil>
+	// frag 1.6: critical, critical, window 163, allow: breaker: overloaded, retry after 2s
+	// frag 1.0: normal, recovering, window 163, allow: <nil>
+	// frag 1.0: normal, recovering, window 227, allow: <nil>
+	// frag 1.0: normal, normal, window 256, allow: <nil>
+}
+
+func ExampleWindow() {
+	w, err := breaker.NewWindow(breaker.WindowSettings{MaxInflight: 100, MinInflight: 10})
+	if err != nil {
+		panic(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, in := range []breaker.WindowInput{
+		{Level: breaker.Degraded, Signal: "fragmentation", Value: 1.3},
+		{Level: breaker.Degraded, Signal: "fragmentation", Value: 1.4}, // worse, 2s later: cut again
+		{Level: breaker.Normal, BacklogEmpty: false},
+		{Level: breaker.Normal, BacklogEmpty: false},
+		{Level: breaker.Normal, BacklogEmpty: true},
+	} {
+		limit, phase := w.Tick(now, in)
+		fmt.Println(limit, phase)
+		now = now.Add(2 * time.Second)
+	}
+	// Output:
+	// 80 degraded
+	// 64 degraded
+	// 64 recovering
+	// 84 recovering
+	// 100 normal
+}

@@ -1,0 +1,203 @@
+package breaker
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func newTestSlow(t testing.TB, clk *fakeClock) *Slow {
+	t.Helper()
+	sl, err := NewSlow(SlowSettings{
+		Level:  LevelSettings{Rules: testRules(), Hysteresis: 0.05, Hold: 5 * time.Second},
+		Window: WindowSettings{MaxInflight: 100, MinInflight: 10},
+		Now:    clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sl
+}
+
+func TestSlowSteps(t *testing.T) {
+	t.Parallel()
+	const s = time.Second
+	type step struct {
+		advance  time.Duration
+		readings []Reading
+		busy     bool
+		want     SlowState
+		changed  string // "level", "limit", "phase" joined by +, in that order
+		allowErr bool
+	}
+	steps := []step{
+		{readings: frag(1.0), want: SlowState{Normal, PhaseNormal, 100}},
+		{advance: s, readings: frag(1.3), want: SlowState{Degraded, PhaseDegraded, 80}, changed: "level+limit+phase"},
+		{advance: 2 * s, readings: frag(1.4), want: SlowState{Degraded, PhaseDegraded, 64}, changed: "limit"},
+		{advance: s, readings: frag(1.5), want: SlowState{Critical, PhaseCritical, 51}, changed: "level+limit+phase", allowErr: true},
+		{advance: s, readings: frag(1.0), busy: true, want: SlowState{Critical, PhaseCritical, 51}, allowErr: true},
+		{advance: 5 * s, readings: frag(1.0), busy: true, want: SlowState{Normal, PhaseRecovering, 51}, changed: "level+phase"},
+		{advance: 5 * s, readings: frag(1.0), busy: true, want: SlowState{Normal, PhaseRecovering, 100}, changed: "limit"},
+		{advance: s, readings: frag(1.0), want: SlowState{Normal, PhaseNormal, 100}, changed: "phase"},
+	}
+	clk := newFakeClock()
+	sl := newTestSlow(t, clk)
+	for i, st := range steps {
+		clk.Advance(st.advance)
+		u := sl.Observe(st.readings, !st.busy)
+		if u.SlowState != st.want {
+			t.Errorf("step %d: Observe(%v) = %+v, want %+v", i, st.readings, u.SlowState, st.want)
+		}
+		var changed []string
+		for _, c := range []struct {
+			ok   bool
+			name string
+		}{{u.LevelChanged, "level"}, {u.LimitChanged, "limit"}, {u.PhaseChanged, "phase"}} {
+			if c.ok {
+				changed = append(changed, c.name)
+			}
+		}
+		if got := strings.Join(changed, "+"); got != st.changed {
+			t.Errorf("step %d: changed = %q, want %q", i, got, st.changed)
+		}
+		if got := sl.Current(); got != st.want {
+			t.Errorf("step %d: Current() = %+v, want %+v", i, got, st.want)
+		}
+		err := sl.Allow()
+		if (err != nil) != st.allowErr {
+			t.Errorf("step %d: Allow() = %v, want error %v", i, err, st.allowErr)
+		}
+		var oe *OverloadError
+		if err != nil && (!errors.Is(err, ErrOverloaded) || !errors.As(err, &oe) || oe.RetryAfter() != 2*time.Second) {
+			t.Errorf("step %d: Allow() = %v, want an *OverloadError with RetryAfter 2s", i, err)
+		}
+	}
+}
+
+func TestSlowUpdate(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	sl := newTestSlow(t, clk)
+	sl.Observe(frag(1.6), true) // critical, window 64
+	err := sl.Update(SlowSettings{
+		Level:      LevelSettings{Rules: testRules(), Hysteresis: 0.05, Hold: 5 * time.Second},
+		Window:     WindowSettings{MaxInflight: 50, MinInflight: 10},
+		RetryAfter: 1500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sl.Current(), (SlowState{Critical, PhaseCritical, 50}); got != want {
+		t.Fatalf("Current() after Update = %+v, want %+v", got, want)
+	}
+	var oe *OverloadError
+	if err := sl.Allow(); !errors.As(err, &oe) || oe.RetryAfter() != 2*time.Second || oe.Wait != 1500*time.Millisecond {
+		t.Fatalf("Allow() after Update = %v, want Wait 1.5s, RetryAfter 2s", err)
+	}
+	err = sl.Update(SlowSettings{Level: LevelSettings{Hold: -1}, RetryAfter: -1})
+	for _, field := range []string{"LevelSettings.Hold", "WindowSettings.MaxInflight", "SlowSettings.RetryAfter"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("Update(invalid) = %v, want an error naming %s", err, field)
+		}
+	}
+	if got, want := sl.Current(), (SlowState{Critical, PhaseCritical, 50}); got != want {
+		t.Fatalf("Current() after a refused Update = %+v, want %+v", got, want)
+	}
+}
+
+func TestNewSlowRejectsInvalidSettings(t *testing.T) {
+	t.Parallel()
+	_, err := NewSlow(SlowSettings{Level: LevelSettings{Rules: []Rule{{Signal: ""}}}, Window: WindowSettings{MaxInflight: 1, Cut: 2}})
+	for _, field := range []string{"LevelSettings.Rules[0].Signal", "WindowSettings.Cut"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("NewSlow(invalid) = %v, want an error naming %s", err, field)
+		}
+	}
+}
+
+func TestSlowConcurrent(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	sl := newTestSlow(t, clk)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if st := sl.Current(); st.Limit < 10 || st.Limit > 100 {
+					t.Errorf("Current() = %+v, limit out of [10, 100]", st)
+					return
+				}
+				_ = sl.Allow()
+			}
+		})
+	}
+	values := []float64{1.0, 1.3, 1.6, 1.1, 1.0, 1.45, 1.2}
+	for i := range 2000 {
+		clk.Advance(300 * time.Millisecond)
+		sl.Observe(frag(values[i%len(values)]), i%3 == 0)
+	}
+	close(stop)
+	wg.Wait()
+}
+
+func TestSlowStatePacking(t *testing.T) {
+	t.Parallel()
+	for _, st := range []SlowState{{Normal, PhaseNormal, 1}, {Critical, PhaseRecovering, 1<<31 - 1}, {Degraded, PhaseCritical, 256}} {
+		if got := unpack(st.pack()); got != st {
+			t.Errorf("unpack(pack(%+v)) = %+v", st, got)
+		}
+	}
+}
+
+// BenchmarkSlowAllow measures the per-request read of the slow breaker.
+func BenchmarkSlowAllow(b *testing.B) {
+	sl := newTestSlow(b, newFakeClock())
+	b.Run("current/serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if sl.Current().Limit == 0 {
+				b.Fatal("zero limit")
+			}
+		}
+	})
+	b.Run("allow/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if sl.Allow() != nil {
+					b.Error("refused at normal")
+					return
+				}
+			}
+		})
+	})
+	sl.Observe(frag(1.9), true)
+	b.Run("allow-critical/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if sl.Allow() == nil {
+					b.Error("admitted while critical")
+					return
+				}
+			}
+		})
+	})
+	b.Run("observe/serial", func(b *testing.B) {
+		b.ReportAllocs()
+		readings := []Reading{rd("fragmentation", 1.1), rd("kv_cache_usage", 0.9), rd("memory_used", 0.8)}
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		for b.Loop() {
+			now = now.Add(500 * time.Millisecond)
+			sl.ObserveAt(now, readings, true)
+		}
+	})
+}
