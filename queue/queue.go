@@ -40,7 +40,8 @@ func New(s Settings) (*Queue, error) {
 	return &Queue{now: c.s.Now, core: c, waiters: make(map[uint64]chan result)}, nil
 }
 
-// Slot is a held place in an upstream's window. Release it exactly once, when
+// Slot is a held place in an upstream's window; Acquire hands them out.
+// Release it exactly once, when
 // the request is over (after the response body is copied); a second Release
 // is a no-op. Safe for concurrent use; must not be copied.
 type Slot struct {
@@ -105,11 +106,12 @@ func (q *Queue) wait(ctx context.Context, id uint64, ch chan result) (*Slot, err
 		return res.slot, res.err
 	case <-ctx.Done():
 	}
+	now := q.now()
 	q.mu.Lock()
 	_, waiting := q.waiters[id]
 	if waiting {
 		delete(q.waiters, id)
-		q.core.Cancel(q.now(), id)
+		q.core.Cancel(now, id)
 	}
 	q.mu.Unlock()
 	if !waiting {
