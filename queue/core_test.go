@@ -52,6 +52,14 @@ func setWindow(name string, limit int) action {
 	}}
 }
 
+// setWindowOnly changes the window without dispatching.
+func setWindowOnly(name string, limit int) action {
+	return action{fmt.Sprintf("SetWindow(%s, %d) alone", name, limit), func(c *Core, _ time.Time) ([]Grant, error) {
+		c.SetWindow(name, limit)
+		return nil, nil
+	}}
+}
+
 func setAvailable(name string, ok bool) action {
 	return action{fmt.Sprintf("SetAvailable(%s, %v)", name, ok), func(c *Core, now time.Time) ([]Grant, error) {
 		c.SetAvailable(name, ok)
@@ -271,6 +279,14 @@ func TestCoreSteps(t *testing.T) {
 			{act: setWindow("a", 1)},
 			{act: enqueue(1, 101), err: ErrTooLarge},
 			{act: stats(0, "a:1/0")},
+		}},
+		{name: "window changes take effect at Dispatch", steps: []step{
+			{act: enqueue(1, 1)},
+			{act: enqueue(2, 1)},
+			{act: setWindowOnly("a", 1)},
+			{act: stats(2, "a:1/0")},
+			{act: dispatch(), want: []Grant{g(1, "a")}},
+			{act: dispatch()},
 		}},
 		{name: "cancel", steps: []step{
 			{act: enqueue(1, 1)},
