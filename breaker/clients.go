@@ -94,9 +94,10 @@ func (c *clientSet) update(now time.Time, s LimiterSettings) {
 	}
 }
 
-func (c *clientSet) len() int {
+func (c *clientSet) len(now time.Time) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.evictIdle(now)
 	return len(c.byKey)
 }
 

@@ -219,7 +219,9 @@ func (b *ErrorBreaker) record(_ string, from, to gobreaker.State) {
 
 // deliver calls OnChange for queued transitions, outside every lock. One
 // goroutine delivers at a time so callbacks arrive in order; transitions
-// queued meanwhile are picked up by the goroutine already delivering.
+// queued meanwhile are picked up by the goroutine already delivering. The
+// empty check and the end of delivering share one critical section, so no
+// transition is left behind.
 func (b *ErrorBreaker) deliver() {
 	if b.onChange == nil {
 		return
@@ -230,14 +232,27 @@ func (b *ErrorBreaker) deliver() {
 		return
 	}
 	b.delivering = true
-	for len(b.pending) > 0 {
+	b.mu.Unlock()
+	finished := false
+	defer func() { // when OnChange panics, so delivery is not stuck for good
+		if !finished {
+			b.mu.Lock()
+			b.delivering = false
+			b.mu.Unlock()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		if len(b.pending) == 0 {
+			b.pending = nil
+			b.delivering = false
+			b.mu.Unlock()
+			finished = true
+			return
+		}
 		t := b.pending[0]
 		b.pending = b.pending[1:]
 		b.mu.Unlock()
 		b.onChange(t.from, t.to)
-		b.mu.Lock()
 	}
-	b.pending = nil
-	b.delivering = false
-	b.mu.Unlock()
 }

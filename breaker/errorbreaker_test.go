@@ -207,3 +207,65 @@ func TestStateAndOutcomeStrings(t *testing.T) {
 		t.Fatalf("String() values = %q, want %q", got, want)
 	}
 }
+
+// BenchmarkErrorBreakerAllow measures Allow plus done on a closed breaker.
+func BenchmarkErrorBreakerAllow(b *testing.B) {
+	eb, err := NewErrorBreaker(ErrorSettings{OnChange: func(_, _ State) {}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			done, err := eb.Allow()
+			if err != nil {
+				b.Fatal(err)
+			}
+			done(Success)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				done, err := eb.Allow()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				done(Success)
+			}
+		})
+	})
+}
+
+func TestErrorBreakerSurvivesPanickingOnChange(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var calls []string
+		b, err := NewErrorBreaker(ErrorSettings{Failures: 1, OpenFor: time.Second, OnChange: func(from, to State) {
+			calls = append(calls, from.String()+"→"+to.String())
+			if len(calls) == 1 {
+				panic("callback bug")
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, err := b.Allow()
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() { _ = recover() }()
+			done(Failure)
+		}()
+		time.Sleep(2 * time.Second)
+		if got := b.State(); got != HalfOpen {
+			t.Fatalf("State() = %v, want half-open", got)
+		}
+		if got := strings.Join(calls, " "); got != "closed→open open→half-open" {
+			t.Fatalf("OnChange calls = %q, want delivery to go on after a panic", got)
+		}
+	})
+}

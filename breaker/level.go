@@ -60,6 +60,20 @@ func (p StalePolicy) String() string {
 	}
 }
 
+// ParseStalePolicy maps the policy file's "degrade", "hold" or "ignore"
+// (or "", the default) onto a StalePolicy.
+func ParseStalePolicy(s string) (StalePolicy, error) {
+	switch s {
+	case "", "degrade":
+		return StaleDegrade, nil
+	case "hold":
+		return StaleHold, nil
+	case "ignore":
+		return StaleIgnore, nil
+	}
+	return StaleDegrade, fmt.Errorf("breaker: stale policy %q, want degrade, hold or ignore", s)
+}
+
 // Rule is the thresholds of one signal.
 type Rule struct {
 	// Signal names the signal, e.g. "fragmentation"; non-empty and unique

@@ -237,3 +237,28 @@ func TestLevelStrings(t *testing.T) {
 		t.Fatalf("String() values = %q, want %q", got, want)
 	}
 }
+
+func TestParseStalePolicy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    StalePolicy
+		wantErr bool
+	}{
+		{"", StaleDegrade, false},
+		{"degrade", StaleDegrade, false},
+		{"hold", StaleHold, false},
+		{"ignore", StaleIgnore, false},
+		{"Hold", StaleDegrade, true},
+		{"drop", StaleDegrade, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseStalePolicy(tt.in)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("ParseStalePolicy(%q) = %v, %v, want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+		if err == nil && tt.in != "" && got.String() != tt.in {
+			t.Errorf("ParseStalePolicy(%q).String() = %q, want a round trip", tt.in, got.String())
+		}
+	}
+}

@@ -190,5 +190,6 @@ func (l *Limiter) Update(s LimiterSettings) error {
 	return nil
 }
 
-// Clients returns how many client buckets are held now, for snapshots.
-func (l *Limiter) Clients() int { return l.clients.len() }
+// Clients returns how many client buckets are held now, after evicting the
+// idle ones, for snapshots.
+func (l *Limiter) Clients() int { return l.clients.len(l.now()) }

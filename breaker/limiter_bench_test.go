@@ -51,3 +51,24 @@ func BenchmarkLimiterAllow(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLimiterRefuse measures the refusal path: reserve, cancel, and
+// build the *LimitError.
+func BenchmarkLimiterRefuse(b *testing.B) {
+	l, err := NewLimiter(LimiterSettings{QPS: 1e-9, Burst: 1, ClientQPS: 1e-9, ClientBurst: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = l.Allow("k") // empty both buckets
+	_ = l.Allow("")
+	for _, key := range []string{"", "k"} {
+		b.Run("key="+key, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if l.Allow(key) == nil {
+					b.Fatal("admitted")
+				}
+			}
+		})
+	}
+}
