@@ -173,6 +173,7 @@ type Reading struct {
 
 // Transition is one change of level, reported once by the call that made it.
 type Transition struct {
+	// From and To are the levels before and after.
 	From, To Level
 	// Signal is the cause: on the way up the rule that raised the level, on
 	// the way down the rule that had raised it.

@@ -19,7 +19,7 @@ type levelStep struct {
 	transition string
 }
 
-func (t Transition) String() string {
+func transitionString(t Transition) string {
 	s := fmt.Sprintf("%v→%v %s=%g", t.From, t.To, t.Signal, t.Value)
 	if t.Stale {
 		s += " stale"
@@ -189,7 +189,7 @@ func TestLevelMachineSteps(t *testing.T) {
 				tr, changed := m.Observe(now, st.readings)
 				got := ""
 				if changed {
-					got = tr.String()
+					got = transitionString(tr)
 				}
 				if got != st.transition {
 					t.Errorf("step %d: Observe(%v) transition = %q, want %q", i, st.readings, got, st.transition)

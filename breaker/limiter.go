@@ -104,8 +104,10 @@ func rateLimit(qps float64) rate.Limit {
 }
 
 // Limiter is the fast breaker: a global token bucket and optional buckets
-// per client key. Create one with NewLimiter. Safe for concurrent use; must
-// not be copied.
+// per client key. Client keys are hashed at once (maphash, 64 bits, a seed
+// per Limiter) and never stored; idle and least recently used client buckets
+// are evicted on the way, no goroutine runs. Create one with NewLimiter. Safe
+// for concurrent use; must not be copied.
 type Limiter struct {
 	now    func() time.Time
 	global *rate.Limiter // internally synchronized

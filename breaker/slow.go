@@ -64,7 +64,10 @@ func (s SlowSettings) normalized() (SlowSettings, error) {
 
 // SlowState is what the request path reads: one atomic load.
 type SlowState struct {
+	// Level is the pressure level; Critical means refuse new work.
 	Level Level
+	// Phase is the window's phase; PhaseDegraded and PhaseRecovering are
+	// when the queue should serve shortest first.
 	Phase Phase
 	// Limit is the window in requests, within [MinInflight, MaxInflight].
 	Limit int
