@@ -11,10 +11,14 @@ import (
 
 // maxNodes bounds the nodes one decode visits, so aliases cannot expand a
 // small file into an enormous one.
-const maxNodes = 1 << 20
+const maxNodes = 1 << 18
 
-// maxMergeDepth bounds nested merge keys; an anchor may merge itself.
-const maxMergeDepth = 8
+// maxMergeDepth and maxMerges bound merge keys, which expand aliases: an
+// anchor may even merge itself.
+const (
+	maxMergeDepth = 8
+	maxMerges     = 1 << 10
+)
 
 var (
 	durationType  = reflect.TypeFor[time.Duration]()
@@ -28,6 +32,7 @@ type decoder struct {
 	lines  map[string]int
 	errs   []error
 	nodes  int
+	merges int
 	tooBig bool
 }
 
@@ -122,8 +127,10 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string) {
 		v.SetString(n.Value)
 		return
 	}
+	isInt := v.Kind() == reflect.Int || v.Kind() == reflect.Int64
 	p := reflect.New(v.Type())
-	if err := n.Decode(p.Interface()); err != nil {
+	// yaml.v3 would truncate 1.5 into an int; a count must be written as one.
+	if err := n.Decode(p.Interface()); err != nil || isInt && n.ShortTag() != "!!int" {
 		d.fail(n, path, "want %s, got %q", want, n.Value)
 		return
 	}
@@ -170,8 +177,11 @@ func (d *decoder) pairs(n *yaml.Node, path string, depth int) [][2]*yaml.Node {
 					d.fail(k, path, "merge key (<<) needs a mapping, got %s", kindName(m))
 					continue
 				}
-				if d.nodes += len(m.Content); d.nodes > maxNodes {
-					continue // decode reports the size once
+				if d.merges++; d.merges > maxMerges {
+					if d.merges == maxMerges+1 {
+						d.fail(k, path, "more than %d merges (<<) in one file", maxMerges)
+					}
+					continue
 				}
 				if depth >= maxMergeDepth {
 					d.fail(k, path, "merge keys (<<) nest deeper than %d", maxMergeDepth)

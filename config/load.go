@@ -2,11 +2,14 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
+	"slices"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -87,7 +90,16 @@ func (c *Config) decode(data []byte) ([]error, error) {
 	return d.errs, nil
 }
 
+// joinCapped orders problems by line (those without one last) and joins at
+// most maxErrors of them.
 func joinCapped(errs []error) error {
+	line := func(err error) int {
+		if fe, ok := err.(*FieldError); ok && fe.Line > 0 {
+			return fe.Line
+		}
+		return math.MaxInt
+	}
+	slices.SortStableFunc(errs, func(a, b error) int { return cmp.Compare(line(a), line(b)) })
 	if len(errs) > maxErrors {
 		n := len(errs) - maxErrors
 		errs = append(errs[:maxErrors:maxErrors], fmt.Errorf("config: %d more problems not shown", n))

@@ -147,7 +147,9 @@ func (k *checker) fastBreaker(f FastBreaker) {
 			k.add("fast_breaker.per_client.header", "must be a valid header name, got %q", p.Header)
 		}
 		k.positive("fast_breaker.per_client.qps", p.QPS)
-		k.atLeast("fast_breaker.per_client.burst", int64(p.Burst), 1)
+		if p.QPS > 0 {
+			k.atLeast("fast_breaker.per_client.burst", int64(p.Burst), 1)
+		}
 		k.atLeast("fast_breaker.per_client.max_clients", int64(p.MaxClients), 1)
 		k.duration("fast_breaker.per_client.idle_after", p.IdleAfter)
 	}

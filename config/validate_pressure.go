@@ -146,7 +146,8 @@ func (k *checker) rule(sig Signal, r Rule) {
 			k.add(path+"."+t.name, "must be positive, got %v", v)
 		}
 	}
-	if r.Degrade != nil && r.Shed != nil && !(*r.Shed > *r.Degrade) {
+	finite := func(v *float64) bool { return !math.IsNaN(*v) && !math.IsInf(*v, 0) }
+	if r.Degrade != nil && r.Shed != nil && finite(r.Degrade) && finite(r.Shed) && *r.Shed <= *r.Degrade {
 		k.add(path+".shed", "must be above degrade (%v), got %v", *r.Degrade, *r.Shed)
 	}
 }
