@@ -1,0 +1,892 @@
+package proxy
+
+import (
+	"bytes"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Estimator turns a request body into an estimated token count. The zero
+// value selects the defaults.
+type Estimator struct {
+	// CharsPerToken is how many bytes of UTF-8 text count as one token. 0
+	// (or less) means 4. Bytes rather than characters: the same for ASCII,
+	// and closer to real token counts for scripts such as CJK, where one
+	// three-byte character is often a token of its own.
+	CharsPerToken float64
+	// DefaultMaxTokens is the output bound assumed for a generating request
+	// that sets none. 0 (or less) means 256. vLLM itself defaults to 16 for
+	// completions and to the rest of the context window for chat, so this is
+	// the operator's stand-in, not vLLM's value.
+	DefaultMaxTokens int64
+	// MediaTokens is counted for each image, audio, video or file part and
+	// each data: URL, whose real cost depends on the model's processor.
+	// 0 (or less) means 1024.
+	MediaTokens int64
+}
+
+func (e Estimator) withDefaults() Estimator {
+	if !(e.CharsPerToken > 0) || math.IsInf(e.CharsPerToken, 0) {
+		e.CharsPerToken = 4
+	}
+	if e.DefaultMaxTokens <= 0 {
+		e.DefaultMaxTokens = 256
+	}
+	if e.MediaTokens <= 0 {
+		e.MediaTokens = 1024
+	}
+	return e
+}
+
+// tokens converts n bytes of text to tokens, rounding up.
+func (e Estimator) tokens(n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	t := math.Ceil(float64(n) / e.CharsPerToken)
+	if t >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(t)
+}
+
+// Classified is what classification learns from a request.
+type Classified struct {
+	// Model is the body's "model", "" when absent.
+	Model string
+	// Stream is the body's "stream".
+	Stream bool
+	// Prompts is how many independent prompts the body holds: more than one
+	// only for batched completions (a list of prompts) and embeddings (a
+	// list of inputs), which vLLM runs as separate sequences.
+	Prompts int
+	// PromptTokens is the estimated input size over all prompts: text bytes
+	// ÷ CharsPerToken rounded up (per prompt), plus token ids counted one
+	// each, plus MediaTokens per media part.
+	PromptTokens int64
+	// MaxTokens is the output bound of each generated sequence: the body's
+	// (max_completion_tokens, else max_tokens for chat; max_tokens for
+	// completions; max_output_tokens for responses) or DefaultMaxTokens.
+	// 0 for routes that generate nothing (embeddings, score).
+	MaxTokens int64
+	// DefaultMax reports that MaxTokens is Estimator.DefaultMaxTokens.
+	DefaultMax bool
+	// N is how many sequences are generated per prompt: the larger of "n"
+	// and "best_of", 1 when absent.
+	N int
+	// Media counts the media parts included in PromptTokens.
+	Media int
+	// Estimated is the request's total estimate in tokens:
+	// (PromptTokens + Prompts×MaxTokens) × N, at least 1 for inference
+	// routes, saturating at math.MaxInt64. Each of the N sequences is a
+	// child request in vLLM V1 that holds its own KV cache; prefix caching
+	// may share the prompt's blocks, so this is an upper bound.
+	Estimated int64
+}
+
+// Codes of badRequestError.
+const (
+	codeInvalidJSON  = "invalid_json"
+	codeInvalidType  = "invalid_type"
+	codeInvalidValue = "invalid_value"
+	codeMissing      = "missing_required_parameter"
+)
+
+// badRequestError is a body that gatekeeper refuses with 400 before it
+// reaches a pod.
+type badRequestError struct {
+	// Param is the path of the offending field ("messages[2].content"),
+	// "" when the body as a whole is at fault.
+	Param string
+	// Message says what is wrong, for the client.
+	Message string
+	// Code is one of the code* constants.
+	Code string
+}
+
+func (e *badRequestError) Error() string {
+	return "proxy: " + e.clientMessage()
+}
+
+// clientMessage is the message for the OpenAI-style error body.
+func (e *badRequestError) clientMessage() string {
+	if e.Param == "" {
+		return e.Message
+	}
+	return e.Param + ": " + e.Message
+}
+
+// badRequestFrom turns a classification error into the client's 400.
+func badRequestFrom(err error) refusal {
+	rf := refusal{status: http.StatusBadRequest, reason: ReasonBadRequest,
+		errType: "invalid_request_error", message: "invalid request body"}
+	if e, ok := err.(*badRequestError); ok {
+		rf.message, rf.param = e.clientMessage(), e.Param
+	}
+	return rf
+}
+
+// classifyBody checks body with checkJSON and classifies it for route. Routes
+// without a JSON body (Route.Body false) ignore body. Errors are
+// *badRequestError.
+func classifyBody(route Route, body []byte, est Estimator) (Classified, error) {
+	if route.Body {
+		if err := checkJSON(body); err != nil {
+			return Classified{}, err
+		}
+	}
+	return classify(route, body, est)
+}
+
+// classify reads the fields of body that decide a request's cost. body must
+// have passed checkJSON (classifyBody does both); on other input classify
+// neither panics nor recurses without bound, but its result means nothing.
+//
+// Prompt shapes: completions' "prompt" and embeddings' "input" are a string,
+// a list of strings, a list of token ids or a list of lists of token ids (a
+// list is a batch of prompts, except a flat list of token ids, which is one);
+// completions' "prompt_embeds" is counted like text, an over-estimate, since
+// the tensor's shape is unknown. Chat's (and embeddings') "messages" hold
+// objects with a "role" and a "content" that is a string, null or a list of
+// parts: text parts count their text, image/audio/video/file parts count
+// MediaTokens each. Other message fields (name, tool_calls, …), "tools",
+// "functions", the Responses API's "input" and "instructions", and the whole
+// body of score and rerank are counted generically: the bytes of every string,
+// one token per number, MediaTokens per data: URL.
+//
+// Routes without a body: models cost nothing; an audio upload counts one media
+// part plus DefaultMaxTokens of output.
+func classify(route Route, body []byte, est Estimator) (Classified, error) {
+	est = est.withDefaults()
+	switch route.Kind {
+	case KindModels:
+		return Classified{N: 1}, nil
+	case KindAudio:
+		c := Classified{Prompts: 1, N: 1, Media: 1, PromptTokens: est.MediaTokens,
+			MaxTokens: est.DefaultMaxTokens, DefaultMax: true}
+		c.Estimated = estimate(c)
+		return c, nil
+	}
+	p := bodyParser{r: reader{b: body}, est: est, kind: route.Kind}
+	return p.parse()
+}
+
+// estimate computes Classified.Estimated.
+func estimate(c Classified) int64 {
+	t := satMul(satAdd(c.PromptTokens, satMul(int64(c.Prompts), c.MaxTokens)), int64(c.N))
+	return max(t, 1)
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func satMul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+// Top-level fields that classification reads, in topFields order.
+const (
+	fModel = iota
+	fStream
+	fN
+	fBestOf
+	fMaxTokens
+	fMaxCompletionTokens
+	fMaxOutputTokens
+	fPrompt
+	fPromptEmbeds
+	fMessages
+	fInput
+	fInstructions
+	fTools
+	fFunctions
+)
+
+var topFields = [...]string{"model", "stream", "n", "best_of", "max_tokens", "max_completion_tokens",
+	"max_output_tokens", "prompt", "prompt_embeds", "messages", "input", "instructions", "tools", "functions"}
+
+// bodyParser holds one classification's progress.
+type bodyParser struct {
+	r    reader
+	est  Estimator
+	kind RouteKind
+	c    Classified
+
+	text    int64 // bytes of text of the single sequence (chat, responses, score, embedding messages)
+	tokens  int64 // exact tokens: token ids, numbers, per-prompt estimates of batches
+	prompts int   // prompts of a batch (completion prompt, embedding input)
+
+	maxTokens, maxCompletion, maxOutput int64
+	hasMax, hasCompletion, hasOutput    bool
+	n, bestOf                           int64
+	hasInput, hasMessages               bool
+}
+
+func (p *bodyParser) parse() (Classified, error) {
+	r := &p.r
+	if r.peek() != '{' {
+		return Classified{}, &badRequestError{Message: "request body must be a JSON object", Code: codeInvalidJSON}
+	}
+	r.i++
+	var kb [64]byte
+	for r.more('}') {
+		key := r.key(&kb)
+		idx, fold := field(key, topFields[:])
+		if fold != "" {
+			return Classified{}, caseError("", key, fold)
+		}
+		if err := p.top(idx); err != nil {
+			return Classified{}, err
+		}
+	}
+	return p.finish()
+}
+
+// top reads the value of top-level field idx (-1: unknown).
+func (p *bodyParser) top(idx int) error {
+	r, k := &p.r, p.kind
+	var err error
+	switch {
+	case idx == fModel:
+		p.c.Model, err = r.stringValue("model")
+	case idx == fStream:
+		p.c.Stream, err = r.boolValue("stream")
+	case idx == fN && (k == KindCompletion || k == KindChat):
+		p.n, _, err = r.intValue("n", 1)
+	case idx == fBestOf && (k == KindCompletion || k == KindChat):
+		p.bestOf, _, err = r.intValue("best_of", 1)
+	case idx == fMaxTokens && (k == KindCompletion || k == KindChat):
+		p.maxTokens, p.hasMax, err = r.intValue("max_tokens", 0)
+	case idx == fMaxCompletionTokens && k == KindChat:
+		p.maxCompletion, p.hasCompletion, err = r.intValue("max_completion_tokens", 0)
+	case idx == fMaxOutputTokens && k == KindResponses:
+		p.maxOutput, p.hasOutput, err = r.intValue("max_output_tokens", 0)
+	case idx == fPrompt && k == KindCompletion, idx == fInput && k == KindEmbedding:
+		err = p.promptList(topFields[idx])
+	case idx == fPromptEmbeds && k == KindCompletion:
+		err = p.promptEmbeds()
+	case idx == fMessages && (k == KindChat || k == KindEmbedding):
+		err = p.messages()
+	case (idx == fInput || idx == fInstructions) && k == KindResponses:
+		p.hasInput = p.hasInput || idx == fInput
+		p.generic(0, false)
+	case (idx == fTools || idx == fFunctions) && (k == KindChat || k == KindResponses):
+		p.generic(0, true) // a chat template renders the schemas, keys and all, into the prompt
+	case k == KindScore && idx != fModel:
+		p.generic(0, false)
+	default:
+		r.skip()
+	}
+	return err
+}
+
+func (p *bodyParser) finish() (Classified, error) {
+	c, k := p.c, p.kind
+	c.N = int(max(p.n, p.bestOf, 1))
+	switch k {
+	case KindCompletion, KindEmbedding:
+		if p.prompts == 0 && !p.hasMessages {
+			name := "prompt"
+			if k == KindEmbedding {
+				name, c.N = "input", 1
+			}
+			return Classified{}, &badRequestError{Param: name, Message: "required", Code: codeMissing}
+		}
+		c.Prompts = max(p.prompts, 1)
+		c.PromptTokens = satAdd(p.tokens, p.est.tokens(p.text))
+	case KindChat:
+		if !p.hasMessages {
+			return Classified{}, &badRequestError{Param: "messages", Message: "required", Code: codeMissing}
+		}
+	case KindResponses:
+		if !p.hasInput {
+			return Classified{}, &badRequestError{Param: "input", Message: "required", Code: codeMissing}
+		}
+	}
+	if c.Prompts == 0 {
+		c.Prompts = 1
+		c.PromptTokens = satAdd(p.tokens, p.est.tokens(p.text))
+	}
+	switch {
+	case k == KindEmbedding || k == KindScore:
+		c.N = 1
+	case k == KindChat && p.hasCompletion && p.maxCompletion != 0:
+		// vLLM: max_completion_tokens or max_tokens (Python's `or`).
+		c.MaxTokens = p.maxCompletion
+	case k == KindChat && p.hasMax && p.maxTokens != 0, k == KindCompletion && p.hasMax:
+		c.MaxTokens = p.maxTokens
+	case k == KindResponses && p.hasOutput:
+		c.MaxTokens, c.N = p.maxOutput, 1
+	default:
+		c.MaxTokens, c.DefaultMax = p.est.DefaultMaxTokens, true
+		if k == KindResponses {
+			c.N = 1
+		}
+	}
+	c.Estimated = estimate(c)
+	return c, nil
+}
+
+// promptList reads a prompt or embedding input: a string, a list of strings,
+// a list of token ids or a list of lists of token ids.
+func (p *bodyParser) promptList(name string) error {
+	r := &p.r
+	switch r.peek() {
+	case 'n':
+		r.skip()
+		return nil
+	case '"':
+		n, _ := r.text()
+		p.addPrompt(n, 0)
+		return nil
+	case '[':
+	default:
+		return promptTypeError(name)
+	}
+	r.i++
+	shape := byte(0)
+	i := 0
+	for ; r.more(']'); i++ {
+		ch := r.peek()
+		if ch == '-' || ch >= '0' && ch <= '9' {
+			ch = '0'
+		}
+		if shape == 0 {
+			shape = ch
+		}
+		if ch != shape {
+			return &badRequestError{Param: indexed(name, i), Code: codeInvalidType,
+				Message: "all elements must have the same type: strings, token ids or lists of token ids"}
+		}
+		switch ch {
+		case '"':
+			n, _ := r.text()
+			p.addPrompt(n, 0)
+		case '0':
+			if _, err := r.tokenID(name, i); err != nil {
+				return err
+			}
+			p.tokens = satAdd(p.tokens, 1)
+		case '[':
+			ids, err := p.tokenIDs(indexed(name, i))
+			if err != nil {
+				return err
+			}
+			p.addPrompt(0, ids)
+		default:
+			return promptTypeError(indexed(name, i))
+		}
+	}
+	if i == 0 {
+		return &badRequestError{Param: name, Message: "must not be empty", Code: codeInvalidValue}
+	}
+	if shape == '0' {
+		p.prompts++
+	}
+	return nil
+}
+
+// addPrompt adds one prompt of a batch: its text is rounded up to tokens on
+// its own, since vLLM runs each as a separate sequence.
+func (p *bodyParser) addPrompt(textBytes, ids int64) {
+	p.prompts++
+	p.tokens = satAdd(p.tokens, satAdd(p.est.tokens(textBytes), ids))
+}
+
+// tokenIDs reads a list of token ids and returns its length.
+func (p *bodyParser) tokenIDs(param string) (int64, error) {
+	r := &p.r
+	r.i++ // '['
+	var n int64
+	for r.more(']') {
+		if _, err := r.tokenID(param, int(n)); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (p *bodyParser) promptEmbeds() error {
+	switch p.r.peek() {
+	case '"', '[':
+		before := p.text
+		p.generic(0, false)
+		p.prompts++
+		p.tokens = satAdd(p.tokens, p.est.tokens(p.text-before))
+		p.text = before
+		return nil
+	case 'n':
+		p.r.skip()
+		return nil
+	}
+	return &badRequestError{Param: "prompt_embeds", Code: codeInvalidType,
+		Message: "must be a base64 string or a list of base64 strings"}
+}
+
+var (
+	messageFields = [...]string{"role", "content"}
+	partFields    = [...]string{"type", "text"}
+	// mediaNames are the part types, and the keys, of image, audio, video and
+	// file content parts in the OpenAI and vLLM chat formats.
+	mediaNames = [...]string{"image_url", "input_image", "image", "image_embeds", "image_pil",
+		"input_audio", "audio_url", "audio", "audio_embeds", "video_url", "video", "file", "input_file"}
+)
+
+// messages reads a chat "messages" list.
+func (p *bodyParser) messages() error {
+	r := &p.r
+	if r.peek() != '[' {
+		return &badRequestError{Param: "messages", Message: "must be a list of message objects", Code: codeInvalidType}
+	}
+	r.i++
+	i := 0
+	for ; r.more(']'); i++ {
+		if err := p.message(i); err != nil {
+			return err
+		}
+	}
+	if i == 0 {
+		return &badRequestError{Param: "messages", Message: "must not be empty", Code: codeInvalidValue}
+	}
+	p.hasMessages = true
+	return nil
+}
+
+// message reads messages[i]: the role and content count as text, other
+// fields (name, tool_calls, tool_call_id, …) generically.
+func (p *bodyParser) message(i int) error {
+	r := &p.r
+	param := func() string { return indexed("messages", i) }
+	if r.peek() != '{' {
+		return &badRequestError{Param: param(), Message: "must be an object", Code: codeInvalidType}
+	}
+	r.i++
+	var kb [64]byte
+	hasRole := false
+	for r.more('}') {
+		key := r.key(&kb)
+		idx, fold := field(key, messageFields[:])
+		switch {
+		case fold != "":
+			return caseError(param()+".", key, fold)
+		case idx == 0:
+			if r.peek() != '"' {
+				return &badRequestError{Param: param() + ".role", Message: "must be a string", Code: codeInvalidType}
+			}
+			n, _ := r.text()
+			p.text += n
+			hasRole = true
+		case idx == 1:
+			if err := p.content(i); err != nil {
+				return err
+			}
+		default:
+			p.generic(0, false)
+		}
+	}
+	if !hasRole {
+		return &badRequestError{Param: param() + ".role", Message: "required", Code: codeMissing}
+	}
+	return nil
+}
+
+// content reads messages[i].content: a string, null or a list of parts.
+func (p *bodyParser) content(i int) error {
+	r := &p.r
+	switch r.peek() {
+	case 'n':
+		r.skip()
+		return nil
+	case '"':
+		n, _ := r.text()
+		p.text += n
+		return nil
+	case '[':
+		r.i++
+		for j := 0; r.more(']'); j++ {
+			if err := p.part(i, j); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return &badRequestError{Param: indexed("messages", i) + ".content", Code: codeInvalidType,
+		Message: "must be a string, null or a list of content parts"}
+}
+
+// part reads messages[i].content[j]. A text part counts its text; a part
+// whose type or one of whose keys is in mediaNames counts MediaTokens (its
+// URL or base64 payload is not text); other fields count generically.
+func (p *bodyParser) part(i, j int) error {
+	r := &p.r
+	param := func() string { return indexed(indexed("messages", i)+".content", j) }
+	if r.peek() != '{' {
+		return &badRequestError{Param: param(), Message: "must be an object", Code: codeInvalidType}
+	}
+	r.i++
+	var kb [64]byte
+	var tb [16]byte
+	var typ []byte
+	hasText, media := false, false
+	for r.more('}') {
+		key := r.key(&kb)
+		idx, fold := field(key, partFields[:])
+		switch {
+		case fold != "":
+			return caseError(param()+".", key, fold)
+		case idx == 0:
+			if r.peek() != '"' {
+				return &badRequestError{Param: param() + ".type", Message: "must be a string", Code: codeInvalidType}
+			}
+			typ = r.rawString()
+			if bytes.IndexByte(typ, '\\') >= 0 {
+				typ = appendUnquoted(tb[:0], typ)
+			}
+			media = media || isMedia(typ)
+		case idx == 1:
+			if r.peek() != '"' {
+				return &badRequestError{Param: param() + ".text", Message: "must be a string", Code: codeInvalidType}
+			}
+			n, _ := r.text()
+			p.text += n
+			hasText = true
+		case isMedia(key):
+			media = true
+			r.skip()
+		default:
+			p.generic(0, false)
+		}
+	}
+	switch {
+	case media:
+		p.c.Media++
+		p.tokens = satAdd(p.tokens, p.est.MediaTokens)
+	case string(typ) == "text" && !hasText:
+		return &badRequestError{Param: param() + ".text", Message: "required", Code: codeMissing}
+	}
+	return nil
+}
+
+func isMedia(name []byte) bool {
+	for _, m := range mediaNames {
+		if string(name) == m {
+			return true
+		}
+	}
+	return false
+}
+
+// generic counts any value: the bytes of its strings (a data: URL counts
+// MediaTokens instead), one token per number, the bytes of object keys when
+// keys is set; booleans and nulls count nothing. depth guards against input
+// that skipped checkJSON.
+func (p *bodyParser) generic(depth int, keys bool) {
+	r := &p.r
+	switch ch := r.peek(); ch {
+	case '"':
+		n, data := r.text()
+		if data {
+			p.c.Media++
+			p.tokens = satAdd(p.tokens, p.est.MediaTokens)
+			return
+		}
+		p.text = satAdd(p.text, n)
+	case '{', '[':
+		if depth >= maxJSONDepth {
+			r.skip()
+			return
+		}
+		closer := byte(']')
+		if ch == '{' {
+			closer = '}'
+		}
+		r.i++
+		var kb [64]byte
+		for r.more(closer) {
+			if ch == '{' {
+				if k := r.key(&kb); keys {
+					p.text = satAdd(p.text, int64(len(k)))
+				}
+			}
+			p.generic(depth+1, keys)
+		}
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		r.skip()
+		p.tokens = satAdd(p.tokens, 1)
+	default:
+		r.skip()
+	}
+}
+
+func promptTypeError(param string) error {
+	return &badRequestError{Param: param, Code: codeInvalidType,
+		Message: "must be a string, a list of strings, a list of token ids or a list of lists of token ids"}
+}
+
+func indexed(name string, i int) string { return name + "[" + strconv.Itoa(i) + "]" }
+
+// field returns the index of key in names, or -1 when key is none of them.
+// When key differs from one of names only in case (Unicode folding included,
+// as Go's encoding/json matches fields), it returns that name as fold: Python
+// reads field names case-sensitively, so such a key would mean different
+// things to different readers, and the caller refuses it with caseError.
+func field(key []byte, names []string) (idx int, fold string) {
+	for i, n := range names {
+		if string(key) == n {
+			return i, ""
+		}
+	}
+	ascii := true
+	for _, ch := range key {
+		if ch >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	for _, n := range names {
+		if (!ascii || len(key) == len(n)) && strings.EqualFold(string(key), n) {
+			return -1, n
+		}
+	}
+	return -1, ""
+}
+
+func caseError(prefix string, key []byte, fold string) error {
+	return &badRequestError{Param: prefix + truncate(string(key), 64), Code: codeInvalidValue,
+		Message: "field names are case-sensitive; did you mean " + strconv.Quote(fold) + "?"}
+}
+
+// reader walks a body that checkJSON accepted. Every access is bounds-checked,
+// so on other input it stops early instead of panicking.
+type reader struct {
+	b []byte
+	i int
+}
+
+// peek skips spaces and returns the next byte, 0 at the end.
+func (r *reader) peek() byte {
+	if r.i = skipSpace(r.b, r.i); r.i < len(r.b) {
+		return r.b[r.i]
+	}
+	return 0
+}
+
+// more consumes a separating comma and reports whether another element
+// follows before close, which it consumes.
+func (r *reader) more(close byte) bool {
+	ch := r.peek()
+	if ch == ',' {
+		r.i++
+		ch = r.peek()
+	}
+	if ch == close {
+		r.i++
+		return false
+	}
+	return ch != 0 && ch != '}' && ch != ']'
+}
+
+// key reads `"key":` and returns the decoded key, which may live in buf and
+// is valid until the next call.
+func (r *reader) key(buf *[64]byte) []byte {
+	raw := r.rawString()
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		raw = appendUnquoted(buf[:0], raw)
+	}
+	if r.peek() == ':' {
+		r.i++
+	}
+	return raw
+}
+
+// rawString consumes a string literal and returns its inside, undecoded.
+// At anything but a string it consumes nothing and returns nil.
+func (r *reader) rawString() []byte {
+	if r.peek() != '"' {
+		return nil
+	}
+	start := r.i + 1
+	end := stringEnd(r.b, r.i)
+	r.i = end
+	return r.b[start:max(end-1, start)]
+}
+
+// stringEnd returns the index after the string literal starting at b[i].
+func stringEnd(b []byte, i int) int {
+	i++
+	for i < len(b) {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		// The quote ends the string unless an odd run of backslashes escapes it.
+		k := i + j
+		bs := 0
+		for k-1-bs >= i && b[k-1-bs] == '\\' {
+			bs++
+		}
+		if bs%2 == 0 {
+			return k + 1
+		}
+		i = k + 1
+	}
+	return len(b)
+}
+
+// text consumes a string and returns the length of its decoded UTF-8 and
+// whether it is a data: URL.
+func (r *reader) text() (n int64, data bool) {
+	raw := r.rawString()
+	data = isDataURL(raw)
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return int64(len(raw)), data
+	}
+	for i := 0; i < len(raw); {
+		switch {
+		case raw[i] != '\\' || i+1 >= len(raw):
+			n++
+			i++
+		case raw[i+1] == 'u':
+			ru, k := decodeU(raw, i)
+			n += int64(utf8.RuneLen(ru))
+			i += k
+		default:
+			n++
+			i += 2
+		}
+	}
+	return n, data
+}
+
+// isDataURL reports whether the string literal's inside raw decodes to a
+// value starting with "data:".
+func isDataURL(raw []byte) bool {
+	const prefix = "data:"
+	if bytes.HasPrefix(raw, []byte(prefix)) {
+		return true
+	}
+	head := raw[:min(len(raw), 6*len(prefix))] // enough for the prefix spelt in \u escapes
+	if bytes.IndexByte(head, '\\') < 0 {
+		return false
+	}
+	var buf [6 * len(prefix)]byte
+	return bytes.HasPrefix(appendUnquoted(buf[:0], head), []byte(prefix))
+}
+
+// skip consumes one value of any type.
+func (r *reader) skip() {
+	switch r.peek() {
+	case '"':
+		r.i = stringEnd(r.b, r.i)
+	case '{', '[':
+		depth := 0
+		for r.i < len(r.b) {
+			switch r.b[r.i] {
+			case '"':
+				r.i = stringEnd(r.b, r.i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+			}
+			r.i++
+			if depth == 0 {
+				return
+			}
+		}
+	default:
+		for r.i < len(r.b) {
+			switch r.b[r.i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return
+			}
+			r.i++
+		}
+	}
+}
+
+// stringValue reads a string or null ("").
+func (r *reader) stringValue(param string) (string, error) {
+	switch r.peek() {
+	case 'n':
+		r.skip()
+		return "", nil
+	case '"':
+		raw := r.rawString()
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			var buf [64]byte
+			return string(appendUnquoted(buf[:0], raw)), nil
+		}
+		return string(raw), nil
+	}
+	return "", &badRequestError{Param: param, Message: "must be a string", Code: codeInvalidType}
+}
+
+// boolValue reads true, false or null (false). Python's pydantic would take
+// "true", 1 and more for true; gatekeeper refuses them rather than guess.
+func (r *reader) boolValue(param string) (bool, error) {
+	switch r.peek() {
+	case 't':
+		r.skip()
+		return true, nil
+	case 'f', 'n':
+		r.skip()
+		return false, nil
+	}
+	return false, &badRequestError{Param: param, Message: "must be a boolean", Code: codeInvalidType}
+}
+
+// intValue reads an integer literal of at least minValue, or null (reported
+// as not set). Fractions, exponents and numeric strings are refused, though
+// pydantic would coerce some of them.
+func (r *reader) intValue(param string, minValue int64) (int64, bool, error) {
+	ch := r.peek()
+	if ch == 'n' {
+		r.skip()
+		return 0, false, nil
+	}
+	if ch != '-' && (ch < '0' || ch > '9') {
+		return 0, false, &badRequestError{Param: param, Message: "must be an integer", Code: codeInvalidType}
+	}
+	start := r.i
+	r.skip()
+	v, err := strconv.ParseInt(string(r.b[start:r.i]), 10, 64)
+	switch {
+	case err != nil && bytes.ContainsAny(r.b[start:r.i], ".eE"):
+		return 0, false, &badRequestError{Param: param, Message: "must be an integer", Code: codeInvalidType}
+	case err != nil:
+		return 0, false, &badRequestError{Param: param, Message: "integer out of range", Code: codeInvalidValue}
+	case v < minValue:
+		return 0, false, &badRequestError{Param: param, Code: codeInvalidValue,
+			Message: "must be at least " + strconv.FormatInt(minValue, 10)}
+	}
+	return v, true, nil
+}
+
+// tokenID reads element i of a token id list: a non-negative integer.
+func (r *reader) tokenID(name string, i int) (int64, error) {
+	ch := r.peek()
+	if ch == '-' || ch >= '0' && ch <= '9' {
+		v, _, err := r.intValue("", 0)
+		if err == nil {
+			return v, nil
+		}
+	}
+	return 0, &badRequestError{Param: indexed(name, i), Code: codeInvalidValue,
+		Message: "token ids must be non-negative integers"}
+}

@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestCheckJSON(t *testing.T) {
+	t.Parallel()
+	deep := func(n int) string { return `{"a":` + strings.Repeat("[", n-1) + strings.Repeat("]", n-1) + `}` }
+	manyKeys := func(n int, dup bool) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`"k` + strings.Repeat("x", i) + `":1`)
+		}
+		if dup {
+			b.WriteString(`,"k":2`)
+		}
+		b.WriteString("}")
+		return b.String()
+	}
+	tests := []struct {
+		name, body string
+		wantErr    string // "" = accepted; else a substring of the message
+	}{
+		{"empty object", `{}`, ""},
+		{"spaces around", " \t\r\n{ } \n", ""},
+		{"chat", `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`, ""},
+		{"all value types", `{"s":"x","n":-1.5e3,"z":0,"t":true,"f":false,"u":null,"a":[1,[],{}],"o":{"p":{}}}`, ""},
+		{"escapes", `{"s":"\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"}`, ""},
+		{"utf-8 text", `{"s":"héllo 世界 😀"}`, ""},
+		{"same key in sibling objects", `{"a":{"k":1},"b":{"k":1},"c":[{"k":1},{"k":2}]}`, ""},
+		{"same key at different depths", `{"k":{"k":{"k":1}}}`, ""},
+		{"keys differing in case", `{"k":1,"K":2}`, ""},
+		{"depth at limit", deep(maxJSONDepth), ""},
+		{"many keys", manyKeys(100, false), ""},
+		{"small float", `{"t":1e-320}`, ""},
+		{"big float in range", `{"t":1.7e308}`, ""},
+		{"long integer", `{"n":` + strings.Repeat("9", 400) + `}`, ""},
+
+		{"empty body", ``, "empty"},
+		{"only spaces", "  \n", "empty"},
+		{"array", `[1,2]`, "must be a JSON object"},
+		{"string", `"x"`, "must be a JSON object"},
+		{"number", `1`, "must be a JSON object"},
+		{"null", `null`, "must be a JSON object"},
+		{"byte-order mark", "\xef\xbb\xbf{}", "byte-order mark"},
+		{"UTF-16", "\xff\xfe{\x00}\x00", "must be a JSON object"},
+		{"trailing data", `{} {}`, "data after"},
+		{"trailing garbage", `{}x`, "data after"},
+		{"trailing comma object", `{"a":1,}`, "expected a string key"},
+		{"trailing comma array", `{"a":[1,]}`, "invalid character"},
+		{"missing colon", `{"a" 1}`, "expected ':'"},
+		{"missing comma", `{"a":1 "b":2}`, "expected ','"},
+		{"unquoted key", `{a:1}`, "expected a string key"},
+		{"single quotes", `{'a':1}`, "expected a string key"},
+		{"unterminated object", `{"a":1`, "unexpected end"},
+		{"unterminated array", `{"a":[1`, "unexpected end"},
+		{"unterminated string", `{"a":"x`, "unterminated string"},
+		{"mismatched bracket", `{"a":[1}}`, "expected ','"},
+		{"comment", `{"a":1 /* c */}`, "expected ','"},
+		{"NaN", `{"t":NaN}`, "NaN and Infinity"},
+		{"Infinity", `{"t":Infinity}`, "NaN and Infinity"},
+		{"minus Infinity", `{"t":-Infinity}`, "NaN and Infinity"},
+		{"float overflow", `{"t":1e400}`, "float64 range"},
+		{"negative float overflow", `{"t":-2e308}`, "float64 range"},
+		{"float overflow without exponent", `{"t":` + strings.Repeat("9", 400) + `.5}`, "float64 range"},
+		{"number too long", `{"n":` + strings.Repeat("1", maxNumberLen+1) + `}`, "longer than"},
+		{"leading zero", `{"n":01}`, "expected ','"},
+		{"plus sign", `{"n":+1}`, "invalid character"},
+		{"bare minus", `{"n":-}`, "invalid number"},
+		{"dot without digits", `{"n":1.}`, "after '.'"},
+		{"leading dot", `{"n":.5}`, "invalid character"},
+		{"exponent without digits", `{"n":1e}`, "exponent"},
+		{"hex number", `{"n":0x10}`, "expected ','"},
+		{"bad literal", `{"t":tru}`, "expected true"},
+		{"capital literal", `{"t":True}`, "invalid character"},
+		{"python None", `{"t":None}`, "invalid character"},
+		{"duplicate key", `{"max_tokens":1,"max_tokens":100000}`, `duplicate key "max_tokens"`},
+		{"duplicate nested key", `{"messages":[{"role":"user","role":"system"}]}`, `duplicate key "role"`},
+		{"duplicate after escape", `{"max_tokens":1,"max\u005ftokens":2}`, `duplicate key "max_tokens"`},
+		{"duplicate both escaped", `{"\u0061":1,"\u0061":2}`, `duplicate key "a"`},
+		{"duplicate in big object", manyKeys(100, true), `duplicate key "k"`},
+		{"duplicate deep", deep(10)[:len(deep(10))-1] + `,"a":1}`, `duplicate key "a"`},
+		{"too deep", deep(maxJSONDepth + 1), "deeper than 64"},
+		{"very deep", `{"a":` + strings.Repeat("[", 100000), "deeper than 64"},
+		{"invalid UTF-8", "{\"s\":\"\xff\"}", "invalid UTF-8"},
+		{"truncated UTF-8", "{\"s\":\"\xe4\xb8\"}", "invalid UTF-8"},
+		{"overlong UTF-8", "{\"s\":\"\xc0\xaf\"}", "invalid UTF-8"},
+		{"UTF-8 surrogate", "{\"s\":\"\xed\xa0\x80\"}", "invalid UTF-8"},
+		{"invalid UTF-8 in key", "{\"\xff\":1}", "invalid UTF-8"},
+		{"lone high surrogate", `{"s":"\ud800"}`, "lone high surrogate"},
+		{"high surrogate then text", `{"s":"\ud800x"}`, "lone high surrogate"},
+		{"two high surrogates", `{"s":"\ud800\ud800"}`, "lone high surrogate"},
+		{"lone low surrogate", `{"s":"\udc00"}`, "lone low surrogate"},
+		{"high surrogate at end", `{"s":"\ud83d`, "lone high surrogate"},
+		{"surrogate in key", `{"\udfff":1}`, "lone low surrogate"},
+		{"bad escape", `{"s":"\x"}`, "invalid escape"},
+		{"short unicode escape", `{"s":"\u12"}`, `invalid \u escape`},
+		{"non-hex unicode escape", `{"s":"\u12g4"}`, `invalid \u escape`},
+		{"raw newline in string", "{\"s\":\"a\nb\"}", "control character"},
+		{"raw tab in string", "{\"s\":\"a\tb\"}", "control character"},
+		{"NUL in string", "{\"s\":\"a\x00b\"}", "control character"},
+		{"NUL outside string", "{\x00}", "expected a string key"},
+		{"vertical tab as space", "{\v}", "expected a string key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := checkJSON([]byte(tt.body))
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("checkJSON(%.60q) = %v, want nil", tt.body, err)
+				}
+				if !json.Valid([]byte(tt.body)) {
+					t.Fatalf("checkJSON(%.60q) accepted what encoding/json rejects", tt.body)
+				}
+				return
+			}
+			var bre *badRequestError
+			if !errors.As(err, &bre) {
+				t.Fatalf("checkJSON(%.60q) = %v, want a *badRequestError containing %q", tt.body, err, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "proxy: ") {
+				t.Errorf("checkJSON(%.60q) = %q, want it to contain %q", tt.body, err, tt.wantErr)
+			}
+			if bre.Code != codeInvalidJSON {
+				t.Errorf("checkJSON(%.60q) code = %q, want %q", tt.body, bre.Code, codeInvalidJSON)
+			}
+		})
+	}
+}
+
+func TestAppendUnquoted(t *testing.T) {
+	t.Parallel()
+	for _, lit := range []string{`""`, `"plain"`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\u4e16"`, `"\ud83d\ude00x"`, `"\u0000"`, `"héllo"`} {
+		var want string
+		if err := json.Unmarshal([]byte(lit), &want); err != nil {
+			t.Fatalf("json.Unmarshal(%s): %v", lit, err)
+		}
+		if got := string(appendUnquoted(nil, []byte(lit[1:len(lit)-1]))); got != want {
+			t.Errorf("appendUnquoted(%s) = %q, want %q", lit, got, want)
+		}
+	}
+}
