@@ -59,12 +59,14 @@ type Allocator struct {
 	requested   int64 // bytes asked for by live allocations, before rounding
 	peakAlloc   int64
 	peakReserve int64
+	spare       []*block // recycled block records, to spare the garbage collector
 }
 
 // Buffer is a live allocation returned by Allocator.Alloc. Free it exactly once.
 // The zero Buffer is not a valid allocation.
 type Buffer struct {
 	b   *block
+	gen uint32 // the record's generation when allocated: stale copies are refused
 	req int64
 }
 
@@ -87,6 +89,7 @@ type block struct {
 	prev, next *block
 	allocated  bool
 	small      bool
+	gen        uint32 // bumped when the record is recycled
 }
 
 func (b *block) split() bool { return b.prev != nil || b.next != nil }
@@ -162,7 +165,8 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 		a.takeFree(p, b)
 	}
 	if a.shouldSplit(b, size) {
-		rest := &block{addr: b.addr + size, size: b.size - size, prev: b, next: b.next, small: b.small}
+		rest := a.newBlock()
+		*rest = block{addr: b.addr + size, size: b.size - size, prev: b, next: b.next, small: b.small, gen: rest.gen}
 		if b.next != nil {
 			b.next.prev = rest
 		}
@@ -175,7 +179,7 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 	a.allocated += b.size
 	a.requested += n
 	a.peakAlloc = max(a.peakAlloc, a.allocated)
-	return Buffer{b: b, req: n}, nil
+	return Buffer{b: b, gen: b.gen, req: n}, nil
 }
 
 // freeBlock finds the best-fitting cached block, applying max_split_size's two
@@ -211,7 +215,8 @@ func (a *Allocator) newSegment(size int64, small bool) *block {
 	if a.reserved+size > a.s.DeviceBytes {
 		return nil
 	}
-	b := &block{addr: a.nextAddr, size: size, small: small}
+	b := a.newBlock()
+	*b = block{addr: a.nextAddr, size: size, small: small, gen: b.gen}
 	a.nextAddr += size
 	a.reserved += size
 	a.peakReserve = max(a.peakReserve, a.reserved)
@@ -224,7 +229,7 @@ func (a *Allocator) newSegment(size int64, small bool) *block {
 // segment. The segment stays reserved until EmptyCache.
 func (a *Allocator) Free(buf Buffer) error {
 	b := buf.b
-	if b == nil || !b.allocated {
+	if b == nil || !b.allocated || b.gen != buf.gen {
 		return ErrBadFree
 	}
 	p := &a.large
@@ -243,6 +248,7 @@ func (a *Allocator) Free(buf Buffer) error {
 			b.prev.next = b
 		}
 		a.blocks--
+		a.recycle(pr)
 	}
 	if nx := b.next; nx != nil && !nx.allocated {
 		a.takeFree(p, nx)
@@ -252,9 +258,26 @@ func (a *Allocator) Free(buf Buffer) error {
 			b.next.prev = b
 		}
 		a.blocks--
+		a.recycle(nx)
 	}
 	a.putFree(p, b)
 	return nil
+}
+
+func (a *Allocator) newBlock() *block {
+	if n := len(a.spare); n > 0 {
+		b := a.spare[n-1]
+		a.spare = a.spare[:n-1]
+		return b
+	}
+	return new(block)
+}
+
+// recycle keeps a merged-away or released block record for reuse; its
+// generation changes so a stale Buffer copy cannot free the next owner.
+func (a *Allocator) recycle(b *block) {
+	*b = block{gen: b.gen + 1}
+	a.spare = append(a.spare, b)
 }
 
 // EmptyCache releases every cached segment that is wholly free back to the
@@ -272,6 +295,7 @@ func (a *Allocator) EmptyCache() int64 {
 			a.reserved -= b.size
 			a.segments--
 			a.blocks--
+			a.recycle(b)
 		}
 		clear(p.blocks[len(kept):])
 		p.blocks = kept

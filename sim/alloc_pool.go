@@ -10,45 +10,37 @@ type pool struct {
 	blocks []*block
 }
 
-func blockCmp(x, y *block) int {
-	switch {
-	case x.size != y.size:
-		if x.size < y.size {
-			return -1
+// search returns the index of the first block not less than (size, addr).
+func (p *pool) search(size, addr int64) int {
+	lo, hi := 0, len(p.blocks)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		b := p.blocks[m]
+		if b.size < size || (b.size == size && b.addr < addr) {
+			lo = m + 1
+		} else {
+			hi = m
 		}
-		return 1
-	case x.addr < y.addr:
-		return -1
-	case x.addr > y.addr:
-		return 1
 	}
-	return 0
+	return lo
 }
 
 func (p *pool) insert(b *block) {
-	i, _ := slices.BinarySearchFunc(p.blocks, b, blockCmp)
-	p.blocks = slices.Insert(p.blocks, i, b)
+	p.blocks = slices.Insert(p.blocks, p.search(b.size, b.addr), b)
 }
 
 func (p *pool) remove(b *block) {
-	i, ok := slices.BinarySearchFunc(p.blocks, b, blockCmp)
-	if !ok {
+	i := p.search(b.size, b.addr)
+	if i == len(p.blocks) || p.blocks[i] != b {
 		panic("sim: allocator pool lost a block") // an internal invariant, never input-driven
 	}
 	p.blocks = slices.Delete(p.blocks, i, i+1)
 }
 
-// lowerBound returns the smallest cached block of at least size bytes, or nil.
+// lowerBound returns the smallest cached block of at least size bytes (the
+// lowest address among equals), or nil.
 func (p *pool) lowerBound(size int64) *block {
-	i, _ := slices.BinarySearchFunc(p.blocks, size, func(b *block, s int64) int {
-		switch {
-		case b.size < s:
-			return -1
-		case b.size > s:
-			return 1
-		}
-		return 0
-	})
+	i := p.search(size, 0)
 	if i == len(p.blocks) {
 		return nil
 	}

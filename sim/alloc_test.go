@@ -269,3 +269,21 @@ func BenchmarkAllocatorMixed(b *testing.B) {
 		}
 	}
 }
+
+func TestAllocatorStaleBufferAfterReuse(t *testing.T) {
+	a, _ := NewAllocator(AllocSettings{DeviceBytes: 100 * mib})
+	x, _ := a.Alloc(1000)
+	y, _ := a.Alloc(1000)
+	_ = a.Free(y) // y merges with the free rest: one record is recycled
+	_ = a.Free(x) // x merges with it: another record is recycled
+	a.EmptyCache()
+	z, _ := a.Alloc(1000) // reuses a recycled record
+	for _, stale := range []Buffer{x, y} {
+		if err := a.Free(stale); !errors.Is(err, ErrBadFree) {
+			t.Fatalf("Free(stale) = %v, want ErrBadFree", err)
+		}
+	}
+	if err := a.Free(z); err != nil {
+		t.Fatalf("Free(z) = %v", err)
+	}
+}

@@ -1,0 +1,328 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors a request can end with, or Submit can return.
+var (
+	// ErrEngineDead fails every request in flight when the engine hits an
+	// out-of-memory error (it wraps the allocator's ErrOutOfMemory message).
+	ErrEngineDead = errors.New("sim: engine died")
+	// ErrUnavailable is returned by Submit while the engine restarts.
+	ErrUnavailable = errors.New("sim: engine is restarting")
+	// ErrTooLong is returned by Submit when prompt + max tokens exceed the context length.
+	ErrTooLong = errors.New("sim: request exceeds the model's context length")
+	// ErrAborted ends a request the caller aborted.
+	ErrAborted = errors.New("sim: request aborted")
+)
+
+// Settings configures an Engine. The zero value selects the defaults, which
+// README.md in this folder justifies one by one.
+type Settings struct {
+	// GPU is the device. Zero means the A100-80G preset.
+	GPU GPU
+	// Model is the served model. Zero means the Llama-3-8B bf16 preset.
+	Model Model
+	// GPUMemoryUtilization is vLLM's gpu_memory_utilization, the fraction of
+	// device memory the engine plans for (weights, activations, KV cache).
+	// 0 means 0.9 (vLLM's default); valid range (0, 1].
+	GPUMemoryUtilization float64
+	// MaxNumSeqs is vLLM's max_num_seqs. 0 means 256 (vLLM's default).
+	MaxNumSeqs int
+	// MaxNumBatchedTokens is vLLM's max_num_batched_tokens, the token budget of
+	// one step and the size of the profiling pass. 0 means 2048 (vLLM V1's
+	// default for the OpenAI server with chunked prefill).
+	MaxNumBatchedTokens int
+	// BlockSize is the KV cache block in tokens. 0 means 16 (vLLM's default).
+	BlockSize int
+	// MaxModelLen caps prompt + output tokens. 0 means the model's context length.
+	MaxModelLen int
+	// NonTorchBytes is memory outside PyTorch's allocator: CUDA context, NCCL,
+	// CUDA graphs. 0 means 1 GiB. Negative is invalid.
+	NonTorchBytes int64
+	// OtherProcessBytes is memory held by other processes on the same GPU,
+	// taken after the engine sized its KV cache (the "several models on one
+	// GPU" case). 0 means none.
+	OtherProcessBytes int64
+	// PrefillEfficiency is the fraction of peak FLOPS a prefill reaches.
+	// 0 means 0.5 (SIM-FACTS: 40–60 %); valid range (0, 1].
+	PrefillEfficiency float64
+	// MaxSplitSize is PyTorch's max_split_size_mb in bytes. 0 means unlimited.
+	MaxSplitSize int64
+	// NumGPUBlocksOverride replaces the computed number of KV blocks, like
+	// vLLM's num_gpu_blocks_override (tests, what-ifs). 0 means computed.
+	NumGPUBlocksOverride int
+	// RestartTime is how long the server is gone after an OOM (process exit,
+	// pod restart, weight load). 0 means 90s.
+	RestartTime time.Duration
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.GPU == (GPU{}) {
+		s.GPU, _ = GPUByName("")
+	}
+	if s.Model == (Model{}) {
+		s.Model, _ = ModelByName("")
+	}
+	if s.GPUMemoryUtilization == 0 {
+		s.GPUMemoryUtilization = 0.9
+	}
+	if s.MaxNumSeqs == 0 {
+		s.MaxNumSeqs = 256
+	}
+	if s.MaxNumBatchedTokens == 0 {
+		s.MaxNumBatchedTokens = 2048
+	}
+	if s.BlockSize == 0 {
+		s.BlockSize = 16
+	}
+	if s.MaxModelLen == 0 {
+		s.MaxModelLen = s.Model.MaxModelLen
+	}
+	if s.NonTorchBytes == 0 {
+		s.NonTorchBytes = 1 * gib
+	}
+	if s.PrefillEfficiency == 0 {
+		s.PrefillEfficiency = 0.5
+	}
+	if s.RestartTime == 0 {
+		s.RestartTime = 90 * time.Second
+	}
+	return s
+}
+
+func (s Settings) validate() error {
+	var errs []error
+	if err := s.GPU.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.Model.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	check := func(bad bool, format string, v any) {
+		if bad {
+			errs = append(errs, fmt.Errorf("sim: Settings."+format, v))
+		}
+	}
+	check(s.GPUMemoryUtilization <= 0 || s.GPUMemoryUtilization > 1, "GPUMemoryUtilization = %v, want (0, 1]", s.GPUMemoryUtilization)
+	check(s.MaxNumSeqs < 0, "MaxNumSeqs = %d, want > 0", s.MaxNumSeqs)
+	check(s.MaxNumBatchedTokens < 0, "MaxNumBatchedTokens = %d, want > 0", s.MaxNumBatchedTokens)
+	check(s.BlockSize < 0, "BlockSize = %d, want > 0", s.BlockSize)
+	check(s.MaxModelLen < 0, "MaxModelLen = %d, want > 0", s.MaxModelLen)
+	check(s.NonTorchBytes < 0, "NonTorchBytes = %d, want >= 0", s.NonTorchBytes)
+	check(s.OtherProcessBytes < 0, "OtherProcessBytes = %d, want >= 0", s.OtherProcessBytes)
+	check(s.PrefillEfficiency <= 0 || s.PrefillEfficiency > 1, "PrefillEfficiency = %v, want (0, 1]", s.PrefillEfficiency)
+	check(s.MaxSplitSize < 0, "MaxSplitSize = %d, want >= 0", s.MaxSplitSize)
+	check(s.NumGPUBlocksOverride < 0, "NumGPUBlocksOverride = %d, want >= 0", s.NumGPUBlocksOverride)
+	check(s.RestartTime < 0, "RestartTime = %v, want >= 0", s.RestartTime)
+	return errors.Join(errs...)
+}
+
+// Engine is a simulated vLLM engine on one GPU, in virtual time: requests are
+// submitted, time moves only through Advance, and the engine runs continuous
+// batching steps whose length comes from a roofline. Activation buffers and
+// per-request tensors go through a caching Allocator; an allocation that fails
+// kills the engine until RestartTime has passed. Create one with New. Not safe
+// for concurrent use (the server wraps it in a mutex); it must not be copied.
+// Deterministic: the same calls produce the same results.
+type Engine struct {
+	s    Settings
+	plan MemoryPlan
+
+	now       time.Duration // virtual time since New
+	alloc     *Allocator
+	dead      bool
+	restartAt time.Duration
+	lastErr   error
+
+	running    []*Seq
+	waiting    deque
+	freeBlocks int
+	nextID     uint64
+	finished   []*Seq
+	step       stepScratch
+
+	// counters of the current process (reset on restart, like vLLM's)
+	c Counters
+	// lifetime counters across restarts
+	ooms, restarts, steps int64
+}
+
+// New builds an engine: it profiles the activation peak, sizes the KV cache
+// and allocates weights and KV cache through a fresh allocator, as vLLM does
+// at start-up. It fails when the settings leave no room for a KV cache.
+func New(s Settings) (*Engine, error) {
+	s = s.withDefaults()
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	plan, err := planMemory(s)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{s: s, plan: plan}
+	if err := e.boot(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Settings returns the settings with defaults filled in.
+func (e *Engine) Settings() Settings { return e.s }
+
+// Plan returns the memory plan computed at start-up.
+func (e *Engine) Plan() MemoryPlan { return e.plan }
+
+// Now returns the engine's virtual time since New.
+func (e *Engine) Now() time.Duration { return e.now }
+
+// Alive reports whether the engine serves (false while it restarts after an OOM).
+func (e *Engine) Alive() bool { return !e.dead }
+
+// LastError returns the error that last killed the engine, or nil.
+func (e *Engine) LastError() error { return e.lastErr }
+
+// boot starts a fresh process: new allocator, weights and KV cache allocated.
+func (e *Engine) boot() error {
+	a, err := NewAllocator(AllocSettings{
+		DeviceBytes:  e.s.GPU.MemoryBytes - e.s.NonTorchBytes - e.s.OtherProcessBytes,
+		MaxSplitSize: e.s.MaxSplitSize,
+	})
+	if err != nil {
+		return err
+	}
+	for _, n := range e.plan.staticTensors(e.s) {
+		if _, err := a.Alloc(n); err != nil {
+			return fmt.Errorf("sim: loading weights and KV cache: %w", err)
+		}
+	}
+	e.alloc = a
+	e.dead = false
+	e.freeBlocks = e.plan.NumGPUBlocks
+	e.c = Counters{}
+	return nil
+}
+
+// Submit queues a request at the engine's current time. It fails with
+// ErrUnavailable while the engine restarts and ErrTooLong when the request
+// cannot fit the context length or the KV cache.
+func (e *Engine) Submit(r Request) (*Seq, error) {
+	if e.dead {
+		return nil, ErrUnavailable
+	}
+	if r.PromptTokens < 1 || r.MaxTokens < 1 {
+		return nil, fmt.Errorf("sim: request with %d prompt and %d max tokens, want >= 1 each", r.PromptTokens, r.MaxTokens)
+	}
+	total := r.PromptTokens + r.MaxTokens
+	if total > e.s.MaxModelLen || e.blocksFor(total) > e.plan.NumGPUBlocks {
+		return nil, fmt.Errorf("%w: %d prompt + %d output tokens > %d", ErrTooLong, r.PromptTokens, r.MaxTokens, e.s.MaxModelLen)
+	}
+	if r.OutputTokens <= 0 || r.OutputTokens > r.MaxTokens {
+		r.OutputTokens = r.MaxTokens
+	}
+	e.nextID++
+	s := &Seq{id: e.nextID, req: r, arrival: e.now, state: SeqWaiting}
+	e.waiting.pushBack(s)
+	return s, nil
+}
+
+// Abort ends a request the client gave up on: it leaves the queue or the
+// batch at once and frees its KV blocks, like vLLM on a disconnect.
+func (e *Engine) Abort(s *Seq) {
+	switch s.state {
+	case SeqWaiting:
+		s.state = SeqAborted // skipped when it reaches the head of the queue
+	case SeqRunning:
+		e.release(s)
+		e.removeRunning(s)
+		s.state = SeqAborted
+	default:
+		return
+	}
+	s.err = ErrAborted
+	s.finishedAt = e.now
+	e.finished = append(e.finished, s)
+}
+
+// EmptyCache flushes the allocator's wholly free cached segments back to the
+// device (torch.cuda.empty_cache()) and returns the bytes released; 0 while
+// the engine is dead.
+func (e *Engine) EmptyCache() int64 {
+	if e.dead {
+		return 0
+	}
+	return e.alloc.EmptyCache()
+}
+
+// TakeFinished returns the requests that ended (completed, failed or
+// aborted) since the last call, in the order they ended.
+func (e *Engine) TakeFinished() []*Seq {
+	f := e.finished
+	e.finished = nil
+	return f
+}
+
+// Advance runs the engine until virtual time to: steps while there is work,
+// idles otherwise, restarts after an OOM once RestartTime has passed. A step
+// that starts before to may end after it; Now then reads past to.
+func (e *Engine) Advance(to time.Duration) {
+	for {
+		if e.dead {
+			if to < e.restartAt {
+				e.now = max(e.now, to)
+				return
+			}
+			e.now = max(e.now, e.restartAt)
+			e.restarts++
+			if err := e.boot(); err != nil {
+				panic(err) // New booted the same plan once already
+			}
+		}
+		if e.now >= to {
+			return
+		}
+		if !e.runStep() {
+			e.now = to
+			return
+		}
+	}
+}
+
+// NextEventIn returns how long until the engine's state next changes by
+// itself: 0 when it has work, the time to restart while dead, -1 when idle.
+func (e *Engine) NextEventIn() time.Duration {
+	switch {
+	case e.dead:
+		return e.restartAt - e.now
+	case len(e.running) > 0 || e.waiting.len() > 0:
+		return 0
+	}
+	return -1
+}
+
+// die kills the engine: every request in flight or queued fails.
+func (e *Engine) die(err error) {
+	e.dead = true
+	e.ooms++
+	e.lastErr = err
+	e.restartAt = e.now + e.s.RestartTime
+	fail := func(s *Seq) {
+		s.state = SeqFailed
+		s.err = fmt.Errorf("%w: %w", ErrEngineDead, err)
+		s.finishedAt = e.now
+		e.finished = append(e.finished, s)
+	}
+	for _, s := range e.running {
+		fail(s)
+	}
+	for e.waiting.len() > 0 {
+		if s := e.waiting.popFront(); s.state == SeqWaiting {
+			fail(s)
+		}
+	}
+	e.running = e.running[:0]
+	e.alloc = nil
+}

@@ -1,0 +1,197 @@
+package sim
+
+import "fmt"
+
+// MemoryPlan is vLLM's start-up memory plan for the settings.
+type MemoryPlan struct {
+	// WeightBytes is parameters × dtype bytes.
+	WeightBytes int64
+	// ActivationPeakBytes is the peak allocated by the profiling step
+	// (max_num_batched_tokens tokens over min(max_num_seqs, tokens) sequences,
+	// forward pass plus logits and probabilities; vLLM reads PyTorch's
+	// allocated_bytes.all.peak the same way).
+	ActivationPeakBytes int64
+	// NonTorchBytes is memory outside PyTorch (CUDA context, NCCL, graphs).
+	NonTorchBytes int64
+	// KVBytesPerToken is 2 × layers × KV heads × head dim × dtype bytes.
+	KVBytesPerToken int64
+	// NumGPUBlocks is the number of KV blocks of BlockSize tokens.
+	NumGPUBlocks int
+	// KVCacheBytes is NumGPUBlocks × BlockSize × KVBytesPerToken.
+	KVCacheBytes int64
+	// ActivationBudgetBytes is what the caching allocator can get from the
+	// device at run time besides weights and KV cache: the profiled peak plus
+	// the headroom outside gpu_memory_utilization, less other processes.
+	ActivationBudgetBytes int64
+}
+
+// planMemory follows vLLM's determine_available_memory: KV cache =
+// total × gpu_memory_utilization − weights − activation peak − non-torch.
+func planMemory(s Settings) (MemoryPlan, error) {
+	p := MemoryPlan{
+		WeightBytes:     s.Model.WeightBytes(),
+		NonTorchBytes:   s.NonTorchBytes,
+		KVBytesPerToken: s.Model.KVBytesPerToken(),
+	}
+	scratch, err := NewAllocator(AllocSettings{DeviceBytes: 1 << 50})
+	if err != nil {
+		return p, err
+	}
+	seqs := min(s.MaxNumSeqs, s.MaxNumBatchedTokens)
+	perSeq := (s.MaxNumBatchedTokens + seqs - 1) / seqs
+	r := stepRun{a: scratch}
+	stepBuffers(&r, s.Model, stepShape{tokens: s.MaxNumBatchedTokens, seqs: seqs, samples: seqs,
+		maxBlocks: (perSeq + s.BlockSize - 1) / s.BlockSize})
+	if r.err != nil {
+		return p, r.err
+	}
+	p.ActivationPeakBytes = scratch.Stats().PeakAllocatedBytes
+	kv := int64(float64(s.GPU.MemoryBytes)*s.GPUMemoryUtilization) - p.WeightBytes - p.ActivationPeakBytes - p.NonTorchBytes
+	perBlock := int64(s.BlockSize) * p.KVBytesPerToken
+	p.NumGPUBlocks = int(max(kv, 0) / perBlock)
+	if s.NumGPUBlocksOverride > 0 {
+		p.NumGPUBlocks = s.NumGPUBlocksOverride
+	}
+	if p.NumGPUBlocks < 1 {
+		return p, fmt.Errorf("sim: no room for a KV cache: %d × %.2f − weights %d − activations %d − non-torch %d = %d bytes",
+			s.GPU.MemoryBytes, s.GPUMemoryUtilization, p.WeightBytes, p.ActivationPeakBytes, p.NonTorchBytes, kv)
+	}
+	p.KVCacheBytes = int64(p.NumGPUBlocks) * perBlock
+	p.ActivationBudgetBytes = s.GPU.MemoryBytes - s.NonTorchBytes - s.OtherProcessBytes - p.WeightBytes - p.KVCacheBytes
+	if p.ActivationBudgetBytes < p.ActivationPeakBytes {
+		return p, fmt.Errorf("sim: OtherProcessBytes %d leaves %d bytes for activations, below the profiled peak %d",
+			s.OtherProcessBytes, p.ActivationBudgetBytes, p.ActivationPeakBytes)
+	}
+	return p, nil
+}
+
+// staticTensors lists the allocations made once at start-up: the embedding
+// and LM head, one tensor per decoder layer's weights, and one KV cache
+// tensor per layer (vLLM V1 allocates the KV cache per layer).
+func (p MemoryPlan) staticTensors(s Settings) []int64 {
+	m := s.Model
+	embed := int64(m.Vocab) * int64(m.Hidden) * int64(m.DtypeBytes)
+	layer := (p.WeightBytes - 2*embed) / int64(m.Layers)
+	out := []int64{embed, embed}
+	for range m.Layers {
+		out = append(out, layer)
+	}
+	kvLayer := p.KVCacheBytes / int64(m.Layers)
+	for range m.Layers {
+		out = append(out, kvLayer)
+	}
+	return out
+}
+
+// stepShape is what decides the sizes of one step's buffers.
+type stepShape struct {
+	tokens    int  // tokens computed in the step (prefill chunks + decodes)
+	seqs      int  // sequences in the step
+	samples   int  // sequences that sample a token at the end of the step
+	maxBlocks int  // the widest block-table row in the batch
+	sort      bool // some request samples with top-p/top-k
+	logprobs  bool // some request wants log-probabilities
+}
+
+// stepRun allocates and frees one step's buffers, stopping at the first error.
+type stepRun struct {
+	a    *Allocator
+	live []Buffer
+	err  error
+}
+
+func (r *stepRun) get(n int64) int {
+	if r.err != nil {
+		return -1
+	}
+	b, err := r.a.Alloc(n)
+	if err != nil {
+		r.err = err
+		return -1
+	}
+	r.live = append(r.live, b)
+	return len(r.live) - 1
+}
+
+func (r *stepRun) put(i int) {
+	if r.err != nil || i < 0 {
+		return
+	}
+	_ = r.a.Free(r.live[i]) // live[i] came from get and is freed once
+	r.live[i] = Buffer{}
+}
+
+func (r *stepRun) putAll() {
+	if r.err == nil {
+		for _, b := range r.live {
+			if b.Valid() {
+				_ = r.a.Free(b)
+			}
+		}
+	}
+	clear(r.live)
+	r.live = r.live[:0]
+}
+
+// stepBuffers replays the allocations of one engine step in PyTorch's order:
+// the step's input tensors (built fresh each step, sized by tokens, sequences
+// and the widest block table), the residual stream, one decoder layer's
+// temporaries (the other layers reuse the same cached blocks), then the LM
+// head and the sampler for the sequences that sample. Everything is freed at
+// the end of the step; what stays is the allocator's cache.
+func stepBuffers(r *stepRun, m Model, sh stepShape) {
+	T, n, S := int64(sh.tokens), int64(sh.seqs), int64(sh.samples)
+	H, I, V, dt := int64(m.Hidden), int64(m.Intermediate), int64(m.Vocab), int64(m.DtypeBytes)
+	qkvWidth := H + 2*int64(m.KVHeads)*int64(m.HeadDim)
+
+	r.get(T * 8)                               // input ids (int64)
+	r.get(T * 8)                               // positions (int64)
+	r.get(T * 8)                               // slot mapping (int64)
+	r.get(n * 4)                               // sequence lengths (int32)
+	r.get((n + 1) * 4)                         // query start locations (int32)
+	r.get(n * int64(max(sh.maxBlocks, 1)) * 4) // block table (int32)
+	r.get(T * H * dt)                          // hidden states
+	r.get(T * H * dt)                          // residual
+
+	qkv := r.get(T * qkvWidth * dt)
+	attn := r.get(T * H * dt)
+	r.put(qkv)
+	o := r.get(T * H * dt)
+	r.put(attn)
+	gateUp := r.get(T * 2 * I * dt)
+	act := r.get(T * I * dt)
+	r.put(gateUp)
+	down := r.get(T * H * dt)
+	r.put(act)
+	r.put(o)
+	r.put(down)
+
+	if S > 0 {
+		last := r.get(S * H * dt)     // hidden states of the sampling positions
+		logits16 := r.get(S * V * dt) // LM head output
+		r.get(S * V * 4)              // logits cast to float32
+		r.put(logits16)
+		r.put(last)
+		r.get(S * V * 4) // probabilities
+		if sh.sort {
+			vals := r.get(S * V * 4) // sorted logits
+			idx := r.get(S * V * 8)  // sort indices (int64)
+			cum := r.get(S * V * 4)  // cumulative probabilities
+			mask := r.get(S * V)     // top-p mask (bool)
+			r.put(cum)
+			r.put(mask)
+			r.put(vals)
+			r.put(idx)
+		}
+		if sh.logprobs {
+			r.get(S * V * 4) // log-softmax copy
+		}
+		r.get(S * 8) // sampled token ids
+	}
+	r.putAll()
+}
+
+// seqTensorBytes is the per-request GPU state allocated when a request joins
+// the batch and freed when it leaves: its token ids (prompt and output budget,
+// int64), the tensor vLLM V0 kept for penalties and detokenisation.
+func seqTensorBytes(r Request) int64 { return int64(r.PromptTokens+r.MaxTokens) * 8 }

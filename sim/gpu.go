@@ -1,0 +1,87 @@
+package sim
+
+import "fmt"
+
+// GPU describes one accelerator by the figures the roofline needs.
+// Sources: NVIDIA data sheets, as collected in SIM-FACTS.md.
+type GPU struct {
+	// Name is a label, e.g. "A100-80G".
+	Name string
+	// MemoryBytes is the device memory.
+	MemoryBytes int64
+	// BandwidthBytesPerSec is the memory bandwidth.
+	BandwidthBytesPerSec float64
+	// PeakFLOPS is the dense bf16 peak.
+	PeakFLOPS float64
+	// SMs is the number of streaming multiprocessors (for the rule of thumb
+	// max_num_seqs ≤ 4 × SMs).
+	SMs int
+}
+
+// GPUByName returns a preset: "A10G", "A100-80G" (the default) or "H100-80G".
+func GPUByName(name string) (GPU, error) {
+	switch name {
+	case "A10G":
+		return GPU{Name: name, MemoryBytes: 24 * gib, BandwidthBytesPerSec: 600e9, PeakFLOPS: 125e12, SMs: 80}, nil
+	case "A100-80G", "":
+		return GPU{Name: "A100-80G", MemoryBytes: 80 * gib, BandwidthBytesPerSec: 2.04e12, PeakFLOPS: 312e12, SMs: 108}, nil
+	case "H100-80G":
+		return GPU{Name: name, MemoryBytes: 80 * gib, BandwidthBytesPerSec: 3.35e12, PeakFLOPS: 989e12, SMs: 132}, nil
+	}
+	return GPU{}, fmt.Errorf("sim: unknown GPU %q (want A10G, A100-80G or H100-80G)", name)
+}
+
+// Model describes a decoder-only transformer by the figures the memory plan
+// and the roofline need. Sources: the models' Hugging Face config.json.
+type Model struct {
+	// Name is what /v1/models reports.
+	Name string
+	// Params is the parameter count.
+	Params int64
+	// Layers, Hidden, Intermediate, KVHeads, HeadDim, Vocab are config.json's
+	// num_hidden_layers, hidden_size, intermediate_size, num_key_value_heads,
+	// head_dim and vocab_size.
+	Layers, Hidden, Intermediate, KVHeads, HeadDim, Vocab int
+	// DtypeBytes is the bytes per weight and KV element (2 for bf16).
+	DtypeBytes int
+	// MaxModelLen is the context length (max_position_embeddings).
+	MaxModelLen int
+}
+
+// ModelByName returns a preset: "meta-llama/Meta-Llama-3-8B" (the default) or
+// "meta-llama/Llama-2-13b-hf", both bf16.
+func ModelByName(name string) (Model, error) {
+	switch name {
+	case "meta-llama/Meta-Llama-3-8B", "llama-3-8b", "":
+		return Model{Name: "meta-llama/Meta-Llama-3-8B", Params: 8_030_261_248, Layers: 32, Hidden: 4096,
+			Intermediate: 14336, KVHeads: 8, HeadDim: 128, Vocab: 128256, DtypeBytes: 2, MaxModelLen: 8192}, nil
+	case "meta-llama/Llama-2-13b-hf", "llama-2-13b":
+		return Model{Name: "meta-llama/Llama-2-13b-hf", Params: 13_015_864_320, Layers: 40, Hidden: 5120,
+			Intermediate: 13824, KVHeads: 40, HeadDim: 128, Vocab: 32000, DtypeBytes: 2, MaxModelLen: 4096}, nil
+	}
+	return Model{}, fmt.Errorf("sim: unknown model %q (want meta-llama/Meta-Llama-3-8B or meta-llama/Llama-2-13b-hf)", name)
+}
+
+// WeightBytes is the weight footprint: parameters × bytes per element.
+func (m Model) WeightBytes() int64 { return m.Params * int64(m.DtypeBytes) }
+
+// KVBytesPerToken is 2 (K and V) × layers × KV heads × head dim × bytes per
+// element: 131 072 for Llama-3-8B, 819 200 for Llama-2-13B in bf16.
+func (m Model) KVBytesPerToken() int64 {
+	return 2 * int64(m.Layers) * int64(m.KVHeads) * int64(m.HeadDim) * int64(m.DtypeBytes)
+}
+
+func (m Model) validate() error {
+	if m.Params <= 0 || m.Layers <= 0 || m.Hidden <= 0 || m.Intermediate <= 0 || m.KVHeads <= 0 ||
+		m.HeadDim <= 0 || m.Vocab <= 0 || m.DtypeBytes <= 0 || m.MaxModelLen <= 0 {
+		return fmt.Errorf("sim: Settings.Model %q: every size must be > 0", m.Name)
+	}
+	return nil
+}
+
+func (g GPU) validate() error {
+	if g.MemoryBytes <= 0 || g.BandwidthBytesPerSec <= 0 || g.PeakFLOPS <= 0 {
+		return fmt.Errorf("sim: Settings.GPU %q: memory, bandwidth and FLOPS must be > 0", g.Name)
+	}
+	return nil
+}
