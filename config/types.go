@@ -1,9 +1,6 @@
 package config
 
-import (
-	"log/slog"
-	"time"
-)
+import "time"
 
 // Config is one policy file, decoded. Load, LoadFile, Parse and Default
 // return it with defaults filled in and validated; a Config built or changed
@@ -44,15 +41,6 @@ type Config struct {
 	lines map[string]int
 }
 
-// Mode says whether decisions are applied or only observed.
-type Mode string
-
-// The modes.
-const (
-	ModeEnforce Mode = "enforce" // refuse, queue and slow down work (the default)
-	ModeObserve Mode = "observe" // compute, count and log every decision; refuse nothing
-)
-
 // Server configures the traffic and admin listeners.
 type Server struct {
 	Listen            string        `yaml:"listen"`              // traffic, /healthz, /readyz; host:port
@@ -84,20 +72,9 @@ type Upstream struct {
 	Sources []Source `yaml:"sources"`
 }
 
-// SourceKind names a kind of pressure source.
-type SourceKind string
-
-// The source kinds.
-const (
-	SourceNVML         SourceKind = "nvml"          // local GPUs through NVML; takes no url
-	SourceVLLM         SourceKind = "vllm"          // a vLLM /metrics endpoint (per pod)
-	SourceDCGM         SourceKind = "dcgm"          // a DCGM exporter /metrics endpoint
-	SourceMemoryBlocks SourceKind = "memory_blocks" // an allocator endpoint (JSON memory_blocks)
-)
-
 // Source is one place pressure readings come from.
 type Source struct {
-	Kind SourceKind `yaml:"kind"`
+	Kind SourceKind `yaml:"kind"` // what is read and how
 	// URL is required for every kind but nvml, which must not have one.
 	URL string `yaml:"url"`
 	// Name labels the source in metrics; unique over the file. Empty in the
@@ -117,37 +94,31 @@ func (s Source) TimeoutOr(def time.Duration) time.Duration {
 }
 
 // Transport bounds the connections gatekeeper opens to upstreams.
+// Each maps to the http.Transport field of the same name.
 type Transport struct {
-	DialTimeout           time.Duration `yaml:"dial_timeout"`
+	DialTimeout time.Duration `yaml:"dial_timeout"` // net.Dialer.Timeout
+	// ResponseHeaderTimeout bounds the wait for response headers; a
+	// non-streaming completion sends them only when it is done.
 	ResponseHeaderTimeout time.Duration `yaml:"response_header_timeout"`
-	IdleConnTimeout       time.Duration `yaml:"idle_conn_timeout"`
-	MaxIdleConnsPerHost   int           `yaml:"max_idle_conns_per_host"`
-	TLSHandshakeTimeout   time.Duration `yaml:"tls_handshake_timeout"`
+	// IdleConnTimeout must stay below the upstream's keep-alive (uvicorn: 5s).
+	IdleConnTimeout     time.Duration `yaml:"idle_conn_timeout"`
+	MaxIdleConnsPerHost int           `yaml:"max_idle_conns_per_host"`
+	TLSHandshakeTimeout time.Duration `yaml:"tls_handshake_timeout"`
 }
 
 // HealthCheck is the active GET probe of every upstream.
 type HealthCheck struct {
-	Path           string        `yaml:"path"`
-	Interval       time.Duration `yaml:"interval"`
-	Timeout        time.Duration `yaml:"timeout"`
+	Path           string        `yaml:"path"`            // probed with GET; starts with /
+	Interval       time.Duration `yaml:"interval"`        // between probes of one upstream
+	Timeout        time.Duration `yaml:"timeout"`         // of one probe; ≤ Interval
 	UnhealthyAfter int           `yaml:"unhealthy_after"` // consecutive failed probes to mark it down
 	HealthyAfter   int           `yaml:"healthy_after"`   // consecutive good probes to mark it up
 }
 
-// OnStale says what a stale or failing source means for the level.
-type OnStale string
-
-// The stale policies.
-const (
-	OnStaleDegrade OnStale = "degrade" // treat the upstream as degraded (the default)
-	OnStaleHold    OnStale = "hold"    // keep the last level
-	OnStaleIgnore  OnStale = "ignore"  // drop the stale signals
-)
-
 // Pressure is how GPU pressure is read and judged.
 type Pressure struct {
-	Interval   time.Duration `yaml:"interval"`
-	StaleAfter time.Duration `yaml:"stale_after"`
+	Interval   time.Duration `yaml:"interval"`    // between readings of every source
+	StaleAfter time.Duration `yaml:"stale_after"` // without a good reading: stale; > Interval
 	OnStale    OnStale       `yaml:"on_stale"`
 	// Hysteresis is the margin, as a fraction of each threshold, by which a
 	// value must fall below the threshold before its level is left: with
@@ -162,31 +133,12 @@ type Pressure struct {
 	Rules map[Signal]Rule `yaml:"rules"`
 }
 
-// Signal names a pressure signal.
-type Signal string
-
-// The signals a rule may name.
-const (
-	SignalFragmentation  Signal = "fragmentation"    // total free ÷ largest free block, ≥ 1
-	SignalKVCacheUsage   Signal = "kv_cache_usage"   // vLLM KV-cache usage, 0–1
-	SignalMemoryUsed     Signal = "memory_used"      // device memory used ÷ total, 0–1
-	SignalPreemptionRate Signal = "preemption_rate"  // vLLM preemptions per second
-	SignalWaiting        Signal = "waiting"          // requests waiting inside vLLM
-	SignalAllocRetryRate Signal = "alloc_retry_rate" // allocator retries per second
-)
-
-// Signals returns every known signal, in a stable order.
-func Signals() []Signal {
-	return []Signal{SignalFragmentation, SignalKVCacheUsage, SignalMemoryUsed,
-		SignalPreemptionRate, SignalWaiting, SignalAllocRetryRate}
-}
-
 // Rule holds one signal's thresholds. A nil threshold is not set: a rule
 // without Shed only cuts the batch; one without Degrade goes straight to
 // critical.
 type Rule struct {
-	Degrade *float64 `yaml:"degrade"`
-	Shed    *float64 `yaml:"shed"`
+	Degrade *float64 `yaml:"degrade"` // value ≥ Degrade: degraded (the window is cut)
+	Shed    *float64 `yaml:"shed"`    // value ≥ Shed: critical (new work refused); > Degrade
 }
 
 // FastBreaker is the QPS limit.
@@ -198,8 +150,8 @@ type FastBreaker struct {
 
 // PerClient limits each client, keyed by a request header.
 type PerClient struct {
-	Header     string        `yaml:"header"`
-	QPS        float64       `yaml:"qps"`
+	Header     string        `yaml:"header"`      // its value keys the client; absent: global limit only
+	QPS        float64       `yaml:"qps"`         // per client; > 0
 	Burst      int           `yaml:"burst"`       // 0 in the file: qps rounded up
 	MaxClients int           `yaml:"max_clients"` // buckets kept at most; the idlest go first
 	IdleAfter  time.Duration `yaml:"idle_after"`  // a bucket unused this long is dropped
@@ -207,82 +159,58 @@ type PerClient struct {
 
 // Batch is how the window is cut under pressure and ramped back.
 type Batch struct {
-	Cut       float64       `yaml:"cut"` // fraction of the window removed per cut
-	CutEvery  time.Duration `yaml:"cut_every"`
-	RampStep  float64       `yaml:"ramp_step"` // fraction of max_inflight added per RampEvery
-	RampEvery time.Duration `yaml:"ramp_every"`
+	Cut       float64       `yaml:"cut"`        // fraction of the window removed per cut; 0 < Cut < 1
+	CutEvery  time.Duration `yaml:"cut_every"`  // between cuts while degraded and worsening
+	RampStep  float64       `yaml:"ramp_step"`  // fraction of max_inflight added per RampEvery; 0 < RampStep ≤ 1
+	RampEvery time.Duration `yaml:"ramp_every"` // between ramp steps once normal
 }
 
 // Queue bounds the admission queue.
 type Queue struct {
-	MaxLength       int           `yaml:"max_length"`
-	MaxTokens       int64         `yaml:"max_tokens"`
-	MaxWait         time.Duration `yaml:"max_wait"`
-	StarvationAfter time.Duration `yaml:"starvation_after"`
+	MaxLength       int           `yaml:"max_length"`       // waiting requests, at most
+	MaxTokens       int64         `yaml:"max_tokens"`       // estimated tokens waiting, at most
+	MaxWait         time.Duration `yaml:"max_wait"`         // longest wait for a slot
+	StarvationAfter time.Duration `yaml:"starvation_after"` // shortest-first ages a waiter this old to the front; < MaxWait
 }
 
 // Estimate turns a request into an estimated token count.
 type Estimate struct {
-	CharsPerToken    float64 `yaml:"chars_per_token"`
+	CharsPerToken    float64 `yaml:"chars_per_token"`    // prompt characters per estimated token
 	DefaultMaxTokens int     `yaml:"default_max_tokens"` // completion tokens assumed when max_tokens is absent
 }
 
 // Shed is what a refused client is told.
 type Shed struct {
-	RetryAfter time.Duration `yaml:"retry_after"`
+	RetryAfter time.Duration `yaml:"retry_after"` // Retry-After of a 503 refusal; ≥ 1s
 }
 
 // UpstreamBreaker is the per-upstream error breaker.
 type UpstreamBreaker struct {
-	Failures         int           `yaml:"failures"` // consecutive failures that open it
-	OpenFor          time.Duration `yaml:"open_for"`
+	Failures         int           `yaml:"failures"`           // consecutive failures that open it
+	OpenFor          time.Duration `yaml:"open_for"`           // how long an open breaker skips the upstream
 	HalfOpenRequests int           `yaml:"half_open_requests"` // probes let through after OpenFor
 }
 
 // Hooks are relief calls made on entering a level; they never block traffic.
 type Hooks struct {
-	Degraded  []Hook `yaml:"degraded"`
-	Critical  []Hook `yaml:"critical"`
-	Recovered []Hook `yaml:"recovered"`
+	Degraded  []Hook `yaml:"degraded"`  // on entering degraded
+	Critical  []Hook `yaml:"critical"`  // on entering critical
+	Recovered []Hook `yaml:"recovered"` // on returning to normal
 }
 
 // Hook is one HTTP call.
 type Hook struct {
-	Method string `yaml:"method"`
+	Method string `yaml:"method"` // GET, POST (the default), PUT, PATCH or DELETE
 	// URL is absolute (http/https), or a path starting with "/" that is
 	// resolved against the URL of the upstream entering the level (see
 	// ResolveURL).
 	URL     string            `yaml:"url"`
-	Headers map[string]string `yaml:"headers"`
-	Body    string            `yaml:"body"`
-	Timeout time.Duration     `yaml:"timeout"`
-}
-
-// LogLevel is the least severe level logged.
-type LogLevel string
-
-// The log levels.
-const (
-	LogDebug LogLevel = "debug"
-	LogInfo  LogLevel = "info"
-	LogWarn  LogLevel = "warn"
-	LogError LogLevel = "error"
-)
-
-// Slog returns the slog level; an unknown level reads as info.
-func (l LogLevel) Slog() slog.Level {
-	switch l {
-	case LogDebug:
-		return slog.LevelDebug
-	case LogWarn:
-		return slog.LevelWarn
-	case LogError:
-		return slog.LevelError
-	}
-	return slog.LevelInfo
+	Headers map[string]string `yaml:"headers"` // added to the request
+	Body    string            `yaml:"body"`    // sent as is
+	Timeout time.Duration     `yaml:"timeout"` // of the whole call
 }
 
 // Log configures the process log.
 type Log struct {
-	Level LogLevel `yaml:"level"`
+	Level LogLevel `yaml:"level"` // least severe level logged
 }

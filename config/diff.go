@@ -1,0 +1,74 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+)
+
+// Diff returns the key paths whose values differ between old and next, in
+// schema order ("server.listen", "upstreams[0].max_inflight",
+// "pressure.rules.waiting"). A list whose length changed is one path
+// ("upstreams"); a map entry or optional section present on one side only is
+// its own path. It is meant for reload: log what changed, and find changes
+// that apply only at start (the listeners, for example).
+func Diff(old, next *Config) []string {
+	var out []string
+	diff(reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem(), "", &out)
+	return out
+}
+
+func diff(a, b reflect.Value, path string, out *[]string) {
+	switch a.Kind() {
+	case reflect.Struct:
+		for i := range a.NumField() {
+			f := a.Type().Field(i)
+			if f.IsExported() {
+				diff(a.Field(i), b.Field(i), join(path, f.Tag.Get("yaml")), out)
+			}
+		}
+		return
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			if a.IsNil() != b.IsNil() {
+				*out = append(*out, path)
+			}
+			return
+		}
+		diff(a.Elem(), b.Elem(), path, out)
+		return
+	case reflect.Slice:
+		if a.Len() != b.Len() {
+			*out = append(*out, path)
+			return
+		}
+		for i := range a.Len() {
+			diff(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i), out)
+		}
+		return
+	case reflect.Map:
+		keys := map[string]reflect.Value{}
+		for _, m := range []reflect.Value{a, b} {
+			for _, k := range m.MapKeys() {
+				keys[k.String()] = k
+			}
+		}
+		names := make([]string, 0, len(keys))
+		for name := range keys {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			va, vb := a.MapIndex(keys[name]), b.MapIndex(keys[name])
+			if !va.IsValid() || !vb.IsValid() {
+				*out = append(*out, join(path, name))
+				continue
+			}
+			diff(va, vb, join(path, name), out)
+		}
+		return
+	}
+	if !a.Equal(b) {
+		*out = append(*out, path)
+	}
+}
