@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -43,10 +44,7 @@ const (
 // *badRequestError. checkJSON does not allocate for bodies whose objects have
 // at most smallObjectKeys keys and whose keys are short or unescaped.
 func checkJSON(b []byte) error {
-	var c checker
-	c.b = b
-	c.keys = c.keyBuf[:0]
-	c.arena = c.arenaBuf[:0]
+	c := checker{b: b}
 	return c.run()
 }
 
@@ -67,14 +65,42 @@ type frame struct {
 // checker is checkJSON's state: an iterative parser with an explicit stack,
 // so a deep body cannot grow the goroutine stack.
 type checker struct {
-	b        []byte
-	i        int
-	depth    int
-	stack    [maxJSONDepth]frame
-	keys     []keySpan
-	arena    []byte
-	keyBuf   [64]keySpan
-	arenaBuf [256]byte
+	b     []byte
+	i     int
+	depth int
+	stack [maxJSONDepth]frame
+	keys  keyStack // keys of the open objects, innermost last
+	arena []byte   // decoded keys that held escapes
+}
+
+// keyStack is a stack of keys that lives in place up to its array's size,
+// so that checkJSON does not allocate for ordinary bodies. (A slice pointing
+// into the checker itself would move the whole checker to the heap.)
+type keyStack struct {
+	arr  [64]keySpan
+	more []keySpan // entries past len(arr)
+	n    int
+}
+
+func (s *keyStack) push(k keySpan) {
+	if s.n < len(s.arr) {
+		s.arr[s.n] = k
+	} else {
+		s.more = append(s.more, k)
+	}
+	s.n++
+}
+
+func (s *keyStack) at(i int) keySpan {
+	if i < len(s.arr) {
+		return s.arr[i]
+	}
+	return s.more[i-len(s.arr)]
+}
+
+func (s *keyStack) truncate(n int) {
+	s.n = n
+	s.more = s.more[:max(n-len(s.arr), 0)]
 }
 
 func (c *checker) run() error {
@@ -125,7 +151,7 @@ func (c *checker) valueStart() (bool, error) {
 			return false, &badRequestError{Code: codeInvalidJSON,
 				Message: "JSON nests deeper than " + strconv.Itoa(maxJSONDepth) + " levels"}
 		}
-		c.stack[c.depth] = frame{object: ch == '{', keyStart: len(c.keys)}
+		c.stack[c.depth] = frame{object: ch == '{', keyStart: c.keys.n}
 		c.depth++
 		c.i++
 		c.ws()
@@ -192,8 +218,8 @@ func (c *checker) pop() {
 	c.depth--
 	f := &c.stack[c.depth]
 	if f.object {
-		c.keys = c.keys[:f.keyStart]
-		if len(c.keys) == 0 {
+		c.keys.truncate(f.keyStart)
+		if c.keys.n == 0 {
 			c.arena = c.arena[:0]
 		}
 	}
@@ -225,17 +251,18 @@ func (c *checker) member() error {
 		}
 		f.set[string(key)] = struct{}{}
 	} else {
-		for _, s := range c.keys[f.keyStart:] {
-			if bytes.Equal(c.key(s), key) {
+		for j := f.keyStart; j < c.keys.n; j++ {
+			if bytes.Equal(c.key(c.keys.at(j)), key) {
 				return duplicateKey(key)
 			}
 		}
-		c.keys = append(c.keys, span)
-		if len(c.keys)-f.keyStart > smallObjectKeys {
+		c.keys.push(span)
+		if c.keys.n-f.keyStart > smallObjectKeys {
 			f.set = make(map[string]struct{}, 2*smallObjectKeys)
-			for _, s := range c.keys[f.keyStart:] {
-				f.set[string(c.key(s))] = struct{}{}
+			for j := f.keyStart; j < c.keys.n; j++ {
+				f.set[string(c.key(c.keys.at(j)))] = struct{}{}
 			}
+			c.keys.truncate(f.keyStart)
 		}
 	}
 	c.ws()
@@ -301,7 +328,17 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 	start := i
 	i++
 	for i < len(b) {
+		for i+8 <= len(b) && !special8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		ch := b[i]
+		if plainStringByte[ch] {
+			i++
+			continue
+		}
 		switch {
 		case ch == '"':
 			return i + 1, escaped, nil
@@ -326,6 +363,24 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 		}
 	}
 	return i, escaped, syntaxError(start, "unterminated string")
+}
+
+// plainStringByte marks the bytes that stand for themselves inside a string:
+// printable ASCII but the quote and the backslash.
+var plainStringByte = func() (t [256]bool) {
+	for ch := 0x20; ch < utf8.RuneSelf; ch++ {
+		t[ch] = ch != '"' && ch != '\\'
+	}
+	return t
+}()
+
+// special8 reports whether any of the eight bytes in x is not a plainStringByte
+// (a word at a time: ASCII text is most of a body). It may report true for a
+// plain byte only when a special one precedes it, which is harmless here.
+func special8(x uint64) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - lsb) &^ v & msb }
+	return (x-0x20*lsb)&^x&msb|zero(x^'"'*lsb)|zero(x^'\\'*lsb)|x&msb != 0
 }
 
 // scanEscape validates the escape sequence at b[i] == '\\' and returns the

@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+// FuzzClassify feeds arbitrary bodies to every route. Properties: classify
+// never panics or hangs, even on bodies checkJSON would refuse; every error is
+// a *badRequestError; an accepted body is valid JSON to encoding/json and has
+// an estimate of at least 1; and re-encoding an accepted body with
+// encoding/json (other escapes, spacing and key order) changes nothing.
+func FuzzClassify(f *testing.F) {
+	for _, tt := range classifyCases {
+		f.Add(routeIndex(tt.path), []byte(tt.body))
+	}
+	f.Add(uint8(2), []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"\ud83d\ude00"}]}],"tools":[{"a":{"b":[1,2.5,null]}}]}`))
+	f.Add(uint8(1), []byte(`{"prompt":[[1,2],[3]],"n":2,"best_of":3,"max_tokens":0}`))
+	f.Fuzz(func(t *testing.T, idx uint8, body []byte) {
+		route := routes[int(idx)%len(routes)]
+		_, _ = classify(route, body, testEstimator) // unchecked input: no panic, no hang
+		c, err := classifyBody(route, body, testEstimator)
+		if err != nil {
+			var bre *badRequestError
+			if !errors.As(err, &bre) {
+				t.Fatalf("classifyBody error %v is not a *badRequestError", err)
+			}
+			return
+		}
+		if !route.Body {
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("classifyBody accepted %q, which encoding/json rejects", body)
+		}
+		if c.Estimated < 1 {
+			t.Fatalf("classifyBody(%q).Estimated = %d, want at least 1", body, c.Estimated)
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("encoding/json cannot decode accepted %q: %v", body, err)
+		}
+		again, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("json.Marshal: %v", err)
+		}
+		c2, err := classifyBody(route, again, testEstimator)
+		if err != nil || c2 != c {
+			t.Fatalf("re-encoded body classifies differently:\n%s → %+v\n%s → %+v, %v", body, c, again, c2, err)
+		}
+	})
+}
+
+// FuzzCheckJSON: whatever checkJSON accepts, encoding/json accepts too, as
+// an object.
+func FuzzCheckJSON(f *testing.F) {
+	for _, tt := range classifyCases {
+		f.Add([]byte(tt.body))
+	}
+	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `{"s":"\ud800"}`, `{"t":NaN}`, `{"n":1e400}`, "{\"s\":\"\xff\"}", `{"a":[[[[]]]]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if err := checkJSON(body); err != nil {
+			return
+		}
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatalf("checkJSON accepted %q, which encoding/json rejects: %v", body, err)
+		}
+	})
+}
+
+// routeIndex returns the index of path in routes, as FuzzClassify selects it.
+func routeIndex(path string) uint8 {
+	for i, rt := range routes {
+		if rt.Path == path {
+			return uint8(i)
+		}
+	}
+	return 0
+}
