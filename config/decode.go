@@ -98,7 +98,16 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	}
-	return fmt.Sprintf("%q", n.Value)
+	return short(n.Value)
+}
+
+// short quotes s for a message, cut to a readable length.
+func short(s string) string {
+	const limit = 80
+	if len(s) > limit {
+		return fmt.Sprintf("%q…", s[:limit])
+	}
+	return fmt.Sprintf("%q", s)
 }
 
 func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
@@ -108,7 +117,7 @@ func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
 	}
 	dur, err := time.ParseDuration(n.Value)
 	if err != nil {
-		d.fail(n, path, "invalid duration %q (want a Go duration such as 500ms or 30s)", n.Value)
+		d.fail(n, path, "invalid duration %s (want a Go duration such as 500ms or 30s)", short(n.Value))
 		return
 	}
 	v.SetInt(int64(dur))
@@ -131,7 +140,7 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string) {
 	p := reflect.New(v.Type())
 	// yaml.v3 would truncate 1.5 into an int; a count must be written as one.
 	if err := n.Decode(p.Interface()); err != nil || isInt && n.ShortTag() != "!!int" {
-		d.fail(n, path, "want %s, got %q", want, n.Value)
+		d.fail(n, path, "want %s, got %s", want, short(n.Value))
 		return
 	}
 	v.Set(p.Elem())

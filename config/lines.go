@@ -42,7 +42,7 @@ func unknownKey(k *yaml.Node, path string, t reflect.Type) error {
 	if path != "" {
 		where = "in " + path
 	}
-	msg := fmt.Sprintf("unknown key %q %s", k.Value, where)
+	msg := fmt.Sprintf("unknown key %s %s", short(k.Value), where)
 	if s := suggest(k.Value, t); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
