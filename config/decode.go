@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,7 +177,9 @@ func (d *decoder) pairs(n *yaml.Node, path string, depth int) [][2]*yaml.Node {
 			}
 			srcs := []*yaml.Node{val}
 			if val.Kind == yaml.SequenceNode {
-				srcs = val.Content
+				// In <<: [*a, *b] the keys of a win: decode b's first.
+				srcs = slices.Clone(val.Content)
+				slices.Reverse(srcs)
 			}
 			for _, m := range srcs {
 				for m.Kind == yaml.AliasNode {

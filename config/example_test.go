@@ -45,3 +45,16 @@ batch:
 	// config: line 4: unknown key "lisen" in server (did you mean "listen"?)
 	// config: line 6: batch.cut: must be above 0 and below 1, got 1.2
 }
+
+func ExampleDiff() {
+	old := config.Default()
+	edited := strings.Replace(string(config.DefaultYAML()), "retry_after: 2s", "retry_after: 5s", 1)
+	next, err := config.Parse([]byte(edited))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(config.Diff(old, next))
+	// Output:
+	// [shed.retry_after]
+}

@@ -188,3 +188,21 @@ func TestValidateBuiltInCode(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeKeys: explicit keys beat merged ones, and in <<: [*a, *b] the
+// keys of a beat those of b, as YAML merge keys say.
+func TestMergeKeys(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte(`
+upstreams:
+  - &a {url: "http://a:1", max_inflight: 10, min_inflight: 2}
+  - &b {url: "http://b:1", max_inflight: 20, min_inflight: 3}
+  - {<<: [*a, *b], url: "http://c:1"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := c.Upstreams[2]; u.URL != "http://c:1" || u.MaxInflight != 10 || u.MinInflight != 2 {
+		t.Errorf("merged upstream = %+v, want url http://c:1 and a's window 2..10", u)
+	}
+}
