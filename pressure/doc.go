@@ -1,0 +1,18 @@
+// Package pressure reads how full the GPUs behind each upstream are.
+//
+// It polls sources — NVML on the node, a vLLM pod's Prometheus /metrics, the
+// DCGM exporter and an allocator's memory_blocks endpoint — each on its own
+// goroutine, and turns their readings into signals per GPU and per upstream
+// (DESIGN §3): fragmentation, kv_cache_usage, memory_used, preemption_rate,
+// waiting, running, alloc_retry_rate, and the derived fragmentation_growth
+// and effective_utilization. A signal no source yields is absent, never zero.
+//
+// Create a Monitor with New, run its polling loop with Run, and read the
+// latest State with Snapshot, which never waits on I/O. pressure says how
+// full; deciding what to refuse belongs to package breaker.
+//
+// Sources sit behind the Source interface so tests (and callers) can feed a
+// Monitor with fakes through SourceSettings.Source. go-nvml sits behind the
+// NVML interface, a subset of nvml.Interface that go-nvml's own
+// pkg/nvml/mock satisfies.
+package pressure

@@ -1,0 +1,72 @@
+package pressure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Body limits of the HTTP sources: a full vLLM or DCGM scrape is tens of KiB;
+// the allocator answer a few hundred bytes per GPU.
+const (
+	maxMetricsBytes = 8 << 20
+	maxJSONBytes    = 1 << 20
+)
+
+// ErrBodyTooLarge reports a source answer over its size limit.
+var ErrBodyTooLarge = errors.New("pressure: response body too large")
+
+// newHTTPClient returns the client HTTP sources use when Settings.HTTPClient
+// is nil: our own transport with connect and header timeouts, no proxy from
+// the environment (sources are pod or node local), never http.DefaultClient.
+func newHTTPClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			ResponseHeaderTimeout: 5 * time.Second,
+			MaxIdleConnsPerHost:   2,
+			IdleConnTimeout:       90 * time.Second,
+		},
+	}
+}
+
+// httpGetter fetches one URL with a bounded body.
+type httpGetter struct {
+	client *http.Client
+	url    string
+	accept string
+	limit  int64
+}
+
+// get fetches the URL and returns its body, at most g.limit bytes. A non-2xx
+// status or a larger body is an error.
+func (g httpGetter) get(ctx context.Context) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("pressure: GET %s: %w", g.url, err)
+	}
+	if g.accept != "" {
+		req.Header.Set("Accept", g.accept)
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("pressure: %w", err) // *url.Error names method and URL
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // let the connection be reused
+		return nil, fmt.Errorf("pressure: GET %s: status %d", g.url, resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, g.limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("pressure: GET %s: reading body: %w", g.url, err)
+	}
+	if int64(len(body)) > g.limit {
+		return nil, fmt.Errorf("pressure: GET %s: over %d bytes: %w", g.url, g.limit, ErrBodyTooLarge)
+	}
+	return body, nil
+}

@@ -1,0 +1,261 @@
+package pressure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// Monitor polls sources and keeps the latest State. Create one with New,
+// start it with Run, read it with Snapshot. Safe for concurrent use; must
+// not be copied.
+type Monitor struct {
+	s         Settings
+	sources   []*entry   // node sources first, then each upstream's; fixed after New
+	upstreams []upstream // fixed after New
+	notify    chan struct{}
+	running   atomic.Bool
+
+	// mu guards started and the mutable fields of every entry.
+	mu      sync.RWMutex
+	started time.Time
+}
+
+// upstream is an upstream's fixed wiring.
+type upstream struct {
+	name string
+	gpus map[string]bool // index or UUID
+	own  []*entry
+}
+
+// entry is one source and what the Monitor knows of it.
+type entry struct {
+	src      Source
+	name     string
+	kind     Kind
+	upstream string // "" for a node source
+	filter   bool   // keep only GPUs the upstream lists
+
+	// Guarded by Monitor.mu.
+	reading     Reading // the last good reading, derived signals included
+	lastSuccess time.Time
+	tried       bool
+	up          bool
+	lastErr     string
+}
+
+// New builds a Monitor from s. Invalid settings make it return an error
+// naming every offending field. New makes no I/O: NVML is initialised at the
+// first read.
+func New(s Settings) (*Monitor, error) {
+	s, err := s.withDefaults()
+	errs := []error{err}
+	m := &Monitor{s: s, notify: make(chan struct{}, 1), started: s.Now()}
+	names := map[string]bool{}
+	for i, ss := range s.Sources {
+		e, err := m.newEntry(ss, "", fmt.Sprintf("sources[%d]", i), names)
+		errs = append(errs, err)
+		if e != nil {
+			e.filter = true
+			m.sources = append(m.sources, e)
+		}
+	}
+	seen := map[string]bool{}
+	for i, us := range s.Upstreams {
+		path := fmt.Sprintf("upstreams[%d]", i)
+		if us.Name == "" || seen[us.Name] {
+			errs = append(errs, fmt.Errorf("pressure: %s.name %q: must be unique and not empty", path, us.Name))
+		}
+		seen[us.Name] = true
+		u := upstream{name: us.Name, gpus: map[string]bool{}}
+		for _, g := range us.GPUs {
+			u.gpus[g] = true
+		}
+		for j, ss := range us.Sources {
+			e, err := m.newEntry(ss, us.Name, fmt.Sprintf("%s.sources[%d]", path, j), names)
+			errs = append(errs, err)
+			if e != nil {
+				e.filter = len(us.GPUs) > 0 && (e.kind == KindNVML || e.kind == KindDCGM)
+				u.own = append(u.own, e)
+				m.sources = append(m.sources, e)
+			}
+		}
+		m.upstreams = append(m.upstreams, u)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// newEntry builds one source with a unique name; upstream is "" for a node
+// source.
+func (m *Monitor) newEntry(ss SourceSettings, upstream, path string, names map[string]bool) (*entry, error) {
+	name := ss.Name
+	if name == "" && ss.Source != nil {
+		name = ss.Source.Name()
+	}
+	if name == "" {
+		base := string(ss.Kind)
+		if upstream != "" {
+			base = upstream + "/" + base
+		}
+		name = base
+		for n := 2; names[name]; n++ {
+			name = fmt.Sprintf("%s#%d", base, n)
+		}
+	}
+	if names[name] {
+		return nil, fmt.Errorf("pressure: %s.name %q: already used", path, name)
+	}
+	names[name] = true
+	e := &entry{src: ss.Source, name: name, kind: ss.Kind, upstream: upstream}
+	if e.src != nil {
+		return e, nil
+	}
+	client := m.s.HTTPClient
+	if client == nil {
+		client = newHTTPClient()
+	}
+	needURL := func() error {
+		u, err := url.Parse(ss.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("pressure: %s.url %q: must be an http(s) URL", path, ss.URL)
+		}
+		return nil
+	}
+	switch ss.Kind {
+	case KindNVML:
+		lib := m.s.NVML
+		if lib == nil {
+			lib = nvml.New()
+		}
+		e.src = newNVMLSource(name, lib, m.s.Now)
+	case KindVLLM:
+		if upstream == "" {
+			return nil, fmt.Errorf("pressure: %s.kind %q: must be listed under an upstream", path, ss.Kind)
+		}
+		e.src = newVLLMSource(name, ss.URL, client)
+	case KindDCGM:
+		e.src = newDCGMSource(name, ss.URL, client)
+	case KindMemoryBlocks:
+		e.src = newMemoryBlocksSource(name, ss.URL, client)
+	default:
+		return nil, fmt.Errorf("pressure: %s.kind %q: unknown (want nvml, vllm, dcgm or memory_blocks)", path, ss.Kind)
+	}
+	if ss.Kind != KindNVML {
+		if err := needURL(); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// Run polls every source on its own goroutine until ctx ends, so a slow or
+// hanging source never delays another, and calls Settings.OnUpdate after
+// reports. It returns after all its goroutines have exited and the sources
+// that implement io.Closer are closed, with their close errors. A source
+// whose Read ignores ctx delays Run's return. Call Run once.
+func (m *Monitor) Run(ctx context.Context) error {
+	if !m.running.CompareAndSwap(false, true) {
+		return errors.New("pressure: Run called twice")
+	}
+	m.mu.Lock()
+	m.started = m.s.Now()
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range m.sources {
+		wg.Go(func() { m.poll(ctx, e) })
+	}
+	if m.s.OnUpdate != nil {
+		wg.Go(func() { m.notifyLoop(ctx) })
+	}
+	wg.Wait()
+	var errs []error
+	for _, e := range m.sources {
+		if c, ok := e.src.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// poll reads one source every Interval (± Jitter/2) until ctx ends.
+func (m *Monitor) poll(ctx context.Context, e *entry) {
+	d := newDeriver(m.s.Smoothing)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := m.s.Now()
+		rctx, cancel := context.WithTimeout(ctx, m.s.Timeout)
+		rd, err := e.src.Read(rctx)
+		cancel()
+		if ctx.Err() != nil {
+			return // shutting down: the failure is ours, not the source's
+		}
+		now := m.s.Now()
+		if err == nil {
+			rd = d.derive(rd, now)
+		}
+		m.record(ctx, e, rd, err, now)
+		wait := m.s.Interval - now.Sub(start)
+		if m.s.Jitter > 0 {
+			wait += rand.N(m.s.Jitter) - m.s.Jitter/2
+		}
+		t.Reset(max(wait, 0))
+	}
+}
+
+// record stores one read's outcome, then logs a change of up/down and
+// wakes the OnUpdate loop, outside the lock.
+func (m *Monitor) record(ctx context.Context, e *entry, rd Reading, err error, now time.Time) {
+	m.mu.Lock()
+	wasUp, tried := e.up, e.tried
+	e.tried = true
+	if err == nil {
+		e.reading, e.lastSuccess, e.up, e.lastErr = rd, now, true, ""
+	} else {
+		e.up, e.lastErr = false, err.Error()
+	}
+	m.mu.Unlock()
+	switch {
+	case err != nil && (wasUp || !tried):
+		m.s.Logger.LogAttrs(ctx, slog.LevelWarn, "pressure source down",
+			slog.String("source", e.name), slog.String("upstream", e.upstream),
+			slog.String("state", "down"), slog.String("err", err.Error()))
+	case err == nil && !wasUp && tried:
+		m.s.Logger.LogAttrs(ctx, slog.LevelInfo, "pressure source up",
+			slog.String("source", e.name), slog.String("upstream", e.upstream),
+			slog.String("state", "up"))
+	}
+	select {
+	case m.notify <- struct{}{}:
+	default: // an update is already pending; it will see this one
+	}
+}
+
+// notifyLoop calls OnUpdate once per batch of reports.
+func (m *Monitor) notifyLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.notify:
+			m.s.OnUpdate(m.Snapshot())
+		}
+	}
+}

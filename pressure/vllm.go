@@ -1,0 +1,71 @@
+package pressure
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+)
+
+// vLLM metric names (V1 and V0 engines). vLLM ≥ 0.10 exports
+// kv_cache_usage_perc; older servers only gpu_cache_usage_perc.
+const (
+	vllmKVUsage     = "vllm:kv_cache_usage_perc"
+	vllmGPUCache    = "vllm:gpu_cache_usage_perc"
+	vllmRunning     = "vllm:num_requests_running"
+	vllmWaiting     = "vllm:num_requests_waiting"
+	vllmPreemptions = "vllm:num_preemptions_total"
+)
+
+// ParseVLLMMetrics reads a vLLM server's Prometheus text /metrics and returns
+// its upstream-level signals: KVCacheUsage (the maximum over series, e.g.
+// engines), Running and Waiting (sums), and the preemption counter (sum) in
+// Counters[PreemptionRate]. Series with or without an engine label count
+// alike; _created families and everything else are ignored. A metric the
+// server does not export leaves its signal absent. A body without any of
+// them is not an error: it yields an empty Reading.
+func ParseVLLMMetrics(r io.Reader) (Reading, error) {
+	fams, err := parseFamilies(r)
+	if err != nil {
+		return Reading{}, err
+	}
+	rd := Reading{Values: map[Signal]float64{}, Counters: map[Signal]float64{}}
+	if v, ok := aggregate(fams, vllmKVUsage, true); ok {
+		rd.Values[KVCacheUsage] = v
+	} else if v, ok := aggregate(fams, vllmGPUCache, true); ok {
+		rd.Values[KVCacheUsage] = v
+	}
+	if v, ok := aggregate(fams, vllmRunning, false); ok {
+		rd.Values[Running] = v
+	}
+	if v, ok := aggregate(fams, vllmWaiting, false); ok {
+		rd.Values[Waiting] = v
+	}
+	if v, ok := aggregate(fams, vllmPreemptions, false); ok {
+		rd.Counters[PreemptionRate] = v
+	}
+	return rd, nil
+}
+
+// vllmSource reads a vLLM pod's /metrics.
+type vllmSource struct {
+	name string
+	get  httpGetter
+}
+
+func newVLLMSource(name, url string, c *http.Client) *vllmSource {
+	return &vllmSource{name: name, get: httpGetter{
+		client: c, url: url, limit: maxMetricsBytes,
+		accept: "text/plain;version=0.0.4;q=1,*/*;q=0.1",
+	}}
+}
+
+func (s *vllmSource) Name() string { return s.name }
+
+func (s *vllmSource) Read(ctx context.Context) (Reading, error) {
+	body, err := s.get.get(ctx)
+	if err != nil {
+		return Reading{}, err
+	}
+	return ParseVLLMMetrics(bytes.NewReader(body))
+}
