@@ -1,0 +1,110 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
+)
+
+// pressureCollector exports pressure.State at scrape time: the classic
+// fragmentation per GPU, every signal per upstream and GPU with its age,
+// the derived rates DESIGN §7 names, and each source's health. Values the
+// monitor keeps after their source went stale are still exported; their
+// age and gatekeeper_source_stale say so.
+type pressureCollector struct {
+	snapshot func() pressure.State
+
+	fragmentation, signal, age, growth, effective, allocFailures *prometheus.Desc
+	up, lastSuccess, stale                                       *prometheus.Desc
+}
+
+// newPressureCollector returns a collector that calls snapshot at every
+// scrape (pass (*pressure.Monitor).Snapshot, or a func that follows the
+// current monitor across reloads). Every family is described even while
+// snapshot yields nothing.
+func newPressureCollector(snapshot func() pressure.State) prometheus.Collector {
+	ug := []string{"upstream", "gpu_id"}
+	ugs := []string{"upstream", "gpu_id", "signal"}
+	src := []string{"source"}
+	return &pressureCollector{snapshot: snapshot,
+		fragmentation: prometheus.NewDesc("vllm_gpu_memory_fragmentation",
+			"Largest free block ÷ total free memory of the GPU's allocator (1 = one free block).", []string{"gpu_id"}, nil),
+		signal: prometheus.NewDesc("gatekeeper_pressure_signal",
+			"Latest value of a pressure signal; gpu_id is empty for upstream-level signals.", ugs, nil),
+		age: prometheus.NewDesc("gatekeeper_pressure_signal_age_seconds",
+			"Age of the reading behind gatekeeper_pressure_signal.", ugs, nil),
+		growth: prometheus.NewDesc("gatekeeper_fragmentation_growth_rate",
+			"Change of the fragmentation ratio (total free ÷ largest free block) per second, smoothed.", ug, nil),
+		effective: prometheus.NewDesc("gatekeeper_effective_utilization",
+			"Allocated ÷ reserved bytes of the GPU's caching allocator.", ug, nil),
+		allocFailures: prometheus.NewDesc("gatekeeper_alloc_failure_rate",
+			"Allocations retried after a cache flush, per second, smoothed.", ug, nil),
+		up: prometheus.NewDesc("gatekeeper_source_up",
+			"1 when the pressure source's latest read succeeded.", src, nil),
+		lastSuccess: prometheus.NewDesc("gatekeeper_source_last_success_timestamp_seconds",
+			"Unix time of the pressure source's latest good reading.", src, nil),
+		stale: prometheus.NewDesc("gatekeeper_source_stale",
+			"1 when the pressure source has had no good reading within stale_after.", src, nil),
+	}
+}
+
+func (c *pressureCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.fragmentation, c.signal, c.age, c.growth,
+		c.effective, c.allocFailures, c.up, c.lastSuccess, c.stale} {
+		ch <- d
+	}
+}
+
+func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.snapshot()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	flag := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	for _, src := range s.Sources {
+		gauge(c.up, flag(src.Up), src.Name)
+		gauge(c.stale, flag(src.Stale), src.Name)
+		if !src.LastSuccess.IsZero() {
+			gauge(c.lastSuccess, float64(src.LastSuccess.UnixNano())/1e9, src.Name)
+		}
+	}
+	// A GPU may appear under several upstreams (or several pods may number
+	// their GPUs from 0): one series per gpu_id, the fresh worst.
+	classic := map[string]pressure.Value{}
+	for _, u := range s.Upstreams {
+		for sig, v := range u.Signals {
+			if v.GPU == "" {
+				gauge(c.signal, v.Value, u.Name, "", string(sig))
+				gauge(c.age, v.Age.Seconds(), u.Name, "", string(sig))
+			}
+		}
+		for _, g := range u.GPUs {
+			if g.ID == "" {
+				continue // cannot be told from the upstream-level series
+			}
+			for sig, v := range g.Signals {
+				gauge(c.signal, v.Value, u.Name, g.ID, string(sig))
+				gauge(c.age, v.Age.Seconds(), u.Name, g.ID, string(sig))
+			}
+			for sig, d := range map[pressure.Signal]*prometheus.Desc{pressure.FragmentationGrowth: c.growth,
+				pressure.EffectiveUtilization: c.effective, pressure.AllocRetryRate: c.allocFailures} {
+				if v, ok := g.Signals[sig]; ok {
+					gauge(d, v.Value, u.Name, g.ID)
+				}
+			}
+			if v, ok := g.ClassicFragmentation(); ok {
+				if cur, seen := classic[g.ID]; !seen || (cur.Stale && !v.Stale) || (cur.Stale == v.Stale && v.Value < cur.Value) {
+					classic[g.ID] = v
+				}
+			}
+		}
+	}
+	for id, v := range classic {
+		gauge(c.fragmentation, v.Value, id)
+	}
+}

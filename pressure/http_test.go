@@ -1,0 +1,65 @@
+package pressure
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestHTTPSources(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	serve := func(path string, body []byte) {
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) })
+	}
+	serve("/vllm", testdata(t, "vllm-two-engines.txt"))
+	serve("/dcgm", testdata(t, "dcgm-two-gpus.txt"))
+	serve("/blocks", testdata(t, "memory-blocks.json"))
+	serve("/big", bytes.Repeat([]byte("#\n"), maxMetricsBytes/2+1))
+	serve("/bigjson", append([]byte(`[{"gpu_id":"0"}`), append(bytes.Repeat([]byte(" "), maxJSONBytes), ']')...))
+	mux.HandleFunc("/down", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "loading", http.StatusServiceUnavailable) })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c := srv.Client()
+	tests := []struct {
+		name    string
+		src     Source
+		check   func(Reading) bool
+		wantErr string
+		wantIs  error
+	}{
+		{name: "vllm", src: newVLLMSource("v", srv.URL+"/vllm", c),
+			check: func(r Reading) bool { return r.Values[Waiting] == 3 && r.Counters[PreemptionRate] == 11 }},
+		{name: "dcgm", src: newDCGMSource("d", srv.URL+"/dcgm", c),
+			check: func(r Reading) bool { return len(r.GPUs) == 2 && r.GPUs[1].Values[MemoryUsed] == 0.5 }},
+		{name: "memory_blocks", src: newMemoryBlocksSource("m", srv.URL+"/blocks", c),
+			check: func(r Reading) bool { return len(r.GPUs) == 1 && r.GPUs[0].Counters[AllocRetryRate] == 4 }},
+		{name: "metrics body over 8 MiB", src: newVLLMSource("v", srv.URL+"/big", c), wantIs: ErrBodyTooLarge},
+		{name: "json body over 1 MiB", src: newMemoryBlocksSource("m", srv.URL+"/bigjson", c), wantIs: ErrBodyTooLarge},
+		{name: "status 503", src: newDCGMSource("d", srv.URL+"/down", c), wantErr: "status 503"},
+		{name: "not metrics", src: newVLLMSource("v", srv.URL+"/blocks", c), wantErr: "pressure: parsing metrics"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rd, err := tt.src.Read(t.Context())
+			switch {
+			case tt.wantIs != nil:
+				if !errors.Is(err, tt.wantIs) {
+					t.Fatalf("Read() error = %v, want %v", err, tt.wantIs)
+				}
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "pressure: ") {
+					t.Fatalf("Read() error = %v, want %q", err, tt.wantErr)
+				}
+			case err != nil:
+				t.Fatalf("Read() error = %v", err)
+			case !tt.check(rd):
+				t.Fatalf("Read() = %+v", rd)
+			}
+		})
+	}
+}
