@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"-h"}, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run(-h) = %v, want flag.ErrHelp", err)
+	}
+	for _, name := range []string{"-listen", "-gpu-memory-utilization", "-max-num-seqs", "-max-num-batched-tokens",
+		"-block-size", "-speed", "-restart-time", "-max-split-size-mb", "-other-process-mib", "-seed"} {
+		if !strings.Contains(out.String(), name+" ") {
+			t.Fatalf("-h output lacks %s:\n%s", name, out.String())
+		}
+	}
+}
+
+func TestFlagsMapOntoSettings(t *testing.T) {
+	o, err := parseFlags([]string{"-gpu", "H100-80G", "-model", "llama-2-13b", "--gpu-memory-utilization", "0.85",
+		"-other-process-mib", "2048", "-restart-time", "2m", "-speed", "10"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := o.engine
+	if es.GPU.Name != "H100-80G" || es.Model.Layers != 40 || es.GPUMemoryUtilization != 0.85 ||
+		es.OtherProcessBytes != 2<<30 || es.RestartTime != 2*time.Minute || o.server.Speed != 10 {
+		t.Fatalf("settings = %+v / %+v", es, o.server)
+	}
+}
+
+func TestRunErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"unknown gpu", []string{"-gpu", "V100"}},
+		{"bad utilization", []string{"-gpu-memory-utilization", "1.5"}},
+		{"stray argument", []string{"serve"}},
+		{"bad listen", []string{"-listen", "not-an-address"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := run(t.Context(), tt.args, &bytes.Buffer{}); err == nil {
+				t.Fatalf("run(%q) = nil, want an error", tt.args)
+			}
+		})
+	}
+}
+
+func TestRunStopsWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"-listen", "127.0.0.1:0"}, &out); err != nil {
+		t.Fatalf("run with a cancelled context = %v, want nil", err)
+	}
+	if !strings.Contains(out.String(), "vllm-sim serving") {
+		t.Fatalf("log = %s", out.String())
+	}
+}
