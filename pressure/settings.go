@@ -26,7 +26,8 @@ type Settings struct {
 	// Interval.
 	Timeout time.Duration
 	// StaleAfter is how long after its last good reading a source (and its
-	// values) is stale. 0 means 2s; must be at least Interval.
+	// values) is stale. 0 means 4 × Interval (2s by default); must be at
+	// least Interval.
 	StaleAfter time.Duration
 	// Smoothing is the time constant of the exponentially weighted moving
 	// average applied to the derived rates (preemption_rate,
@@ -78,9 +79,8 @@ type SourceSettings struct {
 }
 
 const (
-	defaultInterval   = 500 * time.Millisecond
-	defaultStaleAfter = 2 * time.Second
-	defaultSmoothing  = 5 * time.Second
+	defaultInterval  = 500 * time.Millisecond
+	defaultSmoothing = 5 * time.Second
 )
 
 // withDefaults returns s with zero fields replaced by their defaults, or an
@@ -96,7 +96,7 @@ func (s Settings) withDefaults() (Settings, error) {
 		s.Timeout = s.Interval * 8 / 10
 	}
 	if s.StaleAfter == 0 {
-		s.StaleAfter = defaultStaleAfter
+		s.StaleAfter = 4 * s.Interval
 	}
 	if s.Smoothing == 0 {
 		s.Smoothing = defaultSmoothing
