@@ -24,6 +24,7 @@ type Monitor struct {
 	upstreams []upstream // fixed after New
 	notify    chan struct{}
 	running   atomic.Bool
+	ownClient bool // s.HTTPClient is ours: close its idle connections when Run ends
 
 	// mu guards started and the mutable fields of every entry.
 	mu      sync.RWMutex
@@ -59,7 +60,10 @@ type entry struct {
 func New(s Settings) (*Monitor, error) {
 	s, err := s.withDefaults()
 	errs := []error{err}
-	m := &Monitor{s: s, notify: make(chan struct{}, 1), started: s.Now()}
+	m := &Monitor{s: s, notify: make(chan struct{}, 1), started: s.Now(), ownClient: s.HTTPClient == nil}
+	if m.ownClient {
+		m.s.HTTPClient = newHTTPClient()
+	}
 	names := map[string]bool{}
 	for i, ss := range s.Sources {
 		e, err := m.newEntry(ss, "", fmt.Sprintf("sources[%d]", i), names)
@@ -123,9 +127,6 @@ func (m *Monitor) newEntry(ss SourceSettings, upstream, path string, names map[s
 		return e, nil
 	}
 	client := m.s.HTTPClient
-	if client == nil {
-		client = newHTTPClient()
-	}
 	needURL := func() error {
 		u, err := url.Parse(ss.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -180,6 +181,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 		wg.Go(func() { m.notifyLoop(ctx) })
 	}
 	wg.Wait()
+	if m.ownClient {
+		m.s.HTTPClient.CloseIdleConnections()
+	}
 	var errs []error
 	for _, e := range m.sources {
 		if c, ok := e.src.(io.Closer); ok {

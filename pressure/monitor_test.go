@@ -108,7 +108,7 @@ func TestMonitorStaleThenRecovers(t *testing.T) {
 		}
 		for _, st := range steps {
 			fail.Store(st.fail)
-			time.Sleep(t0.Add(st.at).Sub(time.Now()))
+			time.Sleep(time.Until(t0.Add(st.at)))
 			synctest.Wait()
 			s := m.Snapshot()
 			src := s.Sources[0]

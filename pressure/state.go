@@ -1,17 +1,20 @@
 package pressure
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // State is a snapshot of everything the Monitor knows, built by Snapshot.
 // It is a copy: the caller owns it and may keep it.
 type State struct {
 	// At is when the snapshot was taken (the Monitor's clock).
-	At time.Time
+	At time.Time `json:"at"`
 	// Upstreams holds one entry per configured upstream, in settings order.
-	Upstreams []UpstreamState
+	Upstreams []UpstreamState `json:"upstreams"`
 	// Sources holds one entry per source, node sources first, then each
 	// upstream's in settings order.
-	Sources []SourceState
+	Sources []SourceState `json:"sources"`
 }
 
 // Upstream returns the state of the upstream named name and whether it exists.
@@ -26,27 +29,27 @@ func (s State) Upstream(name string) (UpstreamState, bool) {
 
 // UpstreamState is one upstream's signals.
 type UpstreamState struct {
-	Name string
+	Name string `json:"name"`
 	// Signals holds, per signal, the value the breaker should act on: the
 	// worst over the upstream's GPUs and upstream-level sources (highest;
 	// lowest for EffectiveUtilization). A fresh value beats a stale one;
 	// a stale value is kept (Stale true) until a fresh one arrives.
-	Signals map[Signal]Value
+	Signals map[Signal]Value `json:"signals"`
 	// GPUs holds the per-GPU values behind Signals, ordered by GPU ID.
-	GPUs []GPUState
+	GPUs []GPUState `json:"gpus"`
 	// Absent lists, in Signals() order, the signals no source has ever
 	// yielded for this upstream.
-	Absent []Signal
+	Absent []Signal `json:"absent"`
 }
 
 // GPUState is one GPU's signals within an upstream.
 type GPUState struct {
 	// ID is the GPU index as the source reported it; UUID where known.
-	ID   string
-	UUID string
+	ID   string `json:"id"`
+	UUID string `json:"uuid,omitempty"`
 	// Signals holds per signal the worst fresh value over the sources that
 	// read this GPU.
-	Signals map[Signal]Value
+	Signals map[Signal]Value `json:"signals"`
 }
 
 // ClassicFragmentation returns the classic fragmentation ratio, largest free
@@ -61,36 +64,46 @@ func (g GPUState) ClassicFragmentation() (Value, bool) {
 	return v, true
 }
 
-// Value is one signal's value with where and when it was read.
+// Value is one signal's value with where and when it was read. In JSON
+// the age is "age_seconds".
 type Value struct {
-	Value float64
+	Value float64 `json:"value"`
 	// Source is the name of the source that yielded it.
-	Source string
+	Source string `json:"source"`
 	// GPU is the GPU ID it belongs to; empty for upstream-level signals.
-	GPU string
+	GPU string `json:"gpu,omitempty"`
 	// At is when the reading that carried it completed.
-	At time.Time
+	At time.Time `json:"at"`
 	// Age is State.At − At.
-	Age time.Duration
+	Age time.Duration `json:"-"`
 	// Stale is true when Age exceeds Settings.StaleAfter.
-	Stale bool
+	Stale bool `json:"stale"`
+}
+
+// MarshalJSON writes v with its age in seconds, for /admin/state.
+func (v Value) MarshalJSON() ([]byte, error) {
+	type plain Value // no MarshalJSON: no recursion
+	return json.Marshal(struct {
+		plain
+		AgeSeconds float64 `json:"age_seconds"`
+	}{plain(v), v.Age.Seconds()})
 }
 
 // SourceState is one source's health.
 type SourceState struct {
-	Name string
+	Name string `json:"name"`
 	// Kind is the built-in kind, or what SourceSettings.Kind said for a
 	// custom Source.
-	Kind Kind
+	Kind Kind `json:"kind"`
 	// Upstream is the upstream the source belongs to; empty for node sources.
-	Upstream string
+	Upstream string `json:"upstream,omitempty"`
 	// Up is true when the latest Read succeeded.
-	Up bool
+	Up bool `json:"up"`
 	// LastSuccess is when the latest good reading completed; zero if none yet.
-	LastSuccess time.Time
+	LastSuccess time.Time `json:"last_success"`
 	// LastError is the latest Read error's text, empty after a success.
-	LastError string
+	LastError string `json:"last_error,omitempty"`
 	// Stale is true when no good reading arrived within StaleAfter (counted
 	// from Run's start for a source that never succeeded).
-	Stale bool
+	Stale bool `json:"stale"`
 }
