@@ -2,11 +2,13 @@ package pressure
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestHTTPSources(t *testing.T) {
@@ -61,5 +63,62 @@ func TestHTTPSources(t *testing.T) {
 				t.Fatalf("Read() = %+v", rd)
 			}
 		})
+	}
+}
+
+// TestMonitorOverHTTP points a Monitor's built-in sources at served
+// captures and waits (on OnUpdate, not on a clock) until every signal is in.
+func TestMonitorOverHTTP(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	for path, file := range map[string]string{"/metrics": "vllm-two-engines.txt",
+		"/dcgm": "dcgm-two-gpus.txt", "/blocks": "memory-blocks.json"} {
+		body := testdata(t, file)
+		mux.HandleFunc(path, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) })
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	updates := make(chan State, 1)
+	m, err := New(Settings{
+		Interval:   20 * time.Millisecond,
+		HTTPClient: srv.Client(),
+		Sources:    []SourceSettings{{Kind: KindDCGM, URL: srv.URL + "/dcgm"}},
+		Upstreams: []UpstreamSettings{{Name: "vllm-0", GPUs: []string{"GPU-aaa"}, Sources: []SourceSettings{
+			{Kind: KindVLLM, URL: srv.URL + "/metrics"},
+			{Kind: KindMemoryBlocks, URL: srv.URL + "/blocks"},
+		}}},
+		OnUpdate: func(s State) {
+			select {
+			case updates <- s:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	}()
+	for s := range updates {
+		u := s.Upstreams[0]
+		if len(u.Absent) > 0 {
+			continue
+		}
+		if u.Signals[MemoryUsed].Value != 0.9 || u.Signals[MemoryUsed].Source != "dcgm" || u.Signals[Waiting].Value != 3 {
+			t.Errorf("signals = %+v", u.Signals)
+		}
+		for _, src := range s.Sources {
+			if !src.Up {
+				t.Errorf("source %+v down", src)
+			}
+		}
+		return
 	}
 }
