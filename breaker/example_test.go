@@ -67,8 +67,12 @@ func ExampleLevelMachine() {
 	if err != nil {
 		panic(err)
 	}
+	// Hysteresis is a fraction of each threshold: degraded (1.2) is left
+	// only below 1.2 × 0.95 = 1.14 and critical (1.5) below 1.425, each
+	// after Hold. 1.145 is still within degraded's band, so at t=15s
+	// critical falls to degraded, not straight to normal.
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i, v := range []float64{1.1, 1.3, 1.6, 1.18, 1.1, 1.1, 1.1} {
+	for i, v := range []float64{1.1, 1.3, 1.6, 1.145, 1.1, 1.1, 1.1} {
 		now := start.Add(time.Duration(i) * 3 * time.Second)
 		if tr, ok := m.Observe(now, []breaker.Reading{{Signal: "fragmentation", Value: v}}); ok {
 			fmt.Printf("t=%2.0fs %s → %s (%s=%g)\n", now.Sub(start).Seconds(), tr.From, tr.To, tr.Signal, tr.Value)

@@ -93,13 +93,20 @@ type LevelSettings struct {
 	// Rules are the signals that count, in priority order: when several
 	// reach the same level at once, the first names the cause.
 	Rules []Rule
-	// Hysteresis is the absolute margin, in the signal's own unit, by which
-	// a value must fall below a threshold to leave its level. 0 means no
-	// margin; otherwise finite and ≥ 0 (the policy file's default is 0.05).
+	// Hysteresis is the margin, as a fraction of each threshold, by which a
+	// value must fall below the threshold to leave its level: the level is
+	// left only below threshold × (1 − Hysteresis), so with 0.05 a degrade
+	// threshold of 1.2 is left below 1.14 and a waiting threshold of 100
+	// below 95. A fraction, unlike an absolute margin, means the same for
+	// ratios, counts and rates alike. For a negative threshold the margin is
+	// taken from its magnitude (threshold − |threshold| × Hysteresis), so it
+	// still lies below the threshold; a threshold of 0 has no margin. 0 means
+	// no margin; otherwise 0 ≤ Hysteresis < 1 (the policy file's default is
+	// 0.05).
 	Hysteresis float64
-	// Hold is how long a value must stay below threshold − Hysteresis, on
-	// every reading, before its level is left. 0 means the first such
-	// reading leaves it; otherwise > 0.
+	// Hold is how long a value must stay below its exit value (see
+	// Hysteresis), on every reading, before its level is left. 0 means the
+	// first such reading leaves it; otherwise > 0.
 	Hold time.Duration
 	// OnStale is the policy for stale readings. The zero value is StaleDegrade.
 	OnStale StalePolicy
@@ -126,8 +133,8 @@ func (s LevelSettings) validate() error {
 			bad(fmt.Sprintf("Rules[%d].Shed", i), r.Shed, fmt.Sprintf("0 or a finite value > Degrade (%v)", r.Degrade))
 		}
 	}
-	if !finite(s.Hysteresis) || s.Hysteresis < 0 {
-		bad("Hysteresis", s.Hysteresis, "a finite value ≥ 0")
+	if !(s.Hysteresis >= 0 && s.Hysteresis < 1) { // also refuses NaN
+		bad("Hysteresis", s.Hysteresis, "a fraction ≥ 0 and < 1")
 	}
 	if s.Hold < 0 {
 		bad("Hold", s.Hold, "≥ 0")
@@ -148,6 +155,10 @@ func (r Rule) threshold(k Level) (float64, bool) {
 	}
 	return r.Degrade, true
 }
+
+// exit is the value below which a reading leaves a level whose threshold
+// is thr: thr × (1 − h) for thr ≥ 0, thr − |thr| × h in general.
+func exit(thr, h float64) float64 { return thr - math.Abs(thr)*h }
 
 // attained is the level value v reaches on r, without hysteresis.
 func (r Rule) attained(v float64) Level {

@@ -7,15 +7,15 @@ import (
 
 // LevelMachine turns one upstream's readings into a level. A worse level
 // takes effect on the reading that shows it; a level is left only once every
-// rule has stayed below its threshold minus Hysteresis, on every reading, for
-// Hold. It is a pure core: every method takes now, nothing reads a clock, and
-// it is not safe for concurrent use (Slow adds the lock). Create one with
+// rule has stayed below its threshold × (1 − Hysteresis), on every reading,
+// for Hold. It is a pure core: every method takes now, nothing reads a clock,
+// and it is not safe for concurrent use (Slow adds the lock). Create one with
 // NewLevelMachine.
 type LevelMachine struct {
 	s     LevelSettings
 	level Level
-	// clearSince[k] is when every rule first went below its level-k
-	// threshold − Hysteresis in the current unbroken run; valid if clear[k].
+	// clearSince[k] is when every rule first went below the exit value of
+	// its level-k threshold in the current unbroken run; valid if clear[k].
 	clearSince [Critical + 1]time.Time
 	clear      [Critical + 1]bool
 	cause      int // index into s.Rules of the current cause, or -1
@@ -138,10 +138,11 @@ func (m *LevelMachine) evaluate(readings []Reading) evaluation {
 	return e
 }
 
-// band is the highest level k whose threshold − Hysteresis v still reaches.
+// band is the highest level k whose exit value (threshold × (1 − Hysteresis))
+// v still reaches.
 func (m *LevelMachine) band(r Rule, v float64) Level {
 	for k := Critical; k > Normal; k-- {
-		if thr, ok := r.threshold(k); ok && v >= thr-m.s.Hysteresis {
+		if thr, ok := r.threshold(k); ok && v >= exit(thr, m.s.Hysteresis) {
 			return k
 		}
 	}

@@ -58,6 +58,7 @@ func TestLevelMachineSteps(t *testing.T) {
 		name    string
 		onStale StalePolicy
 		hold    time.Duration // 0 means 5s here; use -1 for a zero Hold
+		rules   []Rule        // nil means testRules()
 		steps   []levelStep
 	}{
 		{name: "enter degraded at once", steps: []levelStep{
@@ -77,17 +78,52 @@ func TestLevelMachineSteps(t *testing.T) {
 			{advance: 4500 * time.Millisecond, readings: frag(1.1), level: Degraded},
 			{advance: 500 * time.Millisecond, readings: frag(1.1), level: Normal, transition: "degraded→normal fragmentation=1.1"},
 		}},
+		// Hysteresis 0.05 is a fraction: degraded (1.2) is left below
+		// 1.2 × 0.95 = 1.14, critical (1.5) below 1.425.
 		{name: "zero hold leaves on the first reading below the margin", hold: -1, steps: []levelStep{
 			{readings: frag(1.25), level: Degraded, transition: "normal→degraded fragmentation=1.25"},
 			{advance: s, readings: frag(1.16), level: Degraded},
-			{advance: s, readings: frag(1.14), level: Normal, transition: "degraded→normal fragmentation=1.14"},
+			{advance: s, readings: frag(1.145), level: Degraded}, // below 1.2 − 0.05, but not below 1.2 × 0.95
+			{advance: s, readings: frag(1.135), level: Normal, transition: "degraded→normal fragmentation=1.135"},
 		}},
 		{name: "hysteresis band holds the level", steps: []levelStep{
 			{readings: frag(1.25), level: Degraded, transition: "normal→degraded fragmentation=1.25"},
 			{advance: s, readings: frag(1.17), level: Degraded},
 			{advance: 10 * s, readings: frag(1.16), level: Degraded},
-			{advance: s, readings: frag(1.14), level: Degraded},
-			{advance: 5 * s, readings: frag(1.14), level: Normal, transition: "degraded→normal fragmentation=1.14"},
+			{advance: s, readings: frag(1.145), level: Degraded},
+			{advance: 10 * s, readings: frag(1.145), level: Degraded},
+			{advance: s, readings: frag(1.13), level: Degraded},
+			{advance: 5 * s, readings: frag(1.13), level: Normal, transition: "degraded→normal fragmentation=1.13"},
+		}},
+		{name: "critical holds within its band of 1.425", steps: []levelStep{
+			{readings: frag(1.5), level: Critical, transition: "normal→critical fragmentation=1.5"},
+			{advance: s, readings: frag(1.44), level: Critical},
+			{advance: 10 * s, readings: frag(1.43), level: Critical},
+			{advance: s, readings: frag(1.42), level: Critical},
+			{advance: 5 * s, readings: frag(1.42), level: Degraded, transition: "critical→degraded fragmentation=1.42"},
+		}},
+		{name: "the margin scales with a count threshold", rules: []Rule{{Signal: "waiting", Degrade: 100, Shed: 200}}, steps: []levelStep{
+			{readings: []Reading{rd("waiting", 120)}, level: Degraded, transition: "normal→degraded waiting=120"},
+			{advance: s, readings: []Reading{rd("waiting", 99)}, level: Degraded},
+			{advance: 10 * s, readings: []Reading{rd("waiting", 96)}, level: Degraded}, // within 5 % of 100
+			{advance: s, readings: []Reading{rd("waiting", 94)}, level: Degraded},
+			{advance: 5 * s, readings: []Reading{rd("waiting", 94)}, level: Normal, transition: "degraded→normal waiting=94"},
+			{advance: s, readings: []Reading{rd("waiting", 250)}, level: Critical, transition: "normal→critical waiting=250"},
+			{advance: s, readings: []Reading{rd("waiting", 191)}, level: Critical}, // within 5 % of 200
+			{advance: 10 * s, readings: []Reading{rd("waiting", 191)}, level: Critical},
+			{advance: s, readings: []Reading{rd("waiting", 189)}, level: Critical},
+			{advance: 5 * s, readings: []Reading{rd("waiting", 189)}, level: Degraded, transition: "critical→degraded waiting=189"},
+		}},
+		{name: "a negative threshold's margin lies below it", rules: []Rule{{Signal: "headroom", Degrade: -10}}, steps: []levelStep{
+			{readings: []Reading{rd("headroom", -5)}, level: Degraded, transition: "normal→degraded headroom=-5"},
+			{advance: s, readings: []Reading{rd("headroom", -10.4)}, level: Degraded}, // exit value is −10.5
+			{advance: 10 * s, readings: []Reading{rd("headroom", -10.4)}, level: Degraded},
+			{advance: s, readings: []Reading{rd("headroom", -10.6)}, level: Degraded},
+			{advance: 5 * s, readings: []Reading{rd("headroom", -10.6)}, level: Normal, transition: "degraded→normal headroom=-10.6"},
+		}},
+		{name: "a zero threshold has no margin", hold: -1, rules: []Rule{{Signal: "errors", Degrade: 0, Shed: 10}}, steps: []levelStep{
+			{readings: []Reading{rd("errors", 0)}, level: Degraded, transition: "normal→degraded errors=0"},
+			{advance: s, readings: []Reading{rd("errors", -0.001)}, level: Normal, transition: "degraded→normal errors=-0.001"},
 		}},
 		{name: "a reading in the band restarts the hold", steps: []levelStep{
 			{readings: frag(1.25), level: Degraded, transition: "normal→degraded fragmentation=1.25"},
@@ -179,7 +215,11 @@ func TestLevelMachineSteps(t *testing.T) {
 			} else if tt.hold > 0 {
 				hold = tt.hold
 			}
-			m, err := NewLevelMachine(LevelSettings{Rules: testRules(), Hysteresis: 0.05, Hold: hold, OnStale: tt.onStale})
+			rules := tt.rules
+			if rules == nil {
+				rules = testRules()
+			}
+			m, err := NewLevelMachine(LevelSettings{Rules: rules, Hysteresis: 0.05, Hold: hold, OnStale: tt.onStale})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,6 +255,10 @@ func TestNewLevelMachineRejectsInvalidSettings(t *testing.T) {
 		{"shed below degrade", LevelSettings{Rules: []Rule{{Signal: "a", Degrade: 1.2, Shed: 1.1}}}, "Rules[0].Shed"},
 		{"infinite shed", LevelSettings{Rules: []Rule{{Signal: "a", Degrade: 1.2, Shed: inf()}}}, "Rules[0].Shed"},
 		{"negative hysteresis", LevelSettings{Hysteresis: -0.1}, "Hysteresis"},
+		{"hysteresis of 1", LevelSettings{Hysteresis: 1}, "Hysteresis"},
+		{"absolute-looking hysteresis", LevelSettings{Hysteresis: 5}, "Hysteresis"},
+		{"nan hysteresis", LevelSettings{Hysteresis: nan()}, "Hysteresis"},
+		{"infinite hysteresis", LevelSettings{Hysteresis: inf()}, "Hysteresis"},
 		{"negative hold", LevelSettings{Hold: -time.Second}, "Hold"},
 		{"unknown stale policy", LevelSettings{OnStale: 7}, "OnStale"},
 	}
