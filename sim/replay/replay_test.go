@@ -1,0 +1,109 @@
+package replay
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/sim"
+)
+
+func TestTraceRatesAndMix(t *testing.T) {
+	tr, err := NewTrace(TraceSettings{Duration: time.Hour, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, burst, long int
+	last := time.Duration(-1)
+	for {
+		a, ok := tr.Next()
+		if !ok {
+			break
+		}
+		if a.At <= last {
+			t.Fatalf("arrival at %v after %v: not in time order", a.At, last)
+		}
+		last = a.At
+		n++
+		if tr.InBurst(a.At) {
+			burst++
+		}
+		if a.Class == 1 {
+			long++
+		}
+	}
+	// 25 min at 50 QPS and 5 min at 80 QPS per half hour: 198 000 per hour.
+	if n < 196000 || n > 200000 || burst < 47000 || burst > 49000 {
+		t.Fatalf("arrivals = %d (%d in bursts), want ≈ 198 000 (48 000)", n, burst)
+	}
+	if f := float64(long) / float64(n); f < 0.14 || f > 0.16 {
+		t.Fatalf("long fraction = %.3f, want ≈ 0.15", f)
+	}
+}
+
+func TestTraceSettingsErrors(t *testing.T) {
+	for _, s := range []TraceSettings{
+		{BurstLength: time.Hour},
+		{Classes: []Class{{Name: "x", Weight: 1, Prompt: Range{0, 1}, Output: Range{1, 1}, MaxTokens: 1}}},
+		{Classes: []Class{{Name: "x", Weight: 1, Prompt: Range{1, 1}, Output: Range{1, 10}, MaxTokens: 5}}},
+		{TopPFraction: 2},
+	} {
+		if _, err := NewTrace(s); err == nil {
+			t.Fatalf("NewTrace(%+v) = nil error", s)
+		}
+	}
+}
+
+func h100() sim.GPU {
+	g, _ := sim.GPUByName("H100-80G")
+	return g
+}
+
+// TestEveryArrivalHasOneOutcome runs each policy briefly and checks that the
+// outcomes add up to the arrivals and that two runs with the same seed agree.
+func TestEveryArrivalHasOneOutcome(t *testing.T) {
+	for _, p := range []Policy{None, QPSOnly, Gatekeeper} {
+		t.Run(p.String(), func(t *testing.T) {
+			s := Settings{Engine: sim.Settings{GPU: h100()}, Trace: TraceSettings{Duration: 3 * time.Minute, Seed: 1}, Policy: p}
+			r1, err := Run(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2, _ := Run(s)
+			r1.Wall, r2.Wall = 0, 0
+			if r1.Policy != r2.Policy || r1.Outcomes != r2.Outcomes || r1.GeneratedTokens != r2.GeneratedTokens ||
+				r1.Classes[0] != r2.Classes[0] || r1.EffectiveUtilization != r2.EffectiveUtilization {
+				t.Fatalf("same seed, different results:\n%+v\n%+v", r1, r2)
+			}
+			o := r1.Outcomes
+			sum := o.Served + o.UpstreamError + o.RateLimited + o.Overloaded + o.QueueFull + o.QueueTimeout + o.Unfinished
+			if sum != r1.Arrivals || o.Served == 0 {
+				t.Fatalf("outcomes %+v add up to %d, want %d arrivals", o, sum, r1.Arrivals)
+			}
+		})
+	}
+}
+
+// TestOOMsCountDowntimeAndFailures leaves the allocator no headroom beyond
+// the profiled peak: top-p batches OOM the unprotected engine, which fails
+// its in-flight requests and is down for its restart time.
+func TestOOMsCountDowntimeAndFailures(t *testing.T) {
+	base, err := sim.New(sim.Settings{GPU: h100()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := base.Plan()
+	r, err := Run(Settings{Engine: sim.Settings{GPU: h100(), OtherProcessBytes: p.ActivationBudgetBytes - p.ActivationPeakBytes},
+		Trace: TraceSettings{Duration: 10 * time.Minute, Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OOMs == 0 || r.Downtime < 90*time.Second || r.Outcomes.UpstreamError == 0 {
+		t.Fatalf("OOMs %d, downtime %v, failed %d: want OOMs with their downtime and failures", r.OOMs, r.Downtime, r.Outcomes.UpstreamError)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, []Result{r}); err != nil || !strings.Contains(b.String(), "OOM events") {
+		t.Fatalf("WriteTable = %v:\n%s", err, b.String())
+	}
+}

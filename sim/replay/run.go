@@ -1,0 +1,456 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/sim"
+)
+
+// Policy is what stands in front of the engine.
+type Policy int
+
+// The policies of issue 5.
+const (
+	// None sends every request straight to the engine.
+	None Policy = iota
+	// QPSOnly puts gatekeeper's fast breaker (global token bucket) in front.
+	QPSOnly
+	// Gatekeeper runs the fast breaker, the slow breaker (level machine and
+	// batch window) and the admission queue, as the proxy does.
+	Gatekeeper
+)
+
+func (p Policy) String() string {
+	switch p {
+	case None:
+		return "unprotected"
+	case QPSOnly:
+		return "qps-only"
+	case Gatekeeper:
+		return "gatekeeper"
+	}
+	return "unknown"
+}
+
+const upstream = "vllm-0"
+
+// Settings configures one run. The zero value runs the default trace with
+// no protection on the replay's default engine.
+type Settings struct {
+	// Engine is the simulated pod. Its zero fields take sim's defaults.
+	Engine sim.Settings
+	// Trace is the traffic.
+	Trace TraceSettings
+	// Policy is what stands in front of the engine.
+	Policy Policy
+	// Limiter is the fast breaker (QPSOnly, Gatekeeper). A zero QPS means
+	// the policy file's default: 80 QPS, burst 40.
+	Limiter breaker.LimiterSettings
+	// Slow is the slow breaker (Gatekeeper). Zero Rules mean the policy
+	// file's defaults (fragmentation 1.2/1.5, kv_cache_usage 0.95,
+	// memory_used 0.95/0.98, hysteresis 0.05, hold 5s); a zero MaxInflight
+	// means the engine's max_num_seqs, a zero MinInflight 4.
+	Slow breaker.SlowSettings
+	// Queue bounds the admission queue (Gatekeeper); zero fields take the
+	// queue's defaults.
+	Queue queue.Settings
+	// MaxWait is how long a request may wait in the queue. 0 means 30s.
+	MaxWait time.Duration
+	// Interval is the pressure sampling period (and the utilization
+	// sampling period of every policy). 0 means 500ms.
+	Interval time.Duration
+	// EmptyCacheOnDegraded fires the allocator's empty_cache relief hook
+	// each time the level rises to degraded or critical (Gatekeeper).
+	EmptyCacheOnDegraded bool
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.Limiter.QPS == 0 {
+		s.Limiter.QPS, s.Limiter.Burst = 80, 40
+	}
+	if s.Slow.Level.Rules == nil {
+		s.Slow.Level = breaker.LevelSettings{Rules: []breaker.Rule{
+			{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5},
+			{Signal: "kv_cache_usage", Degrade: 0.95},
+			{Signal: "memory_used", Degrade: 0.95, Shed: 0.98},
+		}, Hysteresis: 0.05, Hold: 5 * time.Second}
+	}
+	if s.MaxWait == 0 {
+		s.MaxWait = 30 * time.Second
+	}
+	if s.Interval == 0 {
+		s.Interval = 500 * time.Millisecond
+	}
+	return s
+}
+
+// Outcome counts, as gatekeeper records them (DESIGN §2).
+type Outcomes struct {
+	Served, UpstreamError, RateLimited, Overloaded, QueueFull, QueueTimeout int64
+	// Unfinished were still in flight or queued when the trace ended.
+	Unfinished int64
+}
+
+// Result is what one run measured.
+type Result struct {
+	Policy   Policy
+	Horizon  time.Duration
+	Arrivals int64
+	Outcomes Outcomes
+	// OOMs is how many times the engine died; Downtime how long it was gone.
+	OOMs     int64
+	Downtime time.Duration
+	// GeneratedTokens counts the output tokens of served requests.
+	GeneratedTokens int64
+	// Classes holds the latency percentiles per trace class.
+	Classes []ClassLatency
+	// EffectiveUtilization is the mean over samples of the memory that does
+	// work ÷ the memory the process holds (0 while the engine is down).
+	EffectiveUtilization float64
+	// LevelTime is the virtual time spent at each pressure level (Gatekeeper).
+	LevelTime [3]time.Duration
+	// MeanWindow is the time-averaged batch window (Gatekeeper).
+	MeanWindow float64
+	// Wall is the real time the run took.
+	Wall time.Duration
+}
+
+// Goodput is generated tokens of served requests per virtual second.
+func (r Result) Goodput() float64 { return float64(r.GeneratedTokens) / r.Horizon.Seconds() }
+
+// ClassLatency is the end-to-end latency (arrival to last token, queueing
+// included) of one class's served requests.
+type ClassLatency struct {
+	Name     string
+	P50, P99 time.Duration
+}
+
+// request is one arrival on its way through the policy.
+type request struct {
+	a        Arrival
+	id       uint64
+	deadline time.Duration
+	waiting  bool
+}
+
+// runner holds one run's state. Not safe for concurrent use.
+type runner struct {
+	s       Settings
+	e       *sim.Engine
+	lim     *breaker.Limiter
+	slow    *breaker.Slow
+	core    *queue.Core
+	epoch   time.Time
+	t       time.Duration
+	bySeq   map[*sim.Seq]*request
+	byID    map[uint64]*request
+	expiry  []*request // waiters in enqueue order, for max_wait
+	nextID  uint64
+	avail   bool
+	res     Result
+	hists   []hist
+	utilSum float64
+	samples int64
+	dead    time.Duration
+	last    []breaker.Reading
+	winSum  float64
+}
+
+// Run replays the trace against a fresh engine under the policy.
+func Run(s Settings) (Result, error) {
+	start := time.Now()
+	s = s.withDefaults()
+	tr, err := NewTrace(s.Trace)
+	if err != nil {
+		return Result{}, err
+	}
+	r, err := newRunner(s, tr)
+	if err != nil {
+		return Result{}, err
+	}
+	horizon := tr.Settings().Duration
+	a, more := tr.Next()
+	tick := s.Interval
+	for {
+		t := tick
+		if more && a.At < tick {
+			t = a.At
+		}
+		if t >= horizon {
+			break
+		}
+		r.advance(t)
+		if t == tick {
+			r.sample()
+			tick += s.Interval
+		} else {
+			r.arrive(a)
+			a, more = tr.Next()
+		}
+	}
+	r.res.Horizon = horizon
+	r.res.Outcomes.Unfinished = int64(len(r.bySeq)) + int64(len(r.byID))
+	r.res.OOMs = r.e.Metrics().OOMs
+	r.res.Downtime = r.dead
+	if r.samples > 0 {
+		r.res.EffectiveUtilization = r.utilSum / float64(r.samples)
+		r.res.MeanWindow = r.winSum / float64(r.samples)
+	}
+	for i, c := range tr.Settings().Classes {
+		r.res.Classes = append(r.res.Classes, ClassLatency{Name: c.Name, P50: r.hists[i].quantile(0.5), P99: r.hists[i].quantile(0.99)})
+	}
+	r.res.Wall = time.Since(start)
+	return r.res, nil
+}
+
+func newRunner(s Settings, tr *Trace) (*runner, error) {
+	e, err := sim.New(s.Engine)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{s: s, e: e, epoch: time.Unix(0, 0).UTC(), bySeq: map[*sim.Seq]*request{},
+		byID: map[uint64]*request{}, avail: true, hists: make([]hist, len(tr.Settings().Classes))}
+	r.res.Policy = s.Policy
+	if s.Policy == None {
+		return r, nil
+	}
+	ls := s.Limiter
+	ls.Now = r.now
+	if r.lim, err = breaker.NewLimiter(ls); err != nil {
+		return nil, err
+	}
+	if s.Policy == QPSOnly {
+		return r, nil
+	}
+	ss := s.Slow
+	if ss.Window.MaxInflight == 0 {
+		ss.Window.MaxInflight = e.Settings().MaxNumSeqs
+	}
+	if ss.Window.MinInflight == 0 {
+		ss.Window.MinInflight = min(4, ss.Window.MaxInflight)
+	}
+	ss.Now = r.now
+	if r.slow, err = breaker.NewSlow(ss); err != nil {
+		return nil, err
+	}
+	if r.core, err = queue.NewCore(s.Queue); err != nil {
+		return nil, err
+	}
+	r.core.SetWindow(upstream, r.slow.Current().Limit)
+	return r, nil
+}
+
+func (r *runner) now() time.Time { return r.epoch.Add(r.t) }
+
+// advance runs the engine to t and settles what ended on the way.
+func (r *runner) advance(t time.Duration) {
+	r.t = t
+	r.e.Advance(t)
+	if r.core != nil && !r.e.Alive() && r.avail {
+		// every in-flight request just failed with a 500: the error breaker
+		// opens (≥ 5 failures) and the health check agrees within a probe.
+		r.avail = false
+		r.core.SetAvailable(upstream, false)
+	}
+	for _, s := range r.e.TakeFinished() {
+		rq := r.bySeq[s]
+		delete(r.bySeq, s)
+		if s.State() == sim.SeqFinished {
+			r.res.Outcomes.Served++
+			r.res.GeneratedTokens += int64(s.Generated())
+			r.hists[rq.a.Class].add(s.FinishedAt() - rq.a.At)
+		} else {
+			r.res.Outcomes.UpstreamError++
+		}
+		if r.core != nil {
+			r.grant(r.core.Release(r.now(), upstream))
+		}
+	}
+	for len(r.expiry) > 0 && r.expiry[0].deadline <= t {
+		rq := r.expiry[0]
+		r.expiry[0] = nil
+		r.expiry = r.expiry[1:]
+		if rq.waiting && r.core.Cancel(r.now(), rq.id) {
+			rq.waiting = false
+			delete(r.byID, rq.id)
+			r.res.Outcomes.QueueTimeout++
+		}
+	}
+}
+
+// arrive takes one request through the policy.
+func (r *runner) arrive(a Arrival) {
+	r.res.Arrivals++
+	rq := &request{a: a}
+	if r.lim != nil {
+		if err := r.lim.AllowAt(r.now(), ""); err != nil {
+			r.res.Outcomes.RateLimited++
+			return
+		}
+	}
+	if r.core == nil {
+		r.submit(rq)
+		return
+	}
+	if r.slow.Current().Level == breaker.Critical {
+		r.res.Outcomes.Overloaded++
+		return
+	}
+	r.nextID++
+	rq.id = r.nextID
+	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: int64(a.Prompt + a.MaxToken)})
+	switch {
+	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
+		r.res.Outcomes.QueueFull++
+	case err != nil:
+		panic(fmt.Sprintf("replay: queue refused a fresh id: %v", err)) // ids are unique by construction
+	case granted:
+		r.submitGranted(rq, g)
+	default:
+		rq.waiting = true
+		rq.deadline = r.t + r.s.MaxWait
+		r.byID[rq.id] = rq
+		r.expiry = append(r.expiry, rq)
+	}
+}
+
+// submit hands a request to the engine; false when the pod is down.
+func (r *runner) submit(rq *request) bool {
+	s, err := r.e.Submit(sim.Request{PromptTokens: rq.a.Prompt, MaxTokens: rq.a.MaxToken,
+		OutputTokens: rq.a.Output, TopP: rq.a.TopP})
+	if err != nil {
+		r.res.Outcomes.UpstreamError++ // connection refused while the pod restarts
+		return false
+	}
+	r.bySeq[s] = rq
+	return true
+}
+
+func (r *runner) submitGranted(rq *request, g queue.Grant) {
+	if !r.submit(rq) {
+		r.grant(r.core.Release(r.now(), g.Upstream))
+	}
+}
+
+// grant submits the requests the queue granted, and whatever their failures free.
+func (r *runner) grant(gs []queue.Grant) {
+	for len(gs) > 0 {
+		g := gs[0]
+		gs = gs[1:]
+		rq := r.byID[g.ID]
+		delete(r.byID, g.ID)
+		rq.waiting = false
+		if !r.submit(rq) {
+			gs = append(gs, r.core.Release(r.now(), g.Upstream)...)
+		}
+	}
+}
+
+// sample reads the engine as gatekeeper's sources would and feeds the slow
+// breaker; it also samples effective utilization for every policy.
+func (r *runner) sample() {
+	alive := r.e.Alive()
+	if !alive {
+		r.dead += r.s.Interval
+	}
+	r.samples++
+	if alive {
+		r.utilSum += r.effective()
+	}
+	if r.core == nil {
+		return
+	}
+	readings := r.readings(alive)
+	up := r.slow.ObserveAt(r.now(), readings, r.core.Len() == 0)
+	if int(up.Level) < len(r.res.LevelTime) {
+		r.res.LevelTime[up.Level] += r.s.Interval
+	}
+	r.winSum += float64(up.Limit)
+	if up.LimitChanged {
+		r.core.SetWindow(upstream, up.Limit)
+	}
+	if up.PhaseChanged {
+		order := queue.FIFO
+		if up.Phase == breaker.PhaseDegraded || up.Phase == breaker.PhaseRecovering {
+			order = queue.ShortestFirst
+		}
+		r.core.SetOrder(order)
+	}
+	if up.LevelChanged && up.Transition.To > up.Transition.From && r.s.EmptyCacheOnDegraded {
+		r.e.EmptyCache()
+	}
+	if alive && !r.avail {
+		r.avail = true // the health check sees the pod back
+		r.core.SetAvailable(upstream, true)
+	}
+	r.grant(r.core.Dispatch(r.now()))
+}
+
+// readings are the signals of DESIGN §3 from the engine's memory_blocks and
+// /metrics; while the pod is down every source fails and readings go stale.
+func (r *runner) readings(alive bool) []breaker.Reading {
+	if !alive {
+		for i := range r.last {
+			r.last[i].Stale = true
+		}
+		return r.last
+	}
+	mb := r.e.MemoryBlocks("0")
+	frag := 1.0
+	if mb.LargestFreeBlockBytes > 0 {
+		frag = float64(mb.FreeBytes) / float64(mb.LargestFreeBlockBytes)
+	}
+	m := r.e.Metrics()
+	r.last = append(r.last[:0],
+		breaker.Reading{Signal: "fragmentation", Value: frag},
+		breaker.Reading{Signal: "kv_cache_usage", Value: m.KVCacheUsage},
+		breaker.Reading{Signal: "memory_used", Value: float64(m.Device.UsedBytes) / float64(m.Device.TotalBytes)})
+	return r.last
+}
+
+// effective is the memory doing work ÷ the memory the process holds: live
+// allocations, counting of the KV cache only the blocks in use.
+func (r *runner) effective() float64 {
+	m := r.e.Metrics()
+	p := r.e.Plan()
+	used := float64(m.Allocator.AllocatedBytes) - float64(p.KVCacheBytes)*(1-m.KVCacheUsage)
+	return used / float64(m.Allocator.ReservedBytes)
+}
+
+// hist is a log-bucketed latency histogram (1 % resolution from 1 ms).
+type hist struct {
+	counts []int64
+	n      int64
+}
+
+const histBase = 1.01
+
+func (h *hist) add(d time.Duration) {
+	ms := max(d.Seconds()*1000, 1)
+	i := int(math.Log(ms) / math.Log(histBase))
+	if i >= len(h.counts) {
+		h.counts = append(h.counts, make([]int64, i+1-len(h.counts))...)
+	}
+	h.counts[i]++
+	h.n++
+}
+
+func (h *hist) quantile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(q * float64(h.n)))
+	var seen int64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			return time.Duration(math.Pow(histBase, float64(i+1)) * float64(time.Millisecond))
+		}
+	}
+	return 0
+}

@@ -1,0 +1,85 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints results side by side, one column per run, followed by
+// the ratios gatekeeper ÷ unprotected and gatekeeper ÷ qps-only when the
+// runs include those policies (matched within each horizon).
+func WriteTable(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(label string, f func(Result) string) {
+		fmt.Fprint(tw, label+"\t")
+		for _, r := range results {
+			fmt.Fprint(tw, f(r)+"\t")
+		}
+		fmt.Fprintln(tw)
+	}
+	row("horizon", func(r Result) string { return fmt.Sprintf("%gh", r.Horizon.Hours()) })
+	row("policy", func(r Result) string { return r.Policy.String() })
+	row("arrivals", func(r Result) string { return fmt.Sprint(r.Arrivals) })
+	row("OOM events", func(r Result) string { return fmt.Sprint(r.OOMs) })
+	row("downtime", func(r Result) string { return r.Downtime.Round(time.Second).String() })
+	row("served", func(r Result) string { return fmt.Sprint(r.Outcomes.Served) })
+	row("failed (5xx, pod down)", func(r Result) string { return fmt.Sprint(r.Outcomes.UpstreamError) })
+	row("refused 429", func(r Result) string { return fmt.Sprint(r.Outcomes.RateLimited) })
+	row("refused 503 (overloaded, queue)", func(r Result) string {
+		return fmt.Sprint(r.Outcomes.Overloaded + r.Outcomes.QueueFull + r.Outcomes.QueueTimeout)
+	})
+	row("goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.Goodput()) })
+	if len(results) > 0 {
+		for i, c := range results[0].Classes {
+			row("p50 "+c.Name, func(r Result) string { return fmtDur(r.Classes[i].P50) })
+			row("p99 "+c.Name, func(r Result) string { return fmtDur(r.Classes[i].P99) })
+		}
+	}
+	row("time degraded / critical", func(r Result) string {
+		if r.Policy != Gatekeeper {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%% / %.0f%%", 100*r.LevelTime[1].Seconds()/r.Horizon.Seconds(), 100*r.LevelTime[2].Seconds()/r.Horizon.Seconds())
+	})
+	row("mean window", func(r Result) string {
+		if r.Policy != Gatekeeper {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", r.MeanWindow)
+	})
+	row("effective memory use", func(r Result) string { return fmt.Sprintf("%.1f%%", 100*r.EffectiveUtilization) })
+	row("wall time", func(r Result) string { return r.Wall.Round(time.Millisecond).String() })
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	byKey := map[[2]int64]Result{}
+	for _, r := range results {
+		byKey[[2]int64{int64(r.Horizon), int64(r.Policy)}] = r
+	}
+	for _, r := range results {
+		if r.Policy != Gatekeeper {
+			continue
+		}
+		for _, base := range []Policy{None, QPSOnly} {
+			b, ok := byKey[[2]int64{int64(r.Horizon), int64(base)}]
+			if !ok || b.Goodput() == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "%gh gatekeeper ÷ %s: goodput %.2f, OOMs %d vs %d, served %.2f\n", r.Horizon.Hours(), base,
+				r.Goodput()/b.Goodput(), r.OOMs, b.OOMs, float64(r.Outcomes.Served)/float64(max(b.Outcomes.Served, 1)))
+		}
+	}
+	return nil
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Minute:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
