@@ -1,10 +1,9 @@
 package pressure
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"io"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -24,9 +23,9 @@ const (
 // This equals NVML's (total − free) ÷ total, so nvml and dcgm agree. Series
 // sharing a gpu label (MIG instances) are summed. A GPU without both FB_USED
 // and FB_FREE yields no MemoryUsed. UUID, modelName and Hostname (or
-// hostname) are kept.
-func ParseDCGMMetrics(r io.Reader) (Reading, error) {
-	fams, err := parseFamilies(r)
+// hostname) are kept. A body without any FB series is ErrNoMetrics.
+func ParseDCGMMetrics(data []byte) (Reading, error) {
+	fams, err := parseFamilies(data, dcgmUsed, dcgmFree, dcgmReserved)
 	if err != nil {
 		return Reading{}, err
 	}
@@ -55,6 +54,9 @@ func ParseDCGMMetrics(r io.Reader) (Reading, error) {
 	fold(dcgmUsed, func(a *acc, v float64) { a.used += v; a.hasUsed = true })
 	fold(dcgmFree, func(a *acc, v float64) { a.free += v; a.hasFree = true })
 	fold(dcgmReserved, func(a *acc, v float64) { a.reserved += v })
+	if len(gpus) == 0 {
+		return Reading{}, fmt.Errorf("pressure: dcgm: %w", ErrNoMetrics)
+	}
 	var rd Reading
 	for _, a := range gpus {
 		a.g.Values = map[Signal]float64{}
@@ -108,5 +110,5 @@ func (s *dcgmSource) Read(ctx context.Context) (Reading, error) {
 	if err != nil {
 		return Reading{}, err
 	}
-	return ParseDCGMMetrics(bytes.NewReader(body))
+	return ParseDCGMMetrics(body)
 }

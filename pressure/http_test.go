@@ -20,6 +20,7 @@ func TestHTTPSources(t *testing.T) {
 	serve("/vllm", testdata(t, "vllm-two-engines.txt"))
 	serve("/dcgm", testdata(t, "dcgm-two-gpus.txt"))
 	serve("/blocks", testdata(t, "memory-blocks.json"))
+	serve("/broken", []byte("vllm:num_requests_waiting{engine=\"0\" 3\n"))
 	serve("/big", bytes.Repeat([]byte("#\n"), maxMetricsBytes/2+1))
 	serve("/bigjson", append([]byte(`[{"gpu_id":"0"}`), append(bytes.Repeat([]byte(" "), maxJSONBytes), ']')...))
 	mux.HandleFunc("/down", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "loading", http.StatusServiceUnavailable) })
@@ -42,7 +43,8 @@ func TestHTTPSources(t *testing.T) {
 		{name: "metrics body over 8 MiB", src: newVLLMSource("v", srv.URL+"/big", c), wantIs: ErrBodyTooLarge},
 		{name: "json body over 1 MiB", src: newMemoryBlocksSource("m", srv.URL+"/bigjson", c), wantIs: ErrBodyTooLarge},
 		{name: "status 503", src: newDCGMSource("d", srv.URL+"/down", c), wantErr: "status 503"},
-		{name: "not metrics", src: newVLLMSource("v", srv.URL+"/blocks", c), wantErr: "pressure: parsing metrics"},
+		{name: "not metrics", src: newVLLMSource("v", srv.URL+"/blocks", c), wantIs: ErrNoMetrics},
+		{name: "broken metrics", src: newVLLMSource("v", srv.URL+"/broken", c), wantErr: "pressure: parsing metrics"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

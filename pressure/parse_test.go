@@ -1,7 +1,6 @@
 package pressure
 
 import (
-	"bytes"
 	"errors"
 	"maps"
 	"math"
@@ -63,13 +62,12 @@ func TestParseVLLMMetrics(t *testing.T) {
 			sv{KVCacheUsage: 0.75, Running: 4, Waiting: 2}, sv{}},
 		{"two engines: max usage, summed counts", false, "vllm-two-engines.txt",
 			sv{KVCacheUsage: 0.75, Running: 7, Waiting: 3}, sv{PreemptionRate: 11}},
-		{"dcgm scrape has no vllm signal", false, "dcgm-two-gpus.txt", sv{}, sv{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			data := testdataOrFixture(t, tt.shared, tt.file)
-			rd, err := ParseVLLMMetrics(bytes.NewReader(data))
+			rd, err := ParseVLLMMetrics(data)
 			if err != nil {
 				t.Fatalf("ParseVLLMMetrics() error = %v", err)
 			}
@@ -94,13 +92,23 @@ func testdataOrFixture(t testing.TB, shared bool, name string) []byte {
 	return testdata(t, name)
 }
 
+func TestParseMetricsWithoutOurs(t *testing.T) {
+	t.Parallel()
+	if _, err := ParseVLLMMetrics(testdata(t, "dcgm-two-gpus.txt")); !errors.Is(err, ErrNoMetrics) {
+		t.Errorf("ParseVLLMMetrics(dcgm scrape) = %v, want ErrNoMetrics", err)
+	}
+	if _, err := ParseDCGMMetrics(fixture(t, "vllm-metrics-v1.txt")); !errors.Is(err, ErrNoMetrics) {
+		t.Errorf("ParseDCGMMetrics(vllm scrape) = %v, want ErrNoMetrics", err)
+	}
+}
+
 func TestParseVLLMMetricsErrors(t *testing.T) {
 	t.Parallel()
 	for _, in := range []string{
 		"vllm:num_requests_waiting{engine=\"0\" 3\n",
 		"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 1\nvllm:num_requests_waiting 2\n# TYPE vllm:num_requests_waiting gauge\n",
 	} {
-		if _, err := ParseVLLMMetrics(strings.NewReader(in)); err == nil || !strings.HasPrefix(err.Error(), "pressure: ") {
+		if _, err := ParseVLLMMetrics([]byte(in)); err == nil || !strings.HasPrefix(err.Error(), "pressure: ") {
 			t.Errorf("ParseVLLMMetrics(%q) error = %v, want a pressure: error", in, err)
 		}
 	}
@@ -112,7 +120,8 @@ func FuzzParseVLLMMetrics(f *testing.F) {
 	}
 	f.Add([]byte("vllm:kv_cache_usage_perc NaN\nvllm:num_requests_waiting{engine=\"0\"} +Inf\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rd, err := ParseVLLMMetrics(bytes.NewReader(data))
+		checkFilterKeepsFamilies(t, data, vllmFamilies)
+		rd, err := ParseVLLMMetrics(data)
 		if err != nil {
 			return
 		}
@@ -132,7 +141,7 @@ func BenchmarkParseVLLMMetrics(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ParseVLLMMetrics(bytes.NewReader(data)); err != nil {
+		if _, err := ParseVLLMMetrics(data); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -164,7 +173,6 @@ DCGM_FI_DEV_FB_USED{gpu="2"} 1
 			{ID: "2", Values: sv{}}, // FB_FREE missing: memory_used absent
 			{ID: "10", Values: sv{MemoryUsed: 0.3}},
 		}},
-		{name: "vllm scrape has no gpu", file: "vllm-two-engines.txt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,7 +181,7 @@ DCGM_FI_DEV_FB_USED{gpu="2"} 1
 			if tt.file != "" {
 				data = testdataOrFixture(t, tt.shared, tt.file)
 			}
-			rd, err := ParseDCGMMetrics(bytes.NewReader(data))
+			rd, err := ParseDCGMMetrics(data)
 			if err != nil {
 				t.Fatalf("ParseDCGMMetrics() error = %v", err)
 			}
@@ -198,7 +206,8 @@ func FuzzParseDCGMMetrics(f *testing.F) {
 	f.Add(testdata(f, "dcgm-two-gpus.txt"))
 	f.Add([]byte("DCGM_FI_DEV_FB_USED{gpu=\"0\"} -5\nDCGM_FI_DEV_FB_FREE{gpu=\"0\"} 5\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rd, err := ParseDCGMMetrics(bytes.NewReader(data))
+		checkFilterKeepsFamilies(t, data, dcgmFamilies)
+		rd, err := ParseDCGMMetrics(data)
 		if err != nil {
 			return
 		}

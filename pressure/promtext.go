@@ -1,8 +1,9 @@
 package pressure
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"math"
 
 	dto "github.com/prometheus/client_model/go"
@@ -10,15 +11,71 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// parseFamilies parses Prometheus text exposition format. UTF-8 validation
+// ErrNoMetrics reports a metrics answer without any series the source reads:
+// usually a URL that points at the wrong server or path.
+var ErrNoMetrics = errors.New("pressure: no known metric in answer")
+
+// parseFamilies parses the families named names out of Prometheus text
+// exposition format. Lines of other families are dropped before parsing:
+// a vLLM scrape is hundreds of histogram lines, of which a handful matter,
+// and a malformed line elsewhere is none of our business. UTF-8 validation
 // accepts vLLM's colon names; a zero TextParser would panic.
-func parseFamilies(r io.Reader) (map[string]*dto.MetricFamily, error) {
+func parseFamilies(data []byte, names ...string) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(keepFamilies(data, names)))
 	if err != nil {
 		return nil, fmt.Errorf("pressure: parsing metrics: %w", err)
 	}
 	return fams, nil
+}
+
+// keepFamilies returns the lines of data that belong to the named families:
+// their samples and their HELP and TYPE comments.
+func keepFamilies(data []byte, names []string) []byte {
+	out := make([]byte, 0, 1024)
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i+1], data[i+1:]
+		} else {
+			data = nil
+		}
+		if !wanted(familyOf(line), names) {
+			continue
+		}
+		out = append(out, line...)
+		if line[len(line)-1] != '\n' {
+			out = append(out, '\n')
+		}
+	}
+	return out
+}
+
+func wanted(name []byte, names []string) bool {
+	for _, n := range names {
+		if string(name) == n { // no allocation
+			return true
+		}
+	}
+	return false
+}
+
+// familyOf returns the metric name a text-format line is about, or nil for
+// blank lines and other comments.
+func familyOf(line []byte) []byte {
+	line = bytes.TrimLeft(line, " \t")
+	if rest, ok := bytes.CutPrefix(line, []byte("#")); ok {
+		rest = bytes.TrimLeft(rest, " \t")
+		kw, rest, ok := bytes.Cut(rest, []byte(" "))
+		if !ok || (string(kw) != "HELP" && string(kw) != "TYPE") {
+			return nil
+		}
+		line = bytes.TrimLeft(rest, " \t")
+	}
+	if i := bytes.IndexAny(line, "{ \t\r\n"); i >= 0 {
+		return line[:i]
+	}
+	return line
 }
 
 // sampleValue returns a gauge, counter or untyped sample's value, and false

@@ -1,9 +1,8 @@
 package pressure
 
 import (
-	"bytes"
 	"context"
-	"io"
+	"fmt"
 	"net/http"
 )
 
@@ -22,10 +21,11 @@ const (
 // engines), Running and Waiting (sums), and the preemption counter (sum) in
 // Counters[PreemptionRate]. Series with or without an engine label count
 // alike; _created families and everything else are ignored. A metric the
-// server does not export leaves its signal absent. A body without any of
-// them is not an error: it yields an empty Reading.
-func ParseVLLMMetrics(r io.Reader) (Reading, error) {
-	fams, err := parseFamilies(r)
+// server does not export leaves its signal absent; a body without any of
+// them (a wrong URL) is ErrNoMetrics. Lines of other families are not
+// parsed, so a malformed one elsewhere does not fail the read.
+func ParseVLLMMetrics(data []byte) (Reading, error) {
+	fams, err := parseFamilies(data, vllmKVUsage, vllmGPUCache, vllmRunning, vllmWaiting, vllmPreemptions)
 	if err != nil {
 		return Reading{}, err
 	}
@@ -43,6 +43,9 @@ func ParseVLLMMetrics(r io.Reader) (Reading, error) {
 	}
 	if v, ok := aggregate(fams, vllmPreemptions, false); ok {
 		rd.Counters[PreemptionRate] = v
+	}
+	if len(rd.Values) == 0 && len(rd.Counters) == 0 {
+		return Reading{}, fmt.Errorf("pressure: vllm: %w", ErrNoMetrics)
 	}
 	return rd, nil
 }
@@ -67,5 +70,5 @@ func (s *vllmSource) Read(ctx context.Context) (Reading, error) {
 	if err != nil {
 		return Reading{}, err
 	}
-	return ParseVLLMMetrics(bytes.NewReader(body))
+	return ParseVLLMMetrics(body)
 }
