@@ -7,7 +7,12 @@
 //
 //	go run ./cmd/vllm-sim -listen 127.0.0.1:8000 -speed 1
 //
-// Run with -h for every flag; sim/README.md explains each parameter.
+// The replay subcommand runs a traffic trace in virtual time against the same
+// engine under three policies and prints a table (sim/replay/README.md):
+//
+//	go run ./cmd/vllm-sim replay -hours 24
+//
+// Run with -h (or replay -h) for every flag; sim/README.md explains each parameter.
 package main
 
 import (
@@ -28,7 +33,7 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stderr); err != nil {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
@@ -67,22 +72,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		fmt.Fprintln(stderr, "Usage: vllm-sim [flags]\n\nA simulated vLLM server whose GPU memory fragments (see sim/README.md).\nFlags (vLLM's names where vLLM has one; zero selects the default):")
 		fs.PrintDefaults()
 	}
-	es := &o.engine
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8000", "`address` to serve HTTP on")
-	fs.StringVar(&o.gpu, "gpu", "A100-80G", "GPU preset: A10G, A100-80G or H100-80G")
-	fs.StringVar(&o.model, "model", "meta-llama/Meta-Llama-3-8B", "model preset: meta-llama/Meta-Llama-3-8B or meta-llama/Llama-2-13b-hf (bf16)")
-	fs.StringVar(&o.served, "served-model-name", "", "model name served and checked in requests (default: the model preset's name)")
-	fs.Float64Var(&es.GPUMemoryUtilization, "gpu-memory-utilization", 0.9, "fraction of GPU memory for weights, activations and KV cache, (0, 1]")
-	fs.IntVar(&es.MaxNumSeqs, "max-num-seqs", 256, "most sequences in one batch")
-	fs.IntVar(&es.MaxNumBatchedTokens, "max-num-batched-tokens", 2048, "token budget of one step and size of the profiling pass")
-	fs.IntVar(&es.BlockSize, "block-size", 16, "KV cache block size in tokens")
-	fs.IntVar(&es.MaxModelLen, "max-model-len", 0, "context length cap (0: the model's)")
-	fs.IntVar(&es.NumGPUBlocksOverride, "num-gpu-blocks-override", 0, "KV blocks instead of the computed number (0: computed)")
-	fs.Float64Var(&es.PrefillEfficiency, "prefill-efficiency", 0.5, "fraction of peak FLOPS a prefill reaches, (0, 1]")
-	fs.Int64Var(&o.nonTorch, "non-torch-mib", 1024, "MiB outside PyTorch: CUDA context, NCCL, CUDA graphs")
-	fs.Int64Var(&o.other, "other-process-mib", 0, "MiB held by other processes on the GPU")
-	fs.Int64Var(&o.maxSplit, "max-split-size-mb", 0, "PyTorch max_split_size_mb: cached blocks this large are never split (0: unlimited)")
-	fs.DurationVar(&o.restart, "restart-time", 90*time.Second, "virtual time the server is gone after an out-of-memory error")
+	engineFlags(fs, o, "A100-80G")
 	fs.Float64Var(&o.speed, "speed", 1, "virtual seconds per real second")
 	fs.DurationVar(&o.tick, "tick", 5*time.Millisecond, "real-time interval at which the engine is advanced")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the generated text and output lengths")
@@ -97,24 +88,55 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var err error
-	if es.GPU, err = sim.GPUByName(o.gpu); err != nil {
+	if err := o.resolveEngine(); err != nil {
 		return nil, err
 	}
-	if es.Model, err = sim.ModelByName(o.model); err != nil {
-		return nil, err
-	}
-	if o.nonTorch <= 0 || o.other < 0 || o.maxSplit < 0 {
-		return nil, errors.New("-non-torch-mib must be > 0, -other-process-mib and -max-split-size-mb >= 0")
-	}
-	es.NonTorchBytes, es.OtherProcessBytes, es.MaxSplitSize = o.nonTorch<<20, o.other<<20, o.maxSplit<<20
-	es.RestartTime = o.restart
 	o.server = server.Settings{ModelName: o.served, GPUID: o.gpuID, Speed: o.speed, Tick: o.tick, Seed: o.seed,
 		DefaultMaxTokens: o.maxTokens, CharsPerToken: o.chars, FullOutput: o.full}
 	return o, nil
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// engineFlags declares the flags of the simulated engine.
+func engineFlags(fs *flag.FlagSet, o *options, gpu string) {
+	es := &o.engine
+	fs.StringVar(&o.gpu, "gpu", gpu, "GPU preset: A10G, A100-80G or H100-80G")
+	fs.StringVar(&o.model, "model", "meta-llama/Meta-Llama-3-8B", "model preset: meta-llama/Meta-Llama-3-8B or meta-llama/Llama-2-13b-hf (bf16)")
+	fs.StringVar(&o.served, "served-model-name", "", "model name served and checked in requests (default: the model preset's name)")
+	fs.Float64Var(&es.GPUMemoryUtilization, "gpu-memory-utilization", 0.9, "fraction of GPU memory for weights, activations and KV cache, (0, 1]")
+	fs.IntVar(&es.MaxNumSeqs, "max-num-seqs", 256, "most sequences in one batch")
+	fs.IntVar(&es.MaxNumBatchedTokens, "max-num-batched-tokens", 2048, "token budget of one step and size of the profiling pass")
+	fs.IntVar(&es.BlockSize, "block-size", 16, "KV cache block size in tokens")
+	fs.IntVar(&es.MaxModelLen, "max-model-len", 0, "context length cap (0: the model's)")
+	fs.IntVar(&es.NumGPUBlocksOverride, "num-gpu-blocks-override", 0, "KV blocks instead of the computed number (0: computed)")
+	fs.Float64Var(&es.PrefillEfficiency, "prefill-efficiency", 0.5, "fraction of peak FLOPS a prefill reaches, (0, 1]")
+	fs.Int64Var(&o.nonTorch, "non-torch-mib", 1024, "MiB outside PyTorch: CUDA context, NCCL, CUDA graphs")
+	fs.Int64Var(&o.other, "other-process-mib", 0, "MiB held by other processes on the GPU")
+	fs.Int64Var(&o.maxSplit, "max-split-size-mb", 0, "PyTorch max_split_size_mb: cached blocks this large are never split (0: unlimited)")
+	fs.DurationVar(&o.restart, "restart-time", 90*time.Second, "virtual time the server is gone after an out-of-memory error")
+}
+
+// resolveEngine turns the engine flags into sim.Settings.
+func (o *options) resolveEngine() error {
+	es := &o.engine
+	var err error
+	if es.GPU, err = sim.GPUByName(o.gpu); err != nil {
+		return err
+	}
+	if es.Model, err = sim.ModelByName(o.model); err != nil {
+		return err
+	}
+	if o.nonTorch <= 0 || o.other < 0 || o.maxSplit < 0 {
+		return errors.New("-non-torch-mib must be > 0, -other-process-mib and -max-split-size-mb >= 0")
+	}
+	es.NonTorchBytes, es.OtherProcessBytes, es.MaxSplitSize = o.nonTorch<<20, o.other<<20, o.maxSplit<<20
+	es.RestartTime = o.restart
+	return nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "replay" {
+		return runReplay(args[1:], stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"-h"}, &out)
+	err := run(t.Context(), []string{"-h"}, &out, &out)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("run(-h) = %v, want flag.ErrHelp", err)
 	}
@@ -49,7 +49,7 @@ func TestRunErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := run(t.Context(), tt.args, &bytes.Buffer{}); err == nil {
+			if err := run(t.Context(), tt.args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
 				t.Fatalf("run(%q) = nil, want an error", tt.args)
 			}
 		})
@@ -60,10 +60,26 @@ func TestRunStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	var out bytes.Buffer
-	if err := run(ctx, []string{"-listen", "127.0.0.1:0"}, &out); err != nil {
+	if err := run(ctx, []string{"-listen", "127.0.0.1:0"}, &out, &out); err != nil {
 		t.Fatalf("run with a cancelled context = %v, want nil", err)
 	}
 	if !strings.Contains(out.String(), "vllm-sim serving") {
 		t.Fatalf("log = %s", out.String())
+	}
+}
+
+func TestReplaySubcommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"replay", "-hours", "0.02", "-policies", "unprotected,gatekeeper"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("run(replay) = %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"OOM events", "unprotected", "gatekeeper", "gatekeeper ÷ unprotected"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("replay output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := run(t.Context(), []string{"replay", "-policies", "magic"}, &out, &errOut); err == nil {
+		t.Fatal("run(replay -policies magic) = nil, want an error")
 	}
 }

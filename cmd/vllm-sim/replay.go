@@ -1,0 +1,117 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
+)
+
+// replayOptions are the flags of the replay subcommand.
+type replayOptions struct {
+	options
+	hours    string
+	policies string
+	parallel int
+	base     replay.Settings
+}
+
+func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
+	o := &replayOptions{}
+	fs := flag.NewFlagSet("vllm-sim replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: vllm-sim replay [flags]\n\nReplays a synthetic trace in virtual time under each policy on the same engine and seed,\nand prints one table (sim/replay/README.md). Flags:")
+		fs.PrintDefaults()
+	}
+	engineFlags(fs, &o.options, "H100-80G")
+	ts := &o.base.Trace
+	fs.StringVar(&o.hours, "hours", "24", "comma-separated horizons in virtual hours, e.g. 24,72,168")
+	fs.StringVar(&o.policies, "policies", "unprotected,qps-only,gatekeeper", "comma-separated policies to run")
+	fs.IntVar(&o.parallel, "parallel", 2, "runs at once (one core each)")
+	fs.Uint64Var(&ts.Seed, "seed", 1, "seed of the trace")
+	fs.Float64Var(&ts.BaseQPS, "base-qps", 50, "steady arrival rate")
+	fs.Float64Var(&ts.BurstQPS, "burst-qps", 80, "arrival rate during bursts")
+	fs.DurationVar(&ts.BurstEvery, "burst-every", 30*time.Minute, "time between burst starts")
+	fs.DurationVar(&ts.BurstLength, "burst-length", 5*time.Minute, "length of a burst")
+	fs.Float64Var(&ts.TopPFraction, "top-p-fraction", 0.5, "share of requests sampling with top-p")
+	fs.Float64Var(&o.base.Limiter.QPS, "qps-limit", 80, "fast breaker rate (qps-only and gatekeeper)")
+	fs.IntVar(&o.base.Limiter.Burst, "qps-burst", 40, "fast breaker bucket size")
+	fs.DurationVar(&o.base.MaxWait, "max-wait", 30*time.Second, "longest wait in gatekeeper's queue")
+	fs.BoolVar(&o.base.EmptyCacheOnDegraded, "empty-cache-on-degraded", false, "gatekeeper fires the allocator's empty_cache hook when the level rises")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.parallel < 1 {
+		return nil, fmt.Errorf("-parallel = %d, want >= 1", o.parallel)
+	}
+	if err := o.resolveEngine(); err != nil {
+		return nil, err
+	}
+	o.base.Engine = o.engine
+	return o, nil
+}
+
+func parsePolicy(s string) (replay.Policy, error) {
+	for _, p := range []replay.Policy{replay.None, replay.QPSOnly, replay.Gatekeeper} {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown policy %q (want unprotected, qps-only or gatekeeper)", s)
+}
+
+// runReplay runs every horizon × policy, -parallel at a time, and prints the table.
+func runReplay(args []string, stdout, stderr io.Writer) error {
+	o, err := parseReplayFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	var runs []replay.Settings
+	for _, h := range strings.Split(o.hours, ",") {
+		hours, err := strconv.ParseFloat(strings.TrimSpace(h), 64)
+		if err != nil || hours <= 0 {
+			return fmt.Errorf("-hours: %q is not a positive number", h)
+		}
+		for _, name := range strings.Split(o.policies, ",") {
+			p, err := parsePolicy(strings.TrimSpace(name))
+			if err != nil {
+				return err
+			}
+			s := o.base
+			s.Trace.Duration = time.Duration(hours * float64(time.Hour))
+			s.Policy = p
+			runs = append(runs, s)
+		}
+	}
+	results := make([]replay.Result, len(runs))
+	errs := make([]error, len(runs))
+	sem := make(chan struct{}, o.parallel)
+	var wg sync.WaitGroup
+	for i, s := range runs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i], errs[i] = replay.Run(s)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	es := o.base.Engine
+	fmt.Fprintf(stdout, "vllm-sim replay: %s on %s, gpu_memory_utilization %.2f, max_num_seqs %d, seed %d; %g QPS with bursts to %g (%v every %v)\n\n",
+		es.Model.Name, es.GPU.Name, es.GPUMemoryUtilization, es.MaxNumSeqs, o.base.Trace.Seed,
+		o.base.Trace.BaseQPS, o.base.Trace.BurstQPS, o.base.Trace.BurstLength, o.base.Trace.BurstEvery)
+	return replay.WriteTable(stdout, results)
+}
