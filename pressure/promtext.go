@@ -72,10 +72,20 @@ func familyOf(line []byte) []byte {
 		}
 		line = bytes.TrimLeft(rest, " \t")
 	}
-	if i := bytes.IndexAny(line, "{ \t\r\n"); i >= 0 {
-		return line[:i]
+	// The name ends where its legal characters end, as the parser sees it:
+	// "name{", "name 1", even "name+Inf".
+	i := 0
+	for i < len(line) && isNameByte(line[i], i) {
+		i++
 	}
-	return line
+	return line[:i]
+}
+
+// isNameByte reports whether c may stand at position i of a metric name
+// ([a-zA-Z_:][a-zA-Z0-9_:]*).
+func isNameByte(c byte, i int) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == ':' ||
+		(i > 0 && c >= '0' && c <= '9')
 }
 
 // sampleValue returns a gauge, counter or untyped sample's value, and false
