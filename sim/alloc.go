@@ -60,6 +60,7 @@ type Allocator struct {
 	peakAlloc   int64
 	peakReserve int64
 	spare       []*block // recycled block records, to spare the garbage collector
+	version     uint64   // bumped by every call that changes the state
 }
 
 // Buffer is a live allocation returned by Allocator.Alloc. Free it exactly once.
@@ -140,6 +141,7 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 	if n < 0 {
 		return Buffer{}, fmt.Errorf("sim: alloc of %d bytes", n)
 	}
+	a.version++
 	size := roundSize(n)
 	isSmall := size <= smallSize
 	p := &a.large
@@ -232,6 +234,7 @@ func (a *Allocator) Free(buf Buffer) error {
 	if b == nil || !b.allocated || b.gen != buf.gen {
 		return ErrBadFree
 	}
+	a.version++
 	p := &a.large
 	if b.small {
 		p = &a.small
@@ -283,12 +286,14 @@ func (a *Allocator) recycle(b *block) {
 // EmptyCache releases every cached segment that is wholly free back to the
 // device, like torch.cuda.empty_cache(). It returns the bytes released.
 func (a *Allocator) EmptyCache() int64 {
+	a.version++
 	var released int64
 	for _, p := range []*pool{&a.small, &a.large} {
 		kept := p.blocks[:0]
-		for _, b := range p.blocks {
+		for _, en := range p.blocks {
+			b := en.b
 			if b.split() {
-				kept = append(kept, b)
+				kept = append(kept, en)
 				continue
 			}
 			released += b.size

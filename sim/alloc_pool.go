@@ -7,7 +7,14 @@ import "slices"
 // A sorted slice keeps inserts and removals to one memmove of pointers, which
 // stays cheap for the thousands of blocks a long run can cache.
 type pool struct {
-	blocks []*block
+	blocks []entry
+}
+
+// entry keeps a block's sort key inline, so the binary search reads one
+// contiguous array instead of chasing a pointer per probe.
+type entry struct {
+	size, addr int64
+	b          *block
 }
 
 // search returns the index of the first block not less than (size, addr).
@@ -15,7 +22,7 @@ func (p *pool) search(size, addr int64) int {
 	lo, hi := 0, len(p.blocks)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		b := p.blocks[m]
+		b := &p.blocks[m]
 		if b.size < size || (b.size == size && b.addr < addr) {
 			lo = m + 1
 		} else {
@@ -26,12 +33,12 @@ func (p *pool) search(size, addr int64) int {
 }
 
 func (p *pool) insert(b *block) {
-	p.blocks = slices.Insert(p.blocks, p.search(b.size, b.addr), b)
+	p.blocks = slices.Insert(p.blocks, p.search(b.size, b.addr), entry{b.size, b.addr, b})
 }
 
 func (p *pool) remove(b *block) {
 	i := p.search(b.size, b.addr)
-	if i == len(p.blocks) || p.blocks[i] != b {
+	if i == len(p.blocks) || p.blocks[i].b != b {
 		panic("sim: allocator pool lost a block") // an internal invariant, never input-driven
 	}
 	p.blocks = slices.Delete(p.blocks, i, i+1)
@@ -44,7 +51,7 @@ func (p *pool) lowerBound(size int64) *block {
 	if i == len(p.blocks) {
 		return nil
 	}
-	return p.blocks[i]
+	return p.blocks[i].b
 }
 
 // largest returns the size of the biggest cached block, or 0.

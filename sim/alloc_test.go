@@ -227,7 +227,11 @@ func checkInvariants(t *testing.T, step int, a *Allocator, live []Buffer) {
 		blocks++
 	}
 	for _, p := range []*pool{&a.small, &a.large} {
-		for _, b := range p.blocks {
+		for _, en := range p.blocks {
+			b := en.b
+			if en.size != b.size || en.addr != b.addr {
+				t.Fatalf("step %d: pool key out of date", step)
+			}
 			if b.allocated {
 				t.Fatalf("step %d: allocated block in a pool", step)
 			}

@@ -200,6 +200,7 @@ func (e *Engine) boot() error {
 		}
 	}
 	e.alloc = a
+	e.step.lastClean = false // a new allocator: the memo does not carry over
 	e.dead = false
 	e.freeBlocks = e.plan.NumGPUBlocks
 	e.c = Counters{}

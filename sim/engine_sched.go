@@ -13,6 +13,13 @@ type stepScratch struct {
 	batch []scheduled
 	run   stepRun
 	fresh []*Seq
+	// memo of the last step's buffers: replaying the same shape on the same
+	// allocator state (nothing allocated, freed or flushed since, and the
+	// step took no new segment) ends in the same state, so it is skipped.
+	lastShape   stepShape
+	lastVersion uint64
+	lastClean   bool
+	skipped     int64
 }
 
 func (e *Engine) blocksFor(tokens int) int { return (tokens + e.s.BlockSize - 1) / e.s.BlockSize }
@@ -150,9 +157,18 @@ func (e *Engine) allocate(sh stepShape) error {
 		}
 		s.buf = b
 	}
-	r := &e.step.run
+	st := &e.step
+	if st.lastClean && sh == st.lastShape && e.alloc.version == st.lastVersion {
+		st.skipped++
+		return nil
+	}
+	before := e.alloc.Stats()
+	r := &st.run
 	r.a, r.err = e.alloc, nil
 	stepBuffers(r, e.s.Model, sh)
+	after := e.alloc.Stats()
+	st.lastShape, st.lastVersion = sh, e.alloc.version
+	st.lastClean = r.err == nil && after.ReservedBytes == before.ReservedBytes && after.NumAllocRetries == before.NumAllocRetries
 	return r.err
 }
 

@@ -107,3 +107,21 @@ func TestOOMsCountDowntimeAndFailures(t *testing.T) {
 		t.Fatalf("WriteTable = %v:\n%s", err, b.String())
 	}
 }
+
+// BenchmarkRun reports virtual seconds replayed per real second, unprotected
+// and with gatekeeper, on the default trace.
+func BenchmarkRun(b *testing.B) {
+	for _, p := range []Policy{None, Gatekeeper} {
+		b.Run(p.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			var virt time.Duration
+			for b.Loop() {
+				if _, err := Run(Settings{Engine: sim.Settings{GPU: h100()}, Trace: TraceSettings{Duration: 10 * time.Minute}, Policy: p}); err != nil {
+					b.Fatal(err)
+				}
+				virt += 10 * time.Minute
+			}
+			b.ReportMetric(virt.Seconds()/b.Elapsed().Seconds(), "vsec/s")
+		})
+	}
+}
