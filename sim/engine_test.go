@@ -226,6 +226,22 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
+// TestStepMemoChangesNothing runs the same workload with and without the
+// memo of repeated steps: every figure must agree, and the memo must fire.
+func TestStepMemoChangesNothing(t *testing.T) {
+	run := func(noMemo bool) (uint64, Metrics, int64) {
+		e := newEngine(t, Settings{GPUMemoryUtilization: 0.97})
+		e.step.noMemo = noMemo
+		h, _ := drive(e, &workload{r: rand.New(rand.NewPCG(3, 3)), qps: 12}, 3*time.Minute)
+		return h, e.Metrics(), e.step.skipped
+	}
+	h1, m1, skipped := run(false)
+	h2, m2, _ := run(true)
+	if h1 != h2 || m1 != m2 || skipped == 0 {
+		t.Fatalf("memo on/off differ (skipped %d):\n%+v\n%+v", skipped, m1, m2)
+	}
+}
+
 // BenchmarkEngine reports virtual seconds simulated per real second under a
 // mixed workload near saturation.
 func BenchmarkEngine(b *testing.B) {
