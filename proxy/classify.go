@@ -230,7 +230,7 @@ type bodyParser struct {
 	prompts int   // prompts of a batch (completion prompt, embedding input)
 
 	maxTokens, maxCompletion, maxOutput int64
-	hasMax, hasCompletion, hasOutput    bool
+	hasMax, hasOutput                   bool // completion's max_tokens may be 0; chat's 0 means unset
 	n, bestOf                           int64
 	hasInput, hasMessages               bool
 }
@@ -271,7 +271,7 @@ func (p *bodyParser) top(idx int) error {
 	case idx == fMaxTokens && (k == KindCompletion || k == KindChat):
 		p.maxTokens, p.hasMax, err = r.intValue("max_tokens", 0)
 	case idx == fMaxCompletionTokens && k == KindChat:
-		p.maxCompletion, p.hasCompletion, err = r.intValue("max_completion_tokens", 0)
+		p.maxCompletion, _, err = r.intValue("max_completion_tokens", 0)
 	case idx == fMaxOutputTokens && k == KindResponses:
 		p.maxOutput, p.hasOutput, err = r.intValue("max_output_tokens", 0)
 	case idx == fPrompt && k == KindCompletion, idx == fInput && k == KindEmbedding:
@@ -293,48 +293,40 @@ func (p *bodyParser) top(idx int) error {
 	return err
 }
 
+// finish checks that the required field was present and computes the
+// estimate.
 func (p *bodyParser) finish() (Classified, error) {
 	c, k := p.c, p.kind
-	c.N = int(max(p.n, p.bestOf, 1))
-	switch k {
-	case KindCompletion, KindEmbedding:
-		if p.prompts == 0 && !p.hasMessages {
-			name := "prompt"
-			if k == KindEmbedding {
-				name, c.N = "input", 1
-			}
-			return Classified{}, &badRequestError{Param: name, Message: "required", Code: codeMissing}
-		}
-		c.Prompts = max(p.prompts, 1)
-		c.PromptTokens = satAdd(p.tokens, p.est.tokens(p.text))
-	case KindChat:
-		if !p.hasMessages {
-			return Classified{}, &badRequestError{Param: "messages", Message: "required", Code: codeMissing}
-		}
-	case KindResponses:
-		if !p.hasInput {
-			return Classified{}, &badRequestError{Param: "input", Message: "required", Code: codeMissing}
-		}
+	missing := ""
+	switch {
+	case k == KindCompletion && p.prompts == 0:
+		missing = "prompt"
+	case k == KindEmbedding && p.prompts == 0 && !p.hasMessages:
+		missing = "input"
+	case k == KindChat && !p.hasMessages:
+		missing = "messages"
+	case k == KindResponses && !p.hasInput:
+		missing = "input"
 	}
-	if c.Prompts == 0 {
-		c.Prompts = 1
-		c.PromptTokens = satAdd(p.tokens, p.est.tokens(p.text))
+	if missing != "" {
+		return Classified{}, &badRequestError{Param: missing, Message: "required", Code: codeMissing}
 	}
+	c.Prompts = max(p.prompts, 1)
+	c.PromptTokens = satAdd(p.tokens, p.est.tokens(p.text))
+	c.N = int(max(p.n, p.bestOf, 1)) // parsed for completion and chat only
 	switch {
 	case k == KindEmbedding || k == KindScore:
-		c.N = 1
-	case k == KindChat && p.hasCompletion && p.maxCompletion != 0:
-		// vLLM: max_completion_tokens or max_tokens (Python's `or`).
+		// Nothing is generated.
+	case k == KindChat && p.maxCompletion != 0:
+		// vLLM takes `max_completion_tokens or max_tokens`: Python's `or`
+		// skips a 0 as well as a null.
 		c.MaxTokens = p.maxCompletion
-	case k == KindChat && p.hasMax && p.maxTokens != 0, k == KindCompletion && p.hasMax:
+	case k == KindChat && p.maxTokens != 0, k == KindCompletion && p.hasMax:
 		c.MaxTokens = p.maxTokens
 	case k == KindResponses && p.hasOutput:
-		c.MaxTokens, c.N = p.maxOutput, 1
+		c.MaxTokens = p.maxOutput
 	default:
 		c.MaxTokens, c.DefaultMax = p.est.DefaultMaxTokens, true
-		if k == KindResponses {
-			c.N = 1
-		}
 	}
 	c.Estimated = estimate(c)
 	return c, nil
