@@ -60,6 +60,7 @@ type Allocator struct {
 	peakAlloc   int64
 	peakReserve int64
 	spare       []*block // recycled block records, to spare the garbage collector
+	records     []*block // every record ever made, by id: pools hold ids, not pointers
 	version     uint64   // bumped by every call that changes the state
 }
 
@@ -91,6 +92,7 @@ type block struct {
 	allocated  bool
 	small      bool
 	gen        uint32 // bumped when the record is recycled
+	id         int32  // the record's permanent index in Allocator.records
 }
 
 func (b *block) split() bool { return b.prev != nil || b.next != nil }
@@ -168,7 +170,7 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 	}
 	if a.shouldSplit(b, size) {
 		rest := a.newBlock()
-		*rest = block{addr: b.addr + size, size: b.size - size, prev: b, next: b.next, small: b.small, gen: rest.gen}
+		*rest = block{addr: b.addr + size, size: b.size - size, prev: b, next: b.next, small: b.small, gen: rest.gen, id: rest.id}
 		if b.next != nil {
 			b.next.prev = rest
 		}
@@ -188,10 +190,11 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 // refusals (an oversize block is not handed to a small request, and not to a
 // large request it would exceed by a whole large buffer).
 func (a *Allocator) freeBlock(p *pool, size int64) *block {
-	b := p.lowerBound(size)
-	if b == nil {
+	id := p.lowerBound(size)
+	if id < 0 {
 		return nil
 	}
+	b := a.records[id]
 	if ms := a.maxSplit(); ms != maxInt64 {
 		if size < ms && b.size >= ms {
 			return nil
@@ -218,7 +221,7 @@ func (a *Allocator) newSegment(size int64, small bool) *block {
 		return nil
 	}
 	b := a.newBlock()
-	*b = block{addr: a.nextAddr, size: size, small: small, gen: b.gen}
+	*b = block{addr: a.nextAddr, size: size, small: small, gen: b.gen, id: b.id}
 	a.nextAddr += size
 	a.reserved += size
 	a.peakReserve = max(a.peakReserve, a.reserved)
@@ -273,13 +276,15 @@ func (a *Allocator) newBlock() *block {
 		a.spare = a.spare[:n-1]
 		return b
 	}
-	return new(block)
+	b := &block{id: int32(len(a.records))}
+	a.records = append(a.records, b)
+	return b
 }
 
 // recycle keeps a merged-away or released block record for reuse; its
 // generation changes so a stale Buffer copy cannot free the next owner.
 func (a *Allocator) recycle(b *block) {
-	*b = block{gen: b.gen + 1}
+	*b = block{gen: b.gen + 1, id: b.id}
 	a.spare = append(a.spare, b)
 }
 
@@ -291,7 +296,7 @@ func (a *Allocator) EmptyCache() int64 {
 	for _, p := range []*pool{&a.small, &a.large} {
 		kept := p.blocks[:0]
 		for _, en := range p.blocks {
-			b := en.b
+			b := a.records[en.id]
 			if b.split() {
 				kept = append(kept, en)
 				continue

@@ -11,10 +11,11 @@ type pool struct {
 }
 
 // entry keeps a block's sort key inline, so the binary search reads one
-// contiguous array instead of chasing a pointer per probe.
+// contiguous array instead of chasing a pointer per probe, and names the
+// block by id: without pointers, inserts and removals are plain memmoves.
 type entry struct {
 	size, addr int64
-	b          *block
+	id         int32
 }
 
 // search returns the index of the first block not less than (size, addr).
@@ -33,25 +34,25 @@ func (p *pool) search(size, addr int64) int {
 }
 
 func (p *pool) insert(b *block) {
-	p.blocks = slices.Insert(p.blocks, p.search(b.size, b.addr), entry{b.size, b.addr, b})
+	p.blocks = slices.Insert(p.blocks, p.search(b.size, b.addr), entry{b.size, b.addr, b.id})
 }
 
 func (p *pool) remove(b *block) {
 	i := p.search(b.size, b.addr)
-	if i == len(p.blocks) || p.blocks[i].b != b {
+	if i == len(p.blocks) || p.blocks[i].id != b.id {
 		panic("sim: allocator pool lost a block") // an internal invariant, never input-driven
 	}
 	p.blocks = slices.Delete(p.blocks, i, i+1)
 }
 
-// lowerBound returns the smallest cached block of at least size bytes (the
-// lowest address among equals), or nil.
-func (p *pool) lowerBound(size int64) *block {
+// lowerBound returns the id of the smallest cached block of at least size
+// bytes (the lowest address among equals), or -1.
+func (p *pool) lowerBound(size int64) int32 {
 	i := p.search(size, 0)
 	if i == len(p.blocks) {
-		return nil
+		return -1
 	}
-	return p.blocks[i].b
+	return p.blocks[i].id
 }
 
 // largest returns the size of the biggest cached block, or 0.

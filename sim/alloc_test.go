@@ -228,7 +228,7 @@ func checkInvariants(t *testing.T, step int, a *Allocator, live []Buffer) {
 	}
 	for _, p := range []*pool{&a.small, &a.large} {
 		for _, en := range p.blocks {
-			b := en.b
+			b := a.records[en.id]
 			if en.size != b.size || en.addr != b.addr {
 				t.Fatalf("step %d: pool key out of date", step)
 			}
