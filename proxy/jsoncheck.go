@@ -41,8 +41,9 @@ const (
 //
 // Keys that differ only in case from a field gatekeeper reads are refused by
 // classify, which knows where those fields live. The error is a
-// *badRequestError. checkJSON does not allocate for bodies whose objects have
-// at most smallObjectKeys keys and whose keys are short or unescaped.
+// *badRequestError. checkJSON allocates only for a key with escapes, an
+// object of more than smallObjectKeys keys, more than 64 keys open at once,
+// or a number with an exponent; ordinary bodies cost no allocation.
 func checkJSON(b []byte) error {
 	c := checker{b: b}
 	return c.run()
@@ -51,7 +52,7 @@ func checkJSON(b []byte) error {
 // keySpan locates one decoded key: in the body, or in the arena when the key
 // held escapes.
 type keySpan struct {
-	off, end int32
+	off, end int
 	arena    bool
 }
 
@@ -237,11 +238,11 @@ func (c *checker) member() error {
 		return err
 	}
 	c.i = end
-	span := keySpan{off: int32(start + 1), end: int32(end - 1)}
+	span := keySpan{off: start + 1, end: end - 1}
 	if escaped {
 		off := len(c.arena)
 		c.arena = appendUnquoted(c.arena, c.b[start+1:end-1])
-		span = keySpan{off: int32(off), end: int32(len(c.arena)), arena: true}
+		span = keySpan{off: off, end: len(c.arena), arena: true}
 	}
 	key := c.key(span)
 	f := &c.stack[c.depth-1]

@@ -25,10 +25,38 @@ func TestCheckJSON(t *testing.T) {
 		b.WriteString("}")
 		return b.String()
 	}
+	// nestedKeys builds levels nested objects of width keys each, so that
+	// more keys are open at once than keyStack holds in place; dup repeats
+	// the first key of the innermost object.
+	nestedKeys := func(levels, width int, escaped, dup bool) string {
+		var b strings.Builder
+		for l := 0; l < levels; l++ {
+			b.WriteString("{")
+			for k := 0; k < width; k++ {
+				if escaped {
+					b.WriteString(`"\u006b` + strings.Repeat("x", k) + `":1,`)
+				} else {
+					b.WriteString(`"k` + strings.Repeat("x", k) + `":1,`)
+				}
+			}
+			if dup && l == levels-1 {
+				b.WriteString(`"k":2,`)
+			}
+			b.WriteString(`"next":`)
+		}
+		b.WriteString("null")
+		b.WriteString(strings.Repeat("}", levels))
+		return b.String()
+	}
 	tests := []struct {
 		name, body string
 		wantErr    string // "" = accepted; else a substring of the message
 	}{
+		{"many open keys", nestedKeys(4, 30, false, false), ""},
+		{"many open escaped keys", nestedKeys(4, 30, true, false), ""},
+		{"duplicate among many open keys", nestedKeys(4, 30, false, true), `duplicate key "k"`},
+		{"duplicate among many open escaped keys", nestedKeys(4, 30, true, true), `duplicate key "k"`},
+		{"duplicate in nested big objects", nestedKeys(3, 40, false, true), `duplicate key "k"`},
 		{"empty object", `{}`, ""},
 		{"spaces around", " \t\r\n{ } \n", ""},
 		{"chat", `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`, ""},

@@ -58,7 +58,8 @@ func (k RouteKind) Inference() bool { return k != KindModels }
 type Route struct {
 	// Path is the canonical path, matched byte for byte.
 	Path string
-	// Methods lists the allowed methods, in the order Allow names them.
+	// Methods lists the allowed methods, in the order Allow names them. It
+	// is shared with the allow-list: callers must not modify it.
 	Methods []string
 	// Kind says what the route does.
 	Kind RouteKind
