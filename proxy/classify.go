@@ -155,7 +155,8 @@ func classifyBody(route Route, body []byte, est Estimator) (Classified, error) {
 // MediaTokens each. Other message fields (name, tool_calls, …), "tools",
 // "functions", the Responses API's "input" and "instructions", and the whole
 // body of score and rerank are counted generically: the bytes of every string,
-// one token per number, MediaTokens per data: URL.
+// one token per number, MediaTokens per data: URL and per value of a media key
+// such as "image_url" or "file_id" (see generic).
 //
 // Routes without a body: models cost nothing; an audio upload counts one media
 // part plus DefaultMaxTokens of output.
@@ -435,7 +436,8 @@ var (
 	// mediaNames are the part types, and the keys, of image, audio, video and
 	// file content parts in the OpenAI and vLLM chat formats.
 	mediaNames = [...]string{"image_url", "input_image", "image", "image_embeds", "image_pil",
-		"input_audio", "audio_url", "audio", "audio_embeds", "video_url", "video", "file", "input_file"}
+		"input_audio", "audio_url", "audio", "audio_embeds", "video_url", "video", "file", "input_file",
+		"file_id", "file_data", "file_url"}
 )
 
 // messages reads a chat "messages" list.
@@ -565,12 +567,17 @@ func (p *bodyParser) part(i, j int) error {
 	}
 	switch {
 	case media:
-		p.c.Media++
-		p.tokens = satAdd(p.tokens, p.est.MediaTokens)
+		p.media()
 	case string(typ) == "text" && !hasText:
 		return &badRequestError{Param: param() + ".text", Message: "required", Code: codeMissing}
 	}
 	return nil
+}
+
+// media counts one media item.
+func (p *bodyParser) media() {
+	p.c.Media++
+	p.tokens = satAdd(p.tokens, p.est.MediaTokens)
 }
 
 func isMedia(name []byte) bool {
@@ -582,18 +589,18 @@ func isMedia(name []byte) bool {
 	return false
 }
 
-// generic counts any value: the bytes of its strings (a data: URL counts
-// MediaTokens instead), one token per number, the bytes of object keys when
-// keys is set; booleans and nulls count nothing. depth guards against input
-// that skipped checkJSON.
+// generic counts any value: the bytes of its strings, one token per number;
+// booleans and nulls count nothing. A data: URL, and the value of a key in
+// mediaNames, count MediaTokens instead. With keys set (tool schemas) the
+// bytes of object keys count too and no key means media. depth guards
+// against input that skipped checkJSON.
 func (p *bodyParser) generic(depth int, keys bool) {
 	r := &p.r
 	switch ch := r.peek(); ch {
 	case '"':
 		n, data := r.text()
 		if data {
-			p.c.Media++
-			p.tokens = satAdd(p.tokens, p.est.MediaTokens)
+			p.media()
 			return
 		}
 		p.text = satAdd(p.text, n)
@@ -610,8 +617,14 @@ func (p *bodyParser) generic(depth int, keys bool) {
 		var kb [64]byte
 		for r.more(closer) {
 			if ch == '{' {
-				if k := r.key(&kb); keys {
+				k := r.key(&kb)
+				switch {
+				case keys:
 					p.text = satAdd(p.text, int64(len(k)))
+				case isMedia(k):
+					p.media()
+					r.skip()
+					continue
 				}
 			}
 			p.generic(depth+1, keys)

@@ -100,6 +100,13 @@ var classifyCases = []classifyCase{
 	{"responses items and instructions", "/v1/responses", `{"instructions":"abcd","input":[{"role":"user","content":[{"type":"input_text","text":"abcd"},{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]}],"stream":true,"n":3}`,
 		Classified{Stream: true, Prompts: 1, PromptTokens: 509, MaxTokens: 100, DefaultMax: true, N: 1, Media: 1, Estimated: 609}}, // abcd user input_text abcd input_image: 4+4+10+4+11 = 33 → 9, + 500
 
+	{"responses escaped data URL is media", "/v1/responses", `{"input":[{"type":"input_image","image_url":"d\u0061ta:image/png;base64,AAAA"}],"max_output_tokens":1}`,
+		Classified{Prompts: 1, PromptTokens: 503, MaxTokens: 1, N: 1, Media: 1, Estimated: 504}}, // input_image 11 → 3, + 500
+	{"responses media key", "/v1/responses", `{"input":[{"type":"input_image","image_url":"https://x/a.png"},{"type":"input_file","file_id":"f1"}],"max_output_tokens":1}`,
+		Classified{Prompts: 1, PromptTokens: 1006, MaxTokens: 1, N: 1, Media: 2, Estimated: 1007}}, // input_image input_file 21 → 6, + 2×500
+	{"tool schema key is not media", "/v1/chat/completions", `{"messages":[{"role":"user","content":"abcd"}],"max_tokens":1,"tools":[{"image_url":"x"}]}`,
+		Classified{Prompts: 1, PromptTokens: 5, MaxTokens: 1, N: 1, Estimated: 6}}, // 8 + 9 + 1 = 18 → 5
+
 	// Embeddings.
 	{"embedding string", "/v1/embeddings", `{"model":"e","input":"abcdefgh","n":5,"max_tokens":7}`,
 		Classified{Model: "e", Prompts: 1, PromptTokens: 2, N: 1, Estimated: 2}},
