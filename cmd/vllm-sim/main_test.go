@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +83,19 @@ func TestReplaySubcommand(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"replay", "-policies", "magic"}, &out, &errOut); err == nil {
 		t.Fatal("run(replay -policies magic) = nil, want an error")
+	}
+}
+
+func TestReplayFromCSV(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.csv")
+	if err := os.WriteFile(path, []byte("arrival_seconds,prompt_tokens,output_tokens\n0,100,10\n0.5,1200,20\n1,50,5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"replay", "-trace", path, "-hours", "0", "-policies", "unprotected"}, &out, &errOut); err != nil {
+		t.Fatalf("run(replay -trace) = %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "trace "+path) || !strings.Contains(out.String(), "p99 long") {
+		t.Fatalf("output:\n%s", out.String())
 	}
 }

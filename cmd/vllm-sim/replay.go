@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,10 +17,12 @@ import (
 // replayOptions are the flags of the replay subcommand.
 type replayOptions struct {
 	options
-	hours    string
-	policies string
-	parallel int
-	base     replay.Settings
+	hours      string
+	policies   string
+	parallel   int
+	trace      string
+	longPrompt int
+	base       replay.Settings
 }
 
 func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
@@ -34,6 +38,8 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.StringVar(&o.hours, "hours", "24", "comma-separated horizons in virtual hours, e.g. 24,72,168")
 	fs.StringVar(&o.policies, "policies", "unprotected,qps-only,gatekeeper", "comma-separated policies to run")
 	fs.IntVar(&o.parallel, "parallel", 2, "runs at once (one core each)")
+	fs.StringVar(&o.trace, "trace", "", "CSV `file` of arrival_seconds,prompt_tokens,output_tokens[,max_tokens] replacing the synthetic trace (-hours then caps it; 0 = whole file)")
+	fs.IntVar(&o.longPrompt, "long-prompt", 1000, "with -trace: prompts of at least this many tokens count as long")
 	fs.Uint64Var(&ts.Seed, "seed", 1, "seed of the trace")
 	fs.Float64Var(&ts.BaseQPS, "base-qps", 50, "steady arrival rate")
 	fs.Float64Var(&ts.BurstQPS, "burst-qps", 80, "arrival rate during bursts")
@@ -78,7 +84,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	var runs []replay.Settings
 	for _, h := range strings.Split(o.hours, ",") {
 		hours, err := strconv.ParseFloat(strings.TrimSpace(h), 64)
-		if err != nil || hours <= 0 {
+		if err != nil || hours < 0 || (hours == 0 && o.trace == "") {
 			return fmt.Errorf("-hours: %q is not a positive number", h)
 		}
 		for _, name := range strings.Split(o.policies, ",") {
@@ -89,6 +95,14 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 			s := o.base
 			s.Trace.Duration = time.Duration(hours * float64(time.Hour))
 			s.Policy = p
+			if o.trace != "" {
+				f, err := os.Open(o.trace)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				s.Source = replay.NewCSVTrace(bufio.NewReader(f), o.longPrompt)
+			}
 			runs = append(runs, s)
 		}
 	}
@@ -110,8 +124,12 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	es := o.base.Engine
-	fmt.Fprintf(stdout, "vllm-sim replay: %s on %s, gpu_memory_utilization %.2f, max_num_seqs %d, seed %d; %g QPS with bursts to %g (%v every %v)\n\n",
-		es.Model.Name, es.GPU.Name, es.GPUMemoryUtilization, es.MaxNumSeqs, o.base.Trace.Seed,
+	traffic := fmt.Sprintf("seed %d; %g QPS with bursts to %g (%v every %v)", o.base.Trace.Seed,
 		o.base.Trace.BaseQPS, o.base.Trace.BurstQPS, o.base.Trace.BurstLength, o.base.Trace.BurstEvery)
+	if o.trace != "" {
+		traffic = "trace " + o.trace
+	}
+	fmt.Fprintf(stdout, "vllm-sim replay: %s on %s, gpu_memory_utilization %.2f, max_num_seqs %d, %s\n\n",
+		es.Model.Name, es.GPU.Name, es.GPUMemoryUtilization, es.MaxNumSeqs, traffic)
 	return replay.WriteTable(stdout, results)
 }

@@ -44,8 +44,12 @@ const upstream = "vllm-0"
 type Settings struct {
 	// Engine is the simulated pod. Its zero fields take sim's defaults.
 	Engine sim.Settings
-	// Trace is the traffic.
+	// Trace is the synthetic traffic, used when Source is nil.
 	Trace TraceSettings
+	// Source, if set, replaces the synthetic trace (e.g. a CSVTrace). The
+	// run then lasts Trace.Duration when that is set, else until the source
+	// ends. A source serves one run only.
+	Source Source
 	// Policy is what stands in front of the engine.
 	Policy Policy
 	// Limiter is the fast breaker (QPSOnly, Gatekeeper). A zero QPS means
@@ -165,23 +169,28 @@ type runner struct {
 func Run(s Settings) (Result, error) {
 	start := time.Now()
 	s = s.withDefaults()
-	tr, err := NewTrace(s.Trace)
+	src := s.Source
+	horizon := s.Trace.Duration
+	if src == nil {
+		tr, err := NewTrace(s.Trace)
+		if err != nil {
+			return Result{}, err
+		}
+		src, horizon = tr, tr.Settings().Duration
+	}
+	classes := src.Classes()
+	r, err := newRunner(s, len(classes))
 	if err != nil {
 		return Result{}, err
 	}
-	r, err := newRunner(s, tr)
-	if err != nil {
-		return Result{}, err
-	}
-	horizon := tr.Settings().Duration
-	a, more := tr.Next()
+	a, more := src.Next()
 	tick := s.Interval
 	for {
 		t := tick
 		if more && a.At < tick {
 			t = a.At
 		}
-		if t >= horizon {
+		if (horizon > 0 && t >= horizon) || (horizon <= 0 && !more) {
 			break
 		}
 		r.advance(t)
@@ -190,8 +199,14 @@ func Run(s Settings) (Result, error) {
 			tick += s.Interval
 		} else {
 			r.arrive(a)
-			a, more = tr.Next()
+			a, more = src.Next()
 		}
+	}
+	if err := src.Err(); err != nil {
+		return Result{}, err
+	}
+	if horizon <= 0 {
+		horizon = tick - s.Interval // the last sample taken
 	}
 	r.res.Horizon = horizon
 	r.res.Outcomes.Unfinished = int64(len(r.bySeq)) + int64(len(r.byID))
@@ -201,20 +216,20 @@ func Run(s Settings) (Result, error) {
 		r.res.EffectiveUtilization = r.utilSum / float64(r.samples)
 		r.res.MeanWindow = r.winSum / float64(r.samples)
 	}
-	for i, c := range tr.Settings().Classes {
-		r.res.Classes = append(r.res.Classes, ClassLatency{Name: c.Name, P50: r.hists[i].quantile(0.5), P99: r.hists[i].quantile(0.99)})
+	for i, name := range classes {
+		r.res.Classes = append(r.res.Classes, ClassLatency{Name: name, P50: r.hists[i].quantile(0.5), P99: r.hists[i].quantile(0.99)})
 	}
 	r.res.Wall = time.Since(start)
 	return r.res, nil
 }
 
-func newRunner(s Settings, tr *Trace) (*runner, error) {
+func newRunner(s Settings, classes int) (*runner, error) {
 	e, err := sim.New(s.Engine)
 	if err != nil {
 		return nil, err
 	}
 	r := &runner{s: s, e: e, epoch: time.Unix(0, 0).UTC(), bySeq: map[*sim.Seq]*request{},
-		byID: map[uint64]*request{}, avail: true, hists: make([]hist, len(tr.Settings().Classes))}
+		byID: map[uint64]*request{}, avail: true, hists: make([]hist, classes)}
 	r.res.Policy = s.Policy
 	if s.Policy == None {
 		return r, nil
@@ -286,6 +301,9 @@ func (r *runner) advance(t time.Duration) {
 // arrive takes one request through the policy.
 func (r *runner) arrive(a Arrival) {
 	r.res.Arrivals++
+	if a.Class < 0 || a.Class >= len(r.hists) {
+		a.Class = 0
+	}
 	rq := &request{a: a}
 	if r.lim != nil {
 		if err := r.lim.AllowAt(r.now(), ""); err != nil {
