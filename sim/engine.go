@@ -292,18 +292,6 @@ func (e *Engine) Advance(to time.Duration) {
 	}
 }
 
-// NextEventIn returns how long until the engine's state next changes by
-// itself: 0 when it has work, the time to restart while dead, -1 when idle.
-func (e *Engine) NextEventIn() time.Duration {
-	switch {
-	case e.dead:
-		return e.restartAt - e.now
-	case len(e.running) > 0 || e.waiting.len() > 0:
-		return 0
-	}
-	return -1
-}
-
 // die kills the engine: every request in flight or queued fails.
 func (e *Engine) die(err error) {
 	e.dead = true

@@ -92,10 +92,16 @@ func TestReplayFromCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if err := run(t.Context(), []string{"replay", "-trace", path, "-hours", "0", "-policies", "unprotected"}, &out, &errOut); err != nil {
+	dir := t.TempDir()
+	if err := run(t.Context(), []string{"replay", "-trace", path, "-hours", "0", "-policies", "unprotected", "-out", dir}, &out, &errOut); err != nil {
 		t.Fatalf("run(replay -trace) = %v\n%s", err, errOut.String())
 	}
 	if !strings.Contains(out.String(), "trace "+path) || !strings.Contains(out.String(), "p99 long") {
 		t.Fatalf("output:\n%s", out.String())
+	}
+	for _, ext := range []string{".csv", ".svg"} {
+		if m, _ := filepath.Glob(filepath.Join(dir, "*-unprotected"+ext)); len(m) != 1 {
+			t.Fatalf("-out wrote %q for %s, want one file", m, ext)
+		}
 	}
 }

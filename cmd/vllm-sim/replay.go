@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ type replayOptions struct {
 	parallel   int
 	trace      string
 	longPrompt int
+	out        string
 	base       replay.Settings
 }
 
@@ -39,6 +41,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.StringVar(&o.policies, "policies", "unprotected,qps-only,gatekeeper", "comma-separated policies to run")
 	fs.IntVar(&o.parallel, "parallel", 2, "runs at once (one core each)")
 	fs.StringVar(&o.trace, "trace", "", "CSV `file` of arrival_seconds,prompt_tokens,output_tokens[,max_tokens] replacing the synthetic trace (-hours then caps it; 0 = whole file)")
+	fs.StringVar(&o.out, "out", "", "`dir`ectory for each run's time series (CSV, one row per 10 virtual seconds) and chart (SVG)")
 	fs.IntVar(&o.longPrompt, "long-prompt", 1000, "with -trace: prompts of at least this many tokens count as long")
 	fs.Uint64Var(&ts.Seed, "seed", 1, "seed of the trace")
 	fs.Float64Var(&ts.BaseQPS, "base-qps", 50, "steady arrival rate")
@@ -95,6 +98,9 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 			s := o.base
 			s.Trace.Duration = time.Duration(hours * float64(time.Hour))
 			s.Policy = p
+			if o.out != "" {
+				s.SeriesEvery = 10 * time.Second
+			}
 			if o.trace != "" {
 				f, err := os.Open(o.trace)
 				if err != nil {
@@ -123,6 +129,11 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if o.out != "" {
+		if err := writeSeries(o.out, results); err != nil {
+			return err
+		}
+	}
 	es := o.base.Engine
 	traffic := fmt.Sprintf("seed %d; %g QPS with bursts to %g (%v every %v)", o.base.Trace.Seed,
 		o.base.Trace.BaseQPS, o.base.Trace.BurstQPS, o.base.Trace.BurstLength, o.base.Trace.BurstEvery)
@@ -132,4 +143,40 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "vllm-sim replay: %s on %s, gpu_memory_utilization %.2f, max_num_seqs %d, %s\n\n",
 		es.Model.Name, es.GPU.Name, es.GPUMemoryUtilization, es.MaxNumSeqs, traffic)
 	return replay.WriteTable(stdout, results)
+}
+
+// writeSeries writes DIR/<hours>h-<policy>.csv and .svg for every run.
+func writeSeries(dir string, results []replay.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, r := range results {
+		name := filepath.Join(dir, fmt.Sprintf("%.4gh-%s", r.Horizon.Hours(), r.Policy))
+		for _, f := range []struct {
+			ext   string
+			write func(io.Writer) error
+		}{
+			{".csv", func(w io.Writer) error { return replay.WriteSeriesCSV(w, r.Series) }},
+			{".svg", func(w io.Writer) error {
+				return replay.WriteSeriesSVG(w, fmt.Sprintf("%s, %gh", r.Policy, r.Horizon.Hours()), r.Series)
+			}},
+		} {
+			fh, err := os.Create(name + f.ext)
+			if err != nil {
+				return err
+			}
+			bw := bufio.NewWriter(fh)
+			err = f.write(bw)
+			if ferr := bw.Flush(); err == nil {
+				err = ferr
+			}
+			if cerr := fh.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -68,6 +68,8 @@ type Settings struct {
 	// Interval is the pressure sampling period (and the utilization
 	// sampling period of every policy). 0 means 500ms.
 	Interval time.Duration
+	// SeriesEvery, when > 0, records a Sample into Result.Series this often.
+	SeriesEvery time.Duration
 	// EmptyCacheOnDegraded fires the allocator's empty_cache relief hook
 	// each time the level rises to degraded or critical (Gatekeeper).
 	EmptyCacheOnDegraded bool
@@ -120,6 +122,8 @@ type Result struct {
 	LevelTime [3]time.Duration
 	// MeanWindow is the time-averaged batch window (Gatekeeper).
 	MeanWindow float64
+	// Series is the time series recorded every Settings.SeriesEvery.
+	Series []Sample
 	// Wall is the real time the run took.
 	Wall time.Duration
 }
@@ -163,6 +167,8 @@ type runner struct {
 	dead    time.Duration
 	last    []breaker.Reading
 	winSum  float64
+	// nextRecord is when the next Sample is due.
+	nextRecord time.Duration
 }
 
 // Run replays the trace against a fresh engine under the policy.
@@ -196,6 +202,7 @@ func Run(s Settings) (Result, error) {
 		r.advance(t)
 		if t == tick {
 			r.sample()
+			r.record()
 			tick += s.Interval
 		} else {
 			r.arrive(a)
