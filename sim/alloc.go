@@ -151,7 +151,8 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 		p = &a.small
 	}
 	b := a.freeBlock(p, size)
-	if b == nil {
+	cached := b != nil
+	if !cached {
 		segSize := segmentSize(size)
 		b = a.newSegment(segSize, isSmall)
 		if b == nil {
@@ -165,10 +166,13 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 				"%d reserved by PyTorch, %d reserved but unallocated", ErrOutOfMemory, size,
 				a.s.DeviceBytes-a.reserved, a.reserved, a.reserved-a.allocated)
 		}
-	} else {
-		a.takeFree(p, b)
 	}
-	if a.shouldSplit(b, size) {
+	switch {
+	case a.shouldSplit(b, size):
+		old := entry{b.size, b.addr, b.id}
+		if cached && b.split() {
+			a.inactSplit -= b.size
+		}
 		rest := a.newBlock()
 		*rest = block{addr: b.addr + size, size: b.size - size, prev: b, next: b.next, small: b.small, gen: rest.gen, id: rest.id}
 		if b.next != nil {
@@ -177,7 +181,14 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 		b.next = rest
 		b.size = size
 		a.blocks++
-		a.putFree(p, rest)
+		a.inactSplit += rest.size // rest has b before it: split
+		if cached {
+			p.move(old, rest) // the rest takes b's place in the pool: one short memmove
+		} else {
+			p.insert(rest)
+		}
+	case cached:
+		a.takeFree(p, b)
 	}
 	b.allocated = true
 	a.allocated += b.size
@@ -245,8 +256,28 @@ func (a *Allocator) Free(buf Buffer) error {
 	b.allocated = false
 	a.allocated -= b.size
 	a.requested -= buf.req
-	if pr := b.prev; pr != nil && !pr.allocated {
+	pr, nx := b.prev, b.next
+	if pr != nil && pr.allocated {
+		pr = nil
+	}
+	if nx != nil && nx.allocated {
+		nx = nil
+	}
+	if pr == nil && nx == nil {
+		a.putFree(p, b)
+		return nil
+	}
+	// Merge: the free neighbours leave the pool and b, grown, takes the
+	// last one's place (one short memmove instead of a removal and an insert).
+	last := nx
+	if last == nil {
+		last = pr
+	} else if pr != nil {
 		a.takeFree(p, pr)
+	}
+	old := entry{last.size, last.addr, last.id}
+	a.inactSplit -= last.size // a free neighbour of b is in a split segment
+	if pr != nil {
 		b.addr = pr.addr
 		b.size += pr.size
 		b.prev = pr.prev
@@ -254,19 +285,25 @@ func (a *Allocator) Free(buf Buffer) error {
 			b.prev.next = b
 		}
 		a.blocks--
-		a.recycle(pr)
 	}
-	if nx := b.next; nx != nil && !nx.allocated {
-		a.takeFree(p, nx)
+	if nx != nil {
 		b.size += nx.size
 		b.next = nx.next
 		if b.next != nil {
 			b.next.prev = b
 		}
 		a.blocks--
+	}
+	p.move(old, b)
+	if b.split() {
+		a.inactSplit += b.size
+	}
+	if pr != nil {
+		a.recycle(pr)
+	}
+	if nx != nil {
 		a.recycle(nx)
 	}
-	a.putFree(p, b)
 	return nil
 }
 

@@ -45,6 +45,25 @@ func (p *pool) remove(b *block) {
 	p.blocks = slices.Delete(p.blocks, i, i+1)
 }
 
+// move replaces the entry old (in the pool) by b's current key, shifting
+// only the entries between the two positions.
+func (p *pool) move(old entry, b *block) {
+	i := p.search(old.size, old.addr)
+	if i == len(p.blocks) || p.blocks[i].id != old.id {
+		panic("sim: allocator pool lost a block") // an internal invariant, never input-driven
+	}
+	e := entry{b.size, b.addr, b.id}
+	j := p.search(e.size, e.addr) // among the entries that still include old
+	switch {
+	case j > i: // e sorts after old: close the gap leftwards
+		copy(p.blocks[i:j-1], p.blocks[i+1:j])
+		p.blocks[j-1] = e
+	default: // e sorts before old: open a gap at j
+		copy(p.blocks[j+1:i+1], p.blocks[j:i])
+		p.blocks[j] = e
+	}
+}
+
 // lowerBound returns the id of the smallest cached block of at least size
 // bytes (the lowest address among equals), or -1.
 func (p *pool) lowerBound(size int64) int32 {

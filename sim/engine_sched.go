@@ -53,7 +53,10 @@ func (e *Engine) schedule() []scheduled {
 	for i := 0; i < len(e.running) && budget > 0; i++ {
 		s := e.running[i]
 		n := min(s.pending(), budget)
-		need := e.blocksFor(s.computed+n) - s.blocks
+		need := 0
+		if s.computed+n > s.blocks*e.s.BlockSize { // most decodes fit the last block
+			need = e.blocksFor(s.computed+n) - s.blocks
+		}
 		for need > e.freeBlocks && len(e.running) > i+1 {
 			e.preempt(e.running[len(e.running)-1])
 		}
@@ -128,19 +131,21 @@ func (e *Engine) removeRunning(s *Seq) {
 func (e *Engine) shape(batch []scheduled) (stepShape, time.Duration) {
 	var sh stepShape
 	var kvTokens int64
+	maxCtx := 0
 	for _, b := range batch {
 		s := b.s
 		sh.tokens += b.tokens
 		sh.seqs++
 		ctx := s.computed + b.tokens
 		kvTokens += int64(ctx)
-		sh.maxBlocks = max(sh.maxBlocks, e.blocksFor(ctx))
+		maxCtx = max(maxCtx, ctx)
 		if b.tokens == s.pending() {
 			sh.samples++
 			sh.sort = sh.sort || s.req.TopP
 			sh.logprobs = sh.logprobs || s.req.Logprobs
 		}
 	}
+	sh.maxBlocks = e.blocksFor(maxCtx)
 	m := e.s.Model
 	bytes := float64(e.plan.WeightBytes) + float64(kvTokens)*float64(e.plan.KVBytesPerToken)
 	memT := bytes / e.s.GPU.BandwidthBytesPerSec
