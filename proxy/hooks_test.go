@@ -250,9 +250,22 @@ func TestHookSkipsWhileInFlight(t *testing.T) {
 	}
 }
 
+// hookCounter counts calls; safe for concurrent use.
+type hookCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *hookCounter) inc() { c.mu.Lock(); c.n++; c.mu.Unlock() }
+func (c *hookCounter) get() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
 // hookBlockingClient is a client whose calls wait for their context to end;
 // calls counts the calls made.
-func hookBlockingClient(calls *counter) *http.Client {
+func hookBlockingClient(calls *hookCounter) *http.Client {
 	return &http.Client{Transport: hookRoundTrip(func(req *http.Request) (*http.Response, error) {
 		calls.inc()
 		<-req.Context().Done()
@@ -274,7 +287,7 @@ func TestHookTimeout(t *testing.T) {
 		t.Run(tt.timeout.String(), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				var calls counter
+				var calls hookCounter
 				r, res, _ := startHookRunner(t, hookBlockingClient(&calls))
 				r.Fire("degraded", "vllm-0", []Hook{{URL: "http://pod/slow", Timeout: tt.timeout}})
 				rs := res.next(t) // fake time runs until the call's deadline
@@ -295,7 +308,7 @@ func TestHookTimeout(t *testing.T) {
 func TestHookRunCancelsInFlight(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		var calls counter
+		var calls hookCounter
 		r, res, stop := startHookRunner(t, hookBlockingClient(&calls))
 		r.Fire("critical", "vllm-0", []Hook{{URL: "http://pod/a", Timeout: time.Hour}, {URL: "http://pod/b", Timeout: time.Hour}})
 		synctest.Wait() // both calls are blocked in the transport
@@ -369,7 +382,7 @@ func TestHookAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var calls counter
+			var calls hookCounter
 			client := &http.Client{Transport: hookRoundTrip(func(req *http.Request) (*http.Response, error) {
 				calls.inc()
 				return tt.rt(req)
