@@ -31,6 +31,7 @@ const (
 	SeqAborted
 )
 
+// String returns the state's name.
 func (s SeqState) String() string {
 	switch s {
 	case SeqWaiting:

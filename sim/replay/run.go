@@ -25,6 +25,7 @@ const (
 	Gatekeeper
 )
 
+// String returns the policy's name as the table and -policies spell it.
 func (p Policy) String() string {
 	switch p {
 	case None:
@@ -95,7 +96,7 @@ func (s Settings) withDefaults() Settings {
 	return s
 }
 
-// Outcome counts, as gatekeeper records them (DESIGN §2).
+// Outcomes counts requests by outcome, as gatekeeper records them (DESIGN §2).
 type Outcomes struct {
 	Served, UpstreamError, RateLimited, Overloaded, QueueFull, QueueTimeout int64
 	// Unfinished were still in flight or queued when the trace ended.
