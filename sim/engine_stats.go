@@ -55,6 +55,11 @@ type MemoryBlocks struct {
 	BlockCount            int     `json:"block_count"`
 	FragmentationRatio    float64 `json:"fragmentation_ratio"`
 	AllocRetryCount       int64   `json:"alloc_retry_count"`
+	// InactiveSplitBytes is an extra field (DESIGN §3 ignores unknown ones):
+	// PyTorch's inactive_split_bytes, the free memory stranded in split
+	// segments. The rest of the cached free memory (reserved − allocated −
+	// inactive split) is whole free segments that empty_cache would release.
+	InactiveSplitBytes int64 `json:"inactive_split_bytes"`
 }
 
 // Metrics returns a snapshot.
@@ -83,7 +88,8 @@ func (e *Engine) MemoryBlocks(gpuID string) MemoryBlocks {
 	m := e.Metrics()
 	a := m.Allocator
 	mb := MemoryBlocks{GPUID: gpuID, TotalBytes: m.Device.TotalBytes, ReservedBytes: a.ReservedBytes,
-		AllocatedBytes: a.AllocatedBytes, BlockCount: a.Blocks, AllocRetryCount: a.NumAllocRetries}
+		AllocatedBytes: a.AllocatedBytes, BlockCount: a.Blocks, AllocRetryCount: a.NumAllocRetries,
+		InactiveSplitBytes: a.InactiveSplitBytes}
 	if e.dead {
 		mb.FreeBytes = m.Device.FreeBytes
 		mb.LargestFreeBlockBytes = m.Device.FreeBytes
