@@ -44,12 +44,14 @@ func (e *Engine) runStep() bool {
 
 // schedule builds a step like vLLM V1's scheduler: running requests first
 // (decodes and unfinished prefill chunks, in arrival order), preempting the
-// most recent running request when KV blocks run out; then waiting requests
-// while the token budget, max_num_seqs and the KV cache allow.
+// most recent running request when KV blocks run out; then, if nothing was
+// preempted, waiting requests while the token budget, max_num_seqs and the
+// KV cache allow.
 func (e *Engine) schedule() []scheduled {
 	budget := e.s.MaxNumBatchedTokens
 	batch := e.step.batch[:0]
 	e.step.fresh = e.step.fresh[:0]
+	preempted := e.c.Preemptions
 	for i := 0; i < len(e.running) && budget > 0; i++ {
 		s := e.running[i]
 		n := min(s.pending(), budget)
@@ -69,7 +71,8 @@ func (e *Engine) schedule() []scheduled {
 		batch = append(batch, scheduled{s, n})
 		budget -= n
 	}
-	for budget > 0 && len(e.running) < e.s.MaxNumSeqs && e.waiting.len() > 0 {
+	// Like V1, a step that preempted admits no waiting request.
+	for budget > 0 && len(e.running) < e.s.MaxNumSeqs && e.waiting.len() > 0 && e.c.Preemptions == preempted {
 		s := e.waiting.front()
 		if s.state != SeqWaiting {
 			e.waiting.popFront() // aborted while queued
