@@ -52,6 +52,14 @@ type Settings struct {
 	PrefillEfficiency float64
 	// MaxSplitSize is PyTorch's max_split_size_mb in bytes. 0 means unlimited.
 	MaxSplitSize int64
+	// CUDAGraphMaxTokens, when > 0, models vLLM V1's compiled mode: input
+	// tensors live in persistent buffers allocated at start-up, and a step of
+	// at most this many tokens replays a captured CUDA graph whose
+	// activations come from the graphs' private pool (NonTorchBytes), so
+	// only the LM head and the sampler allocate from the cache (V1 captures
+	// up to 512 tokens). 0 means eager mode, every step's buffers through the
+	// caching allocator (the default; see README.md).
+	CUDAGraphMaxTokens int
 	// NumGPUBlocksOverride replaces the computed number of KV blocks, like
 	// vLLM's num_gpu_blocks_override (tests, what-ifs). 0 means computed.
 	NumGPUBlocksOverride int
@@ -116,6 +124,7 @@ func (s Settings) validate() error {
 	check(s.OtherProcessBytes < 0, "OtherProcessBytes = %d, want >= 0", s.OtherProcessBytes)
 	check(s.PrefillEfficiency <= 0 || s.PrefillEfficiency > 1, "PrefillEfficiency = %v, want (0, 1]", s.PrefillEfficiency)
 	check(s.MaxSplitSize < 0, "MaxSplitSize = %d, want >= 0", s.MaxSplitSize)
+	check(s.CUDAGraphMaxTokens < 0, "CUDAGraphMaxTokens = %d, want >= 0", s.CUDAGraphMaxTokens)
 	check(s.NumGPUBlocksOverride < 0, "NumGPUBlocksOverride = %d, want >= 0", s.NumGPUBlocksOverride)
 	check(s.RestartTime < 0, "RestartTime = %v, want >= 0", s.RestartTime)
 	return errors.Join(errs...)

@@ -41,7 +41,7 @@ func planMemory(s Settings) (MemoryPlan, error) {
 	perSeq := (s.MaxNumBatchedTokens + seqs - 1) / seqs
 	r := stepRun{a: scratch}
 	stepBuffers(&r, s.Model, stepShape{tokens: s.MaxNumBatchedTokens, seqs: seqs, samples: seqs,
-		maxBlocks: (perSeq + s.BlockSize - 1) / s.BlockSize})
+		maxBlocks: (perSeq + s.BlockSize - 1) / s.BlockSize, eagerIn: s.CUDAGraphMaxTokens == 0})
 	if r.err != nil {
 		return p, r.err
 	}
@@ -66,8 +66,9 @@ func planMemory(s Settings) (MemoryPlan, error) {
 }
 
 // staticTensors lists the allocations made once at start-up: the embedding
-// and LM head, one tensor per decoder layer's weights, and one KV cache
-// tensor per layer (vLLM V1 allocates the KV cache per layer).
+// and LM head, one tensor per decoder layer's weights, one KV cache tensor
+// per layer (vLLM V1 allocates the KV cache per layer) and, with CUDA
+// graphs, the persistent input buffers.
 func (p MemoryPlan) staticTensors(s Settings) []int64 {
 	m := s.Model
 	embed := int64(m.Vocab) * int64(m.Hidden) * int64(m.DtypeBytes)
@@ -80,6 +81,11 @@ func (p MemoryPlan) staticTensors(s Settings) []int64 {
 	for range m.Layers {
 		out = append(out, kvLayer)
 	}
+	if s.CUDAGraphMaxTokens > 0 { // V1's persistent input buffers, sized for the largest step
+		T, n := int64(s.MaxNumBatchedTokens), int64(s.MaxNumSeqs)
+		rows := int64((s.MaxModelLen + s.BlockSize - 1) / s.BlockSize)
+		out = append(out, T*8, T*8, T*8, n*4, (n+1)*4, n*rows*4)
+	}
 	return out
 }
 
@@ -91,6 +97,8 @@ type stepShape struct {
 	maxBlocks int  // the widest block-table row in the batch
 	sort      bool // some request samples with top-p/top-k
 	logprobs  bool // some request wants log-probabilities
+	graphed   bool // the forward pass replays a captured CUDA graph
+	eagerIn   bool // input tensors are built fresh each step (no persistent buffers)
 }
 
 // stepRun allocates and frees one step's buffers, stopping at the first error.
@@ -144,15 +152,28 @@ func stepBuffers(r *stepRun, m Model, sh stepShape) {
 	H, I, V, dt := int64(m.Hidden), int64(m.Intermediate), int64(m.Vocab), int64(m.DtypeBytes)
 	qkvWidth := H + 2*int64(m.KVHeads)*int64(m.HeadDim)
 
-	r.get(T * 8)                               // input ids (int64)
-	r.get(T * 8)                               // positions (int64)
-	r.get(T * 8)                               // slot mapping (int64)
-	r.get(n * 4)                               // sequence lengths (int32)
-	r.get((n + 1) * 4)                         // query start locations (int32)
-	r.get(n * int64(max(sh.maxBlocks, 1)) * 4) // block table (int32)
-	r.get(T * H * dt)                          // hidden states
-	r.get(T * H * dt)                          // residual
+	if sh.eagerIn {
+		r.get(T * 8)                               // input ids (int64)
+		r.get(T * 8)                               // positions (int64)
+		r.get(T * 8)                               // slot mapping (int64)
+		r.get(n * 4)                               // sequence lengths (int32)
+		r.get((n + 1) * 4)                         // query start locations (int32)
+		r.get(n * int64(max(sh.maxBlocks, 1)) * 4) // block table (int32)
+	}
+	if !sh.graphed {
+		forwardBuffers(r, T, H, I, qkvWidth, dt)
+	}
+	if S > 0 {
+		samplerBuffers(r, sh, S, H, V, dt)
+	}
+	r.putAll()
+}
 
+// forwardBuffers are the residual stream and one decoder layer's
+// temporaries; the other layers reuse the same cached blocks.
+func forwardBuffers(r *stepRun, T, H, I, qkvWidth, dt int64) {
+	r.get(T * H * dt) // hidden states
+	r.get(T * H * dt) // residual
 	qkv := r.get(T * qkvWidth * dt)
 	attn := r.get(T * H * dt)
 	r.put(qkv)
@@ -165,30 +186,31 @@ func stepBuffers(r *stepRun, m Model, sh stepShape) {
 	r.put(act)
 	r.put(o)
 	r.put(down)
+}
 
-	if S > 0 {
-		last := r.get(S * H * dt)     // hidden states of the sampling positions
-		logits16 := r.get(S * V * dt) // LM head output
-		r.get(S * V * 4)              // logits cast to float32
-		r.put(logits16)
-		r.put(last)
-		r.get(S * V * 4) // probabilities
-		if sh.sort {
-			vals := r.get(S * V * 4) // sorted logits
-			idx := r.get(S * V * 8)  // sort indices (int64)
-			cum := r.get(S * V * 4)  // cumulative probabilities
-			mask := r.get(S * V)     // top-p mask (bool)
-			r.put(cum)
-			r.put(mask)
-			r.put(vals)
-			r.put(idx)
-		}
-		if sh.logprobs {
-			r.get(S * V * 4) // log-softmax copy
-		}
-		r.get(S * 8) // sampled token ids
+// samplerBuffers are the LM head's logits and the sampler's copies for the S
+// sequences that sample; they stay live to the end of the step.
+func samplerBuffers(r *stepRun, sh stepShape, S, H, V, dt int64) {
+	last := r.get(S * H * dt)     // hidden states of the sampling positions
+	logits16 := r.get(S * V * dt) // LM head output
+	r.get(S * V * 4)              // logits cast to float32
+	r.put(logits16)
+	r.put(last)
+	r.get(S * V * 4) // probabilities
+	if sh.sort {
+		vals := r.get(S * V * 4) // sorted logits
+		idx := r.get(S * V * 8)  // sort indices (int64)
+		cum := r.get(S * V * 4)  // cumulative probabilities
+		mask := r.get(S * V)     // top-p mask (bool)
+		r.put(cum)
+		r.put(mask)
+		r.put(vals)
+		r.put(idx)
 	}
-	r.putAll()
+	if sh.logprobs {
+		r.get(S * V * 4) // log-softmax copy
+	}
+	r.get(S * 8) // sampled token ids
 }
 
 // seqTensorBytes is the per-request GPU state allocated when a request joins

@@ -149,6 +149,8 @@ func (e *Engine) shape(batch []scheduled) (stepShape, time.Duration) {
 		}
 	}
 	sh.maxBlocks = e.blocksFor(maxCtx)
+	sh.eagerIn = e.s.CUDAGraphMaxTokens == 0
+	sh.graphed = sh.tokens <= e.s.CUDAGraphMaxTokens
 	m := e.s.Model
 	bytes := float64(e.plan.WeightBytes) + float64(kvTokens)*float64(e.plan.KVBytesPerToken)
 	memT := bytes / e.s.GPU.BandwidthBytesPerSec

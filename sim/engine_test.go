@@ -257,3 +257,26 @@ func BenchmarkEngine(b *testing.B) {
 	b.ReportMetric(virt.Seconds()/b.Elapsed().Seconds(), "vsec/s")
 	b.ReportMetric(float64(m.Steps)/b.Elapsed().Seconds(), "steps/s")
 }
+
+// TestCUDAGraphsLeaveOnlyTheSampler checks the V1 what-if by hand: a step of
+// at most CUDAGraphMaxTokens tokens allocates only the request's tensor and
+// the LM head and sampler buffers of its one sampling sequence.
+func TestCUDAGraphsLeaveOnlyTheSampler(t *testing.T) {
+	e := newEngine(t, Settings{CUDAGraphMaxTokens: 512})
+	base := e.Metrics().Allocator.AllocatedBytes
+	if _, err := e.Submit(Request{PromptTokens: 100, MaxTokens: 5}); err != nil {
+		t.Fatal(err)
+	}
+	e.Advance(time.Minute)
+	// request tensor (105 × 8 B → 1024) + last hidden 8192 + probs 513 024 +
+	// float32 logits 513 024 + sampled ids 512 (the bf16 logits are freed
+	// before the probabilities are allocated).
+	want := base + 1024 + 8192 + 256512 + 513024 - 256512 - 8192 + 513024 + 512
+	if got := e.Metrics().Allocator.PeakAllocatedBytes; got != want {
+		t.Fatalf("PeakAllocatedBytes = %d, want %d", got, want)
+	}
+	eager := newEngine(t, Settings{})
+	if eager.Plan().NumGPUBlocks != e.Plan().NumGPUBlocks {
+		t.Fatalf("graphs changed the KV cache: %d vs %d blocks", e.Plan().NumGPUBlocks, eager.Plan().NumGPUBlocks)
+	}
+}

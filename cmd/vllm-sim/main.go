@@ -107,6 +107,7 @@ func engineFlags(fs *flag.FlagSet, o *options, gpu string) {
 	fs.IntVar(&es.MaxNumBatchedTokens, "max-num-batched-tokens", 2048, "token budget of one step and size of the profiling pass")
 	fs.IntVar(&es.BlockSize, "block-size", 16, "KV cache block size in tokens")
 	fs.IntVar(&es.MaxModelLen, "max-model-len", 0, "context length cap (0: the model's)")
+	fs.IntVar(&es.CUDAGraphMaxTokens, "cuda-graph-max-tokens", 0, "what-if of vLLM V1's compiled mode: persistent inputs, and steps up to this many tokens replay CUDA graphs outside the cache (V1: 512; 0: eager, every buffer through the cache)")
 	fs.IntVar(&es.NumGPUBlocksOverride, "num-gpu-blocks-override", 0, "KV blocks instead of the computed number (0: computed)")
 	fs.Float64Var(&es.PrefillEfficiency, "prefill-efficiency", 0.5, "fraction of peak FLOPS a prefill reaches, (0, 1]")
 	fs.Int64Var(&o.nonTorch, "non-torch-mib", 1024, "MiB outside PyTorch: CUDA context, NCCL, CUDA graphs")
