@@ -36,6 +36,9 @@ type AllocSettings struct {
 	// cached blocks of at least this size are never split. 0 means unlimited
 	// (PyTorch's default).
 	MaxSplitSize int64
+	// ExpandableSegments mirrors expandable_segments:True: each pool has one
+	// segment that grows at its end in pages instead of taking new segments.
+	ExpandableSegments bool
 }
 
 // Allocator simulates PyTorch's CUDA caching allocator on one device and one
@@ -62,6 +65,8 @@ type Allocator struct {
 	spare       []*block // recycled block records, to spare the garbage collector
 	records     []*block // every record ever made, by id: pools hold ids, not pointers
 	version     uint64   // bumped by every call that changes the state
+	expSmall    expSeg   // with ExpandableSegments: the pools' segments
+	expLarge    expSeg
 }
 
 // Buffer is a live allocation returned by Allocator.Alloc. Free it exactly once.
@@ -153,12 +158,15 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 	b := a.freeBlock(p, size)
 	cached := b != nil
 	if !cached {
-		segSize := segmentSize(size)
-		b = a.newSegment(segSize, isSmall)
+		take := func() *block { return a.newSegment(segmentSize(size), isSmall) }
+		if a.s.ExpandableSegments {
+			take = func() *block { return a.grow(p, size, isSmall) }
+		}
+		b = take()
 		if b == nil {
 			a.EmptyCache()
 			a.retries++ // PyTorch counts the retry whether or not it succeeds
-			b = a.newSegment(segSize, isSmall)
+			b = take()
 		}
 		if b == nil {
 			a.ooms++
@@ -181,6 +189,9 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 		b.next = rest
 		b.size = size
 		a.blocks++
+		if e := a.expOf(b.small); e.last == b {
+			e.last = rest
+		}
 		a.inactSplit += rest.size // rest has b before it: split
 		if cached {
 			p.move(old, rest) // the rest takes b's place in the pool: one short memmove
@@ -293,6 +304,9 @@ func (a *Allocator) Free(buf Buffer) error {
 			b.next.prev = b
 		}
 		a.blocks--
+		if e := a.expOf(b.small); e.last == nx {
+			e.last = b
+		}
 	}
 	p.move(old, b)
 	if b.split() {
@@ -326,9 +340,14 @@ func (a *Allocator) recycle(b *block) {
 }
 
 // EmptyCache releases every cached segment that is wholly free back to the
-// device, like torch.cuda.empty_cache(). It returns the bytes released.
+// device, like torch.cuda.empty_cache(); with ExpandableSegments it unmaps
+// the free pages at the end of each pool's segment. It returns the bytes
+// released.
 func (a *Allocator) EmptyCache() int64 {
 	a.version++
+	if a.s.ExpandableSegments {
+		return a.trim(&a.small, &a.expSmall) + a.trim(&a.large, &a.expLarge)
+	}
 	var released int64
 	for _, p := range []*pool{&a.small, &a.large} {
 		kept := p.blocks[:0]

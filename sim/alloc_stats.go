@@ -19,6 +19,10 @@ type AllocStats struct {
 	CachedFreeBytes int64
 	// LargestCachedFreeBytes is the biggest free block inside held segments.
 	LargestCachedFreeBytes int64
+	// TailFreeBytes is, with expandable segments, the free block at the end
+	// of the large pool's segment: a large request can extend it with what
+	// the device still has. 0 otherwise.
+	TailFreeBytes int64
 	// Segments and Blocks count held segments and all blocks (live and cached).
 	Segments, Blocks int
 	// NumAllocRetries counts allocations retried after a flush (num_alloc_retries).
@@ -34,10 +38,11 @@ type AllocStats struct {
 func (s AllocStats) FreeBytes() int64 { return s.DeviceFreeBytes + s.CachedFreeBytes }
 
 // LargestFreeBlockBytes is DESIGN §3's largest_free_block_bytes: the most one
-// allocation can get, the larger of the device's remaining memory and the
-// biggest cached free block.
+// allocation can get, the larger of the device's remaining memory (plus,
+// with expandable segments, the free tail it would extend) and the biggest
+// cached free block.
 func (s AllocStats) LargestFreeBlockBytes() int64 {
-	return max(s.DeviceFreeBytes, s.LargestCachedFreeBytes)
+	return max(s.DeviceFreeBytes+s.TailFreeBytes, s.LargestCachedFreeBytes)
 }
 
 // FragmentationRatio is largest free block ÷ free bytes (≤ 1; 1 when all free
@@ -62,6 +67,7 @@ func (a *Allocator) Stats() AllocStats {
 		DeviceFreeBytes:        a.s.DeviceBytes - a.reserved,
 		CachedFreeBytes:        a.reserved - a.allocated,
 		LargestCachedFreeBytes: max(a.small.largest(), a.large.largest()),
+		TailFreeBytes:          a.tailFree(),
 		Segments:               a.segments,
 		Blocks:                 a.blocks,
 		NumAllocRetries:        a.retries,
@@ -69,4 +75,11 @@ func (a *Allocator) Stats() AllocStats {
 		PeakAllocatedBytes:     a.peakAlloc,
 		PeakReservedBytes:      a.peakReserve,
 	}
+}
+
+func (a *Allocator) tailFree() int64 {
+	if t := a.expLarge.last; t != nil && !t.allocated {
+		return t.size
+	}
+	return 0
 }

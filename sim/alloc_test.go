@@ -99,6 +99,34 @@ func TestAllocator(t *testing.T) {
 			{do: "alloc", name: "d", size: 8 * mib, want: want{reserved: 70 * mib, allocated: 28 * mib,
 				inactive: 12 * mib, largestCached: 30 * mib, segments: 3, blocks: 5}},
 		},
+	}, {
+		name:     "expandable segments grow the free tail in 20 MiB pages and merge across them",
+		settings: AllocSettings{DeviceBytes: 100 * mib, ExpandableSegments: true},
+		ops: []op{
+			{do: "alloc", name: "a", size: 3 * mib, want: want{reserved: 20 * mib, allocated: 3 * mib,
+				inactive: 17 * mib, largestCached: 17 * mib, segments: 1, blocks: 2}},
+			// no cached block fits 30 MiB: the 17 MiB tail grows by one page to 37 MiB, 7 MiB stay.
+			{do: "alloc", name: "b", size: 30 * mib, want: want{reserved: 40 * mib, allocated: 33 * mib,
+				inactive: 7 * mib, largestCached: 7 * mib, segments: 1, blocks: 3}},
+			{do: "free", name: "a", want: want{reserved: 40 * mib, allocated: 30 * mib,
+				inactive: 10 * mib, largestCached: 7 * mib, segments: 1, blocks: 3}},
+			// b merges with a and the tail: the whole 40 MiB is one block again.
+			{do: "free", name: "b", want: want{reserved: 40 * mib, largestCached: 40 * mib, segments: 1, blocks: 1}},
+			{do: "flush", want: want{}},
+		},
+	}, {
+		name:     "expandable segments: retry after unmapping, then OOM",
+		settings: AllocSettings{DeviceBytes: 40 * mib, ExpandableSegments: true},
+		ops: []op{
+			{do: "alloc", name: "a", size: 15 * mib, want: want{reserved: 20 * mib, allocated: 15 * mib,
+				inactive: 5 * mib, largestCached: 5 * mib, segments: 1, blocks: 2}},
+			// 30 MiB needs two more pages; the device has one; the 5 MiB tail holds no whole page.
+			{do: "alloc", name: "b", size: 30 * mib, wantErr: ErrOutOfMemory, want: want{reserved: 20 * mib,
+				allocated: 15 * mib, inactive: 5 * mib, largestCached: 5 * mib, segments: 1, blocks: 2, retries: 1, ooms: 1}},
+			// 20 MiB: the tail grows by one page to 25 MiB, 5 MiB stay.
+			{do: "alloc", name: "c", size: 20 * mib, want: want{reserved: 40 * mib, allocated: 35 * mib,
+				inactive: 5 * mib, largestCached: 5 * mib, segments: 1, blocks: 3, retries: 1, ooms: 1}},
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,21 +163,24 @@ func TestAllocator(t *testing.T) {
 
 func TestAllocatorFragmentationRatio(t *testing.T) {
 	tests := []struct {
-		name      string
-		device    int64
-		sizes     []int64 // allocated in order, none freed
-		wantFree  int64
-		wantLarge int64
+		name       string
+		device     int64
+		sizes      []int64 // allocated in order, none freed
+		wantFree   int64
+		wantLarge  int64
+		expandable bool
 	}{
-		{"empty device is one block", 40 * mib, nil, 40 * mib, 40 * mib},
+		{"empty device is one block", 40 * mib, nil, 40 * mib, 40 * mib, false},
 		// 3 MiB in a 20 MiB segment (17 MiB cached free), 18 MiB segment: device has 2 MiB left.
-		{"cached rest is the largest piece", 40 * mib, []int64{3 * mib, 18 * mib}, 19 * mib, 17 * mib},
+		{"cached rest is the largest piece", 40 * mib, []int64{3 * mib, 18 * mib}, 19 * mib, 17 * mib, false},
 		// 3 MiB in a 20 MiB segment; device keeps 80 MiB.
-		{"device free is the largest piece", 100 * mib, []int64{3 * mib}, 97 * mib, 80 * mib},
+		{"device free is the largest piece", 100 * mib, []int64{3 * mib}, 97 * mib, 80 * mib, false},
+		// expandable: the 17 MiB free tail extends into the device's 80 MiB.
+		{"expandable tail joins the device", 100 * mib, []int64{3 * mib}, 97 * mib, 97 * mib, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, err := NewAllocator(AllocSettings{DeviceBytes: tt.device})
+			a, err := NewAllocator(AllocSettings{DeviceBytes: tt.device, ExpandableSegments: tt.expandable})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,8 +222,15 @@ func TestAllocatorErrors(t *testing.T) {
 // after every step that the incremental counters match a recount of the blocks
 // and that no two free blocks are neighbours.
 func TestAllocatorInvariants(t *testing.T) {
+	for _, exp := range []bool{false, true} {
+		checkRandomRun(t, AllocSettings{DeviceBytes: 2 * gib, ExpandableSegments: exp})
+	}
+}
+
+func checkRandomRun(t *testing.T, s AllocSettings) {
+	t.Helper()
 	r := rand.New(rand.NewPCG(1, 2))
-	a, _ := NewAllocator(AllocSettings{DeviceBytes: 2 * gib})
+	a, _ := NewAllocator(s)
 	var live []Buffer
 	for i := range 20000 {
 		switch {
@@ -252,6 +290,17 @@ func checkInvariants(t *testing.T, step int, a *Allocator, live []Buffer) {
 	}
 	if s.ReservedBytes > s.DeviceBytes {
 		t.Fatalf("step %d: reserved %d > device %d", step, s.ReservedBytes, s.DeviceBytes)
+	}
+	if a.s.ExpandableSegments {
+		mapped := a.expSmall.mapped + a.expLarge.mapped
+		for _, e := range []*expSeg{&a.expSmall, &a.expLarge} {
+			if (e.last == nil) != (e.mapped == 0) || (e.last != nil && (e.last.next != nil || e.last.addr+e.last.size != e.base+e.mapped)) {
+				t.Fatalf("step %d: expandable segment's last block out of date", step)
+			}
+		}
+		if mapped != s.ReservedBytes || s.Segments > 2 {
+			t.Fatalf("step %d: mapped %d, reserved %d, segments %d", step, mapped, s.ReservedBytes, s.Segments)
+		}
 	}
 }
 

@@ -52,6 +52,9 @@ type Settings struct {
 	PrefillEfficiency float64
 	// MaxSplitSize is PyTorch's max_split_size_mb in bytes. 0 means unlimited.
 	MaxSplitSize int64
+	// ExpandableSegments is PyTorch's expandable_segments:True (a what-if;
+	// PyTorch's default is false).
+	ExpandableSegments bool
 	// CUDAGraphMaxTokens, when > 0, models vLLM V1's compiled mode: input
 	// tensors live in persistent buffers allocated at start-up, and a step of
 	// at most this many tokens replays a captured CUDA graph whose
@@ -197,8 +200,9 @@ func (e *Engine) LastError() error { return e.lastErr }
 // boot starts a fresh process: new allocator, weights and KV cache allocated.
 func (e *Engine) boot() error {
 	a, err := NewAllocator(AllocSettings{
-		DeviceBytes:  e.s.GPU.MemoryBytes - e.s.NonTorchBytes - e.s.OtherProcessBytes,
-		MaxSplitSize: e.s.MaxSplitSize,
+		DeviceBytes:        e.s.GPU.MemoryBytes - e.s.NonTorchBytes - e.s.OtherProcessBytes,
+		MaxSplitSize:       e.s.MaxSplitSize,
+		ExpandableSegments: e.s.ExpandableSegments,
 	})
 	if err != nil {
 		return err
