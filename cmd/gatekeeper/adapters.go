@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
+)
+
+// The thin adapters that fit the concrete packages to proxy's interfaces.
+var (
+	_ proxy.Limiter   = (*breaker.Limiter)(nil)
+	_ proxy.Admission = admission{}
+	_ proxy.Gate      = gate{}
+)
+
+// errDrainingQueue is what queued requests get when shutdown drains the queue.
+var errDrainingQueue = fmt.Errorf("%w: shutting down", proxy.ErrDraining)
+
+// admission fits *queue.Queue to proxy.Admission.
+type admission struct{ q *queue.Queue }
+
+func (a admission) Acquire(ctx context.Context, tokens int64, exclude []string) (proxy.Slot, error) {
+	s, err := a.q.Acquire(ctx, queue.Request{Tokens: tokens, Exclude: exclude})
+	switch {
+	case err == nil:
+		return s, nil
+	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
+		return nil, fmt.Errorf("%w: %w", proxy.ErrQueueFull, err)
+	case errors.Is(err, queue.ErrClosed):
+		return nil, fmt.Errorf("%w: %w", proxy.ErrDraining, err)
+	}
+	return nil, err
+}
+
+func (a admission) SetAvailable(upstream string, ok bool) { a.q.SetAvailable(upstream, ok) }
+
+// gate fits *breaker.ErrorBreaker to proxy.Gate.
+type gate struct{ b *breaker.ErrorBreaker }
+
+func (g gate) Allow() (func(proxy.Result), error) {
+	done, err := g.b.Allow()
+	if err != nil {
+		return nil, err
+	}
+	return func(r proxy.Result) {
+		switch r {
+		case proxy.Success:
+			done(breaker.Success)
+		case proxy.Failure:
+			done(breaker.Failure)
+		default:
+			done(breaker.Excluded)
+		}
+	}, nil
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
+)
+
+// appOptions are the process-level inputs of an app.
+type appOptions struct {
+	log   *slog.Logger
+	level *slog.LevelVar // nil: the log level is not reloadable
+	path  string         // policy file; "" for the embedded default
+	// transport, if set, replaces the upstream transport (tests).
+	transport proxyRoundTripper
+}
+
+// app is one running gatekeeper: the packages wired together, and the policy
+// that a reload swaps. Safe for concurrent use; must not be copied.
+type app struct {
+	opts    appOptions
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	metrics *appMetrics
+	current atomic.Pointer[config.Config]
+	limiter *breaker.Limiter
+	queue   *queue.Queue
+	handler *proxy.Handler
+
+	// mu serialises apply and guards gates.
+	mu    sync.Mutex
+	gates map[string]*upstreamGate
+}
+
+// upstreamGate is an upstream's error breaker and the settings it was built
+// with, so a reload rebuilds it only when those change.
+type upstreamGate struct {
+	b *breaker.ErrorBreaker
+	s breaker.ErrorSettings
+}
+
+// newApp wires every package for cfg.
+func newApp(cfg *config.Config, opts appOptions) (*app, error) {
+	s, err := settingsFrom(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{opts: opts, log: opts.log, reg: prometheus.NewRegistry(), gates: map[string]*upstreamGate{}}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.metrics = newAppMetrics(a.reg)
+	if a.limiter, err = breaker.NewLimiter(s.limiter); err != nil {
+		return nil, err
+	}
+	if a.queue, err = queue.New(s.queue); err != nil {
+		return nil, err
+	}
+	a.setWindows(s.upstreams)
+	a.handler, err = proxy.New(proxy.Options{
+		Policy:       s.policy,
+		Upstreams:    a.upstreams(s),
+		Limiter:      a.limiter,
+		Admission:    admission{a.queue},
+		Transport:    s.transport,
+		Health:       s.health,
+		RoundTripper: opts.transport,
+		Metrics:      proxy.NewMetrics(a.reg),
+		Logger:       a.log,
+		Version:      version,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.reg.MustRegister(newStateCollector(a))
+	a.current.Store(cfg)
+	return a, nil
+}
+
+// cfg returns the running policy.
+func (a *app) cfg() *config.Config { return a.current.Load() }
+
+// close releases what the app holds beyond its goroutines.
+func (a *app) close() {}
+
+// upstreams builds proxy's view of the pods, reusing each pod's error breaker
+// while its settings stay the same. The caller holds a.mu or is newApp.
+func (a *app) upstreams(s settings) []proxy.Upstream {
+	out := make([]proxy.Upstream, 0, len(s.upstreams))
+	next := make(map[string]*upstreamGate, len(s.upstreams))
+	for _, u := range s.upstreams {
+		g, ok := a.gates[u.name]
+		if !ok || !sameErrorSettings(g.s, s.errors) {
+			g = &upstreamGate{s: s.errors, b: a.newErrorBreaker(u.name, s.errors)}
+		}
+		next[u.name] = g
+		out = append(out, proxy.Upstream{Name: u.name, URL: u.url, Gate: gate{g.b}})
+	}
+	a.gates = next
+	return out
+}
+
+// newErrorBreaker builds an upstream's error breaker whose transitions reach
+// the proxy (skip the pod while open), the log and the metrics. The settings
+// were validated by config, so New cannot fail here; if it does, the pod runs
+// without an error breaker and the log says so.
+func (a *app) newErrorBreaker(name string, s breaker.ErrorSettings) *breaker.ErrorBreaker {
+	s.OnChange = func(from, to breaker.State) {
+		if a.handler != nil {
+			a.handler.SetBreakerOpen(name, to == breaker.Open)
+		}
+		a.metrics.breakerTransitions.WithLabelValues(name, to.String()).Inc()
+		a.log.LogAttrs(context.Background(), slog.LevelWarn, "error breaker changed",
+			slog.String("upstream", name), slog.String("state", to.String()), slog.String("from", from.String()))
+	}
+	b, err := breaker.NewErrorBreaker(s)
+	if err != nil {
+		a.log.LogAttrs(context.Background(), slog.LevelError, "error breaker disabled",
+			slog.String("upstream", name), slog.String("err", err.Error()))
+	}
+	return b
+}
+
+// setWindows sizes each pod's batch window at its maximum.
+func (a *app) setWindows(ups []upstreamSpec) {
+	for _, u := range ups {
+		a.queue.SetWindow(u.name, u.maxInflight)
+	}
+}
+
+// apply swaps in a reloaded, validated policy. Listener addresses need a
+// restart; everything else takes effect for new requests at once, and work
+// already admitted is never cancelled.
+func (a *app) apply(cfg *config.Config) error {
+	s, err := settingsFrom(cfg)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.cfg()
+	if err := a.limiter.Update(s.limiter); err != nil {
+		return err
+	}
+	if err := a.queue.UpdateSettings(s.queue); err != nil {
+		return err
+	}
+	a.setWindows(s.upstreams)
+	for _, name := range a.handler.SetUpstreams(a.upstreams(s)) {
+		a.queue.RemoveWindow(name)
+	}
+	a.handler.SetPolicy(s.policy)
+	if a.opts.level != nil {
+		a.opts.level.Set(cfg.Log.Level.Slog())
+	}
+	if old.Server.Listen != cfg.Server.Listen || old.Server.AdminListen != cfg.Server.AdminListen {
+		a.log.LogAttrs(context.Background(), slog.LevelWarn, "listener change needs a restart",
+			slog.String("state", "pending_restart"))
+	}
+	a.current.Store(cfg)
+	return nil
+}
+
+// reload reads the policy file again and applies it if it validates; a file
+// that does not is refused with a log line and a counter, and the running
+// policy stays.
+func (a *app) reload(trigger string) {
+	if a.opts.path == "" {
+		a.log.LogAttrs(context.Background(), slog.LevelInfo, "reload skipped: running the embedded default",
+			slog.String("state", "unchanged"))
+		return
+	}
+	cfg, err := config.LoadFile(a.opts.path)
+	if err == nil {
+		err = a.apply(cfg)
+	}
+	if err != nil {
+		a.metrics.reloads.WithLabelValues("error").Inc()
+		a.log.LogAttrs(context.Background(), slog.LevelError, "policy reload refused; keeping the running policy",
+			slog.String("state", "refused"), slog.String("trigger", trigger), slog.String("err", err.Error()))
+		return
+	}
+	a.metrics.reloads.WithLabelValues("success").Inc()
+	a.metrics.reloadTime.SetToCurrentTime()
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "policy reloaded",
+		slog.String("state", "reloaded"), slog.String("trigger", trigger))
+}
+
+// watchConfig reloads on SIGHUP and when the file changes (a ConfigMap
+// symlink swap included) until ctx ends.
+func (a *app) watchConfig(ctx context.Context, hup <-chan os.Signal) {
+	changed := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	if a.opts.path != "" {
+		wg.Go(func() {
+			err := config.Watch(ctx, a.opts.path, func() {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			})
+			if err != nil && ctx.Err() == nil {
+				a.log.LogAttrs(ctx, slog.LevelWarn, "policy file watch stopped; SIGHUP still reloads",
+					slog.String("err", err.Error()))
+			}
+		})
+	}
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			a.reload("sighup")
+		case <-changed:
+			a.reload("file_change")
+		}
+	}
+}
+
+// startLoops starts the app's background loops beyond the health check.
+func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) {}
+
+// appMetrics are the series the command owns itself.
+type appMetrics struct {
+	reloads            *prometheus.CounterVec
+	reloadTime         prometheus.Gauge
+	breakerTransitions *prometheus.CounterVec
+}
+
+func newAppMetrics(reg prometheus.Registerer) *appMetrics {
+	m := &appMetrics{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_config_reloads_total",
+			Help: "Policy reloads, by result (success, error).",
+		}, []string{"result"}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gatekeeper_config_last_reload_success_timestamp_seconds",
+			Help: "When the policy was last loaded successfully.",
+		}),
+		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_error_breaker_transitions_total",
+			Help: "Error breaker transitions per upstream, by the state entered.",
+		}, []string{"upstream", "state"}),
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "gatekeeper_build_info",
+		Help:        "Always 1; the version label says which gatekeeper runs.",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	info.Set(1)
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("error")
+	m.reloadTime.SetToCurrentTime()
+	reg.MustRegister(m.reloads, m.reloadTime, m.breakerTransitions, info)
+	return m
+}
+
+// sameErrorSettings compares the tunables of two error breaker settings
+// (OnChange, a func, is not comparable and is always ours).
+func sameErrorSettings(a, b breaker.ErrorSettings) bool {
+	return a.Failures == b.Failures && a.OpenFor == b.OpenFor && a.HalfOpenRequests == b.HalfOpenRequests
+}

@@ -1,0 +1,57 @@
+// Command gatekeeper is the ingress in front of vLLM pods: a reverse proxy
+// that refuses, queues or slows work before the GPU runs out of memory.
+//
+//	gatekeeper -config config.yaml      run with a policy file
+//	gatekeeper -config config.yaml -check
+//	gatekeeper -version
+//
+// See README.md for the policy file, endpoints and metrics.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at link time (-ldflags "-X main.version=..."); it is never
+// written at run time.
+var version = "dev"
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errReported) {
+			fmt.Fprintln(os.Stderr, "gatekeeper:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// errReported means run already printed what went wrong.
+var errReported = errors.New("gatekeeper: error already reported")
+
+// flags are the command line.
+type flags struct {
+	config  string
+	check   bool
+	version bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("gatekeeper", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "policy file (YAML); empty runs the embedded default (config.yaml)")
+	fs.BoolVar(&f.check, "check", false, "validate the policy file and exit: 0 when valid, 1 with every problem listed")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return f, nil
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/config"
+)
+
+// run is main without the exit: it parses flags, loads the policy and serves
+// until ctx ends or SIGTERM/SIGINT arrives, then drains (DESIGN §7).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if f.version {
+		fmt.Fprintln(stdout, "gatekeeper", version)
+		return nil
+	}
+	cfg, err := loadConfig(f.config)
+	if f.check {
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return errReported
+		}
+		fmt.Fprintf(stdout, "%s: ok\n", displayName(f.config))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	level := new(slog.LevelVar)
+	level.Set(cfg.Log.Level.Slog())
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	a, err := newApp(cfg, appOptions{log: log, level: level, path: f.config})
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	return a.serve(ctx, hup)
+}
+
+// loadConfig reads the policy file, or the embedded default when path is "".
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.Default(), nil
+	}
+	return config.LoadFile(path)
+}
+
+func displayName(path string) string {
+	if path == "" {
+		return "embedded default policy"
+	}
+	return path
+}
+
+// serve runs the listeners and background loops until ctx ends, then drains.
+func (a *app) serve(ctx context.Context, hup <-chan os.Signal) error {
+	traffic, err := net.Listen("tcp", a.cfg().Server.Listen)
+	if err != nil {
+		return fmt.Errorf("gatekeeper: server.listen: %w", err)
+	}
+	admin, err := net.Listen("tcp", a.cfg().Server.AdminListen)
+	if err != nil {
+		traffic.Close()
+		return fmt.Errorf("gatekeeper: server.admin_listen: %w", err)
+	}
+	return a.serveOn(ctx, traffic, admin, hup)
+}
+
+// serveOn is serve on listeners the caller opened (tests pass loopback ones).
+func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-chan os.Signal) error {
+	s := a.cfg().Server
+	ts := &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: s.ReadHeaderTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    s.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		// No WriteTimeout: streams last minutes; each request has its own context.
+	}
+	as := &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
+
+	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Go(func() { _ = a.handler.Run(loops) })
+	wg.Go(func() { a.watchConfig(loops, hup) })
+	a.startLoops(loops, &wg)
+	go func() { errc <- serveErr(ts.Serve(traffic)) }()
+	go func() { errc <- serveErr(as.Serve(admin)) }()
+	a.log.LogAttrs(ctx, slog.LevelInfo, "gatekeeper started",
+		slog.String("state", "serving"), slog.String("listen", traffic.Addr().String()),
+		slog.String("admin_listen", admin.Addr().String()), slog.String("version", version))
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	a.drain(ts)
+	_ = as.Close()
+	stopLoops()
+	wg.Wait()
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "gatekeeper stopped", slog.String("state", "stopped"))
+	return err
+}
+
+func serveErr(err error) error {
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("gatekeeper: serve: %w", err)
+}
+
+// drain is DESIGN §7's shutdown: /readyz turns 503 at once, traffic keeps
+// flowing for drain_delay so load balancers notice, then new work and the
+// queue get 503 draining, and in-flight streams have shutdown_timeout to end.
+func (a *app) drain(ts *http.Server) {
+	s := a.cfg().Server
+	a.handler.StartDrain()
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "draining",
+		slog.String("state", "draining"), slog.Duration("duration", s.DrainDelay))
+	if s.DrainDelay > 0 {
+		t := time.NewTimer(s.DrainDelay) // load balancers poll in real time
+		<-t.C
+	}
+	a.handler.RefuseNew()
+	a.queue.Drain(errDrainingQueue)
+	ctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+	defer cancel()
+	if err := ts.Shutdown(ctx); err != nil {
+		a.log.LogAttrs(ctx, slog.LevelWarn, "shutdown timeout: closing remaining streams",
+			slog.String("state", "closing"), slog.String("err", err.Error()))
+		_ = ts.Close()
+	}
+}

@@ -1,0 +1,57 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+)
+
+// Limiter is the fast breaker. Allow returns nil to admit, or an error that
+// implements RetryAfter() time.Duration to refuse with 429.
+type Limiter interface {
+	Allow(clientKey string) error
+}
+
+// Admission hands out window slots on upstreams, queueing when none is free.
+type Admission interface {
+	// Acquire returns a slot on an available upstream not named in exclude,
+	// waiting until one frees up or ctx ends. Errors: ErrQueueFull (wrapped),
+	// ErrDraining (wrapped) or ctx's error.
+	Acquire(ctx context.Context, tokens int64, exclude []string) (Slot, error)
+	// SetAvailable says whether an upstream may receive new dispatches.
+	SetAvailable(upstream string, ok bool)
+}
+
+// Slot is one unit of an upstream's batch window. Release it exactly once.
+type Slot interface {
+	Upstream() string
+	Release()
+}
+
+// Gate is the per-upstream error breaker. When err is nil the caller must call
+// done exactly once with the request's result.
+type Gate interface {
+	Allow() (done func(Result), err error)
+}
+
+// Result is what a finished request tells its upstream's error breaker.
+type Result int
+
+// Results reported to a Gate.
+const (
+	// Success: the pod answered below 500.
+	Success Result = iota
+	// Failure: connection error, timeout, or a 5xx from the pod.
+	Failure
+	// Excluded: the client left; the pod is neither blamed nor credited.
+	Excluded
+)
+
+// Sentinel errors that adapters wrap so proxy can branch with errors.Is.
+var (
+	// ErrQueueFull means the admission queue is at its length or token bound.
+	ErrQueueFull = errors.New("proxy: queue full")
+	// ErrDraining means the process is shutting down and takes no new work.
+	ErrDraining = errors.New("proxy: draining")
+	// ErrNoUpstream means no upstream can take the request at all.
+	ErrNoUpstream = errors.New("proxy: no upstream available")
+)

@@ -1,0 +1,14 @@
+// Package proxy is gatekeeper's HTTP layer: the traffic routes, request
+// classification, the error writer, the reverse proxy and the upstream pool.
+//
+// A request walks one pipeline (DESIGN §2): route allow-list → body limits and
+// JSON checks → classification (model, stream, estimated tokens) → fast
+// breaker → slow breaker → admission into an upstream window → error breaker →
+// reverse proxy, streamed chunk by chunk → release and outcome. Every request
+// ends in exactly one Outcome, counted once.
+//
+// proxy decides what the client hears; it does not decide how full a GPU is
+// (package pressure), what to do about it (package breaker) or who waits
+// (package queue). It reaches those through the small interfaces declared in
+// deps.go, which cmd/gatekeeper satisfies with thin adapters.
+package proxy

@@ -1,0 +1,179 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// fakeAdmission hands out slots on named upstreams from a semaphore per
+// upstream, queueing up to maxQueue waiters.
+type fakeAdmission struct {
+	mu        sync.Mutex
+	sem       map[string]chan struct{}
+	available map[string]bool
+	waiting   int
+	maxQueue  int
+	order     []string
+}
+
+func newFakeAdmission(window int, names ...string) *fakeAdmission {
+	a := &fakeAdmission{sem: map[string]chan struct{}{}, available: map[string]bool{}, maxQueue: 1 << 20, order: names}
+	for _, n := range names {
+		a.sem[n] = make(chan struct{}, window)
+		a.available[n] = true
+	}
+	return a
+}
+
+type fakeSlot struct {
+	name string
+	once sync.Once
+	sem  chan struct{}
+}
+
+func (s *fakeSlot) Upstream() string { return s.name }
+func (s *fakeSlot) Release()         { s.once.Do(func() { <-s.sem }) }
+
+func (a *fakeAdmission) Acquire(ctx context.Context, _ int64, exclude []string) (Slot, error) {
+	a.mu.Lock()
+	if a.waiting >= a.maxQueue {
+		a.mu.Unlock()
+		return nil, ErrQueueFull
+	}
+	a.waiting++
+	a.mu.Unlock()
+	defer func() { a.mu.Lock(); a.waiting--; a.mu.Unlock() }()
+	for _, n := range a.order {
+		if skip(exclude, n) || !a.isAvailable(n) {
+			continue
+		}
+		select {
+		case a.sem[n] <- struct{}{}:
+			return &fakeSlot{name: n, sem: a.sem[n]}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return nil, ErrNoUpstream
+}
+
+func skip(list []string, n string) bool {
+	for _, x := range list {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *fakeAdmission) isAvailable(n string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.available[n]
+}
+
+func (a *fakeAdmission) SetAvailable(n string, ok bool) {
+	a.mu.Lock()
+	a.available[n] = ok
+	a.mu.Unlock()
+}
+
+// limitErr is a fast-breaker refusal.
+type limitErr struct{ wait time.Duration }
+
+func (e limitErr) Error() string               { return "rate limited" }
+func (e limitErr) RetryAfter() time.Duration { return e.wait }
+
+type limiterFunc func(string) error
+
+func (f limiterFunc) Allow(k string) error { return f(k) }
+
+// gateFunc adapts a function to Gate and records results.
+type recordingGate struct {
+	mu      sync.Mutex
+	results []Result
+	refuse  bool
+}
+
+func (g *recordingGate) Allow() (func(Result), error) {
+	if g.refuse {
+		return nil, errors.New("open")
+	}
+	return func(r Result) { g.mu.Lock(); g.results = append(g.results, r); g.mu.Unlock() }, nil
+}
+
+func (g *recordingGate) got() []Result {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]Result(nil), g.results...)
+}
+
+// testProxy is a Handler in front of one httptest pod, served by an
+// httptest server of its own.
+type testProxy struct {
+	h       *Handler
+	srv     *httptest.Server
+	reg     *prometheus.Registry
+	adm     *fakeAdmission
+	gate    *recordingGate
+	podHits *counter
+}
+
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counter) inc() { c.mu.Lock(); c.n++; c.mu.Unlock() }
+func (c *counter) get() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func newTestProxy(t *testing.T, pod http.Handler, mutate func(*Options)) *testProxy {
+	t.Helper()
+	hits := &counter{}
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.inc()
+		pod.ServeHTTP(w, r)
+	}))
+	t.Cleanup(upstream.Close)
+	u, _ := url.Parse(upstream.URL)
+	tp := &testProxy{reg: prometheus.NewRegistry(), adm: newFakeAdmission(64, "pod-0"), gate: &recordingGate{}, podHits: hits}
+	opts := Options{
+		Upstreams: []Upstream{{Name: "pod-0", URL: u, Gate: tp.gate}},
+		Admission: tp.adm,
+		Health:    HealthSettings{Interval: -1},
+		Metrics:   NewMetrics(tp.reg),
+	}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	h, err := New(opts)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	tp.h = h
+	tp.srv = httptest.NewServer(h)
+	t.Cleanup(tp.srv.Close)
+	return tp
+}
+
+func (tp *testProxy) outcomes(t *testing.T) map[Outcome]float64 {
+	t.Helper()
+	out := map[Outcome]float64{}
+	for _, o := range Outcomes {
+		out[o] = testutil.ToFloat64(tp.h.metrics.requests.WithLabelValues(string(o)))
+	}
+	return out
+}

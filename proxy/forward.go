@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"time"
+)
+
+// flight is what the reverse proxy learns about one forwarded request. It
+// travels in the request context because ReverseProxy's hooks see only the
+// request.
+type flight struct {
+	member    *member
+	status    int   // pod's status, 0 if none arrived
+	err       error // transport error, nil if a response arrived
+	firstByte time.Time
+}
+
+type flightKey struct{}
+
+func flightFrom(ctx context.Context) *flight {
+	f, _ := ctx.Value(flightKey{}).(*flight)
+	return f
+}
+
+// newReverseProxy builds the one ReverseProxy shared by every upstream; the
+// target is chosen per request and carried in the context.
+func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			f := flightFrom(pr.In.Context())
+			pr.SetURL(f.member.URL)
+			pr.SetXForwarded()
+		},
+		Transport:     rt,
+		FlushInterval: -1, // token streams: every chunk goes out at once
+		ErrorLog:      slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+		ModifyResponse: func(res *http.Response) error {
+			f := flightFrom(res.Request.Context())
+			f.status = res.StatusCode
+			f.firstByte = h.now()
+			return nil
+		},
+		ErrorHandler: h.proxyError,
+	}
+}
+
+// proxyError is ReverseProxy's single error writer: a transport error before
+// any response byte reached the client.
+func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	f := flightFrom(r.Context())
+	f.err = err
+	if r.Context().Err() != nil {
+		return // the client left; nobody to answer
+	}
+	status, msg := http.StatusBadGateway, "the upstream could not be reached"
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		status, msg = http.StatusGatewayTimeout, "the upstream did not answer in time"
+	}
+	writeRefusal(w, refusal{status: status, message: msg})
+}
+
+// forward sends the request to m and records its outcome when the response
+// body has been copied (not when headers arrive), releasing the slot then.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange, m *member, slot Slot, done func(Result), body []byte) {
+	ex.upstream = m.Name
+	h.metrics.sent(m.Name, ex.tokens)
+	f := &flight{member: m}
+	out := r.WithContext(context.WithValue(r.Context(), flightKey{}, f))
+	if body != nil {
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.ContentLength = int64(len(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	completed := false
+	defer func() {
+		p := recover() // http.ErrAbortHandler when the stream broke mid-copy
+		h.complete(r, ex, f, completed, slot, done)
+		if p != nil {
+			panic(p)
+		}
+	}()
+	h.rp.ServeHTTP(w, out)
+	completed = true
+}
+
+// complete turns what happened into one outcome, one breaker result and a
+// released slot.
+func (h *Handler) complete(r *http.Request, ex *exchange, f *flight, completed bool, slot Slot, done func(Result)) {
+	defer slot.Release()
+	switch {
+	case r.Context().Err() != nil:
+		done(Excluded)
+		h.finish(r, ex, OutcomeClientClosed, StatusClientClosed)
+	case f.err != nil || !completed:
+		done(Failure)
+		h.metrics.response(f.member.Name, 0)
+		h.finish(r, ex, OutcomeUpstreamError, http.StatusBadGateway)
+	case f.status >= 500:
+		done(Failure)
+		h.metrics.response(f.member.Name, f.status)
+		h.finish(r, ex, OutcomeUpstreamError, f.status)
+	default:
+		done(Success)
+		h.metrics.response(f.member.Name, f.status)
+		if !f.firstByte.IsZero() {
+			h.metrics.firstByte(f.member.Name, f.firstByte.Sub(ex.start))
+		}
+		h.finish(r, ex, OutcomeServed, f.status)
+	}
+}

@@ -1,0 +1,174 @@
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// Handler is the traffic listener's http.Handler. Create one with New; it is
+// safe for concurrent use and must not be copied.
+type Handler struct {
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *Metrics
+	policy  atomic.Pointer[Policy]
+	pool    *pool
+	rp      *httputil.ReverseProxy
+	router  http.Handler
+	ids     *idSource
+
+	ready    atomic.Bool // false before Start... and once draining begins
+	draining atomic.Bool // /readyz answers 503
+	refusing atomic.Bool // new work is refused with 503 draining
+}
+
+// New builds a Handler from opts.
+func New(opts Options) (*Handler, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	h := &Handler{opts: opts, log: opts.Logger, now: opts.Now, metrics: opts.Metrics}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	p := opts.Policy.withDefaults()
+	h.policy.Store(&p)
+	h.ids = newIDSource()
+	h.pool = newPool(opts.Admission)
+	h.pool.set(opts.Upstreams)
+	rt := opts.RoundTripper
+	if rt == nil {
+		rt = newTransport(opts.Transport)
+	}
+	h.rp = h.newReverseProxy(rt)
+	h.router = h.routes()
+	h.ready.Store(true)
+	return h, nil
+}
+
+// routes assembles the traffic listener's middleware chain and routes in one
+// visible place. Only health endpoints and the inference allow-list exist;
+// everything else, vLLM's admin routes included, is 404 without touching a pod.
+func (h *Handler) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", h.serveHealthz)
+	r.Get("/readyz", h.serveReadyz)
+	r.NotFound(h.serveTraffic)
+	r.MethodNotAllowed(h.serveTraffic)
+	return r
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.router.ServeHTTP(w, r)
+}
+
+// SetPolicy swaps in a reloaded policy; requests already admitted keep the
+// one they started with.
+func (h *Handler) SetPolicy(p Policy) {
+	p = p.withDefaults()
+	h.policy.Store(&p)
+}
+
+// SetUpstreams replaces the pod list (reload). Pods that keep their name and
+// URL keep their state. It returns the names that were removed.
+func (h *Handler) SetUpstreams(ups []Upstream) (removed []string) {
+	return h.pool.set(ups)
+}
+
+// SetCritical marks an upstream as under critical memory pressure: it takes
+// no new dispatches, and when every upstream is critical new requests get 503.
+func (h *Handler) SetCritical(upstream string, critical bool) {
+	if m, ok := h.pool.get(upstream); ok && m.critical.Swap(critical) != critical {
+		h.pool.refresh(upstream)
+	}
+}
+
+// SetBreakerOpen records an upstream's error breaker state (open: skip it).
+func (h *Handler) SetBreakerOpen(upstream string, open bool) {
+	if m, ok := h.pool.get(upstream); ok && m.breakerOpen.Swap(open) != open {
+		h.pool.refresh(upstream)
+	}
+}
+
+// StartDrain turns /readyz to 503 (DESIGN §7, step one of SIGTERM).
+func (h *Handler) StartDrain() { h.draining.Store(true) }
+
+// RefuseNew makes new requests get 503 draining (step two, after drain_delay).
+func (h *Handler) RefuseNew() { h.draining.Store(true); h.refusing.Store(true) }
+
+// Ready reports what /readyz answers.
+func (h *Handler) Ready() bool {
+	return h.ready.Load() && !h.draining.Load() && h.pool.anyAvailable()
+}
+
+func (h *Handler) serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (h *Handler) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	switch {
+	case h.draining.Load():
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("draining\n"))
+	case !h.Ready():
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("no upstream can take work\n"))
+	default:
+		_, _ = w.Write([]byte("ready\n"))
+	}
+}
+
+// newTransport builds the pooled upstream transport.
+func newTransport(s TransportSettings) *http.Transport {
+	def := func(d, v time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return v
+	}
+	perHost := s.MaxIdleConnsPerHost
+	if perHost <= 0 {
+		perHost = 256
+	}
+	d := &net.Dialer{Timeout: def(s.DialTimeout, 2*time.Second), KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 nil, // never route pod traffic through an environment proxy
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     false,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   perHost,
+		IdleConnTimeout:       def(s.IdleConnTimeout, 4*time.Second),
+		TLSHandshakeTimeout:   def(s.TLSHandshakeTimeout, 5*time.Second),
+		ResponseHeaderTimeout: def(s.ResponseHeaderTimeout, 10*time.Minute),
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// ctxKey is the type of request-scoped context keys.
+type ctxKey int
+
+const targetKey ctxKey = iota
+
+// withTarget records the chosen upstream for the reverse proxy's Rewrite.
+func withTarget(ctx context.Context, m *member) context.Context {
+	return context.WithValue(ctx, targetKey, m)
+}
+
+func targetFrom(ctx context.Context) *member {
+	m, _ := ctx.Value(targetKey).(*member)
+	return m
+}

@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+func (s HealthSettings) withDefaults() HealthSettings {
+	if s.Path == "" {
+		s.Path = "/health"
+	}
+	if s.Interval == 0 {
+		s.Interval = 5 * time.Second
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = 2 * time.Second
+	}
+	if s.UnhealthyAfter <= 0 {
+		s.UnhealthyAfter = 2
+	}
+	if s.HealthyAfter <= 0 {
+		s.HealthyAfter = 1
+	}
+	return s
+}
+
+// Run runs the active health check until ctx ends: every interval, GET the
+// health path of each pod at once. It returns after its goroutines exit.
+func (h *Handler) Run(ctx context.Context) error {
+	s := h.opts.Health.withDefaults()
+	if s.Interval < 0 {
+		<-ctx.Done()
+		return nil
+	}
+	client := &http.Client{Transport: h.rp.Transport, Timeout: s.Timeout}
+	t := time.NewTicker(s.Interval)
+	defer t.Stop()
+	for {
+		var wg sync.WaitGroup
+		for _, m := range h.pool.list() {
+			wg.Go(func() { h.checkOne(ctx, client, s, m) })
+		}
+		wg.Wait()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// checkOne probes one pod and flips its health after enough consecutive
+// results, logging once per change.
+func (h *Handler) checkOne(ctx context.Context, c *http.Client, s HealthSettings, m *member) {
+	ok := probe(ctx, c, m.URL.JoinPath(s.Path).String())
+	if ctx.Err() != nil {
+		return
+	}
+	h.metrics.health(m.Name, ok)
+	var flip bool
+	if ok {
+		m.healthFails.Store(0)
+		flip = m.healthOKs.Add(1) >= int32(s.HealthyAfter) && !m.healthy.Swap(true)
+	} else {
+		m.healthOKs.Store(0)
+		flip = m.healthFails.Add(1) >= int32(s.UnhealthyAfter) && m.healthy.Swap(false)
+	}
+	if !flip {
+		return
+	}
+	h.pool.refresh(m.Name)
+	level, state := slog.LevelInfo, "healthy"
+	if !ok {
+		level, state = slog.LevelWarn, "unhealthy"
+	}
+	h.log.LogAttrs(ctx, level, "upstream health changed", slog.String("upstream", m.Name), slog.String("state", state))
+}
+
+// probe reports whether GET url answers 2xx.
+func probe(ctx context.Context, c *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.CopyN(io.Discard, res.Body, 64<<10)
+	_ = res.Body.Close()
+	return res.StatusCode >= 200 && res.StatusCode < 300
+}

@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the proxy's Prometheus series. Create them with NewMetrics on
+// the process's own registry; a nil *Metrics records nothing.
+type Metrics struct {
+	requests    *prometheus.CounterVec
+	rejections  *prometheus.CounterVec
+	decisions   *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	ttfb        *prometheus.HistogramVec
+	queueWait   *prometheus.HistogramVec
+	tokens      *prometheus.CounterVec
+	upstreamRes *prometheus.CounterVec
+	healthy     *prometheus.GaugeVec
+}
+
+// latencyBuckets span a refused request (µs) to a long generation (minutes).
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// NewMetrics registers the proxy's series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_requests_total",
+			Help: "Requests received, by their one final outcome.",
+		}, []string{"outcome"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_rejections_total",
+			Help: "Requests gatekeeper answered itself, by reason.",
+		}, []string{"reason"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_decisions_total",
+			Help: "Refusal decisions, and whether they were enforced (false in observe mode).",
+		}, []string{"decision", "enforced"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gatekeeper_request_duration_seconds",
+			Help:    "Time from request received to response finished, by outcome.",
+			Buckets: latencyBuckets,
+		}, []string{"outcome"}),
+		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gatekeeper_time_to_first_byte_seconds",
+			Help:    "Time from request received to the first response byte from the pod.",
+			Buckets: latencyBuckets,
+		}, []string{"upstream"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gatekeeper_queue_wait_seconds",
+			Help:    "Time a request waited for a window slot, by size class (short: estimate at most 1024 tokens).",
+			Buckets: latencyBuckets,
+		}, []string{"size"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_estimated_tokens_total",
+			Help: "Estimated tokens (prompt + max output) of requests sent to each upstream.",
+		}, []string{"upstream"}),
+		upstreamRes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_upstream_responses_total",
+			Help: "Responses and transport errors from pods, by status class (2xx..5xx, error).",
+		}, []string{"upstream", "class"}),
+		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gatekeeper_upstream_healthy",
+			Help: "1 while the pod's active health check passes.",
+		}, []string{"upstream"}),
+	}
+	reg.MustRegister(m.requests, m.rejections, m.decisions, m.duration, m.ttfb,
+		m.queueWait, m.tokens, m.upstreamRes, m.healthy)
+	for _, o := range Outcomes {
+		m.requests.WithLabelValues(string(o))
+	}
+	return m
+}
+
+// shortRequestTokens splits queue waits into short and long requests.
+const shortRequestTokens = 1024
+
+func (m *Metrics) outcome(o Outcome, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(string(o)).Inc()
+	m.duration.WithLabelValues(string(o)).Observe(d.Seconds())
+}
+
+func (m *Metrics) rejected(r Reason) {
+	if m != nil {
+		m.rejections.WithLabelValues(string(r)).Inc()
+	}
+}
+
+func (m *Metrics) decided(r Reason, enforced bool) {
+	if m == nil {
+		return
+	}
+	e := "true"
+	if !enforced {
+		e = "false"
+	}
+	m.decisions.WithLabelValues(string(r), e).Inc()
+}
+
+func (m *Metrics) waited(tokens int64, d time.Duration) {
+	if m == nil {
+		return
+	}
+	size := "long"
+	if tokens <= shortRequestTokens {
+		size = "short"
+	}
+	m.queueWait.WithLabelValues(size).Observe(d.Seconds())
+}
+
+func (m *Metrics) sent(upstream string, tokens int64) {
+	if m != nil {
+		m.tokens.WithLabelValues(upstream).Add(float64(tokens))
+	}
+}
+
+func (m *Metrics) firstByte(upstream string, d time.Duration) {
+	if m != nil {
+		m.ttfb.WithLabelValues(upstream).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) response(upstream string, status int) {
+	if m == nil {
+		return
+	}
+	class := "error"
+	if status >= 100 && status < 600 {
+		class = string(rune('0'+status/100)) + "xx"
+	}
+	m.upstreamRes.WithLabelValues(upstream, class).Inc()
+}
+
+func (m *Metrics) health(upstream string, ok bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	m.healthy.WithLabelValues(upstream).Set(v)
+}

@@ -1,0 +1,57 @@
+package proxy
+
+// Outcome is the one recorded end of a request (DESIGN §2). The counters of
+// all outcomes add up to the requests received.
+type Outcome string
+
+// The outcomes of DESIGN §2.
+const (
+	OutcomeServed        Outcome = "served"
+	OutcomeUpstreamError Outcome = "upstream_error"
+	OutcomeRateLimited   Outcome = "rate_limited"
+	OutcomeOverloaded    Outcome = "overloaded"
+	OutcomeQueueFull     Outcome = "queue_full"
+	OutcomeQueueTimeout  Outcome = "queue_timeout"
+	OutcomeBadRequest    Outcome = "bad_request"
+	OutcomeClientClosed  Outcome = "client_closed"
+)
+
+// Outcomes lists every outcome, so metrics can pre-create their series.
+var Outcomes = [...]Outcome{
+	OutcomeServed, OutcomeUpstreamError, OutcomeRateLimited, OutcomeOverloaded,
+	OutcomeQueueFull, OutcomeQueueTimeout, OutcomeBadRequest, OutcomeClientClosed,
+}
+
+// Reason is the X-Gatekeeper-Reason value of a refusal gatekeeper made itself.
+type Reason string
+
+// Refusal reasons (DESIGN §5).
+const (
+	ReasonRateLimited  Reason = "rate_limited"
+	ReasonOverloaded   Reason = "overloaded"
+	ReasonQueueFull    Reason = "queue_full"
+	ReasonQueueTimeout Reason = "queue_timeout"
+	ReasonDraining     Reason = "draining"
+	ReasonBadRequest   Reason = "bad_request"
+	ReasonNotFound     Reason = "not_found"
+	ReasonNoUpstream   Reason = "no_upstream"
+	ReasonUpstream     Reason = "upstream_error"
+)
+
+// outcome maps a refusal reason onto the outcome it is counted as.
+func (r Reason) outcome() Outcome {
+	switch r {
+	case ReasonRateLimited:
+		return OutcomeRateLimited
+	case ReasonQueueFull:
+		return OutcomeQueueFull
+	case ReasonQueueTimeout:
+		return OutcomeQueueTimeout
+	case ReasonBadRequest, ReasonNotFound:
+		return OutcomeBadRequest
+	case ReasonUpstream:
+		return OutcomeUpstreamError
+	default: // overloaded, draining, no upstream: the service could not take work
+		return OutcomeOverloaded
+	}
+}

@@ -1,0 +1,233 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+		"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// exchange is one request's bookkeeping from arrival to its outcome.
+type exchange struct {
+	start    time.Time
+	id       string
+	policy   *Policy
+	tokens   int64
+	upstream string
+	recorded bool
+}
+
+// serveTraffic runs the request pipeline of DESIGN §2 for every path that is
+// not a health endpoint.
+func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
+	pol := h.policy.Load()
+	ex := &exchange{start: h.now(), policy: pol}
+	ex.id = r.Header.Get(pol.RequestIDHeader)
+	if !validRequestID(ex.id) {
+		ex.id = h.ids.next()
+	}
+	r.Header.Set(pol.RequestIDHeader, ex.id)
+	w.Header().Set(pol.RequestIDHeader, ex.id)
+
+	route, rf := lookupRoute(r.Method, r.URL.EscapedPath())
+	if rf != nil {
+		h.refuse(w, r, ex, *rf)
+		return
+	}
+	if h.refusing.Load() {
+		h.refuse(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonDraining,
+			message: "gatekeeper is shutting down; retry on another replica", retryAfter: pol.RetryAfter})
+		return
+	}
+	body, ok := h.readBody(w, r, ex, route)
+	if !ok {
+		return
+	}
+	if !h.admitFast(w, r, ex) || !h.admitSlow(w, r, ex) {
+		return
+	}
+	h.dispatch(w, r, ex, body)
+}
+
+// readBody reads and classifies the body of routes that carry one. It answers
+// 413 past max_body_bytes and 400 for malformed bodies, which never reach a pod.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange, route Route) ([]byte, bool) {
+	if !route.Body {
+		return nil, true
+	}
+	pol := ex.policy
+	if r.ContentLength > pol.MaxBodyBytes {
+		h.refuse(w, r, ex, tooLarge(pol.MaxBodyBytes))
+		return nil, false
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, pol.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		h.refuse(w, r, ex, tooLarge(pol.MaxBodyBytes))
+		return nil, false
+	case err != nil:
+		if r.Context().Err() != nil {
+			h.finish(r, ex, OutcomeClientClosed, StatusClientClosed)
+			return nil, false
+		}
+		h.refuse(w, r, ex, badRequest("could not read the request body", ""))
+		return nil, false
+	}
+	body := buf.Bytes()
+	c, err := classifyBody(route, body, Estimator{CharsPerToken: pol.CharsPerToken, DefaultMaxTokens: pol.DefaultMaxTokens})
+	if err != nil {
+		h.refuse(w, r, ex, badRequestFrom(err))
+		return nil, false
+	}
+	ex.tokens = c.Estimated
+	return body, true
+}
+
+// admitFast asks the fast breaker (token buckets).
+func (h *Handler) admitFast(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
+	if h.opts.Limiter == nil {
+		return true
+	}
+	key := ""
+	if hdr := ex.policy.ClientKeyHeader; hdr != "" {
+		key = r.Header.Get(hdr)
+	}
+	err := h.opts.Limiter.Allow(key)
+	if err == nil {
+		return true
+	}
+	var ra retryAfterer
+	wait := time.Second
+	if errors.As(err, &ra) {
+		wait = ra.RetryAfter()
+	}
+	return h.decide(w, r, ex, refusal{status: http.StatusTooManyRequests, reason: ReasonRateLimited,
+		errType: "rate_limit_error", message: "rate limit exceeded; retry after the Retry-After delay", retryAfter: wait})
+}
+
+// admitSlow refuses new work at once while every upstream is critical or
+// none can take work at all.
+func (h *Handler) admitSlow(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
+	switch {
+	case h.pool.allCritical():
+		return h.decide(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonOverloaded,
+			message: "GPU memory pressure is critical on every upstream; retry later", retryAfter: ex.policy.RetryAfter})
+	case !h.pool.anyAvailable():
+		return h.decide(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonNoUpstream,
+			message: "no upstream is healthy; retry later", retryAfter: ex.policy.RetryAfter})
+	}
+	return true
+}
+
+// decide enforces a refusal, or in observe mode only counts and logs it.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, ex *exchange, rf refusal) bool {
+	enforced := !ex.policy.Observe
+	h.metrics.decided(rf.reason, enforced)
+	if !enforced {
+		h.log.LogAttrs(r.Context(), slog.LevelDebug, "observe: would refuse",
+			slog.String("request_id", ex.id), slog.String("status", string(rf.reason)))
+		return true
+	}
+	h.refuse(w, r, ex, rf)
+	return false
+}
+
+// dispatch waits for a window slot on an upstream whose error breaker admits
+// the request, then forwards it.
+func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange, body []byte) {
+	ctx, cancel := context.WithTimeout(r.Context(), ex.policy.MaxWait)
+	defer cancel()
+	var exclude []string
+	for attempt := 0; ; attempt++ {
+		queued := h.now()
+		slot, err := h.opts.Admission.Acquire(ctx, ex.tokens, exclude)
+		if err != nil {
+			h.refuseAdmission(w, r, ex, err)
+			return
+		}
+		h.metrics.waited(ex.tokens, h.now().Sub(queued))
+		m, ok := h.pool.get(slot.Upstream())
+		if !ok { // removed by a reload between dispatch and now
+			slot.Release()
+			exclude = append(exclude, slot.Upstream())
+			continue
+		}
+		done := func(Result) {}
+		if m.Gate != nil {
+			d, err := m.Gate.Allow()
+			if err != nil { // half-open and out of probes, or just opened
+				slot.Release()
+				exclude = append(exclude, m.Name)
+				if attempt >= len(h.pool.list()) {
+					h.refuseAdmission(w, r, ex, ErrNoUpstream)
+					return
+				}
+				continue
+			}
+			done = d
+		}
+		h.forward(w, r, ex, m, slot, done, body)
+		return
+	}
+}
+
+// refuseAdmission answers a failed Acquire.
+func (h *Handler) refuseAdmission(w http.ResponseWriter, r *http.Request, ex *exchange, err error) {
+	if r.Context().Err() != nil { // the client left while queued: never sent upstream
+		h.finish(r, ex, OutcomeClientClosed, StatusClientClosed)
+		return
+	}
+	status, reason := statusFor(err)
+	msg := map[Reason]string{
+		ReasonQueueFull:    "the admission queue is full; retry later",
+		ReasonQueueTimeout: "waited too long for capacity; retry later",
+		ReasonDraining:     "gatekeeper is shutting down; retry on another replica",
+		ReasonNoUpstream:   "no upstream can take the request; retry later",
+	}[reason]
+	if msg == "" {
+		msg = "could not admit the request"
+	}
+	h.refuse(w, r, ex, refusal{status: status, reason: reason, message: msg, retryAfter: ex.policy.RetryAfter})
+}
+
+// refuse writes a refusal and records its outcome.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, ex *exchange, rf refusal) {
+	if rf.reason != "" {
+		h.metrics.rejected(rf.reason)
+	}
+	writeRefusal(w, rf)
+	h.finish(r, ex, rf.reason.outcome(), rf.status)
+}
+
+// finish records the request's one outcome.
+func (h *Handler) finish(r *http.Request, ex *exchange, o Outcome, status int) {
+	if ex.recorded {
+		return
+	}
+	ex.recorded = true
+	d := h.now().Sub(ex.start)
+	h.metrics.outcome(o, d)
+	if h.log.Enabled(r.Context(), slog.LevelDebug) {
+		h.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
+			slog.String("request_id", ex.id), slog.String("upstream", ex.upstream),
+			slog.String("state", string(o)), slog.Int("status", status), slog.Duration("duration", d))
+	}
+}
+
+func tooLarge(limit int64) refusal {
+	return refusal{status: http.StatusRequestEntityTooLarge, reason: ReasonBadRequest,
+		message: "request body is larger than the limit of " + strconv.FormatInt(limit, 10) + " bytes"}
+}
+
+func badRequest(msg, param string) refusal {
+	return refusal{status: http.StatusBadRequest, reason: ReasonBadRequest, message: msg, param: param}
+}
+
