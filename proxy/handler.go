@@ -46,6 +46,7 @@ func New(opts Options) (*Handler, error) {
 	h.policy.Store(&p)
 	h.ids = newIDSource()
 	h.pool = newPool(opts.Admission)
+	h.pool.observe.Store(p.Observe)
 	h.pool.set(opts.Upstreams)
 	rt := opts.RoundTripper
 	if rt == nil {
@@ -74,11 +75,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.router.ServeHTTP(w, r)
 }
 
+// Metrics returns the handler's metrics (nil if it records none).
+func (h *Handler) Metrics() *Metrics { return h.metrics }
+
 // SetPolicy swaps in a reloaded policy; requests already admitted keep the
 // one they started with.
 func (h *Handler) SetPolicy(p Policy) {
 	p = p.withDefaults()
 	h.policy.Store(&p)
+	if h.pool.observe.Swap(p.Observe) != p.Observe {
+		h.pool.refreshAll()
+	}
 }
 
 // SetUpstreams replaces the pod list (reload). Pods that keep their name and

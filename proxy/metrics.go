@@ -91,7 +91,11 @@ func (m *Metrics) rejected(r Reason) {
 	}
 }
 
-func (m *Metrics) decided(r Reason, enforced bool) {
+func (m *Metrics) decided(r Reason, enforced bool) { m.Decided(string(r), enforced) }
+
+// Decided counts one decision (a refusal reason, or a window resize the slow
+// breaker made) and whether it was enforced: false in observe mode.
+func (m *Metrics) Decided(decision string, enforced bool) {
 	if m == nil {
 		return
 	}
@@ -99,7 +103,7 @@ func (m *Metrics) decided(r Reason, enforced bool) {
 	if !enforced {
 		e = "false"
 	}
-	m.decisions.WithLabelValues(string(r), e).Inc()
+	m.decisions.WithLabelValues(decision, e).Inc()
 }
 
 func (m *Metrics) waited(tokens int64, d time.Duration) {

@@ -29,14 +29,16 @@ type member struct {
 	healthOKs   atomic.Int32
 }
 
-// available reports whether the member may receive new dispatches.
-func (m *member) available() bool {
-	return m.healthy.Load() && !m.breakerOpen.Load() && !m.critical.Load()
+// available reports whether the member may receive new dispatches. In
+// observe mode critical pressure is counted but does not stop dispatch.
+func (m *member) available(observe bool) bool {
+	return m.healthy.Load() && !m.breakerOpen.Load() && (observe || !m.critical.Load())
 }
 
 // pool is the set of upstreams. Safe for concurrent use; must not be copied.
 type pool struct {
-	adm Admission
+	adm     Admission
+	observe atomic.Bool // mode: observe
 
 	// mu guards members.
 	mu      sync.RWMutex
@@ -99,7 +101,14 @@ func (p *pool) list() []*member {
 // refresh pushes a member's availability to the admission windows.
 func (p *pool) refresh(name string) {
 	if m, ok := p.get(name); ok && p.adm != nil {
-		p.adm.SetAvailable(name, m.available())
+		p.adm.SetAvailable(name, m.available(p.observe.Load()))
+	}
+}
+
+// refreshAll pushes every member's availability (after a mode change).
+func (p *pool) refreshAll() {
+	for _, m := range p.list() {
+		p.refresh(m.Name)
 	}
 }
 
@@ -108,7 +117,7 @@ func (p *pool) anyAvailable() bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for _, m := range p.members {
-		if m.available() {
+		if m.available(p.observe.Load()) {
 			return true
 		}
 	}
@@ -149,7 +158,7 @@ func (h *Handler) Upstreams() []UpstreamStatus {
 	out := make([]UpstreamStatus, len(ms))
 	for i, m := range ms {
 		out[i] = UpstreamStatus{Name: m.Name, URL: m.URL.Redacted(), Healthy: m.healthy.Load(),
-			BreakerOpen: m.breakerOpen.Load(), Critical: m.critical.Load(), Available: m.available()}
+			BreakerOpen: m.breakerOpen.Load(), Critical: m.critical.Load(), Available: m.available(h.pool.observe.Load())}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
@@ -37,7 +38,7 @@ type state struct {
 	Upstreams []upstreamState        `json:"upstreams"`
 	Queue     queueState             `json:"queue"`
 	Limits    map[string]float64     `json:"limits"`
-	Extra     map[string]interface{} `json:"extra,omitempty"`
+	Sources   []pressure.SourceState `json:"sources"`
 }
 
 type upstreamState struct {
@@ -47,6 +48,20 @@ type upstreamState struct {
 	InFlight    int    `json:"inflight"`
 	MaxInflight int    `json:"max_inflight"`
 	MinInflight int    `json:"min_inflight"`
+	Level       string `json:"level"`
+	Phase       string `json:"phase"`
+	// Signals are the pressure readings (worst over the pod's GPUs), each
+	// with its source and age; Absent lists the signals no source provides.
+	Signals map[pressure.Signal]pressure.Value `json:"signals"`
+	Absent  []pressure.Signal                  `json:"absent"`
+	GPUs    []pressure.GPUState                `json:"gpus,omitempty"`
+	Rules   map[string]ruleState               `json:"rules"`
+}
+
+// ruleState shows a rule's thresholds next to the signal they judge.
+type ruleState struct {
+	Degrade *float64 `json:"degrade,omitempty"`
+	Shed    *float64 `json:"shed,omitempty"`
 }
 
 type queueState struct {
@@ -73,6 +88,12 @@ func (a *app) snapshot() state {
 		Queue:  queueState{Length: qs.Length, Tokens: qs.Tokens, Order: qs.Order.String()},
 		Limits: map[string]float64{"qps": cfg.FastBreaker.QPS, "burst": float64(cfg.FastBreaker.Burst)},
 	}
+	ps := a.pressure.snapshot()
+	s.Sources = ps.Sources
+	rules := map[string]ruleState{}
+	for sig, r := range cfg.Pressure.Rules {
+		rules[string(sig)] = ruleState{Degrade: r.Degrade, Shed: r.Shed}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, u := range a.handler.Upstreams() {
@@ -82,6 +103,13 @@ func (a *app) snapshot() state {
 		if g, ok := a.gates[u.Name]; ok && g.b != nil {
 			us.Breaker = g.b.State().String()
 		}
+		if st, ok := a.slow.current(u.Name); ok {
+			us.Level, us.Phase = st.Level.String(), st.Phase.String()
+		}
+		if p, ok := ps.Upstream(u.Name); ok {
+			us.Signals, us.Absent, us.GPUs = p.Signals, p.Absent, p.GPUs
+		}
+		us.Rules = rules
 		s.Upstreams = append(s.Upstreams, us)
 	}
 	return s
@@ -99,7 +127,7 @@ func (a *app) serveState(w http.ResponseWriter, _ *http.Request) {
 type stateCollector struct {
 	a                                  *app
 	queueLen, queueTokens, limit, infl *prometheus.Desc
-	breakerState, available            *prometheus.Desc
+	breakerState, available, level     *prometheus.Desc
 }
 
 func newStateCollector(a *app) *stateCollector {
@@ -111,11 +139,12 @@ func newStateCollector(a *app) *stateCollector {
 		infl:         prometheus.NewDesc("gatekeeper_inflight", "Requests running on the upstream now.", up, nil),
 		breakerState: prometheus.NewDesc("gatekeeper_error_breaker_state", "Error breaker state: 0 closed, 1 half-open, 2 open.", up, nil),
 		available:    prometheus.NewDesc("gatekeeper_upstream_available", "1 while the upstream may receive new dispatches.", up, nil),
+		level:        prometheus.NewDesc("gatekeeper_pressure_level", "Pressure level: 0 normal, 1 degraded, 2 critical.", up, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queueLen, c.queueTokens, c.limit, c.infl, c.breakerState, c.available} {
+	for _, d := range []*prometheus.Desc{c.queueLen, c.queueTokens, c.limit, c.infl, c.breakerState, c.available, c.level} {
 		ch <- d
 	}
 }
@@ -129,6 +158,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.infl, prometheus.GaugeValue, float64(u.InFlight), u.Name)
 		ch <- prometheus.MustNewConstMetric(c.breakerState, prometheus.GaugeValue, breakerValue(u.Breaker), u.Name)
 		ch <- prometheus.MustNewConstMetric(c.available, prometheus.GaugeValue, boolValue(u.Available), u.Name)
+		ch <- prometheus.MustNewConstMetric(c.level, prometheus.GaugeValue, levelValue(u.Level), u.Name)
 	}
 }
 
@@ -137,6 +167,16 @@ func breakerValue(s string) float64 {
 	case "half-open":
 		return 1
 	case "open":
+		return 2
+	}
+	return 0
+}
+
+func levelValue(s string) float64 {
+	switch s {
+	case "degraded":
+		return 1
+	case "critical":
 		return 2
 	}
 	return 0

@@ -28,14 +28,18 @@ type appOptions struct {
 // app is one running gatekeeper: the packages wired together, and the policy
 // that a reload swaps. Safe for concurrent use; must not be copied.
 type app struct {
-	opts    appOptions
-	log     *slog.Logger
-	reg     *prometheus.Registry
-	metrics *appMetrics
-	current atomic.Pointer[config.Config]
-	limiter *breaker.Limiter
-	queue   *queue.Queue
-	handler *proxy.Handler
+	opts     appOptions
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	metrics  *appMetrics
+	current  atomic.Pointer[config.Config]
+	limiter  *breaker.Limiter
+	queue    *queue.Queue
+	handler  *proxy.Handler
+	slow     *slowPath
+	pressure *pressureRunner
+	hooks    *proxy.HookRunner
+	loopsCtx atomic.Pointer[context.Context] // set by startLoops; reloads restart the monitor under it
 
 	// mu serialises apply and guards gates.
 	mu    sync.Mutex
@@ -83,8 +87,16 @@ func newApp(cfg *config.Config, opts appOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.reg.MustRegister(newStateCollector(a))
 	a.current.Store(cfg)
+	if a.hooks, err = proxy.NewHookRunner(proxy.HookSettings{OnResult: a.hookResult}); err != nil {
+		return nil, err
+	}
+	a.slow = &slowPath{a: a, hooks: a.hooks}
+	if err := a.slow.set(cfg); err != nil {
+		return nil, err
+	}
+	a.pressure = &pressureRunner{log: a.log, onUpdate: a.slow.observe}
+	a.reg.MustRegister(newStateCollector(a), newPressureCollector(a.pressure.snapshot))
 	return a, nil
 }
 
@@ -161,6 +173,14 @@ func (a *app) apply(cfg *config.Config) error {
 		a.queue.RemoveWindow(name)
 	}
 	a.handler.SetPolicy(s.policy)
+	if err := a.slow.set(cfg); err != nil {
+		return err
+	}
+	if ctx := a.loopsCtx.Load(); ctx != nil {
+		if err := a.pressure.apply(*ctx, pressureSettings(cfg)); err != nil {
+			return err
+		}
+	}
 	if a.opts.level != nil {
 		a.opts.level.Set(cfg.Log.Level.Slog())
 	}
@@ -229,14 +249,41 @@ func (a *app) watchConfig(ctx context.Context, hup <-chan os.Signal) {
 	}
 }
 
-// startLoops starts the app's background loops beyond the health check.
-func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) {}
+// startLoops starts the app's background loops beyond the health check: the
+// pressure monitor and the relief hook runner. They stop when ctx ends.
+func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
+	a.loopsCtx.Store(&ctx)
+	wg.Go(func() { _ = a.hooks.Run(ctx) })
+	if err := a.pressure.apply(ctx, pressureSettings(a.cfg())); err != nil {
+		return err
+	}
+	wg.Go(func() {
+		<-ctx.Done()
+		a.pressure.stop()
+	})
+	return nil
+}
+
+// hookResult logs and counts one relief hook call.
+func (a *app) hookResult(r proxy.HookResult) {
+	a.metrics.hookCalls.WithLabelValues(r.Level, r.Outcome()).Inc()
+	level := slog.LevelInfo
+	attrs := []slog.Attr{slog.String("upstream", r.Upstream), slog.String("state", r.Level),
+		slog.String("url", r.URL), slog.Int("status", r.Status), slog.Duration("duration", r.Duration)}
+	if r.Err != nil {
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String("err", r.Err.Error()))
+	}
+	a.log.LogAttrs(context.Background(), level, "relief hook called", attrs...)
+}
 
 // appMetrics are the series the command owns itself.
 type appMetrics struct {
 	reloads            *prometheus.CounterVec
 	reloadTime         prometheus.Gauge
 	breakerTransitions *prometheus.CounterVec
+	levelTransitions   *prometheus.CounterVec
+	hookCalls          *prometheus.CounterVec
 }
 
 func newAppMetrics(reg prometheus.Registerer) *appMetrics {
@@ -253,6 +300,14 @@ func newAppMetrics(reg prometheus.Registerer) *appMetrics {
 			Name: "gatekeeper_error_breaker_transitions_total",
 			Help: "Error breaker transitions per upstream, by the state entered.",
 		}, []string{"upstream", "state"}),
+		levelTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_level_transitions_total",
+			Help: "Pressure level changes per upstream, with the signal that caused them.",
+		}, []string{"upstream", "from", "to", "signal"}),
+		hookCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_hook_calls_total",
+			Help: "Relief hook calls by level hook and result (ok, error, timeout, skipped, canceled).",
+		}, []string{"hook", "result"}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "gatekeeper_build_info",
@@ -263,7 +318,7 @@ func newAppMetrics(reg prometheus.Registerer) *appMetrics {
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("error")
 	m.reloadTime.SetToCurrentTime()
-	reg.MustRegister(m.reloads, m.reloadTime, m.breakerTransitions, info)
+	reg.MustRegister(m.reloads, m.reloadTime, m.breakerTransitions, m.levelTransitions, m.hookCalls, info)
 	return m
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gatekeeper-dev/gatekeeper/config"
 )
 
@@ -122,7 +124,7 @@ func TestEndToEndMetricsAndState(t *testing.T) {
 	pod.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{"choices":[]}`) })
 	pod.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {})
 	ps := newPodServer(t, pod)
-	traffic, admin, _, _ := startApp(t, "upstreams:\n  - name: pod-a\n    url: "+ps+"\nfast_breaker: {qps: 1, burst: 1}\nserver: {drain_delay: 0s}\n")
+	traffic, admin, a, _ := startApp(t, "upstreams:\n  - name: pod-a\n    url: "+ps+"\nfast_breaker: {qps: 1, burst: 1}\nserver: {drain_delay: 0s}\n")
 
 	codes := map[int]int{}
 	for range 3 {
@@ -145,7 +147,7 @@ func TestEndToEndMetricsAndState(t *testing.T) {
 		`gatekeeper_requests_total{outcome="served"} 1`,
 		`gatekeeper_requests_total{outcome="rate_limited"} 2`,
 		`gatekeeper_window_limit{upstream="pod-a"} 256`,
-		"# TYPE vllm_gpu_memory_fragmentation gauge",
+		`gatekeeper_pressure_level{upstream="pod-a"} 0`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -156,6 +158,12 @@ func TestEndToEndMetricsAndState(t *testing.T) {
 			t.Errorf("/metrics on the traffic port = %d, want 404", res.StatusCode)
 		}
 		res.Body.Close()
+	}
+	// vllm_gpu_memory_fragmentation is described even while nothing feeds
+	// it: registering the family again must collide.
+	dup := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "vllm_gpu_memory_fragmentation", Help: "x"}, []string{"gpu_id"})
+	if err := a.reg.Register(dup); err == nil {
+		t.Error("vllm_gpu_memory_fragmentation is not registered")
 	}
 	st := fetch(t, admin+"/admin/state")
 	for _, want := range []string{`"name": "pod-a"`, `"window_limit": 256`, `"breaker": "closed"`} {

@@ -106,7 +106,13 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 	errc := make(chan error, 2)
 	wg.Go(func() { _ = a.handler.Run(loops) })
 	wg.Go(func() { a.watchConfig(loops, hup) })
-	a.startLoops(loops, &wg)
+	if err := a.startLoops(loops, &wg); err != nil {
+		stopLoops()
+		wg.Wait()
+		traffic.Close()
+		admin.Close()
+		return err
+	}
 	go func() { errc <- serveErr(ts.Serve(traffic)) }()
 	go func() { errc <- serveErr(as.Serve(admin)) }()
 	a.log.LogAttrs(ctx, slog.LevelInfo, "gatekeeper started",
