@@ -90,7 +90,7 @@ func (a *fakeAdmission) SetAvailable(n string, ok bool) {
 // limitErr is a fast-breaker refusal.
 type limitErr struct{ wait time.Duration }
 
-func (e limitErr) Error() string               { return "rate limited" }
+func (e limitErr) Error() string             { return "rate limited" }
 func (e limitErr) RetryAfter() time.Duration { return e.wait }
 
 type limiterFunc func(string) error

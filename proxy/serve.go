@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-		"log/slog"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -230,4 +230,3 @@ func tooLarge(limit int64) refusal {
 func badRequest(msg, param string) refusal {
 	return refusal{status: http.StatusBadRequest, reason: ReasonBadRequest, message: msg, param: param}
 }
-
