@@ -23,7 +23,14 @@ type appOptions struct {
 	path  string         // policy file; "" for the embedded default
 	// transport, if set, replaces the upstream transport (tests).
 	transport proxyRoundTripper
+	// stage, if set, is called as the app passes a lifecycle step: "draining",
+	// "refusing", "reloaded", "reload_refused". Tests use it to act at the
+	// exact moment; it runs on the goroutine making the step.
+	stage func(name string)
 }
+
+// fileChanges is the policy file watcher's signal: buffered, coalescing.
+type fileChanges chan struct{}
 
 // app is one running gatekeeper: the packages wired together, and the policy
 // that a reload swaps. Safe for concurrent use; must not be copied.
@@ -40,6 +47,8 @@ type app struct {
 	pressure *pressureRunner
 	hooks    *proxy.HookRunner
 	loopsCtx atomic.Pointer[context.Context] // set by startLoops; reloads restart the monitor under it
+	watcher  *config.Watcher                 // nil when running the embedded default
+	changed  fileChanges
 
 	// mu serialises apply and guards gates.
 	mu    sync.Mutex
@@ -96,6 +105,9 @@ func newApp(cfg *config.Config, opts appOptions) (*app, error) {
 		return nil, err
 	}
 	a.pressure = &pressureRunner{log: a.log, onUpdate: a.slow.observe}
+	if err := a.newWatcher(); err != nil {
+		return nil, err
+	}
 	a.reg.MustRegister(newStateCollector(a), newPressureCollector(a.pressure.snapshot))
 	return a, nil
 }
@@ -104,7 +116,11 @@ func newApp(cfg *config.Config, opts appOptions) (*app, error) {
 func (a *app) cfg() *config.Config { return a.current.Load() }
 
 // close releases what the app holds beyond its goroutines.
-func (a *app) close() {}
+func (a *app) close() {
+	if a.watcher != nil {
+		_ = a.watcher.Close()
+	}
+}
 
 // upstreams builds proxy's view of the pods, reusing each pod's error breaker
 // while its settings stay the same. The caller holds a.mu or is newApp.
@@ -209,32 +225,56 @@ func (a *app) reload(trigger string) {
 		a.metrics.reloads.WithLabelValues("error").Inc()
 		a.log.LogAttrs(context.Background(), slog.LevelError, "policy reload refused; keeping the running policy",
 			slog.String("state", "refused"), slog.String("trigger", trigger), slog.String("err", err.Error()))
+		a.step("reload_refused")
 		return
 	}
 	a.metrics.reloads.WithLabelValues("success").Inc()
 	a.metrics.reloadTime.SetToCurrentTime()
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "policy reloaded",
 		slog.String("state", "reloaded"), slog.String("trigger", trigger))
+	a.step("reloaded")
+}
+
+// step reports a lifecycle step to opts.stage.
+func (a *app) step(name string) {
+	if a.opts.stage != nil {
+		a.opts.stage(name)
+	}
+}
+
+// newWatcher starts watching the policy file right after it was loaded, so
+// an edit made from now on is seen (the watcher remembers this content).
+func (a *app) newWatcher() error {
+	a.changed = make(fileChanges, 1)
+	if a.opts.path == "" {
+		return nil
+	}
+	w, err := config.NewWatcher(config.WatchSettings{
+		Path: a.opts.path,
+		OnChange: func() {
+			select {
+			case a.changed <- struct{}{}:
+			default:
+			}
+		},
+		OnError: func(err error) {
+			a.log.LogAttrs(context.Background(), slog.LevelWarn, "policy file watch trouble; SIGHUP still reloads",
+				slog.String("err", err.Error()))
+		},
+	})
+	if err != nil {
+		return err
+	}
+	a.watcher = w
+	return nil
 }
 
 // watchConfig reloads on SIGHUP and when the file changes (a ConfigMap
 // symlink swap included) until ctx ends.
 func (a *app) watchConfig(ctx context.Context, hup <-chan os.Signal) {
-	changed := make(chan struct{}, 1)
 	var wg sync.WaitGroup
-	if a.opts.path != "" {
-		wg.Go(func() {
-			err := config.Watch(ctx, a.opts.path, func() {
-				select {
-				case changed <- struct{}{}:
-				default:
-				}
-			})
-			if err != nil && ctx.Err() == nil {
-				a.log.LogAttrs(ctx, slog.LevelWarn, "policy file watch stopped; SIGHUP still reloads",
-					slog.String("err", err.Error()))
-			}
-		})
+	if a.watcher != nil {
+		wg.Go(func() { _ = a.watcher.Run(ctx) })
 	}
 	defer wg.Wait()
 	for {
@@ -243,7 +283,7 @@ func (a *app) watchConfig(ctx context.Context, hup <-chan os.Signal) {
 			return
 		case <-hup:
 			a.reload("sighup")
-		case <-changed:
+		case <-a.changed:
 			a.reload("file_change")
 		}
 	}

@@ -147,12 +147,14 @@ func (a *app) drain(ts *http.Server) {
 	a.handler.StartDrain()
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "draining",
 		slog.String("state", "draining"), slog.Duration("duration", s.DrainDelay))
+	a.step("draining")
 	if s.DrainDelay > 0 {
 		t := time.NewTimer(s.DrainDelay) // load balancers poll in real time
 		<-t.C
 	}
 	a.handler.RefuseNew()
 	a.queue.Drain(errDrainingQueue)
+	a.step("refusing")
 	ctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
 	defer cancel()
 	if err := ts.Shutdown(ctx); err != nil {

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/config"
+)
+
+// lifecycleRig runs an app on loopback with a stage hook the test steps through.
+type lifecycleRig struct {
+	traffic, admin string
+	path           string
+	hup            chan os.Signal
+	stages         chan string
+	acks           chan struct{}
+	cancel         context.CancelFunc
+	done           chan error
+}
+
+func startLifecycle(t *testing.T, policy string, blocking map[string]bool) *lifecycleRig {
+	t.Helper()
+	r := &lifecycleRig{path: filepath.Join(t.TempDir(), "config.yaml"), hup: make(chan os.Signal, 1),
+		stages: make(chan string, 64), acks: make(chan struct{}), done: make(chan error, 1)}
+	if err := os.WriteFile(r.path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadFile(r.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, appOptions{path: r.path, stage: func(name string) {
+		r.stages <- name
+		if blocking[name] {
+			<-r.acks
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, _ := net.Listen("tcp", "127.0.0.1:0")
+	al, _ := net.Listen("tcp", "127.0.0.1:0")
+	r.traffic, r.admin = "http://"+tl.Addr().String(), "http://"+al.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- a.serveOn(ctx, tl, al, r.hup) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(30 * time.Second):
+			t.Error("serveOn did not return")
+		}
+	})
+	return r
+}
+
+// waitStage waits for the named stage, skipping others.
+func (r *lifecycleRig) waitStage(t *testing.T, name string) {
+	t.Helper()
+	timeout := time.After(20 * time.Second) // a bound, not a wait for state
+	for {
+		select {
+		case got := <-r.stages:
+			if got == name {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("stage %q never came", name)
+		}
+	}
+}
+
+func TestSIGTERMDrains(t *testing.T) {
+	release := make(chan struct{})
+	pod := http.NewServeMux()
+	pod.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	pod.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if strings.Contains(r.Header.Get("X-Test"), "stream") {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: one\n\n")
+			w.(http.Flusher).Flush()
+			<-release
+			_, _ = io.WriteString(w, "data: [DONE]\n\n")
+			return
+		}
+		_, _ = io.WriteString(w, `{}`)
+	})
+	podURL := newPodServer(t, pod)
+	r := startLifecycle(t, "upstreams: [{name: p, url: '"+podURL+"'}]\nserver: {drain_delay: 100ms, shutdown_timeout: 20s}\n",
+		map[string]bool{"draining": true, "refusing": true})
+
+	// A stream is running when SIGTERM arrives.
+	req, _ := http.NewRequest(http.MethodPost, r.traffic+"/v1/completions", strings.NewReader(`{"model":"m","prompt":"x","stream":true}`))
+	req.Header.Set("X-Test", "stream")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(stream.Body)
+	if line, _ := rd.ReadString('\n'); line != "data: one\n" {
+		t.Fatalf("first chunk = %q", line)
+	}
+
+	r.cancel() // what SIGTERM does through signal.NotifyContext
+	r.waitStage(t, "draining")
+	if code := status(t, http.MethodGet, r.traffic+"/readyz"); code != 503 {
+		t.Errorf("/readyz while draining = %d, want 503", code)
+	}
+	if code := status(t, http.MethodPost, r.traffic+"/v1/completions"); code != 200 {
+		t.Errorf("request during drain_delay = %d, want 200: traffic keeps flowing", code)
+	}
+	r.acks <- struct{}{}
+
+	r.waitStage(t, "refusing")
+	res, err := http.Post(r.traffic+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 503 || res.Header.Get("X-Gatekeeper-Reason") != "draining" || res.Header.Get("Retry-After") == "" {
+		t.Errorf("request after drain_delay = %d %q, want 503 draining with Retry-After", res.StatusCode, res.Header.Get("X-Gatekeeper-Reason"))
+	}
+	r.acks <- struct{}{}
+
+	// The running stream finishes cleanly, then the process stops with nil.
+	close(release)
+	rest, err := io.ReadAll(rd)
+	if err != nil || !strings.Contains(string(rest), "[DONE]") {
+		t.Errorf("stream after SIGTERM ended with %q, %v; want [DONE] and no reset", rest, err)
+	}
+	stream.Body.Close()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("serveOn() = %v, want nil (exit 0)", err)
+		}
+		r.done <- nil // for Cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("serveOn did not return after the stream ended")
+	}
+}
+
+func status(t *testing.T, method, url string) int {
+	t.Helper()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(`{"model":"m","prompt":"x"}`)
+	}
+	req, _ := http.NewRequest(method, url, body)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode
+}
+
+func TestReload(t *testing.T) {
+	pod := http.NewServeMux()
+	pod.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	podURL := newPodServer(t, pod)
+	base := "upstreams: [{name: p, url: '" + podURL + "'}]\nserver: {drain_delay: 0s}\n"
+	r := startLifecycle(t, base+"fast_breaker: {qps: 10}\n", nil)
+
+	// A valid edit is applied (file watch).
+	if err := os.WriteFile(r.path, []byte(base+"fast_breaker: {qps: 33}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.waitStage(t, "reloaded")
+	if st := fetch(t, r.admin+"/admin/state"); !strings.Contains(st, `"qps": 33`) {
+		t.Errorf("after a valid edit /admin/state has no qps 33:\n%s", st)
+	}
+	// An invalid edit is refused; the running policy stays.
+	if err := os.WriteFile(r.path, []byte(base+"fast_breaker: {qps: -1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.waitStage(t, "reload_refused")
+	// SIGHUP re-reads the file: still invalid, still refused.
+	r.hup <- syscall.SIGHUP
+	r.waitStage(t, "reload_refused")
+	if st := fetch(t, r.admin+"/admin/state"); !strings.Contains(st, `"qps": 33`) {
+		t.Errorf("after an invalid edit the running policy changed:\n%s", st)
+	}
+	if m := fetch(t, r.admin+"/metrics"); !strings.Contains(m, `gatekeeper_config_reloads_total{result="error"}`) ||
+		strings.Contains(m, `gatekeeper_config_reloads_total{result="error"} 0`) {
+		t.Errorf("reload error counter not incremented")
+	}
+}
