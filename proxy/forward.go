@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 )
 
@@ -48,8 +49,22 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
 			return nil
 		},
 		ErrorHandler: h.proxyError,
+		BufferPool:   &bufferPool{},
 	}
 }
+
+// bufferPool recycles the reverse proxy's 32 KiB copy buffers, which it
+// would otherwise allocate for every response.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // proxyError is ReverseProxy's single error writer: a transport error before
 // any response byte reached the client.

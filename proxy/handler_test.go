@@ -49,6 +49,7 @@ func TestRefusals(t *testing.T) {
 		want       int
 		reason     string
 		retryAfter string
+		hdr        map[string]string
 	}{
 		{name: "served", path: "/v1/chat/completions", body: chatBody, want: 200},
 		{name: "malformed json", path: "/v1/chat/completions", body: `{"model":`, want: 400, reason: "bad_request"},
@@ -62,6 +63,8 @@ func TestRefusals(t *testing.T) {
 			mutate: func(o *Options) {
 				o.Limiter = limiterFunc(func(string) error { return limitErr{2100 * time.Millisecond} })
 			}},
+		{name: "compressed body", path: "/v1/chat/completions", body: chatBody, want: 415, reason: "bad_request",
+			hdr: map[string]string{"Content-Encoding": "gzip"}},
 		{name: "observe mode admits", path: "/v1/chat/completions", body: chatBody, want: 200,
 			mutate: func(o *Options) {
 				o.Policy.Observe = true
@@ -71,7 +74,7 @@ func TestRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tp := newTestProxy(t, okPod(), tt.mutate)
-			res := post(t, tp.srv.URL, tt.path, tt.body, nil)
+			res := post(t, tp.srv.URL, tt.path, tt.body, tt.hdr)
 			body, _ := io.ReadAll(res.Body)
 			if res.StatusCode != tt.want {
 				t.Fatalf("POST %s = %d %s, want %d", tt.path, res.StatusCode, body, tt.want)
@@ -330,5 +333,17 @@ func TestOutcomesAddUp(t *testing.T) {
 	}
 	if sum != total {
 		t.Fatalf("outcomes add up to %v, want %d: %v", sum, total, tp.outcomes(t))
+	}
+}
+
+func TestMethodNotAllowedSetsAllow(t *testing.T) {
+	tp := newTestProxy(t, okPod(), nil)
+	res, err := http.Get(tp.srv.URL + "/v1/completions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "POST" {
+		t.Errorf("GET /v1/completions = %d Allow %q, want 405 Allow POST", res.StatusCode, res.Header.Get("Allow"))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -34,6 +35,9 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 
 	route, rf := lookupRoute(r.Method, r.URL.EscapedPath())
 	if rf != nil {
+		if rf.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", route.Allow())
+		}
 		h.refuse(w, r, ex, *rf)
 		return
 	}
@@ -59,6 +63,13 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 		return nil, true
 	}
 	pol := ex.policy
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// A compressed body cannot be classified, and what is not classified
+		// is not forwarded.
+		h.refuse(w, r, ex, refusal{status: http.StatusUnsupportedMediaType, reason: ReasonBadRequest,
+			message: "compressed request bodies are not accepted; send the body uncompressed"})
+		return nil, false
+	}
 	if r.ContentLength > pol.MaxBodyBytes {
 		h.refuse(w, r, ex, tooLarge(pol.MaxBodyBytes))
 		return nil, false

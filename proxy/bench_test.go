@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// staticTransport answers every request at once with the same small body.
+type staticTransport struct{}
+
+func (staticTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(`{"id":"x","choices":[]}`)), ContentLength: 23, Request: r}, nil
+}
+
+func benchHandler(b *testing.B, limiter Limiter) *Handler {
+	b.Helper()
+	u, _ := url.Parse("http://pod.invalid:8000")
+	h, err := New(Options{
+		Upstreams:    []Upstream{{Name: "pod", URL: u}},
+		Admission:    newFakeAdmission(1<<16, "pod"),
+		Limiter:      limiter,
+		RoundTripper: staticTransport{},
+		Health:       HealthSettings{Interval: -1},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
+// BenchmarkServeHTTP is one chat completion through the whole pipeline
+// (route, JSON check, classification, admission, reverse proxy) to a static
+// transport: gatekeeper's own cost per request.
+func BenchmarkServeHTTP(b *testing.B) {
+	h := benchHandler(b, nil)
+	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("hello ", 100) + `"}],"max_tokens":64}`
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != 200 {
+				b.Fatalf("status %d", rec.Code)
+			}
+		}
+	})
+}
+
+// BenchmarkServeHTTPRefused is the refusal path: a 429 written by gatekeeper.
+func BenchmarkServeHTTPRefused(b *testing.B) {
+	h := benchHandler(b, limiterFunc(func(string) error { return limitErr{time.Second} }))
+	body := `{"model":"m","prompt":"hi"}`
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 429 {
+			b.Fatalf("status %d", rec.Code)
+		}
+	}
+}
