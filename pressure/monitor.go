@@ -45,6 +45,7 @@ type entry struct {
 	kind     Kind
 	upstream string // "" for a node source
 	filter   bool   // keep only GPUs the upstream lists
+	timeout  time.Duration
 
 	// Guarded by Monitor.mu.
 	reading     Reading // the last good reading, derived signals included
@@ -122,7 +123,7 @@ func (m *Monitor) newEntry(ss SourceSettings, upstream, path string, names map[s
 		return nil, fmt.Errorf("pressure: %s.name %q: already used", path, name)
 	}
 	names[name] = true
-	e := &entry{src: ss.Source, name: name, kind: ss.Kind, upstream: upstream}
+	e := &entry{src: ss.Source, name: name, kind: ss.Kind, upstream: upstream, timeout: ss.Timeout}
 	if e.src != nil {
 		return e, nil
 	}
@@ -205,7 +206,11 @@ func (m *Monitor) poll(ctx context.Context, e *entry) {
 		case <-t.C:
 		}
 		start := m.s.Now()
-		rctx, cancel := context.WithTimeout(ctx, m.s.Timeout)
+		timeout := m.s.Timeout
+		if e.timeout > 0 {
+			timeout = e.timeout
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
 		rd, err := e.src.Read(rctx)
 		cancel()
 		if ctx.Err() != nil {

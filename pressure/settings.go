@@ -76,6 +76,9 @@ type SourceSettings struct {
 	Name string
 	// Source, if set, is used instead of a built-in one (tests, embedding).
 	Source Source
+	// Timeout bounds one Read of this source. 0 means Settings.Timeout; a
+	// longer one delays only this source's next reading, never another's.
+	Timeout time.Duration
 }
 
 const (

@@ -195,3 +195,32 @@ func fetch(t *testing.T, url string) string {
 	b, _ := io.ReadAll(res.Body)
 	return string(b)
 }
+
+func TestPressureSettings(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+upstreams:
+  - name: a
+    url: http://127.0.0.1:8000
+    gpus: ["0"]
+    sources:
+      - {kind: vllm, url: "http://127.0.0.1:8000/metrics", timeout: 300ms}
+pressure:
+  interval: 1s
+  stale_after: 3s
+  sources: [{kind: dcgm, url: "http://127.0.0.1:9400/metrics"}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := pressureSettings(cfg)
+	if s.Interval != time.Second || s.StaleAfter != 3*time.Second {
+		t.Errorf("interval, stale_after = %v, %v; want 1s, 3s", s.Interval, s.StaleAfter)
+	}
+	if len(s.Sources) != 1 || s.Sources[0].Kind != "dcgm" {
+		t.Errorf("node sources = %+v, want one dcgm", s.Sources)
+	}
+	u := s.Upstreams[0]
+	if u.Name != "a" || len(u.GPUs) != 1 || len(u.Sources) != 1 || u.Sources[0].Timeout != 300*time.Millisecond {
+		t.Errorf("upstream = %+v, want a with gpu 0 and its vllm source at 300ms", u)
+	}
+}

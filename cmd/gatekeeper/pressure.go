@@ -31,7 +31,7 @@ func pressureSettings(c *config.Config) pressure.Settings {
 }
 
 func sourceSettings(s config.Source) pressure.SourceSettings {
-	return pressure.SourceSettings{Kind: pressure.Kind(s.Kind), URL: s.URL, Name: s.Name}
+	return pressure.SourceSettings{Kind: pressure.Kind(s.Kind), URL: s.URL, Name: s.Name, Timeout: s.Timeout}
 }
 
 // pressureRunner owns the pressure monitor and restarts it when a reload
