@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -200,9 +201,9 @@ func (a *app) apply(cfg *config.Config) error {
 	if a.opts.level != nil {
 		a.opts.level.Set(cfg.Log.Level.Slog())
 	}
-	if old.Server.Listen != cfg.Server.Listen || old.Server.AdminListen != cfg.Server.AdminListen {
-		a.log.LogAttrs(context.Background(), slog.LevelWarn, "listener change needs a restart",
-			slog.String("state", "pending_restart"))
+	if restart := restartOnly(config.Diff(old, cfg)); len(restart) > 0 {
+		a.log.LogAttrs(context.Background(), slog.LevelWarn, "these keys take effect only after a restart",
+			slog.String("state", "pending_restart"), slog.Any("keys", restart))
 	}
 	a.current.Store(cfg)
 	return nil
@@ -366,4 +367,21 @@ func newAppMetrics(reg prometheus.Registerer) *appMetrics {
 // (OnChange, a func, is not comparable and is always ours).
 func sameErrorSettings(a, b breaker.ErrorSettings) bool {
 	return a.Failures == b.Failures && a.OpenFor == b.OpenFor && a.HalfOpenRequests == b.HalfOpenRequests
+}
+
+// restartOnly keeps the changed keys that a reload cannot apply: the
+// listeners and their http.Server limits, the upstream transport and the
+// health check. (server.max_body_bytes, request_id_header, drain_delay and
+// shutdown_timeout are read per request or at shutdown, so they apply.)
+func restartOnly(changed []string) []string {
+	var out []string
+	for _, k := range changed {
+		switch {
+		case k == "server.listen", k == "server.admin_listen", k == "server.read_header_timeout",
+			k == "server.idle_timeout", k == "server.max_header_bytes",
+			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."):
+			out = append(out, k)
+		}
+	}
+	return out
 }
