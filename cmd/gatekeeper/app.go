@@ -13,6 +13,7 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
@@ -25,7 +26,8 @@ type appOptions struct {
 	// transport, if set, replaces the upstream transport (tests).
 	transport proxyRoundTripper
 	// stage, if set, is called as the app passes a lifecycle step: "draining",
-	// "refusing", "reloaded", "reload_refused". Tests use it to act at the
+	// "refusing", "reloaded", "reload_refused", and "pressure" after each
+	// pressure poll round has been acted on. Tests use it to act at the
 	// exact moment; it runs on the goroutine making the step.
 	stage func(name string)
 }
@@ -105,7 +107,10 @@ func newApp(cfg *config.Config, opts appOptions) (*app, error) {
 	if err := a.slow.set(cfg); err != nil {
 		return nil, err
 	}
-	a.pressure = &pressureRunner{log: a.log, onUpdate: a.slow.observe}
+	a.pressure = &pressureRunner{log: a.log, onUpdate: func(st pressure.State) {
+		a.slow.observe(st)
+		a.step("pressure")
+	}}
 	if err := a.newWatcher(); err != nil {
 		return nil, err
 	}

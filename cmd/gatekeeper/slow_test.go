@@ -192,14 +192,22 @@ func TestSlowBreakerShedsAndRecoversShortFirst(t *testing.T) {
 		time.Sleep(6 * time.Second)
 		r.fragmentation(1.0)
 		synctest.Wait()
+		// The recovering window is smaller than the backlog, so the order
+		// shows in what got in: every short prompt, and only then longs.
+		// (Goroutines reach the pod in any order, so count, don't index.)
 		_, _, arrivals := r.pod.stats()
-		if len(arrivals) < 14 {
-			t.Fatalf("after recovery the pod has seen %d, want at least 14", len(arrivals))
+		resumed := arrivals[10:]
+		if len(resumed) < 4 || len(resumed) >= 8 {
+			t.Fatalf("after recovery %d more reached the pod, want between 4 and 7 (window below the backlog of 8)", len(resumed))
 		}
-		for i, a := range arrivals[10:14] {
-			if a != "short" {
-				t.Errorf("recovered dispatch %d was %.10q, want the short prompts first", i, a)
+		shorts := 0
+		for _, a := range resumed {
+			if a == "short" {
+				shorts++
 			}
+		}
+		if shorts != 4 {
+			t.Errorf("of the %d dispatched on recovery %d were short, want all 4 shorts first", len(resumed), shorts)
 		}
 		if code := r.get("/readyz"); code != http.StatusOK {
 			t.Errorf("/readyz after recovery = %d, want 200", code)
