@@ -47,6 +47,7 @@ func builtin() *Config {
 			IdleTimeout:       120 * time.Second,
 			MaxHeaderBytes:    1 << 20,
 			RequestIDHeader:   "X-Request-Id",
+			Pprof:             false,
 		},
 		Transport: Transport{
 			DialTimeout:           2 * time.Second,

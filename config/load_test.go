@@ -202,3 +202,43 @@ func TestLoadLimits(t *testing.T) {
 		t.Errorf("Parse(alias bomb) = %v, want a too many merges error", err)
 	}
 }
+
+// TestLoadPprof covers the one boolean policy switch: off by default, on
+// when written, and a non-boolean is an error naming the key.
+func TestLoadPprof(t *testing.T) {
+	t.Parallel()
+	const pod = "upstreams: [{url: 'http://a:1'}]\n"
+	tests := []struct {
+		name    string
+		yaml    string
+		want    bool
+		wantErr string
+	}{
+		{"default", pod, false, ""},
+		{"on", pod + "server: {pprof: true}\n", true, ""},
+		{"off", pod + "server: {pprof: false}\n", false, ""},
+		{"not a bool", pod + "server: {pprof: enabled}\n", false, "server.pprof: want true or false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse([]byte(tt.yaml))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Parse(%q) = %v, want an error with %q", tt.yaml, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse(%q) = %v", tt.yaml, err)
+			}
+			if c.Server.Pprof != tt.want {
+				t.Errorf("Parse(%q).Server.Pprof = %v, want %v", tt.yaml, c.Server.Pprof, tt.want)
+			}
+		})
+	}
+	c, err := LoadFile("testdata/full.good.yaml")
+	if err != nil || !c.Server.Pprof {
+		t.Errorf("LoadFile(full.good.yaml) pprof = %v, %v; want true", c != nil && c.Server.Pprof, err)
+	}
+}

@@ -52,6 +52,7 @@ type Server struct {
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // http.Server.IdleTimeout (client keep-alive)
 	MaxHeaderBytes    int           `yaml:"max_header_bytes"`    // http.Server.MaxHeaderBytes
 	RequestIDHeader   string        `yaml:"request_id_header"`   // header read (or set) to correlate requests
+	Pprof             bool          `yaml:"pprof"`               // serve net/http/pprof under /debug/pprof/ on the admin listener
 }
 
 // Upstream is one vLLM pod.

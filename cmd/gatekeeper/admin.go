@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -17,15 +18,36 @@ import (
 // proxyRoundTripper is the upstream transport a test may inject.
 type proxyRoundTripper = http.RoundTripper
 
-// adminHandler serves the admin listener: /metrics and /admin/state. They are
-// never served on the traffic port.
+// adminHandler serves the admin listener: /metrics, /admin/state and, while
+// the policy's server.pprof is on, Go's profiler under /debug/pprof/. They
+// are never served on the traffic port.
 func (a *app) adminHandler() http.Handler {
 	r := chi.NewRouter()
 	r.Handle("/metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{
 		ErrorLog: nil, ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: false,
 	}))
 	r.Get("/admin/state", a.serveState)
+	r.Route("/debug/pprof", func(r chi.Router) {
+		r.Use(a.pprofEnabled)
+		r.HandleFunc("/cmdline", pprof.Cmdline)
+		r.HandleFunc("/profile", pprof.Profile)
+		r.HandleFunc("/symbol", pprof.Symbol)
+		r.HandleFunc("/trace", pprof.Trace)
+		r.HandleFunc("/*", pprof.Index) // the index and the named profiles (heap, goroutine, ...)
+	})
 	return r
+}
+
+// pprofEnabled answers 404 unless the current policy turns server.pprof on;
+// it is read per request, so a reload switches the profiler at once.
+func (a *app) pprofEnabled(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.cfg().Server.Pprof {
+			http.NotFound(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // state is the /admin/state document.

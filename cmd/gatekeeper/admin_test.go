@@ -1,0 +1,61 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gatekeeper-dev/gatekeeper/config"
+)
+
+// TestAdminPprofSwitch checks that the profiler is served on the admin
+// listener only while server.pprof is on, and that a new policy switches it
+// without rebuilding the handler (as a reload does).
+func TestAdminPprofSwitch(t *testing.T) {
+	cfg, err := config.Parse([]byte("upstreams: [{name: pod, url: 'http://127.0.0.1:1'}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, appOptions{transport: newFakePod()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.close)
+	admin := a.adminHandler()
+	on := *cfg
+	on.Server.Pprof = true
+	tests := []struct {
+		name     string
+		cfg      *config.Config
+		path     string
+		want     int
+		wantBody string
+	}{
+		{"off index", cfg, "/debug/pprof/", http.StatusNotFound, ""},
+		{"off heap", cfg, "/debug/pprof/heap", http.StatusNotFound, ""},
+		{"off cmdline", cfg, "/debug/pprof/cmdline", http.StatusNotFound, ""},
+		{"on index", &on, "/debug/pprof/", http.StatusOK, "goroutine"},
+		{"on heap", &on, "/debug/pprof/heap?debug=1", http.StatusOK, "heap profile"},
+		{"on cmdline", &on, "/debug/pprof/cmdline", http.StatusOK, ""},
+		{"on metrics still served", &on, "/metrics", http.StatusOK, "go_goroutines"},
+		{"off again", cfg, "/debug/pprof/", http.StatusNotFound, ""},
+	}
+	for _, tt := range tests { // sequential: each row sets the running policy
+		t.Run(tt.name, func(t *testing.T) {
+			a.current.Store(tt.cfg)
+			rec := httptest.NewRecorder()
+			admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
+			if rec.Code != tt.want || !strings.Contains(rec.Body.String(), tt.wantBody) {
+				t.Errorf("GET %s = %d %.80q, want %d with %q", tt.path, rec.Code, rec.Body.String(), tt.want, tt.wantBody)
+			}
+		})
+	}
+	// The traffic handler never serves the profiler.
+	a.current.Store(&on)
+	rec := httptest.NewRecorder()
+	a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/", nil))
+	if rec.Code == http.StatusOK {
+		t.Errorf("traffic GET /debug/pprof/ = %d, want a refusal", rec.Code)
+	}
+}
