@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
+)
+
+func TestDemoFlags(t *testing.T) {
+	tests := []struct {
+		name        string
+		args        []string
+		config      string
+		check       bool
+		wantEnabled bool
+		wantLoad    bool
+		wantErr     bool
+	}{
+		{name: "off", args: nil},
+		{name: "demo", args: []string{"-demo"}, wantEnabled: true},
+		{name: "load implies demo", args: []string{"-demo-load"}, wantEnabled: true, wantLoad: true},
+		{name: "listeners", args: []string{"-demo", "-demo-listen", "127.0.0.1:18080", "-demo-admin-listen", "127.0.0.1:19090"}, wantEnabled: true},
+		{name: "with a policy file", args: []string{"-demo"}, config: "config.yaml", wantEnabled: true, wantErr: true},
+		{name: "with check", args: []string{"-demo"}, check: true, wantEnabled: true, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d demoFlags
+			fs := flag.NewFlagSet("gatekeeper", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			d.register(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if d.enabled() != tt.wantEnabled || d.load != tt.wantLoad {
+				t.Errorf("flags %v: enabled %v load %v, want %v %v", tt.args, d.enabled(), d.load, tt.wantEnabled, tt.wantLoad)
+			}
+			if err := d.validate(tt.config, tt.check); (err != nil) != tt.wantErr {
+				t.Errorf("validate(%q, %v) = %v, want error %v", tt.config, tt.check, err, tt.wantErr)
+			}
+		})
+	}
+	var d demoFlags
+	fs := flag.NewFlagSet("gatekeeper", flag.ContinueOnError)
+	d.register(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if d.listen != "127.0.0.1:8080" || d.adminListen != "127.0.0.1:9090" {
+		t.Errorf("default listeners %q %q, want 127.0.0.1:8080 and 127.0.0.1:9090", d.listen, d.adminListen)
+	}
+}
+
+func TestDemoPolicyValidates(t *testing.T) {
+	cfg, err := config.Parse(demoPolicy("http://127.0.0.1:12345", "127.0.0.1:8080", "127.0.0.1:9090", time.Second))
+	if err != nil {
+		t.Fatalf("config.Parse(demoPolicy) = %v", err)
+	}
+	if len(cfg.Upstreams) != 1 || cfg.Upstreams[0].Name != demoUpstream || cfg.Upstreams[0].MaxInflight != demoMaxSeqs {
+		t.Fatalf("upstreams = %+v, want one %s with max_inflight %d", cfg.Upstreams, demoUpstream, demoMaxSeqs)
+	}
+	kinds := map[config.SourceKind]string{}
+	for _, s := range cfg.Upstreams[0].Sources {
+		kinds[s.Kind] = s.URL
+	}
+	if kinds[config.SourceKind("vllm")] != "http://127.0.0.1:12345/metrics" ||
+		kinds[config.SourceKind("memory_blocks")] != "http://127.0.0.1:12345/v1/internal/metrics" {
+		t.Errorf("sources = %v, want vllm /metrics and memory_blocks /v1/internal/metrics on the pod", kinds)
+	}
+	if len(cfg.Hooks.Degraded) != 1 || !strings.HasSuffix(cfg.Hooks.Degraded[0].URL, "/v1/internal/empty_cache") {
+		t.Errorf("degraded hooks = %+v, want the pod's empty_cache", cfg.Hooks.Degraded)
+	}
+	if cfg.Server.DrainDelay != time.Second {
+		t.Errorf("drain_delay = %v, want 1s", cfg.Server.DrainDelay)
+	}
+}
+
+// demoRun is a demo serving on loopback ephemeral ports for one test.
+type demoRun struct {
+	trafficURL, adminURL string
+	firstReading         chan struct{} // closed once both pod sources have reported
+	loadDone             chan loadStats
+	logs, banner         *syncBuffer
+	cancel               context.CancelFunc
+	stopped              chan struct{} // closed when serveDemo returns
+	err                  error         // serveDemo's result, set before stopped closes
+}
+
+// startDemo runs serveDemo with the sim at speed 20 and no drain delay.
+func startDemo(t *testing.T, load *loadSettings) *demoRun {
+	t.Helper()
+	listen := func() net.Listener {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	d := &demoRun{firstReading: make(chan struct{}), loadDone: make(chan loadStats, 1),
+		logs: &syncBuffer{}, banner: &syncBuffer{}, stopped: make(chan struct{})}
+	var once sync.Once
+	o := demoOptions{traffic: listen(), admin: listen(), sim: listen(), speed: 20, load: load,
+		log: slog.New(slog.NewJSONHandler(d.logs, nil)), banner: d.banner,
+		onPressure: func(st pressure.State) {
+			us, _ := st.Upstream(demoUpstream)
+			_, kv := us.Signals[pressure.KVCacheUsage]
+			_, frag := us.Signals[pressure.Fragmentation]
+			if kv && frag {
+				once.Do(func() { close(d.firstReading) })
+			}
+		},
+		onLoadDone: func(s loadStats) { d.loadDone <- s },
+	}
+	d.trafficURL, d.adminURL = "http://"+o.traffic.Addr().String(), "http://"+o.admin.Addr().String()
+	ctx, cancel := context.WithCancel(t.Context())
+	d.cancel = cancel
+	go func() {
+		defer close(d.stopped)
+		d.err = serveDemo(ctx, o)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-d.stopped
+	})
+	return d
+}
+
+// stop cancels the demo's ctx and returns serveDemo's result.
+func (d *demoRun) stop(t *testing.T) error {
+	t.Helper()
+	d.cancel()
+	guard := time.NewTimer(30 * time.Second) // a hang guard, not a timed assertion
+	defer guard.Stop()
+	select {
+	case <-d.stopped:
+		return d.err
+	case <-guard.C:
+		t.Fatalf("serveDemo did not return after cancel; logs:\n%s", d.logs.String())
+		return nil
+	}
+}
+
+// wait receives from ch, failing the test if the demo stops first or a
+// generous safety bound passes (a hang guard, not a timed assertion).
+func wait[T any](t *testing.T, d *demoRun, ch <-chan T, what string) T {
+	t.Helper()
+	guard := time.NewTimer(30 * time.Second)
+	defer guard.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-d.stopped:
+		t.Fatalf("demo stopped (%v) before %s; logs:\n%s", d.err, what, d.logs.String())
+	case <-guard.C:
+		t.Fatalf("no %s; logs:\n%s", what, d.logs.String())
+	}
+	var zero T
+	return zero
+}
+
+func TestDemoServesThroughGatekeeper(t *testing.T) {
+	d := startDemo(t, nil)
+	wait(t, d, d.firstReading, "pressure reading from both pod sources")
+
+	tests := []struct {
+		name, body, want string
+	}{
+		{name: "chat", want: `"object":"chat.completion"`,
+			body: `{"model":"` + demoModel + `","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "streaming chat", want: "data: [DONE]",
+			body: `{"model":"` + demoModel + `","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := http.Post(d.trafficURL+"/v1/chat/completions", "application/json", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK || !strings.Contains(string(b), tt.want) {
+				t.Errorf("POST %s = %d %s, want 200 containing %q", tt.body, res.StatusCode, b, tt.want)
+			}
+		})
+	}
+
+	var st struct {
+		Upstreams []struct {
+			Name    string                     `json:"name"`
+			Level   string                     `json:"level"`
+			Signals map[string]json.RawMessage `json:"signals"`
+		} `json:"upstreams"`
+		Sources []struct {
+			Kind string `json:"kind"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(fetch(t, d.adminURL+"/admin/state")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Upstreams) != 1 || st.Upstreams[0].Name != demoUpstream {
+		t.Fatalf("/admin/state upstreams = %+v, want %s", st.Upstreams, demoUpstream)
+	}
+	for _, sig := range []string{"kv_cache_usage", "fragmentation", "waiting"} {
+		if _, ok := st.Upstreams[0].Signals[sig]; !ok {
+			t.Errorf("/admin/state signals lack %s: %v", sig, st.Upstreams[0].Signals)
+		}
+	}
+	if len(st.Sources) != 2 {
+		t.Errorf("/admin/state sources = %+v, want the pod's vllm and memory_blocks", st.Sources)
+	}
+	if m := fetch(t, d.adminURL+"/metrics"); !strings.Contains(m, `gatekeeper_window_limit{upstream="vllm-sim"} 64`) {
+		t.Errorf("/metrics lacks the demo upstream's window")
+	}
+	for _, want := range []string{d.trafficURL + "/v1/chat/completions", d.adminURL + "/admin/state", d.adminURL + "/metrics"} {
+		if !strings.Contains(d.banner.String(), want) {
+			t.Errorf("banner lacks %q:\n%s", want, d.banner.String())
+		}
+	}
+
+	if err := d.stop(t); err != nil {
+		t.Errorf("serveDemo() = %v, want nil after ctx ends", err)
+	}
+	for _, want := range []string{`"msg":"demo ready"`, `"msg":"demo: first pressure reading"`, `"msg":"gatekeeper stopped"`} {
+		if !strings.Contains(d.logs.String(), want) {
+			t.Errorf("logs lack %s", want)
+		}
+	}
+}
+
+func TestDemoLoad(t *testing.T) {
+	const n = 12
+	d := startDemo(t, &loadSettings{QPS: 40, MaxRequests: n, LongFraction: -1, ReportEvery: 100 * time.Millisecond, Seed: 3})
+	s := wait(t, d, d.loadDone, "end of the bounded load")
+	if s.Arrivals != n || s.Sent+s.Skipped != s.Arrivals || s.finished() != s.Sent || s.InFlight != 0 {
+		t.Errorf("load stats = %+v, want %d arrivals = sent + skipped, sent = finished, none pending", s, n)
+	}
+	// The fast breaker's burst of 5 lets the first requests through.
+	if s.Statuses[http.StatusOK] == 0 || s.Errors != 0 || s.Canceled != 0 {
+		t.Errorf("load stats = %+v, want some 200s and no errors", s)
+	}
+	if s.Statuses[http.StatusTooManyRequests] != s.Reasons["rate_limited"] {
+		t.Errorf("429s %d, rate_limited reasons %d, want equal", s.Statuses[http.StatusTooManyRequests], s.Reasons["rate_limited"])
+	}
+	if !strings.Contains(d.logs.String(), `"msg":"load stopped"`) || !strings.Contains(d.logs.String(), `"msg":"load phase changed"`) {
+		t.Errorf("logs lack the load's phase and final lines:\n%s", d.logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
