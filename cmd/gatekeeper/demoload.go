@@ -134,7 +134,7 @@ func newLoadGen(s loadSettings) (*loadGen, error) {
 		s.Now = time.Now
 	}
 	return &loadGen{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x6761746b)), sem: make(chan struct{}, s.MaxConcurrent),
-		text: strings.Repeat(loremGPU, 16000/len(loremGPU)+1),
+		text:  strings.Repeat(loremGPU, 16000/len(loremGPU)+1),
 		stats: loadStats{Statuses: map[int]int64{}, Reasons: map[string]int64{}}}, nil
 }
 

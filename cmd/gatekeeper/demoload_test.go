@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// doerFunc adapts a function to doer.
+type doerFunc func(*http.Request) (*http.Response, error)
+
+func (f doerFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
+
+// sent records what a fake doer received.
+type sent struct {
+	mu       sync.Mutex
+	at       []time.Duration // since the start of the bubble
+	streamed int
+	long     int
+}
+
+func (s *sent) add(r *http.Request, start time.Time) {
+	var body chatRequest
+	b, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(b, &body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at = append(s.at, time.Since(start))
+	if body.Stream {
+		s.streamed++
+	}
+	if len(body.Messages) == 1 && len(body.Messages[0].Content) >= 8000 {
+		s.long++
+	}
+}
+
+// inWindow counts requests sent in [from, to).
+func (s *sent) inWindow(from, to time.Duration) int {
+	n := 0
+	for _, at := range s.at {
+		if at >= from && at < to {
+			n++
+		}
+	}
+	return n
+}
+
+func response(status int, reason string, body io.Reader) *http.Response {
+	h := http.Header{}
+	if reason != "" {
+		h.Set("X-Gatekeeper-Reason", reason)
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(body)}
+}
+
+// failingReader fails after its data, like a stream cut short.
+type failingReader struct{ r io.Reader }
+
+func (f failingReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		return n, errors.New("connection reset")
+	}
+	return n, err
+}
+
+func TestLoadGen(t *testing.T) {
+	tests := []struct {
+		name  string
+		s     loadSettings
+		run   time.Duration // how long Run's ctx lasts
+		reply func(n int, r *http.Request) (*http.Response, error)
+		check func(t *testing.T, st loadStats, rec *sent, logs string)
+	}{
+		{
+			name: "steady then burst, repeating",
+			s:    loadSettings{QPS: 10, BurstFactor: 3, Steady: 10 * time.Second, Burst: 5 * time.Second, ReportEvery: 5 * time.Second},
+			run:  29 * time.Second, // ends inside the second burst, not on a phase boundary
+			reply: func(int, *http.Request) (*http.Response, error) {
+				return response(200, "", strings.NewReader("{}")), nil
+			},
+			check: func(t *testing.T, st loadStats, rec *sent, logs string) {
+				steady := rec.inWindow(0, 10*time.Second) + rec.inWindow(15*time.Second, 25*time.Second)
+				burst := rec.inWindow(10*time.Second, 15*time.Second) + rec.inWindow(25*time.Second, 29*time.Second)
+				// 20 s of steady at 10/s and 9 s of burst at 30/s: per second, burst ≈ 3 × steady.
+				if float64(burst)/9 < 2*float64(steady)/20 {
+					t.Errorf("sent %d in 20 s of steady and %d in 9 s of burst, want the burst rate near 3×", steady, burst)
+				}
+				if got := strings.Count(logs, `"msg":"load phase changed"`); got != 4 {
+					t.Errorf("%d phase change lines, want 4 (steady, burst, steady, burst)", got)
+				}
+				if got := strings.Count(logs, `"msg":"load summary"`); got < 5 {
+					t.Errorf("%d summary lines in 29 s every 5 s, want at least 5", got)
+				}
+				if st.Statuses[200] != st.Sent || st.Skipped != 0 {
+					t.Errorf("stats %+v, want every request answered 200, none skipped", st)
+				}
+				if rec.long == 0 || rec.streamed == 0 || rec.long+rec.streamed != len(rec.at) {
+					t.Errorf("%d long and %d streamed of %d, want both kinds (long ones not streamed)", rec.long, rec.streamed, len(rec.at))
+				}
+			},
+		},
+		{
+			name: "bounded concurrency skips arrivals",
+			s:    loadSettings{QPS: 10, MaxConcurrent: 3},
+			run:  10 * time.Second,
+			reply: func(_ int, r *http.Request) (*http.Response, error) {
+				<-r.Context().Done() // never answers: the pod is stuck
+				return nil, r.Context().Err()
+			},
+			check: func(t *testing.T, st loadStats, _ *sent, _ string) {
+				if st.Sent != 3 || st.Canceled != 3 || st.Skipped != st.Arrivals-3 || st.Arrivals < 10 {
+					t.Errorf("stats %+v, want 3 sent and canceled at the end, the other arrivals skipped", st)
+				}
+			},
+		},
+		{
+			name: "max requests ends the run",
+			s:    loadSettings{QPS: 10, MaxRequests: 7},
+			run:  time.Hour,
+			reply: func(int, *http.Request) (*http.Response, error) {
+				return response(200, "", strings.NewReader("{}")), nil
+			},
+			check: func(t *testing.T, st loadStats, rec *sent, _ string) {
+				if st.Arrivals != 7 || st.Sent != 7 || len(rec.at) != 7 || rec.at[6] > time.Minute {
+					t.Errorf("stats %+v, sent at %v, want 7 within a minute and then the end", st, rec.at)
+				}
+			},
+		},
+		{
+			name: "statuses, reasons and errors add up",
+			s:    loadSettings{QPS: 20},
+			run:  10 * time.Second,
+			reply: func(n int, _ *http.Request) (*http.Response, error) {
+				switch n % 5 {
+				case 0:
+					return response(200, "", strings.NewReader("data: [DONE]\n\n")), nil
+				case 1:
+					return response(429, "rate_limited", strings.NewReader("{}")), nil
+				case 2:
+					return response(503, "queue_full", strings.NewReader("{}")), nil
+				case 3:
+					return response(200, "", failingReader{strings.NewReader("data: {}\n\n")}), nil
+				}
+				return nil, errors.New("connection refused")
+			},
+			check: func(t *testing.T, st loadStats, _ *sent, logs string) {
+				if st.Statuses[429] != st.Reasons["rate_limited"] || st.Statuses[503] != st.Reasons["queue_full"] ||
+					st.Statuses[200] == 0 || st.Errors == 0 || st.Canceled != 0 {
+					t.Errorf("stats %+v, want 200s, 429s and 503s with their reasons, and errors", st)
+				}
+				// The replies cycle through five outcomes; count each residue.
+				count := func(r int64) int64 { return (st.Sent - r + 4) / 5 }
+				if st.Statuses[200] != count(0) || st.Statuses[429] != count(1) || st.Statuses[503] != count(2) ||
+					st.Errors != count(3)+count(4) {
+					t.Errorf("stats %+v, want %d, %d, %d of 200, 429, 503 and %d errors", st,
+						count(0), count(1), count(2), count(3)+count(4))
+				}
+				if !strings.Contains(logs, `"msg":"load stopped"`) || !strings.Contains(logs, `"status_429":`) {
+					t.Errorf("no final summary with the 429 count:\n%s", logs)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				rec := &sent{}
+				var mu sync.Mutex
+				calls := 0
+				var logs bytes.Buffer // written from Run's goroutines, read after Run
+				s := tt.s
+				s.URL, s.Model, s.Seed = "http://gatekeeper.test", "m", 1
+				s.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+				s.Client = doerFunc(func(r *http.Request) (*http.Response, error) {
+					rec.add(r, start)
+					mu.Lock()
+					n := calls
+					calls++
+					mu.Unlock()
+					return tt.reply(n, r)
+				})
+				g, err := newLoadGen(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), tt.run)
+				defer cancel()
+				if err := g.Run(ctx); err != nil {
+					t.Fatalf("Run() = %v", err)
+				}
+				st := g.Stats()
+				if st.Sent+st.Skipped != st.Arrivals || st.finished() != st.Sent || st.InFlight != 0 {
+					t.Errorf("stats %+v: want arrivals = sent + skipped, sent = finished, nothing pending after Run", st)
+				}
+				tt.check(t, st, rec, logs.String())
+			})
+		})
+	}
+}
+
+func TestNewLoadGenRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		s    loadSettings
+	}{
+		{name: "no url", s: loadSettings{Model: "m"}},
+		{name: "no model", s: loadSettings{URL: "http://x"}},
+		{name: "burst factor below 1", s: loadSettings{URL: "http://x", Model: "m", BurstFactor: 0.5}},
+		{name: "long fraction above 1", s: loadSettings{URL: "http://x", Model: "m", LongFraction: 1.5}},
+		{name: "negative qps", s: loadSettings{URL: "http://x", Model: "m", QPS: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := newLoadGen(tt.s); err == nil || !strings.HasPrefix(err.Error(), "gatekeeper: demo load:") {
+				t.Errorf("newLoadGen(%+v) = %v, want a gatekeeper: demo load error", tt.s, err)
+			}
+		})
+	}
+}
