@@ -132,13 +132,19 @@ func serveDemo(ctx context.Context, o demoOptions) error {
 		closeAll()
 		return fmt.Errorf("gatekeeper: demo policy: %w", err)
 	}
-	a, err := newApp(cfg, appOptions{log: o.log})
+	var a *app // set before the app's loops start, so before stage runs
+	onPressure := demoPressureHook(o.log, o.onPressure)
+	stage := func(name string) {
+		if name == "pressure" {
+			onPressure(a.pressure.snapshot())
+		}
+	}
+	a, err = newApp(cfg, appOptions{log: o.log, stage: stage})
 	if err != nil {
 		closeAll()
 		return err
 	}
 	defer a.close()
-	a.pressure.onUpdate = demoPressureHook(a.pressure.onUpdate, o.log, o.onPressure)
 
 	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSim()
@@ -248,15 +254,12 @@ hooks:
 		podURL+"/metrics", podURL+"/v1/internal/metrics")
 }
 
-// demoPressureHook wraps the slow breaker's pressure callback: after next
-// has seen a round, the first round that carries signals is logged once,
-// and notify (tests) sees every round.
-func demoPressureHook(next func(pressure.State), log *slog.Logger, notify func(pressure.State)) func(pressure.State) {
+// demoPressureHook is called after the slow breaker has acted on a pressure
+// poll round: it logs the first reading that carries signals, once, and
+// passes every round to notify (tests), if set.
+func demoPressureHook(log *slog.Logger, notify func(pressure.State)) func(pressure.State) {
 	var once sync.Once
 	return func(st pressure.State) {
-		if next != nil {
-			next(st)
-		}
 		if us, ok := st.Upstream(demoUpstream); ok && len(us.Signals) > 0 {
 			once.Do(func() {
 				attrs := []slog.Attr{slog.String("upstream", demoUpstream)}

@@ -63,6 +63,40 @@ func TestDemoFlags(t *testing.T) {
 	}
 }
 
+func TestRunDemo(t *testing.T) {
+	tests := []struct {
+		name       string
+		d          demoFlags
+		wantErr    string
+		wantStdout string
+	}{
+		{name: "bad traffic address", d: demoFlags{on: true, listen: "127.0.0.1:-1", adminListen: "127.0.0.1:0"},
+			wantErr: "-demo-listen"},
+		{name: "bad admin address", d: demoFlags{on: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:-1"},
+			wantErr: "-demo-admin-listen"},
+		// ctx is already done: the demo starts, prints its curls, drains (1 s) and stops.
+		{name: "starts and stops", d: demoFlags{on: true, load: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0"},
+			wantStdout: "/v1/chat/completions"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			var out, errb syncBuffer
+			err := runDemo(ctx, tt.d, &out, &errb)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("runDemo(%+v) = %v, want an error naming %s", tt.d, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(out.String(), tt.wantStdout) || !strings.Contains(errb.String(), `"msg":"gatekeeper stopped"`) {
+				t.Errorf("runDemo(%+v) = %v, stdout %q, stderr %s; want nil, the curls and a clean stop", tt.d, err, out.String(), errb.String())
+			}
+		})
+	}
+}
+
 func TestDemoPolicyValidates(t *testing.T) {
 	cfg, err := config.Parse(demoPolicy("http://127.0.0.1:12345", "127.0.0.1:8080", "127.0.0.1:9090", time.Second))
 	if err != nil {
