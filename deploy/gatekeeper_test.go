@@ -26,7 +26,10 @@ import (
 type gatekeeper struct {
 	traffic, admin string // host:port
 	client         *http.Client
-	log            *syncBuffer // its stdout and stderr
+	log            *syncBuffer      // its stdout and stderr
+	volume         *configMapVolume // holds config.yaml, the policy
+	policy         string           // the policy first written
+	exited         <-chan error     // receives the process's exit
 }
 
 // startGatekeeper builds ./cmd/gatekeeper, starts it with a policy whose
@@ -53,12 +56,11 @@ func startGatekeeper(t *testing.T) *gatekeeper {
 	t.Cleanup(pod.Close)
 	gk := &gatekeeper{traffic: freeAddr(t), admin: freeAddr(t), log: new(syncBuffer),
 		client: &http.Client{Timeout: 5 * time.Second}}
-	policy := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(policy, fmt.Appendf(nil, testPolicy, gk.traffic, gk.admin,
-		pod.URL, pod.URL, pod.URL), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	exited := startProcess(t, gk.log, bin, "-config", policy)
+	gk.volume = &configMapVolume{dir: t.TempDir()}
+	gk.policy = fmt.Sprintf(testPolicy, gk.traffic, gk.admin, pod.URL, pod.URL, pod.URL)
+	gk.volume.update(t, map[string]string{"config.yaml": gk.policy})
+	exited := startProcess(t, gk.log, bin, "-config", filepath.Join(gk.volume.dir, "config.yaml"))
+	gk.exited = exited
 
 	// Ready, and the derived allocator rates exported (they need two readings).
 	waitFor(t, 30*time.Second, exited, gk.log, "gatekeeper ready with pressure signals", func() bool {
@@ -85,6 +87,52 @@ func startGatekeeper(t *testing.T) *gatekeeper {
 		t.Fatalf("GET /no/such/route = %d, want 404", code)
 	}
 	return gk
+}
+
+// configMapVolume lays out files as kubelet does in a ConfigMap volume: the
+// files live in a timestamped folder, "..data" links to it, and each file
+// name links through "..data". An update writes a new folder and renames a
+// new "..data" link over the old one, so readers see the change at once.
+type configMapVolume struct {
+	dir     string
+	version int    // of the current folder
+	current string // its name
+}
+
+func (v *configMapVolume) update(t *testing.T, files map[string]string) {
+	t.Helper()
+	v.version++
+	name := fmt.Sprintf("..2026_11_30_00_00_%02d.%d", v.version, v.version)
+	if err := os.Mkdir(filepath.Join(v.dir, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for file, content := range files {
+		if err := os.WriteFile(filepath.Join(v.dir, name, file), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	if err := os.Symlink(name, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if v.current != "" {
+		if err := os.RemoveAll(filepath.Join(v.dir, v.current)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for file := range files {
+		link := filepath.Join(v.dir, file)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Join("..data", file), link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v.current = name
 }
 
 // testPolicy: listen, admin_listen, then the fake pod's URL three times.

@@ -55,6 +55,21 @@ func TestGatekeeperMetrics(t *testing.T) {
 	t.Run("prometheus scrapes gatekeeper", func(t *testing.T) {
 		prometheusScrapes(t, gk)
 	})
+
+	// Last: it changes the policy. As in deploy/kubernetes, the policy is a
+	// ConfigMap volume; kubelet's update must reach gatekeeper's watcher.
+	t.Run("ConfigMap update reloads the policy in place", func(t *testing.T) {
+		const reloaded = `gatekeeper_config_reloads_total{result="success"} 1`
+		if strings.Contains(string(scrape), reloaded) {
+			t.Fatalf("/metrics has %s before any update", reloaded)
+		}
+		changed := strings.Replace(gk.policy, "log:\n", "fast_breaker:\n  qps: 81\nlog:\n", 1)
+		gk.volume.update(t, map[string]string{"config.yaml": changed})
+		waitFor(t, 20*time.Second, gk.exited, gk.log, "gatekeeper to reload the updated ConfigMap", func() bool {
+			_, body := gk.get("http://" + gk.admin + "/metrics")
+			return strings.Contains(body, reloaded)
+		})
+	})
 }
 
 // metricName finds the metric names in PromQL once quoted strings are gone.
