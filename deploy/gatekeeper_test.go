@@ -43,7 +43,11 @@ func startGatekeeper(t *testing.T) *gatekeeper {
 	bin := filepath.Join(t.TempDir(), "gatekeeper")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, goBin, "build", "-o", bin, "github.com/gatekeeper-dev/gatekeeper/cmd/gatekeeper")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.CommandContext(ctx, goBin, append(args, "github.com/gatekeeper-dev/gatekeeper/cmd/gatekeeper")...)
 	build.Env = os.Environ()
 	if os.Getenv("CGO_CFLAGS") == "" {
 		build.Env = append(build.Env, "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
@@ -195,7 +199,7 @@ func families(t *testing.T, scrape []byte) map[string]bool {
 
 // startProcess starts bin with its output going to log and returns a
 // channel that receives Wait's result. Cleanup stops it with SIGTERM, then
-// SIGKILL after 10 s.
+// SIGKILL after 10 s, and fails the test unless it exited 0.
 func startProcess(t *testing.T, log *syncBuffer, bin string, args ...string) <-chan error {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
@@ -210,7 +214,12 @@ func startProcess(t *testing.T, log *syncBuffer, bin string, args ...string) <-c
 		timer := time.NewTimer(10 * time.Second)
 		defer timer.Stop()
 		select {
-		case <-exited:
+		case err := <-exited:
+			// Both gatekeeper and Prometheus exit 0 on SIGTERM; a race
+			// detected in a -race binary makes it exit 66.
+			if err != nil || strings.Contains(log.String(), "DATA RACE") {
+				t.Errorf("%s exited with %v after SIGTERM; log:\n%s", filepath.Base(bin), err, log)
+			}
 		case <-timer.C:
 			_ = cmd.Process.Kill()
 			<-exited
