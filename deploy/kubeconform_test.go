@@ -1,11 +1,25 @@
 package deploy
 
 import (
+	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
+
+// schemaLocation is kubeconform's -schema-location for the vendored schemas.
+func schemaLocation(t *testing.T) string {
+	t.Helper()
+	schemas, err := filepath.Abs("schemas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(schemas, "{{ .ResourceKind }}{{ .KindSuffix }}.json")
+}
 
 // TestKubeconform validates the manifests with kubeconform against the
 // vendored strict schemas (no network), and checks that those schemas do
@@ -13,11 +27,7 @@ import (
 func TestKubeconform(t *testing.T) {
 	t.Parallel()
 	bin := lookTool(t, "kubeconform", "scripts/install/kubeconform.sh")
-	schemas, err := filepath.Abs("schemas")
-	if err != nil {
-		t.Fatal(err)
-	}
-	location := filepath.Join(schemas, "{{ .ResourceKind }}{{ .KindSuffix }}.json")
+	location := schemaLocation(t)
 	tests := []struct {
 		name    string
 		files   []string
@@ -44,5 +54,43 @@ func TestKubeconform(t *testing.T) {
 				t.Errorf("kubeconform %v = %s, want an error with %q", tt.files, out, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestKustomizeBuild builds deploy/kubernetes as `kubectl apply -k` would
+// and validates what it would apply: every manifest, labelled.
+func TestKustomizeBuild(t *testing.T) {
+	t.Parallel()
+	kustomize := lookTool(t, "kustomize", "scripts/install/kustomize.sh")
+	kubeconform := lookTool(t, "kubeconform", "scripts/install/kubeconform.sh")
+	built, err := runTool(t, 30*time.Second, nil, kustomize, "build", "kubernetes")
+	if err != nil {
+		t.Fatalf("kustomize build kubernetes: %v\n%s", err, built)
+	}
+	out, err := runTool(t, 30*time.Second, []byte(built), kubeconform, "-strict", "-summary", "-schema-location", schemaLocation(t), "-")
+	if err != nil {
+		t.Errorf("kubeconform on kustomize's output: %v\n%s", err, out)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(built))
+	var kinds []string
+	for {
+		var obj struct {
+			Kind     string `yaml:"kind"`
+			Metadata meta   `yaml:"metadata"`
+		}
+		err := dec.Decode(&obj)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("kustomize output: %v", err)
+		}
+		kinds = append(kinds, obj.Kind)
+		if obj.Metadata.Labels["app.kubernetes.io/part-of"] != "gatekeeper" {
+			t.Errorf("%s %s: labels %v, want app.kubernetes.io/part-of=gatekeeper", obj.Kind, obj.Metadata.Name, obj.Metadata.Labels)
+		}
+	}
+	if len(kinds) != len(manifests(t)) {
+		t.Errorf("kustomize build = %v, want one object per manifest (%d)", kinds, len(manifests(t)))
 	}
 }
