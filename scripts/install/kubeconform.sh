@@ -11,4 +11,4 @@ if [ -x "$bin/kubeconform" ] && go version -m "$bin/kubeconform" | grep -q "gith
 	exit 0
 fi
 GOFLAGS=-buildvcs=false go install "github.com/yannh/kubeconform/cmd/kubeconform@$version"
-go version -m "$bin/kubeconform" | grep -m1 "mod[[:space:]]*github.com/yannh/kubeconform"
+go version -m "$bin/kubeconform" | grep "^[[:space:]]*mod[[:space:]]*github.com/yannh/kubeconform"

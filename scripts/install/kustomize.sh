@@ -10,4 +10,4 @@ if [ -x "$bin/kustomize" ] && go version -m "$bin/kustomize" | grep -q "sigs.k8s
 	exit 0
 fi
 GOFLAGS=-buildvcs=false go install "sigs.k8s.io/kustomize/kustomize/v5@$version"
-go version -m "$bin/kustomize" | grep -m1 "mod[[:space:]]*sigs.k8s.io/kustomize/kustomize/v5"
+go version -m "$bin/kustomize" | grep "^[[:space:]]*mod[[:space:]]*sigs.k8s.io/kustomize/kustomize/v5"

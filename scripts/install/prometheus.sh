@@ -9,4 +9,4 @@ if command -v prometheus >/dev/null && command -v promtool >/dev/null; then
 fi
 apt-get update
 DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus
-promtool --version | head -n 1
+promtool --version 2>&1 | sed -n 1p
