@@ -39,27 +39,13 @@ type gatekeeper struct {
 // with SIGTERM (SIGKILL after 10 s).
 func startGatekeeper(t *testing.T) *gatekeeper {
 	t.Helper()
-	goBin := lookTool(t, "go", "Go")
-	bin := filepath.Join(t.TempDir(), "gatekeeper")
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.CommandContext(ctx, goBin, append(args, "github.com/gatekeeper-dev/gatekeeper/cmd/gatekeeper")...)
-	build.Env = os.Environ()
-	if os.Getenv("CGO_CFLAGS") == "" {
-		build.Env = append(build.Env, "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
-	}
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/gatekeeper: %v\n%s", err, out)
-	}
-
+	bin := buildGatekeeper(t)
 	pod := httptest.NewServer(fakeVLLM())
 	t.Cleanup(pod.Close)
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
 	gk := &gatekeeper{traffic: freeAddr(t), admin: freeAddr(t), log: new(syncBuffer),
-		client: &http.Client{Timeout: 5 * time.Second}}
+		client: &http.Client{Transport: transport, Timeout: 5 * time.Second}}
 	gk.volume = &configMapVolume{dir: t.TempDir()}
 	gk.policy = fmt.Sprintf(testPolicy, gk.traffic, gk.admin, pod.URL, pod.URL, pod.URL)
 	gk.volume.update(t, map[string]string{"config.yaml": gk.policy})
@@ -137,6 +123,29 @@ func (v *configMapVolume) update(t *testing.T, files map[string]string) {
 		}
 	}
 	v.current = name
+}
+
+// buildGatekeeper builds ./cmd/gatekeeper into a temporary folder, with
+// -race when the tests have it, and returns the binary's path.
+func buildGatekeeper(t *testing.T) string {
+	t.Helper()
+	goBin := lookTool(t, "go", "Go")
+	bin := filepath.Join(t.TempDir(), "gatekeeper")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.CommandContext(ctx, goBin, append(args, "github.com/gatekeeper-dev/gatekeeper/cmd/gatekeeper")...)
+	build.Env = os.Environ()
+	if os.Getenv("CGO_CFLAGS") == "" {
+		build.Env = append(build.Env, "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
+	}
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/gatekeeper: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // testPolicy: listen, admin_listen, then the fake pod's URL three times.
