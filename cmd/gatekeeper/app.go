@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,9 +26,11 @@ type appOptions struct {
 	path  string         // policy file; "" for the embedded default
 	// transport, if set, replaces the upstream transport (tests).
 	transport proxyRoundTripper
+	// now, if set, is the slow breaker's clock (tests). Nil means time.Now.
+	now func() time.Time
 	// stage, if set, is called as the app passes a lifecycle step: "draining",
-	// "refusing", "reloaded", "reload_refused", and "pressure" after each
-	// pressure poll round has been acted on. Tests use it to act at the
+	// "refusing", "reloaded", "reload_refused", "pressure" after each
+	// pressure poll round has been acted on, and "hook" after a relief hook call. Tests use it to act at the
 	// exact moment; it runs on the goroutine making the step.
 	stage func(name string)
 }
@@ -103,7 +106,7 @@ func newApp(cfg *config.Config, opts appOptions) (*app, error) {
 	if a.hooks, err = proxy.NewHookRunner(proxy.HookSettings{OnResult: a.hookResult}); err != nil {
 		return nil, err
 	}
-	a.slow = &slowPath{a: a, hooks: a.hooks}
+	a.slow = &slowPath{a: a, hooks: a.hooks, now: opts.now}
 	if err := a.slow.set(cfg); err != nil {
 		return nil, err
 	}
@@ -321,6 +324,7 @@ func (a *app) hookResult(r proxy.HookResult) {
 		attrs = append(attrs, slog.String("err", r.Err.Error()))
 	}
 	a.log.LogAttrs(context.Background(), level, "relief hook called", attrs...)
+	a.step("hook")
 }
 
 // appMetrics are the series the command owns itself.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
@@ -65,6 +66,7 @@ func stalePolicy(p config.OnStale) breaker.StalePolicy {
 type slowPath struct {
 	a     *app
 	hooks *proxy.HookRunner
+	now   func() time.Time // nil: time.Now
 
 	// mu guards ups and serialises observe.
 	mu  sync.Mutex
@@ -79,6 +81,7 @@ func (sp *slowPath) set(cfg *config.Config) error {
 	next := make(map[string]*breaker.Slow, len(cfg.Upstreams))
 	for _, u := range cfg.Upstreams {
 		s := slowSettings(cfg, u)
+		s.Now = sp.now
 		if sl, ok := sp.ups[u.Name]; ok {
 			if err := sl.Update(s); err != nil {
 				return err
