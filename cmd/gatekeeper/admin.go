@@ -72,6 +72,8 @@ type upstreamState struct {
 	MinInflight int    `json:"min_inflight"`
 	Level       string `json:"level"`
 	Phase       string `json:"phase"`
+	// LastChange is the latest level change and the signal that caused it.
+	LastChange *levelCause `json:"last_change,omitempty"`
 	// Signals are the pressure readings (worst over the pod's GPUs), each
 	// with its source and age; Absent lists the signals no source provides.
 	Signals map[pressure.Signal]pressure.Value `json:"signals"`
@@ -125,8 +127,8 @@ func (a *app) snapshot() state {
 		if g, ok := a.gates[u.Name]; ok && g.b != nil {
 			us.Breaker = g.b.State().String()
 		}
-		if st, ok := a.slow.current(u.Name); ok {
-			us.Level, us.Phase = st.Level.String(), st.Phase.String()
+		if st, cause, ok := a.slow.current(u.Name); ok {
+			us.Level, us.Phase, us.LastChange = st.Level.String(), st.Phase.String(), cause
 		}
 		if p, ok := ps.Upstream(u.Name); ok {
 			us.Signals, us.Absent, us.GPUs = p.Signals, p.Absent, p.GPUs

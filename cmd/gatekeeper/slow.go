@@ -68,9 +68,20 @@ type slowPath struct {
 	hooks *proxy.HookRunner
 	now   func() time.Time // nil: time.Now
 
-	// mu guards ups and serialises observe.
-	mu  sync.Mutex
-	ups map[string]*breaker.Slow
+	// mu guards ups and causes, and serialises observe.
+	mu     sync.Mutex
+	ups    map[string]*breaker.Slow
+	causes map[string]levelCause
+}
+
+// levelCause is the last level change of an upstream, for /admin/state.
+type levelCause struct {
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Signal string    `json:"signal"`
+	Value  float64   `json:"value"`
+	Stale  bool      `json:"stale"`
+	At     time.Time `json:"at"`
 }
 
 // set builds or updates each upstream's slow breaker for cfg; a reload keeps
@@ -99,15 +110,19 @@ func (sp *slowPath) set(cfg *config.Config) error {
 	return nil
 }
 
-// current returns an upstream's slow breaker state.
-func (sp *slowPath) current(name string) (breaker.SlowState, bool) {
+// current returns an upstream's slow breaker state and its last level change.
+func (sp *slowPath) current(name string) (breaker.SlowState, *levelCause, bool) {
 	sp.mu.Lock()
 	sl, ok := sp.ups[name]
+	c, changed := sp.causes[name]
 	sp.mu.Unlock()
 	if !ok {
-		return breaker.SlowState{}, false
+		return breaker.SlowState{}, nil, false
 	}
-	return sl.Current(), true
+	if !changed {
+		return sl.Current(), nil, true
+	}
+	return sl.Current(), &c, true
 }
 
 // observe is the pressure monitor's OnUpdate: one poll round's readings.
@@ -153,6 +168,15 @@ func (sp *slowPath) apply(u config.Upstream, upd breaker.SlowUpdate, observeOnly
 		return
 	}
 	t := upd.Transition
+	if sp.causes == nil {
+		sp.causes = map[string]levelCause{}
+	}
+	now := time.Now
+	if sp.now != nil {
+		now = sp.now
+	}
+	sp.causes[u.Name] = levelCause{From: t.From.String(), To: t.To.String(), Signal: t.Signal,
+		Value: jsonSafe(t.Value), Stale: t.Stale, At: now()}
 	a.handler.SetCritical(u.Name, t.To == breaker.Critical)
 	a.metrics.levelTransitions.WithLabelValues(u.Name, t.From.String(), t.To.String(), t.Signal).Inc()
 	level := slog.LevelWarn
@@ -220,4 +244,13 @@ func readingsFor(us pressure.UpstreamState, st pressure.State, name string, gpus
 		}
 	}
 	return out
+}
+
+// jsonSafe maps NaN and infinities (a stale reading's value) to 0, which
+// encoding/json cannot write.
+func jsonSafe(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
 }

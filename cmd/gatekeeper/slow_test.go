@@ -174,6 +174,10 @@ func TestSlowBreakerShedsAndRecoversShortFirst(t *testing.T) {
 			t.Errorf("new request while critical = %d %q, want 503 overloaded with Retry-After",
 				rec.Code, rec.Header().Get("X-Gatekeeper-Reason"))
 		}
+		if st := r.a.snapshot(); st.Upstreams[0].LastChange == nil || st.Upstreams[0].LastChange.Signal != "fragmentation" ||
+			st.Upstreams[0].LastChange.To != "critical" {
+			t.Errorf("/admin/state last_change = %+v, want the move to critical caused by fragmentation", st.Upstreams[0].LastChange)
+		}
 		limit := r.windowLimit()
 		if limit >= 8 {
 			t.Errorf("window while critical = %d, want it cut below 8", limit)
