@@ -255,12 +255,15 @@ hooks:
 }
 
 // demoPressureHook is called after the slow breaker has acted on a pressure
-// poll round: it logs the first reading that carries signals, once, and
+// poll round: it logs the first reading from both pod sources, once, and
 // passes every round to notify (tests), if set.
 func demoPressureHook(log *slog.Logger, notify func(pressure.State)) func(pressure.State) {
 	var once sync.Once
 	return func(st pressure.State) {
-		if us, ok := st.Upstream(demoUpstream); ok && len(us.Signals) > 0 {
+		us, _ := st.Upstream(demoUpstream)
+		_, kv := us.Signals[pressure.KVCacheUsage]    // from the pod's /metrics
+		_, frag := us.Signals[pressure.Fragmentation] // from its memory_blocks endpoint
+		if kv && frag {
 			once.Do(func() {
 				attrs := []slog.Attr{slog.String("upstream", demoUpstream)}
 				for _, sig := range pressure.Signals() {
