@@ -32,6 +32,10 @@ func TestLoadGoodFiles(t *testing.T) {
 // badFiles pairs every testdata/*.bad.yaml with substrings its error must
 // hold, in order: each problem with its path and, from a file, its line.
 var badFiles = map[string][]string{
+	"tls.bad.yaml": {
+		`config: line 3: server.max_concurrent_streams: `,
+		`config: line 4: server.tls.key_file: is required with server.tls`,
+	},
 	"unknown-key.bad.yaml": {`config: line 4: unknown key "lisen" in server (did you mean "listen"?)`},
 	"unknown-top.bad.yaml": {`config: line 1: unknown key "upstream" at top level (did you mean "upstreams"?)`},
 	"unknown-nested.bad.yaml": {

@@ -53,6 +53,20 @@ type Server struct {
 	MaxHeaderBytes    int           `yaml:"max_header_bytes"`    // http.Server.MaxHeaderBytes
 	RequestIDHeader   string        `yaml:"request_id_header"`   // header read (or set) to correlate requests
 	Pprof             bool          `yaml:"pprof"`               // serve net/http/pprof under /debug/pprof/ on the admin listener
+	// AdminTokenFile, if set, names a file whose content (trimmed) is the
+	// bearer token every admin request must carry; read at start and reload.
+	AdminTokenFile string `yaml:"admin_token_file"`
+	// MaxConcurrentStreams caps HTTP/2 streams per client connection.
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+	// TLS, if set, serves the traffic listener over TLS with HTTP/2.
+	TLS *TLS `yaml:"tls"`
+}
+
+// TLS names the traffic listener's certificate and key (PEM). Both files
+// are re-read when they change, so a rotated certificate needs no restart.
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Upstream is one vLLM pod.

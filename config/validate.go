@@ -112,6 +112,15 @@ func (k *checker) server(s Server) {
 	if !isToken(s.RequestIDHeader) {
 		k.add("server.request_id_header", "must be a valid header name, got %q", s.RequestIDHeader)
 	}
+	k.atLeast("server.max_concurrent_streams", int64(s.MaxConcurrentStreams), 1)
+	if t := s.TLS; t != nil {
+		if t.CertFile == "" {
+			k.add("server.tls.cert_file", "is required with server.tls")
+		}
+		if t.KeyFile == "" {
+			k.add("server.tls.key_file", "is required with server.tls")
+		}
+	}
 }
 
 func (k *checker) transport(t Transport) {

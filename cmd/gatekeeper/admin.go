@@ -23,10 +23,12 @@ type proxyRoundTripper = http.RoundTripper
 // are never served on the traffic port.
 func (a *app) adminHandler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(a.adminAuth) // every admin route, when server.admin_token_file is set
 	r.Handle("/metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{
 		ErrorLog: nil, ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: false,
 	}))
 	r.Get("/admin/state", a.serveState)
+	r.Mount("/admin", a.statusPage())
 	r.Route("/debug/pprof", func(r chi.Router) {
 		r.Use(a.pprofEnabled)
 		r.HandleFunc("/cmdline", pprof.Cmdline)

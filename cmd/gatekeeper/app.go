@@ -41,20 +41,21 @@ type fileChanges chan struct{}
 // app is one running gatekeeper: the packages wired together, and the policy
 // that a reload swaps. Safe for concurrent use; must not be copied.
 type app struct {
-	opts     appOptions
-	log      *slog.Logger
-	reg      *prometheus.Registry
-	metrics  *appMetrics
-	current  atomic.Pointer[config.Config]
-	limiter  *breaker.Limiter
-	queue    *queue.Queue
-	handler  *proxy.Handler
-	slow     *slowPath
-	pressure *pressureRunner
-	hooks    *proxy.HookRunner
-	loopsCtx atomic.Pointer[context.Context] // set by startLoops; reloads restart the monitor under it
-	watcher  *config.Watcher                 // nil when running the embedded default
-	changed  fileChanges
+	opts       appOptions
+	log        *slog.Logger
+	reg        *prometheus.Registry
+	metrics    *appMetrics
+	current    atomic.Pointer[config.Config]
+	limiter    *breaker.Limiter
+	queue      *queue.Queue
+	handler    *proxy.Handler
+	slow       *slowPath
+	pressure   *pressureRunner
+	hooks      *proxy.HookRunner
+	loopsCtx   atomic.Pointer[context.Context] // set by startLoops; reloads restart the monitor under it
+	watcher    *config.Watcher                 // nil when running the embedded default
+	adminToken atomic.Pointer[string]          // "" or nil: no token required
+	changed    fileChanges
 
 	// mu serialises apply and guards gates.
 	mu    sync.Mutex
@@ -103,6 +104,11 @@ func newApp(cfg *config.Config, opts appOptions) (*app, error) {
 		return nil, err
 	}
 	a.current.Store(cfg)
+	tok, err := loadAdminToken(cfg.Server.AdminTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	a.adminToken.Store(&tok)
 	if a.hooks, err = proxy.NewHookRunner(proxy.HookSettings{OnResult: a.hookResult}); err != nil {
 		return nil, err
 	}
@@ -184,8 +190,13 @@ func (a *app) apply(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	tok, err := loadAdminToken(cfg.Server.AdminTokenFile)
+	if err != nil {
+		return err
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.adminToken.Store(&tok)
 	old := a.cfg()
 	if err := a.limiter.Update(s.limiter); err != nil {
 		return err
@@ -387,7 +398,8 @@ func restartOnly(changed []string) []string {
 	for _, k := range changed {
 		switch {
 		case k == "server.listen", k == "server.admin_listen", k == "server.read_header_timeout",
-			k == "server.idle_timeout", k == "server.max_header_bytes",
+			k == "server.idle_timeout", k == "server.max_header_bytes", k == "server.max_concurrent_streams",
+			strings.HasPrefix(k, "server.tls"),
 			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."):
 			out = append(out, k)
 		}

@@ -113,13 +113,26 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 		admin.Close()
 		return err
 	}
-	go func() { errc <- serveErr(ts.Serve(traffic)) }()
+	useTLS, err := a.configureTLS(ts)
+	if err != nil {
+		stopLoops()
+		wg.Wait()
+		traffic.Close()
+		admin.Close()
+		return err
+	}
+	go func() {
+		if useTLS {
+			errc <- serveErr(ts.ServeTLS(traffic, "", ""))
+			return
+		}
+		errc <- serveErr(ts.Serve(traffic))
+	}()
 	go func() { errc <- serveErr(as.Serve(admin)) }()
 	a.log.LogAttrs(ctx, slog.LevelInfo, "gatekeeper started",
 		slog.String("state", "serving"), slog.String("listen", traffic.Addr().String()),
 		slog.String("admin_listen", admin.Addr().String()), slog.String("version", version))
 
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestAdminToken(t *testing.T) {
+	pod := http.NewServeMux()
+	pod.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	podURL := newPodServer(t, pod)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startLifecycle(t, "upstreams: [{name: p, url: '"+podURL+"'}]\nserver: {drain_delay: 0s, admin_token_file: '"+tokenFile+"'}\n", nil)
+	for _, tt := range []struct {
+		auth string
+		want int
+	}{
+		{"", 401},
+		{"Bearer wrong", 401},
+		{"Basic czNjcmV0", 401},
+		{"Bearer s3cret", 200},
+	} {
+		for _, path := range []string{"/metrics", "/admin/state"} {
+			req, _ := http.NewRequest(http.MethodGet, r.admin+path, nil)
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tt.want {
+				t.Errorf("GET %s with %q = %d, want %d", path, tt.auth, res.StatusCode, tt.want)
+			}
+		}
+	}
+	// The traffic port's health endpoints never need the token.
+	if code := status(t, http.MethodGet, r.traffic+"/healthz"); code != 200 {
+		t.Errorf("/healthz = %d, want 200", code)
+	}
+}
+
+func TestEmptyAdminTokenFileRefused(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f, []byte("  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadAdminToken(f); err == nil || !strings.Contains(err.Error(), "server.admin_token_file") {
+		t.Errorf("loadAdminToken(empty file) = %v, want an error naming the key", err)
+	}
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 with serial n.
+func writeCert(t *testing.T, certFile, keyFile string, n int64) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(n), Subject: pkix.Name{CommonName: "gatekeeper-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	return c
+}
+
+func TestTLSWithHTTP2(t *testing.T) {
+	pod := http.NewServeMux()
+	pod.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	pod.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{}`)
+	})
+	podURL := newPodServer(t, pod)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	first := writeCert(t, certFile, keyFile, 1)
+	r := startLifecycle(t, "upstreams: [{name: p, url: '"+podURL+"'}]\nserver: {drain_delay: 0s, max_concurrent_streams: 16, tls: {cert_file: '"+
+		certFile+"', key_file: '"+keyFile+"'}}\n", nil)
+	url := strings.Replace(r.traffic, "http://", "https://", 1)
+
+	call := func(trust *x509.Certificate) (*http.Response, error) {
+		pool := x509.NewCertPool()
+		pool.AddCert(trust)
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
+		defer tr.CloseIdleConnections()
+		res, err := (&http.Client{Transport: tr}).Post(url+"/v1/completions", "application/json",
+			strings.NewReader(`{"model":"m","prompt":"x"}`))
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+		return res, err
+	}
+	res, err := call(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 || res.Proto != "HTTP/2.0" {
+		t.Errorf("TLS request = %d over %s, want 200 over HTTP/2.0", res.StatusCode, res.Proto)
+	}
+}
+
+func TestCertLoaderRotation(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	writeCert(t, certFile, keyFile, 1)
+	l, err := newCertLoader(certFile, keyFile, slogDiscard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	l.now = func() time.Time { return now }
+	l.checked = now
+	serial := func() int64 {
+		c, err := l.get(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := x509.ParseCertificate(c.Certificate[0])
+		return leaf.SerialNumber.Int64()
+	}
+	writeCert(t, certFile, keyFile, 2)
+	if got := serial(); got != 1 {
+		t.Errorf("within a second of the last check: serial %d, want 1", got)
+	}
+	now = now.Add(2 * time.Second)
+	if got := serial(); got != 2 {
+		t.Errorf("after rotation: serial %d, want 2", got)
+	}
+	if err := os.WriteFile(certFile, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second)
+	if got := serial(); got != 2 {
+		t.Errorf("after a broken rotation: serial %d, want the previous 2", got)
+	}
+}
