@@ -155,8 +155,7 @@ func (g *loadGen) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			wg.Wait()
-			g.logSummary(context.Background(), "load stopped")
+			g.finish(&wg)
 			return nil
 		case <-t.C:
 		}
@@ -177,9 +176,18 @@ func (g *loadGen) Run(ctx context.Context) error {
 			next = next.Add(g.gap(burst))
 		}
 	}
-	wg.Wait()
-	g.logSummary(context.Background(), "load stopped")
+	g.finish(&wg)
 	return nil
+}
+
+// finish waits for the requests in flight, closes the client's idle
+// connections and logs the last summary.
+func (g *loadGen) finish(wg *sync.WaitGroup) {
+	wg.Wait()
+	if c, ok := g.s.Client.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+	g.logSummary(context.Background(), "load stopped")
 }
 
 // Stats returns a copy of the counters.
