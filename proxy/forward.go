@@ -92,6 +92,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange, 
 	if body != nil {
 		out.Body = io.NopCloser(bytes.NewReader(body))
 		out.ContentLength = int64(len(body))
+		out.TransferEncoding = nil // the buffered body goes out framed by Content-Length alone
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	completed := false
