@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
+)
+
+func TestStatusPageRoutes(t *testing.T) {
+	cfg, err := config.Parse([]byte("upstreams:\n  - {name: pod, url: \"http://pod.invalid:8000\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, appOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.adminHandler()
+	tests := []struct {
+		name, method, path string
+		status             int
+		contentType        string // prefix
+		location           string
+		body               string // substring
+		csp                bool
+	}{
+		{name: "redirect", method: "GET", path: "/admin", status: 301, location: "/admin/"},
+		{name: "index", method: "GET", path: "/admin/", status: 200, contentType: "text/html", body: `src="app.js"`, csp: true},
+		{name: "index by name", method: "GET", path: "/admin/index.html", status: 301, location: "./"},
+		{name: "script", method: "GET", path: "/admin/app.js", status: 200, contentType: "text/javascript", body: "function poll", csp: true},
+		{name: "style", method: "GET", path: "/admin/style.css", status: 200, contentType: "text/css", csp: true},
+		{name: "icon", method: "GET", path: "/admin/favicon.svg", status: 200, contentType: "image/svg+xml", csp: true},
+		{name: "head", method: "HEAD", path: "/admin/", status: 200, contentType: "text/html", csp: true},
+		{name: "unknown asset", method: "GET", path: "/admin/nope.js", status: 404},
+		{name: "no subfolders", method: "GET", path: "/admin/ui/app.js", status: 404},
+		{name: "no traversal", method: "GET", path: "/admin/../main.go", status: 404},
+		{name: "post", method: "POST", path: "/admin/", status: 405},
+		{name: "state still served", method: "GET", path: "/admin/state", status: 200, contentType: "application/json", body: `"upstreams"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+			if rec.Code != tt.status {
+				t.Fatalf("%s %s = %d, want %d", tt.method, tt.path, rec.Code, tt.status)
+			}
+			if got := rec.Header().Get("Content-Type"); !strings.HasPrefix(got, tt.contentType) {
+				t.Errorf("Content-Type = %q, want %q", got, tt.contentType)
+			}
+			if got := rec.Header().Get("Location"); got != tt.location {
+				t.Errorf("Location = %q, want %q", got, tt.location)
+			}
+			if !strings.Contains(rec.Body.String(), tt.body) {
+				t.Errorf("body lacks %q", tt.body)
+			}
+			if got := rec.Header().Get("Content-Security-Policy"); tt.csp && got != statusPageCSP {
+				t.Errorf("Content-Security-Policy = %q, want %q", got, statusPageCSP)
+			}
+		})
+	}
+}
+
+// TestStatusPageCSP checks that the policy forbids inline code and remote
+// loads, and that the page needs neither.
+func TestStatusPageCSP(t *testing.T) {
+	for _, want := range []string{"default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"} {
+		if !strings.Contains(statusPageCSP, want) {
+			t.Errorf("CSP %q lacks %q", statusPageCSP, want)
+		}
+	}
+	for _, bad := range []string{"unsafe-inline", "unsafe-eval", "http:", "https:", "*"} {
+		if strings.Contains(statusPageCSP, bad) {
+			t.Errorf("CSP %q allows %q", statusPageCSP, bad)
+		}
+	}
+	tests := []struct {
+		file string
+		bad  *regexp.Regexp
+		why  string
+	}{
+		{"ui/index.html", regexp.MustCompile(`<script[^>]*>[^<]+</script>`), "an inline script"},
+		{"ui/index.html", regexp.MustCompile(`<style|\sstyle=|\son[a-z]+=`), "an inline style or handler"},
+		{"ui/index.html", regexp.MustCompile(`(?i)(?:src|href)="(?:https?:)?//`), "a remote load"},
+		{"ui/app.js", regexp.MustCompile(`https?://|innerHTML|eval\(|new Function|console\.`), "a remote URL, innerHTML, eval or console output"},
+		{"ui/style.css", regexp.MustCompile(`@import|url\(`), "an import or remote url"},
+	}
+	for _, tt := range tests {
+		b, err := uiFiles.ReadFile(tt.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := tt.bad.Find(b); m != nil {
+			t.Errorf("%s has %s: %q", tt.file, tt.why, m)
+		}
+	}
+	index, _ := uiFiles.ReadFile("ui/index.html")
+	for _, tag := range regexp.MustCompile(`<script[^>]*>`).FindAll(index, -1) {
+		if !bytes.Contains(tag, []byte(` src="`)) {
+			t.Errorf("ui/index.html has a script without src: %q", tag)
+		}
+	}
+}
+
+// TestStatusPageInChromium opens the page in headless Chromium against a
+// running app whose pod the test moves from normal to degraded, and checks
+// that the page renders the change without a console message, then keeps
+// a screenshot. GATEKEEPER_UPDATE_SCREENSHOT=1 copies it to
+// testdata/statuspage.png.
+func TestStatusPageInChromium(t *testing.T) {
+	chromium := findChromium(t)
+	src := &fakeAllocator{}
+	pod := http.NewServeMux()
+	pod.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	pod.HandleFunc("/v1/completions", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, `{"choices":[]}`) })
+	pod.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.42\nvllm:num_requests_waiting{model_name=\"m\"} 3\n")
+	})
+	pod.Handle("/memory_blocks", src)
+	ps := newPodServer(t, pod)
+	traffic, _, a, _ := startApp(t, fmt.Sprintf(`
+upstreams:
+  - name: pod
+    url: %[1]s
+    max_inflight: 16
+    min_inflight: 2
+    gpus: ["0"]
+    sources:
+      - {kind: vllm, url: %[1]s/metrics}
+      - {kind: memory_blocks, url: %[1]s/memory_blocks}
+fast_breaker: {qps: 1, burst: 1}
+health_check: {interval: 1h, timeout: 1s}
+pressure: {interval: 100ms, stale_after: 1m, hold: 1m}
+server: {drain_delay: 0s}
+`, ps))
+
+	// The page polls /admin/state once a second. Its first poll sees the pod
+	// normal; before the second is answered the allocator turns fragmented
+	// and the slow breaker hears it, as after a monitor poll (the hold of 1m
+	// keeps the level there whatever the monitor reads later). The third
+	// poll's moment also brings refusals for the refusal chart.
+	var polls atomic.Int32
+	ah := a.adminHandler()
+	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/admin/state" {
+			switch polls.Add(1) {
+			case 2:
+				src.ratio.Store(130) // 1.30: degraded, below shed
+				a.slow.observe(pressure.State{Upstreams: []pressure.UpstreamState{{Name: "pod",
+					Signals: map[pressure.Signal]pressure.Value{pressure.Fragmentation: {Value: 1.3}}}}})
+			case 3:
+				for range 4 {
+					res, err := http.Post(traffic+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"hi"}`))
+					if err == nil {
+						_, _ = io.Copy(io.Discard, res.Body)
+						res.Body.Close()
+					}
+				}
+			}
+		}
+		ah.ServeHTTP(w, r)
+	}))
+	t.Cleanup(admin.Close)
+
+	shot := filepath.Join(t.TempDir(), "statuspage.png")
+	dom, logs := runChromium(t, chromium, admin.URL+"/admin/", shot)
+	if n := polls.Load(); n < 3 {
+		t.Fatalf("the page polled /admin/state %d times, want at least 3", n)
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, ":CONSOLE") {
+			t.Errorf("console message: %s", line)
+		}
+	}
+	for _, want := range []string{
+		`data-upstream="pod" data-level="degraded"`, // the card
+		`data-level="degraded">degraded</span>`,     // its badge
+		"pod: normal → degraded",                    // the level change log
+		`data-signal="fragmentation"`,
+		`<ul id="errors" hidden=""></ul>`, // errors the page caught: none
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("DOM:\n%s", dom)
+	}
+	png, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) || len(png) < 10_000 {
+		t.Fatalf("screenshot is not a rendered PNG (%d bytes)", len(png))
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+	if os.Getenv("GATEKEEPER_UPDATE_SCREENSHOT") == "1" {
+		if err := os.WriteFile(filepath.Join("testdata", "statuspage.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fakeAllocator is a memory_blocks endpoint on GPU 0 whose fragmentation
+// ratio (total free ÷ largest free block) is ratio/100; zero means 1.0.
+type fakeAllocator struct{ ratio atomic.Int64 }
+
+func (f *fakeAllocator) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	r := f.ratio.Load()
+	if r == 0 {
+		r = 100
+	}
+	const gib = 1 << 30
+	free := int64(16 * gib)
+	fmt.Fprintf(w, `{"memory_blocks":[{"gpu_id":"0","total_bytes":%d,"used_bytes":%d,"free_bytes":%d,`+
+		`"largest_free_block_bytes":%d,"reserved_bytes":%d,"allocated_bytes":%d}]}`,
+		80*gib, 64*gib, free, free*100/r, 60*gib, 51*gib)
+}
+
+// findChromium returns Debian's chromium, or skips.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium not found: run scripts/install/chromium.sh (Debian's chromium) to test the status page in a browser")
+	return ""
+}
+
+// runChromium loads url in headless Chromium, lets the page run for eight
+// seconds of virtual time (its timers advance, network waits pause the
+// clock), and returns the DOM and Chromium's log, which carries every
+// console message as a ":CONSOLE" line. The screenshot goes to shot.
+func runChromium(t *testing.T, chromium, url, shot string) (dom, logs string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium,
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-extensions", "--disable-dev-shm-usage", "--no-default-browser-check",
+		"--user-data-dir="+t.TempDir(), "--enable-logging=stderr", "--v=0",
+		"--hide-scrollbars", "--force-device-scale-factor=1", "--window-size=1280,1200",
+		"--virtual-time-budget=8000", "--dump-dom", "--screenshot="+shot, url)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, stderr.String())
+	}
+	return stdout.String(), stderr.String()
+}
