@@ -4,6 +4,7 @@
 //	gatekeeper -config config.yaml      run with a policy file
 //	gatekeeper -config config.yaml -check
 //	gatekeeper -version
+//	gatekeeper -demo [-demo-load]      a simulated vLLM pod behind gatekeeper, on loopback
 //
 // See README.md for the policy file, endpoints and metrics.
 package main
@@ -38,6 +39,7 @@ type flags struct {
 	config  string
 	check   bool
 	version bool
+	demo    demoFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -47,6 +49,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.config, "config", "", "policy file (YAML); empty runs the embedded default (config.yaml)")
 	fs.BoolVar(&f.check, "check", false, "validate the policy file and exit: 0 when valid, 1 with every problem listed")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	f.demo.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}

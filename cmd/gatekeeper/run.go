@@ -28,6 +28,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "gatekeeper", version)
 		return nil
 	}
+	if f.demo.enabled() {
+		if err := f.demo.validate(f.config, f.check); err != nil {
+			return err
+		}
+		return runDemo(ctx, f.demo, stdout, stderr)
+	}
 	cfg, err := loadConfig(f.config)
 	if f.check {
 		if err != nil {
