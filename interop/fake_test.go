@@ -34,7 +34,7 @@ func newFakeVLLM(t *testing.T) (*fakeVLLM, string) {
 func (f *fakeVLLM) releaseHeld() { f.once.Do(func() { close(f.release) }) }
 
 // words is what the fake model says, one SSE chunk per word.
-var words = []string{"Hello", " from", " fake", " vLLM."}
+func words() []string { return []string{"Hello", " from", " fake", " vLLM."} }
 
 func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
@@ -67,7 +67,7 @@ func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	text := strings.Join(words, "")
+	text := strings.Join(words(), "")
 	usage := `"usage":{"prompt_tokens":4,"completion_tokens":4,"total_tokens":8}`
 	if chat {
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":%q,`+
@@ -82,7 +82,7 @@ func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (f *fakeVLLM) stream(w http.ResponseWriter, chat bool) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	rc := http.NewResponseController(w)
-	for _, word := range words {
+	for _, word := range words() {
 		if chat {
 			fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake\","+
 				"\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", word)

@@ -54,15 +54,15 @@ func TestOpenAINodeSDK(t *testing.T) {
 			ChatUsage, ChatChunks, CompletionChunks        int
 		}
 		runNode(t, node, "basic", base+"/v1", &got)
-		want := strings.Join(words, "")
+		want := strings.Join(words(), "")
 		for name, v := range map[string]string{"chat": got.Chat, "chat stream": got.ChatStream,
 			"completion": got.Completion, "completion stream": got.CompletionStream} {
 			if v != want {
 				t.Errorf("%s text = %q, want %q", name, v, want)
 			}
 		}
-		if got.ChatChunks != len(words) || got.CompletionChunks != len(words) {
-			t.Errorf("stream chunks = %d chat, %d completion, want %d each", got.ChatChunks, got.CompletionChunks, len(words))
+		if got.ChatChunks != len(words()) || got.CompletionChunks != len(words()) {
+			t.Errorf("stream chunks = %d chat, %d completion, want %d each", got.ChatChunks, got.CompletionChunks, len(words()))
 		}
 		if got.ChatUsage != 8 {
 			t.Errorf("chat usage.total_tokens = %d, want 8", got.ChatUsage)
@@ -79,7 +79,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 		tp, base := newTap(t, gk)
 		var got struct{ First, Second string }
 		runNode(t, node, "retry", base+"/v1", &got)
-		if got.Second != strings.Join(words, "") {
+		if got.Second != strings.Join(words(), "") {
 			t.Errorf("second call = %q, want the model's answer after the retry", got.Second)
 		}
 		hits := tp.take()
