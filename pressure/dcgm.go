@@ -2,7 +2,6 @@ package pressure
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -90,25 +89,7 @@ func compareIDs(a, b string) int {
 	return cmp.Compare(a, b)
 }
 
-// dcgmSource reads a DCGM exporter.
-type dcgmSource struct {
-	name string
-	get  httpGetter
-}
-
-func newDCGMSource(name, url string, c *http.Client) *dcgmSource {
-	return &dcgmSource{name: name, get: httpGetter{
-		client: c, url: url, limit: maxMetricsBytes,
-		accept: "text/plain;version=0.0.4;q=1,*/*;q=0.1",
-	}}
-}
-
-func (s *dcgmSource) Name() string { return s.name }
-
-func (s *dcgmSource) Read(ctx context.Context) (Reading, error) {
-	body, err := s.get.get(ctx)
-	if err != nil {
-		return Reading{}, err
-	}
-	return ParseDCGMMetrics(body)
+// newDCGMSource reads a DCGM exporter.
+func newDCGMSource(name, url string, c *http.Client) *httpSource {
+	return &httpSource{name: name, parse: ParseDCGMMetrics, get: metricsGetter(c, url)}
 }

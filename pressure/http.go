@@ -34,6 +34,28 @@ func newHTTPClient() *http.Client {
 	}
 }
 
+// httpSource is a Source that fetches one URL and parses its body.
+type httpSource struct {
+	name  string
+	get   httpGetter
+	parse func([]byte) (Reading, error)
+}
+
+func (s *httpSource) Name() string { return s.name }
+
+func (s *httpSource) Read(ctx context.Context) (Reading, error) {
+	body, err := s.get.get(ctx)
+	if err != nil {
+		return Reading{}, err
+	}
+	return s.parse(body)
+}
+
+// metricsGetter fetches a Prometheus text endpoint.
+func metricsGetter(c *http.Client, url string) httpGetter {
+	return httpGetter{client: c, url: url, limit: maxMetricsBytes, accept: "text/plain;version=0.0.4;q=1,*/*;q=0.1"}
+}
+
 // httpGetter fetches one URL with a bounded body.
 type httpGetter struct {
 	client *http.Client

@@ -2,7 +2,6 @@ package pressure
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,24 +169,9 @@ func nonNegative(p *float64) (float64, bool) {
 	return *p, true
 }
 
-// memoryBlocksSource reads an allocator endpoint.
-type memoryBlocksSource struct {
-	name string
-	get  httpGetter
-}
-
-func newMemoryBlocksSource(name, url string, c *http.Client) *memoryBlocksSource {
-	return &memoryBlocksSource{name: name, get: httpGetter{
+// newMemoryBlocksSource reads an allocator endpoint.
+func newMemoryBlocksSource(name, url string, c *http.Client) *httpSource {
+	return &httpSource{name: name, parse: ParseMemoryBlocks, get: httpGetter{
 		client: c, url: url, limit: maxJSONBytes, accept: "application/json",
 	}}
-}
-
-func (s *memoryBlocksSource) Name() string { return s.name }
-
-func (s *memoryBlocksSource) Read(ctx context.Context) (Reading, error) {
-	body, err := s.get.get(ctx)
-	if err != nil {
-		return Reading{}, err
-	}
-	return ParseMemoryBlocks(body)
 }

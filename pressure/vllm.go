@@ -1,7 +1,6 @@
 package pressure
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 )
@@ -50,25 +49,7 @@ func ParseVLLMMetrics(data []byte) (Reading, error) {
 	return rd, nil
 }
 
-// vllmSource reads a vLLM pod's /metrics.
-type vllmSource struct {
-	name string
-	get  httpGetter
-}
-
-func newVLLMSource(name, url string, c *http.Client) *vllmSource {
-	return &vllmSource{name: name, get: httpGetter{
-		client: c, url: url, limit: maxMetricsBytes,
-		accept: "text/plain;version=0.0.4;q=1,*/*;q=0.1",
-	}}
-}
-
-func (s *vllmSource) Name() string { return s.name }
-
-func (s *vllmSource) Read(ctx context.Context) (Reading, error) {
-	body, err := s.get.get(ctx)
-	if err != nil {
-		return Reading{}, err
-	}
-	return ParseVLLMMetrics(body)
+// newVLLMSource reads a vLLM pod's /metrics.
+func newVLLMSource(name, url string, c *http.Client) *httpSource {
+	return &httpSource{name: name, parse: ParseVLLMMetrics, get: metricsGetter(c, url)}
 }
