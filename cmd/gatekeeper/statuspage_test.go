@@ -186,9 +186,10 @@ server: {drain_delay: 0s}
 		}
 	}
 	for _, want := range []string{
-		`data-upstream="pod" data-level="degraded"`, // the card
-		`data-level="degraded">degraded</span>`,     // its badge
-		"pod: normal → degraded",                    // the level change log
+		`data-upstream="pod" data-level="degraded"`,     // the card
+		`data-level="degraded">degraded</span>`,         // its badge
+		"pod: normal → degraded by fragmentation 1.300", // the level change log
+		"normal → degraded by fragmentation 1.300</p>",  // the card's last change
 		`data-signal="fragmentation"`,
 		`<ul id="errors" hidden=""></ul>`, // errors the page caught: none
 	} {

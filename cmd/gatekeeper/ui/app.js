@@ -150,17 +150,18 @@ function card(name) {
   const level = el('span', { class: 'level', 'data-testid': 'level' });
   const info = el('span', { class: 'muted' });
   const stat = el('p', { class: 'stat' });
-  const windowChart = el('canvas', { class: 'chart' });
-  const strip = el('canvas', { class: 'strip' });
+  const cause = el('p', { class: 'stat muted', 'data-testid': 'cause' });
+  const windowChart = el('canvas', { class: 'chart', role: 'img', 'aria-label': name + ' window and in-flight over time' });
+  const strip = el('canvas', { class: 'strip', role: 'img', 'aria-label': name + ' level over time' });
   const signals = el('div', { class: 'signals' });
   const root = el('div', { class: 'panel upstream', 'data-upstream': name },
     el('div', { class: 'head' }, el('h3', {}, name), level, info),
-    stat, el('h2', {}, 'Window and in-flight'), windowChart, strip,
+    stat, cause, el('h2', {}, 'Window and in-flight'), windowChart, strip,
     el('p', { class: 'legend' }, legendItem('#58a6ff', 'window'), legendItem('#f0883e', 'in flight'),
       legendItem('#8b949e', 'max / min'), legendItem('#d29922', 'level')),
     signals);
   document.getElementById('upstreams').append(root);
-  cards[name] = { root, level, info, stat, windowChart, strip, signals, signalNodes: {} };
+  cards[name] = { root, level, info, stat, cause, windowChart, strip, signals, signalNodes: {} };
   return cards[name];
 }
 
@@ -179,9 +180,14 @@ function renderUpstream(u) {
   c.info.textContent = [u.phase && 'phase ' + u.phase, 'breaker ' + u.breaker,
     u.healthy ? 'healthy' : 'unhealthy', u.available ? 'available' : 'not available', u.url].filter(Boolean).join(' · ');
   c.stat.textContent = `window ${u.window_limit} (min ${u.min_inflight}, max ${u.max_inflight}) · in flight ${u.inflight}`;
+  const lc = u.last_change;
+  const why = lc && lc.signal ? ` by ${lc.signal} ${fmt(lc.value)}${lc.stale ? ' (stale)' : ''}` : '';
+  c.cause.textContent = lc ? `last change ${clock(Date.parse(lc.at))}: ${lc.from} → ${lc.to}${why}` : 'no level change yet';
   if (lastLevel[u.name] !== undefined && lastLevel[u.name] !== level) {
     const ev = document.getElementById('events');
-    ev.prepend(el('li', { 'data-upstream': u.name }, `${clock(Date.now())} ${u.name}: ${lastLevel[u.name]} → ${level}`));
+    const known = lc && lc.to === level; // the server's record of this change
+    const when = known ? Date.parse(lc.at) : Date.now();
+    ev.prepend(el('li', { 'data-upstream': u.name }, `${clock(when)} ${u.name}: ${lastLevel[u.name]} → ${level}${known ? why : ''}`));
   }
   lastLevel[u.name] = level;
 
@@ -201,7 +207,7 @@ function renderSignal(c, u, sig, mine) {
   if (!n) {
     const value = el('span', { class: 'value' });
     const meta = el('span', { class: 'muted' });
-    const chart = el('canvas', { class: 'chart' });
+    const chart = el('canvas', { class: 'chart', role: 'img', 'aria-label': sig + ' over time with its thresholds' });
     const root = el('div', { class: 'signal', 'data-signal': sig }, el('strong', {}, sig + ' '), value, ' ', meta, chart);
     c.signals.append(root);
     n = c.signalNodes[sig] = { root, value, meta, chart };
