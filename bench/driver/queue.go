@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// queueResult is the memory a waiting request costs gatekeeper.
+type queueResult struct {
+	waiters        int
+	reached        int
+	rssKB          [2]int64   // before, with every waiter queued
+	heapStack      [2]float64 // go heap in use + goroutine stacks, bytes
+	drained        bool
+	waitedToFill   time.Duration
+	clientFailures int
+}
+
+// queueMemory parks one request on a one-slot upstream window (the
+// upstream holds model "hold"), then opens n more requests, one connection
+// each, which all wait in gatekeeper's queue; it reads RSS and the Go heap
+// before and once the queue holds them, then lets the clients go.
+func queueMemory(url, adminURL string, pid, n int) (*queueResult, error) {
+	res := &queueResult{waiters: n}
+	tr := &http.Transport{MaxIdleConnsPerHost: n + 1, MaxConnsPerHost: 0, DisableCompression: true}
+	client := &http.Client{Transport: tr}
+	admin := &http.Client{Timeout: 5 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	send := func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions",
+			bytes.NewReader([]byte(`{"model":"hold","prompt":"wait","max_tokens":16}`)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		} else if ctx.Err() == nil {
+			mu.Lock()
+			res.clientFailures++
+			mu.Unlock()
+		}
+	}
+	wg.Go(send) // takes the only slot
+	if _, err := waitQueue(admin, adminURL, func(s adminState) bool { return s.inflight() == 1 }, 10*time.Second); err != nil {
+		return nil, err
+	}
+	res.rssKB[0], _ = procKB(pid, "VmRSS")
+	res.heapStack[0], _ = goMem(admin, adminURL+"/metrics", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes")
+	start := time.Now()
+	for i := range n {
+		wg.Go(send)
+		if i%500 == 499 {
+			time.Sleep(20 * time.Millisecond) // let the listener's backlog drain
+		}
+	}
+	st, err := waitQueue(admin, adminURL, func(s adminState) bool { return s.Queue.Length >= n }, 60*time.Second)
+	res.waitedToFill = time.Since(start)
+	res.reached = st.Queue.Length
+	res.rssKB[1], _ = procKB(pid, "VmRSS")
+	res.heapStack[1], _ = goMem(admin, adminURL+"/metrics", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes")
+	cancel()
+	wg.Wait()
+	st, _ = waitQueue(admin, adminURL, func(s adminState) bool { return s.Queue.Length == 0 }, 20*time.Second)
+	res.drained = st.Queue.Length == 0
+	if err != nil {
+		return res, fmt.Errorf("driver: queue reached %d of %d waiters: %w", res.reached, n, err)
+	}
+	return res, nil
+}
+
+type adminState struct {
+	Queue     struct{ Length int } `json:"queue"`
+	Upstreams []struct {
+		InFlight int `json:"inflight"`
+	} `json:"upstreams"`
+}
+
+func (s adminState) inflight() int {
+	n := 0
+	for _, u := range s.Upstreams {
+		n += u.InFlight
+	}
+	return n
+}
+
+func waitQueue(c *http.Client, adminURL string, done func(adminState) bool, limit time.Duration) (adminState, error) {
+	end := time.Now().Add(limit)
+	var st adminState
+	for {
+		resp, err := c.Get(adminURL + "/admin/state")
+		if err == nil {
+			st = adminState{}
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+		}
+		if err == nil && done(st) {
+			return st, nil
+		}
+		if time.Now().After(end) {
+			return st, fmt.Errorf("driver: admin state not reached within %v (last error %v)", limit, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
