@@ -1,0 +1,86 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLayering fences every package's imports in one table: the one-way
+// import rules of DESIGN §9 and STYLE §1. It reads `go list` (direct imports
+// for the bans, transitive dependencies for the gatekeeper packages).
+func TestLayering(t *testing.T) {
+	t.Parallel()
+	const mod = "github.com/gatekeeper-dev/gatekeeper/"
+	tests := []struct {
+		pkg string
+		// gatekeeper packages it may depend on (transitively)
+		own []string
+		// third-party modules it may import directly; nil: any
+		thirdParty []string
+		// standard-library imports it must not use directly
+		banned []string
+	}{
+		{pkg: "config", own: []string{}, thirdParty: []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
+		{pkg: "breaker", own: []string{}, thirdParty: []string{"golang.org/x/time/rate", "github.com/sony/gobreaker/v2"},
+			banned: []string{"net/http", "log", "log/slog"}},
+		{pkg: "queue", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
+		{pkg: "pressure", own: []string{}, thirdParty: []string{"github.com/NVIDIA/go-nvml/pkg/nvml",
+			"github.com/prometheus/common/expfmt", "github.com/prometheus/common/model", "github.com/prometheus/client_model/go"}},
+		{pkg: "proxy", own: []string{}, thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus"}},
+		{pkg: "sim", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pkg, func(t *testing.T) {
+			t.Parallel()
+			deps := goList(t, "{{join .Deps \"\\n\"}}", mod+tt.pkg)
+			for _, d := range deps {
+				own, ok := strings.CutPrefix(d, mod)
+				if !ok {
+					continue
+				}
+				if !contains(tt.own, own) {
+					t.Errorf("%s depends on %s", tt.pkg, own)
+				}
+			}
+			for _, imp := range goList(t, "{{join .Imports \"\\n\"}}", mod+tt.pkg) {
+				first, _, _ := strings.Cut(imp, "/")
+				thirdParty := strings.Contains(first, ".") && !strings.HasPrefix(imp, mod)
+				if thirdParty && tt.thirdParty != nil && !contains(tt.thirdParty, imp) {
+					t.Errorf("%s imports %s, not one of its chosen dependencies", tt.pkg, imp)
+				}
+				if contains(tt.banned, imp) {
+					t.Errorf("%s imports %s, which it must not use", tt.pkg, imp)
+				}
+			}
+		})
+	}
+	// Nothing imports sim but the commands.
+	for _, line := range goList(t, "{{.ImportPath}} {{join .Deps \" \"}}", mod+"...") {
+		pkg, deps, _ := strings.Cut(line, " ")
+		if strings.HasPrefix(pkg, mod+"cmd/") || strings.HasPrefix(pkg, mod+"sim") {
+			continue
+		}
+		if strings.Contains(" "+deps+" ", " "+mod+"sim ") {
+			t.Errorf("%s depends on sim; only cmd/* may", pkg)
+		}
+	}
+}
+
+func goList(t *testing.T, format, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", format, pkg).Output()
+	if err != nil {
+		t.Skipf("go list %s: %v", pkg, err)
+	}
+	return strings.FieldsFunc(string(out), func(r rune) bool { return r == '\n' })
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
