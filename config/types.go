@@ -85,6 +85,10 @@ type Upstream struct {
 	GPUs []string `yaml:"gpus"`
 	// Sources are read for this pod only.
 	Sources []Source `yaml:"sources"`
+	// DNSInterval, when above 0, re-resolves the URL's host this often and
+	// turns the entry into one upstream per address (a Kubernetes headless
+	// Service): pods that come and go are picked up without a restart.
+	DNSInterval time.Duration `yaml:"dns_interval"`
 }
 
 // Source is one place pressure readings come from.

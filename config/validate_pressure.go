@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 )
 
 func (k *checker) upstreams(us []Upstream) {
@@ -26,6 +27,9 @@ func (k *checker) upstreams(us []Upstream) {
 				k.add(p+".url", "%q is already the url of upstreams[%d]", u.URL, j)
 			}
 			urls[u.URL] = i
+		}
+		if u.DNSInterval < 0 || (u.DNSInterval > 0 && u.DNSInterval < time.Second) {
+			k.add(p+".dns_interval", "must be 0 (off) or at least 1s, got %v", u.DNSInterval)
 		}
 		k.atLeast(p+".max_inflight", int64(u.MaxInflight), 1)
 		k.atLeast(p+".min_inflight", int64(u.MinInflight), 1)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -28,6 +29,9 @@ type appOptions struct {
 	transport proxyRoundTripper
 	// now, if set, is the slow breaker's clock (tests). Nil means time.Now.
 	now func() time.Time
+	// lookup, if set, resolves discovery hosts (tests). Nil means the
+	// system resolver.
+	lookup lookupFunc
 	// stage, if set, is called as the app passes a lifecycle step: "draining",
 	// "refusing", "reloaded", "reload_refused", "pressure" after each
 	// pressure poll round has been acted on, and "hook" after a relief hook call. Tests use it to act at the
@@ -57,9 +61,13 @@ type app struct {
 	adminToken atomic.Pointer[string]          // "" or nil: no token required
 	changed    fileChanges
 
-	// mu serialises apply and guards gates.
-	mu    sync.Mutex
-	gates map[string]*upstreamGate
+	raw    atomic.Pointer[config.Config] // the policy as written; current is it with discovery expanded
+	lookup lookupFunc
+
+	// mu serialises apply and guards gates and resolved.
+	mu       sync.Mutex
+	gates    map[string]*upstreamGate
+	resolved resolved
 }
 
 // upstreamGate is an upstream's error breaker and the settings it was built
@@ -70,12 +78,19 @@ type upstreamGate struct {
 }
 
 // newApp wires every package for cfg.
-func newApp(cfg *config.Config, opts appOptions) (*app, error) {
+func newApp(raw *config.Config, opts appOptions) (*app, error) {
+	a := &app{opts: opts, log: opts.log, reg: prometheus.NewRegistry(), gates: map[string]*upstreamGate{},
+		lookup: opts.lookup}
+	if a.lookup == nil {
+		a.lookup = (&net.Resolver{}).LookupHost
+	}
+	a.resolved = resolve(context.Background(), a.lookup, discoveryHosts(raw), nil)
+	a.raw.Store(raw)
+	cfg := expand(raw, a.resolved)
 	s, err := settingsFrom(cfg)
 	if err != nil {
 		return nil, err
 	}
-	a := &app{opts: opts, log: opts.log, reg: prometheus.NewRegistry(), gates: map[string]*upstreamGate{}}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -185,7 +200,17 @@ func (a *app) setWindows(ups []upstreamSpec) {
 // apply swaps in a reloaded, validated policy. Listener addresses need a
 // restart; everything else takes effect for new requests at once, and work
 // already admitted is never cancelled.
-func (a *app) apply(cfg *config.Config) error {
+func (a *app) apply(raw *config.Config) error {
+	a.mu.Lock()
+	prev := a.resolved
+	a.mu.Unlock()
+	return a.applyResolved(raw, resolve(context.Background(), a.lookup, discoveryHosts(raw), prev))
+}
+
+// applyResolved applies raw with its discovery upstreams expanded to the
+// addresses in r.
+func (a *app) applyResolved(raw *config.Config, r resolved) error {
+	cfg := expand(raw, r)
 	s, err := settingsFrom(cfg)
 	if err != nil {
 		return err
@@ -224,6 +249,8 @@ func (a *app) apply(cfg *config.Config) error {
 		a.log.LogAttrs(context.Background(), slog.LevelWarn, "these keys take effect only after a restart",
 			slog.String("state", "pending_restart"), slog.Any("keys", restart))
 	}
+	a.resolved = r
+	a.raw.Store(raw)
 	a.current.Store(cfg)
 	return nil
 }
@@ -314,6 +341,7 @@ func (a *app) watchConfig(ctx context.Context, hup <-chan os.Signal) {
 func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 	a.loopsCtx.Store(&ctx)
 	wg.Go(func() { _ = a.hooks.Run(ctx) })
+	wg.Go(func() { a.discover(ctx) })
 	if err := a.pressure.apply(ctx, pressureSettings(a.cfg())); err != nil {
 		return err
 	}
