@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
 )
 
@@ -24,6 +25,7 @@ type replayOptions struct {
 	trace      string
 	longPrompt int
 	out        string
+	policy     string
 	base       replay.Settings
 }
 
@@ -53,8 +55,29 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.IntVar(&o.base.Limiter.Burst, "qps-burst", 40, "fast breaker bucket size")
 	fs.DurationVar(&o.base.MaxWait, "max-wait", 30*time.Second, "longest wait in gatekeeper's queue")
 	fs.BoolVar(&o.base.EmptyCacheOnDegraded, "empty-cache-on-degraded", false, "gatekeeper fires the allocator's empty_cache hook when the level rises")
+	fs.StringVar(&o.policy, "policy", "", "gatekeeper policy `file` (config.yaml) for the qps-only and gatekeeper runs; -qps-limit, -qps-burst, -max-wait and -empty-cache-on-degraded, when given, override it")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.policy != "" {
+		c, err := config.LoadFile(o.policy)
+		if err != nil {
+			return nil, err
+		}
+		flags := o.base
+		o.base = applyPolicy(c, o.base)
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "qps-limit":
+				o.base.Limiter.QPS, o.base.LimiterOff = flags.Limiter.QPS, false
+			case "qps-burst":
+				o.base.Limiter.Burst = flags.Limiter.Burst
+			case "max-wait":
+				o.base.MaxWait = flags.MaxWait
+			case "empty-cache-on-degraded":
+				o.base.EmptyCacheOnDegraded = flags.EmptyCacheOnDegraded
+			}
+		})
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -140,8 +163,12 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if o.trace != "" {
 		traffic = "trace " + o.trace
 	}
-	fmt.Fprintf(stdout, "vllm-sim replay: %s on %s, gpu_memory_utilization %.2f, max_num_seqs %d, %s\n\n",
-		es.Model.Name, es.GPU.Name, es.GPUMemoryUtilization, es.MaxNumSeqs, traffic)
+	pol := "policy: config.yaml defaults"
+	if o.policy != "" {
+		pol = "policy " + o.policy
+	}
+	fmt.Fprintf(stdout, "vllm-sim replay: %s on %s, gpu_memory_utilization %.2f, max_num_seqs %d, %s; %s\n\n",
+		es.Model.Name, es.GPU.Name, es.GPUMemoryUtilization, es.MaxNumSeqs, traffic, pol)
 	return replay.WriteTable(stdout, results)
 }
 

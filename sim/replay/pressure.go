@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"time"
+
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
@@ -28,6 +30,7 @@ func (r *runner) sample() {
 	if up.LimitChanged {
 		r.core.SetWindow(upstream, up.Limit)
 	}
+	r.phase = up.Phase
 	if up.PhaseChanged {
 		order := queue.FIFO
 		if up.Phase == breaker.PhaseDegraded || up.Phase == breaker.PhaseRecovering {
@@ -63,8 +66,23 @@ func (r *runner) readings(alive bool) []breaker.Reading {
 	r.last = append(r.last[:0],
 		breaker.Reading{Signal: "fragmentation", Value: frag},
 		breaker.Reading{Signal: "kv_cache_usage", Value: m.KVCacheUsage},
-		breaker.Reading{Signal: "memory_used", Value: float64(m.Device.UsedBytes) / float64(m.Device.TotalBytes)})
+		breaker.Reading{Signal: "memory_used", Value: float64(m.Device.UsedBytes) / float64(m.Device.TotalBytes)},
+		breaker.Reading{Signal: "waiting", Value: float64(m.Waiting)},
+		breaker.Reading{Signal: "preemption_rate", Value: rate(m.Counters.Preemptions, &r.preempt, r.s.Interval)},
+		breaker.Reading{Signal: "alloc_retry_rate", Value: rate(m.Allocator.NumAllocRetries, &r.retries, r.s.Interval)})
 	return r.last
+}
+
+// rate is a counter's increase per second since *last, which it updates. A
+// counter below *last was reset by a restart and counts from zero, as
+// Prometheus' rate() treats a reset.
+func rate(cur int64, last *int64, every time.Duration) float64 {
+	d := cur - *last
+	if d < 0 {
+		d = cur
+	}
+	*last = cur
+	return float64(d) / every.Seconds()
 }
 
 // effective is the memory doing work ÷ the memory the process holds: live

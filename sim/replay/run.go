@@ -55,6 +55,9 @@ type Settings struct {
 	// Limiter is the fast breaker (QPSOnly, Gatekeeper). A zero QPS means
 	// the policy file's default: 80 QPS, burst 40.
 	Limiter breaker.LimiterSettings
+	// LimiterOff turns the fast breaker's global limit off (the policy
+	// file's qps: 0); Limiter is then unused.
+	LimiterOff bool
 	// Slow is the slow breaker (Gatekeeper). Zero Rules mean the policy
 	// file's defaults (fragmentation 1.2/1.5, kv_cache_usage 0.95,
 	// memory_used 0.95/0.98, hysteresis 0.05, hold 5s); a zero MaxInflight
@@ -76,7 +79,9 @@ type Settings struct {
 }
 
 func (s Settings) withDefaults() Settings {
-	if s.Limiter.QPS == 0 {
+	if s.LimiterOff {
+		s.Limiter = breaker.LimiterSettings{}
+	} else if s.Limiter.QPS == 0 {
 		s.Limiter.QPS, s.Limiter.Burst = 80, 40
 	}
 	if s.Slow.Level.Rules == nil {
@@ -136,6 +141,11 @@ func (r Result) Goodput() float64 { return float64(r.GeneratedTokens) / r.Horizo
 type ClassLatency struct {
 	Name     string
 	P50, P99 time.Duration
+	// RecoveryP99 is the p99 of the requests that arrived while gatekeeper's
+	// window was degraded or recovering (Gatekeeper; 0 when none was served),
+	// RecoveryServed how many of them were served.
+	RecoveryP99    time.Duration
+	RecoveryServed int64
 }
 
 // request is one arrival on its way through the policy.
@@ -144,29 +154,35 @@ type request struct {
 	id       uint64
 	deadline time.Duration
 	waiting  bool
+	// recovery: it arrived while the window was degraded or recovering.
+	recovery bool
 }
 
 // runner holds one run's state. Not safe for concurrent use.
 type runner struct {
-	s       Settings
-	e       *sim.Engine
-	lim     *breaker.Limiter
-	slow    *breaker.Slow
-	core    *queue.Core
-	epoch   time.Time
-	t       time.Duration
-	bySeq   map[*sim.Seq]*request
-	byID    map[uint64]*request
-	expiry  []*request // waiters in enqueue order, for max_wait
-	nextID  uint64
-	avail   bool
-	res     Result
-	hists   []hist
-	utilSum float64
-	samples int64
-	dead    time.Duration
-	last    []breaker.Reading
-	winSum  float64
+	s      Settings
+	e      *sim.Engine
+	lim    *breaker.Limiter
+	slow   *breaker.Slow
+	core   *queue.Core
+	epoch  time.Time
+	t      time.Duration
+	bySeq  map[*sim.Seq]*request
+	byID   map[uint64]*request
+	expiry []*request // waiters in enqueue order, for max_wait
+	nextID uint64
+	avail  bool
+	res    Result
+	hists  []hist
+	recov  []hist // per class, arrivals during degraded or recovering
+	phase  breaker.Phase
+	// preempt and retries are the counters at the last sample (rates).
+	preempt, retries int64
+	utilSum          float64
+	samples          int64
+	dead             time.Duration
+	last             []breaker.Reading
+	winSum           float64
 	// nextRecord is when the next Sample is due.
 	nextRecord time.Duration
 }
@@ -224,7 +240,8 @@ func Run(s Settings) (Result, error) {
 		r.res.MeanWindow = r.winSum / float64(r.samples)
 	}
 	for i, name := range classes {
-		r.res.Classes = append(r.res.Classes, ClassLatency{Name: name, P50: r.hists[i].quantile(0.5), P99: r.hists[i].quantile(0.99)})
+		r.res.Classes = append(r.res.Classes, ClassLatency{Name: name, P50: r.hists[i].quantile(0.5), P99: r.hists[i].quantile(0.99),
+			RecoveryP99: r.recov[i].quantile(0.99), RecoveryServed: r.recov[i].n})
 	}
 	r.res.Wall = time.Since(start)
 	return r.res, nil
@@ -236,7 +253,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 		return nil, err
 	}
 	r := &runner{s: s, e: e, epoch: time.Unix(0, 0).UTC(), bySeq: map[*sim.Seq]*request{},
-		byID: map[uint64]*request{}, avail: true, hists: make([]hist, classes)}
+		byID: map[uint64]*request{}, avail: true, hists: make([]hist, classes), recov: make([]hist, classes)}
 	r.res.Policy = s.Policy
 	if s.Policy == None {
 		return r, nil
@@ -286,6 +303,9 @@ func (r *runner) advance(t time.Duration) {
 			r.res.Outcomes.Served++
 			r.res.GeneratedTokens += int64(s.Generated())
 			r.hists[rq.a.Class].add(s.FinishedAt() - rq.a.At)
+			if rq.recovery {
+				r.recov[rq.a.Class].add(s.FinishedAt() - rq.a.At)
+			}
 		} else {
 			r.res.Outcomes.UpstreamError++
 		}
@@ -311,7 +331,7 @@ func (r *runner) arrive(a Arrival) {
 	if a.Class < 0 || a.Class >= len(r.hists) {
 		a.Class = 0
 	}
-	rq := &request{a: a}
+	rq := &request{a: a, recovery: r.phase == breaker.PhaseDegraded || r.phase == breaker.PhaseRecovering}
 	if r.lim != nil {
 		if err := r.lim.AllowAt(r.now(), ""); err != nil {
 			r.res.Outcomes.RateLimited++

@@ -36,6 +36,20 @@ func WriteTable(w io.Writer, results []Result) error {
 			row("p50 "+c.Name, func(r Result) string { return fmtDur(r.Classes[i].P50) })
 			row("p99 "+c.Name, func(r Result) string { return fmtDur(r.Classes[i].P99) })
 		}
+		// Issue 5's "short-request p99 during recovery": requests that arrived
+		// while gatekeeper's window was degraded or recovering.
+		for i, c := range results[0].Classes {
+			row("p99 "+c.Name+", recovery (served)", func(r Result) string {
+				if r.Policy != Gatekeeper {
+					return "-"
+				}
+				cl := r.Classes[i]
+				if cl.RecoveryServed == 0 {
+					return "- (0)"
+				}
+				return fmt.Sprintf("%s (%d)", fmtDur(cl.RecoveryP99), cl.RecoveryServed)
+			})
+		}
 	}
 	row("time degraded / critical", func(r Result) string {
 		if r.Policy != Gatekeeper {

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/sim"
+	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
+)
+
+func TestApplyPolicyMapsEveryKey(t *testing.T) {
+	c, err := config.Parse([]byte(`
+upstreams:
+  - {name: a, url: "http://127.0.0.1:1", max_inflight: 64, min_inflight: 2}
+  - {name: b, url: "http://127.0.0.1:2", max_inflight: 8, min_inflight: 1}
+pressure:
+  interval: 250ms
+  on_stale: hold
+  hysteresis: 0.1
+  hold: 7s
+  rules:
+    memory_used: {degrade: 0.9, shed: 0.97}
+    fragmentation: {degrade: 1.5, shed: 2.0}
+    waiting: {shed: 50}
+fast_breaker: {qps: 12, burst: 3}
+batch: {cut: 0.5, cut_every: 3s, ramp_step: 0.25, ramp_every: 2s}
+queue: {max_length: 10, max_tokens: 5000, max_wait: 9s, starvation_after: 4s}
+shed: {retry_after: 6s}
+hooks:
+  degraded:
+    - {url: "http://127.0.0.1:1/v1/internal/empty_cache"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := applyPolicy(c, replay.Settings{Policy: replay.Gatekeeper, MaxWait: time.Hour})
+	want := replay.Settings{
+		Policy:  replay.Gatekeeper,
+		Limiter: breaker.LimiterSettings{QPS: 12, Burst: 3},
+		Slow: breaker.SlowSettings{
+			Level: breaker.LevelSettings{
+				// config.Signals order, not the file's; a shed-only rule
+				// degrades just below its shed value, as in cmd/gatekeeper.
+				Rules: []breaker.Rule{
+					{Signal: "fragmentation", Degrade: 1.5, Shed: 2.0},
+					{Signal: "kv_cache_usage", Degrade: 0.95}, // the default file's, merged
+					{Signal: "memory_used", Degrade: 0.9, Shed: 0.97},
+					{Signal: "waiting", Degrade: math.Nextafter(50, 0), Shed: 50},
+				},
+				Hysteresis: 0.1, Hold: 7 * time.Second, OnStale: breaker.StaleHold,
+			},
+			Window: breaker.WindowSettings{MaxInflight: 64, MinInflight: 2, Cut: 0.5, CutEvery: 3 * time.Second,
+				RampStep: 0.25, RampEvery: 2 * time.Second},
+			RetryAfter: 6 * time.Second,
+		},
+		Queue:                queue.Settings{MaxLength: 10, MaxTokens: 5000, StarvationAfter: 4 * time.Second},
+		MaxWait:              9 * time.Second,
+		Interval:             250 * time.Millisecond,
+		EmptyCacheOnDegraded: true,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("applyPolicy =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestApplyPolicyEdgeCases(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		check      func(replay.Settings) bool
+	}{
+		{"qps 0 turns the limiter off", "fast_breaker: {qps: 0}\n", func(s replay.Settings) bool { return s.LimiterOff }},
+		{"other hooks are not empty_cache", "hooks: {degraded: [{url: \"http://x:1/reset_prefix_cache\"}], critical: [{method: DELETE, url: \"http://x:1/v1/internal/empty_cache\"}]}\n",
+			func(s replay.Settings) bool { return !s.EmptyCacheOnDegraded }},
+		{"a critical empty_cache hook counts", "hooks: {critical: [{url: \"/v1/internal/empty_cache\"}]}\n",
+			func(s replay.Settings) bool { return s.EmptyCacheOnDegraded }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse([]byte("upstreams: [{name: a, url: \"http://127.0.0.1:1\"}]\n" + tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := applyPolicy(c, replay.Settings{}); !tc.check(s) {
+				t.Fatalf("applyPolicy(%q) = %+v", tc.yaml, s)
+			}
+		})
+	}
+}
+
+// The replay's built-in gatekeeper policy is config.yaml's: replaying
+// config.Default() gives the same figures.
+func TestDefaultPolicyIsTheReplayDefault(t *testing.T) {
+	t.Parallel()
+	g, _ := sim.GPUByName("H100-80G")
+	base := replay.Settings{Engine: sim.Settings{GPU: g}, Policy: replay.Gatekeeper,
+		Trace: replay.TraceSettings{Duration: 3 * time.Minute, Seed: 4}}
+	a, err := replay.Run(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := replay.Run(applyPolicy(config.Default(), base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Wall, b.Wall = 0, 0
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("built-in defaults:\n%+v\nconfig.Default():\n%+v", a, b)
+	}
+	if a.Outcomes.Served == 0 {
+		t.Fatal("nothing served: the comparison proves nothing")
+	}
+}
+
+func TestReplayPolicyFlag(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "policy.yaml")
+	const up = "upstreams: [{name: a, url: \"http://127.0.0.1:1\"}]\n"
+	if err := os.WriteFile(file, []byte(up+"fast_breaker: {qps: 7, burst: 2}\nqueue: {max_wait: 15s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseReplayFlags([]string{"-policy", file, "-qps-burst", "9"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file's qps and max_wait; the command line's burst wins.
+	if o.base.Limiter.QPS != 7 || o.base.Limiter.Burst != 9 || o.base.MaxWait != 15*time.Second {
+		t.Fatalf("settings = %+v", o.base)
+	}
+	if err := os.WriteFile(file, []byte(up+"fast_breaker: {qps: -1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseReplayFlags([]string{"-policy", file}, &bytes.Buffer{}); err == nil {
+		t.Fatal("an invalid policy file was accepted")
+	}
+}
