@@ -140,3 +140,26 @@ func TestReplayPolicyFlag(t *testing.T) {
 		t.Fatal("an invalid policy file was accepted")
 	}
 }
+
+// The README's what-if policies load and change only what they say.
+func TestTestdataPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		file      string
+		emptyHook bool
+	}{
+		{"testdata/frag-1.5.yaml", false},
+		{"testdata/frag-1.5-empty-cache.yaml", true},
+	} {
+		c, err := config.LoadFile(tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := applyPolicy(c, replay.Settings{})
+		want := applyPolicy(config.Default(), replay.Settings{})
+		want.Slow.Level.Rules[0] = breaker.Rule{Signal: "fragmentation", Degrade: 1.5, Shed: 2.0}
+		want.EmptyCacheOnDegraded = tc.emptyHook
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n%+v\nwant\n%+v", tc.file, got, want)
+		}
+	}
+}
