@@ -174,9 +174,20 @@ func (a *app) upstreams(s settings) []proxy.Upstream {
 // were validated by config, so New cannot fail here; if it does, the pod runs
 // without an error breaker and the log says so.
 func (a *app) newErrorBreaker(name string, s breaker.ErrorSettings) *breaker.ErrorBreaker {
+	var self atomic.Pointer[breaker.ErrorBreaker]
+	openFor := s.OpenFor
+	if openFor <= 0 {
+		openFor = breaker.DefaultOpenFor
+	}
 	s.OnChange = func(from, to breaker.State) {
 		if a.handler != nil {
 			a.handler.SetBreakerOpen(name, to == breaker.Open)
+		}
+		if b := self.Load(); b != nil && to == breaker.Open {
+			// The proxy sends nothing to an open pod, so no request would ask
+			// the breaker again: ask it just after open_for, which moves it
+			// to half-open and lets the probes through.
+			time.AfterFunc(openFor+time.Millisecond, func() { _ = b.State() })
 		}
 		a.metrics.breakerTransitions.WithLabelValues(name, to.String()).Inc()
 		a.log.LogAttrs(context.Background(), slog.LevelWarn, "error breaker changed",
@@ -187,6 +198,7 @@ func (a *app) newErrorBreaker(name string, s breaker.ErrorSettings) *breaker.Err
 		a.log.LogAttrs(context.Background(), slog.LevelError, "error breaker disabled",
 			slog.String("upstream", name), slog.String("err", err.Error()))
 	}
+	self.Store(b)
 	return b
 }
 
