@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 )
 
 // restartingPod is a pod as an http.RoundTripper that is down (connection
@@ -153,3 +156,98 @@ func TestPodOOM500sOpenBreaker(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestClientLeavesWhileQueuedFreesTheQueue: with the pod's one slot taken, a
+// queued request whose client leaves is never sent upstream, and the queue's
+// own stats show no waiter and no slot left behind.
+func TestClientLeavesWhileQueuedFreesTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg, err := config.Parse([]byte(`
+upstreams: [{name: pod, url: "http://pod.invalid:8000", max_inflight: 1, min_inflight: 1}]
+fast_breaker: {qps: 0}
+health_check: {interval: 1h, timeout: 1s}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := newFakePod()
+		a, err := newApp(cfg, appOptions{transport: pod})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.close()
+		r := &slowRig{t: t, a: a, pod: pod}
+		first := r.send(t.Context(), "first")
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(t.Context())
+		second := r.send(ctx, "second")
+		synctest.Wait()
+		if st := a.queue.Stats(); st.Length != 1 || st.Windows[0].InFlight != 1 {
+			t.Fatalf("queue = %+v, want one waiter behind one request in flight", st)
+		}
+		cancel()
+		<-second
+		if st := a.queue.Stats(); st.Length != 0 || st.Tokens != 0 || st.Windows[0].InFlight != 1 {
+			t.Fatalf("after the client left: queue = %+v, want no waiter, one in flight", st)
+		}
+		pod.release <- struct{}{}
+		if rec := <-first; rec.Code != 200 {
+			t.Errorf("first = %d, want 200", rec.Code)
+		}
+		r.wg.Wait()
+		if st := a.queue.Stats(); st.Length != 0 || st.Windows[0].InFlight != 0 {
+			t.Errorf("at the end: queue = %+v, want empty with no slot held", st)
+		}
+		if _, _, arrivals := pod.stats(); len(arrivals) != 1 || arrivals[0] != "first" {
+			t.Errorf("pod saw %q, want only the first request", arrivals)
+		}
+	})
+}
+
+// TestOnStaleApplies: the pod's pressure source goes stale; what the level
+// does then is the policy's on_stale (degrade: at least degraded; hold: the
+// last level; ignore: as if the signal were absent).
+func TestOnStaleApplies(t *testing.T) {
+	tests := []struct {
+		onStale string
+		before  float64 // the last fresh fragmentation ratio
+		want    string  // level after ten stale rounds
+	}{
+		{"degrade", 1.0, "degraded"},
+		{"hold", 1.6, "critical"},
+		{"hold", 1.0, "normal"},
+		{"ignore", 1.6, "normal"},
+		{"ignore", 1.0, "normal"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s after %v", tt.onStale, tt.before), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				policy := strings.Replace(slowPolicy, "pressure: {hold: 5s, hysteresis: 0.05}",
+					"pressure: {hold: 5s, hysteresis: 0.05, on_stale: "+tt.onStale+"}", 1)
+				cfg, err := config.Parse([]byte(policy))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pod := newFakePod()
+				a, err := newApp(cfg, appOptions{transport: pod})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.close()
+				r := &slowRig{t: t, a: a, pod: pod}
+				r.fragmentation(tt.before)
+				for range 10 {
+					time.Sleep(time.Second)
+					a.slow.observe(pressure.State{
+						Sources: []pressure.SourceState{{Name: "pod/vllm", Upstream: "pod", Stale: true, LastError: "connection refused"}},
+						Upstreams: []pressure.UpstreamState{{Name: "pod",
+							Signals: map[pressure.Signal]pressure.Value{pressure.Fragmentation: {Value: tt.before, Stale: true}}}},
+					})
+				}
+				if got := a.snapshot().Upstreams[0].Level; got != tt.want {
+					t.Errorf("level after the source went stale = %s, want %s", got, tt.want)
+				}
+			})
+		})
+	}
+}
