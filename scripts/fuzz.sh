@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs every fuzz target in the module for a short, bounded time each, on top
+# of its committed seed corpus (testdata/fuzz/<Target>) and its f.Add seeds.
+#
+#   scripts/fuzz.sh              # FUZZTIME per target (default 5s)
+#   FUZZTIME=30s scripts/fuzz.sh # longer, by hand
+#
+# Targets are found with grep, so a new `func FuzzX(f *testing.F)` is picked
+# up without editing this file. A crash fails the script; Go writes the input
+# to the package's testdata/fuzz/<Target>/ — commit it with the fix.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}"
+fuzztime="${FUZZTIME:-5s}"
+
+targets=$(grep -rn --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' . |
+	sed -E 's|^\./(.*)/[^/]+_test\.go:[0-9]+:func (Fuzz[A-Za-z0-9_]+).*|\1 \2|' | sort -u)
+if [ -z "$targets" ]; then
+	echo "fuzz.sh: no fuzz targets found" >&2
+	exit 1
+fi
+
+# Build each package's test binary once up front so the per-target time is
+# spent fuzzing, not compiling.
+pkgs=$(echo "$targets" | awk '{print "./" $1}' | sort -u)
+# shellcheck disable=SC2086
+go test -count=1 -run '^$' $pkgs >/dev/null
+
+failed=0
+start=$SECONDS
+while read -r dir target; do
+	[ -n "$target" ] || continue
+	corpus="$dir/testdata/fuzz/$target"
+	if [ ! -d "$corpus" ] || [ -z "$(ls -A "$corpus")" ]; then
+		echo "fuzz.sh: $target in ./$dir has no committed corpus in $corpus" >&2
+		failed=1
+	fi
+	t0=$SECONDS
+	if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 2 "./$dir" 2>&1); then
+		echo "ok   ./$dir $target ($((SECONDS - t0))s)"
+	else
+		echo "FAIL ./$dir $target"
+		echo "$out" | tail -30
+		failed=1
+	fi
+done <<<"$targets"
+echo "fuzz.sh: $(echo "$targets" | wc -l) targets in $((SECONDS - start))s"
+exit "$failed"
