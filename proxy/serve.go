@@ -76,7 +76,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 	}
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+		// ReadFrom wants MinRead bytes free before it can see EOF; growing
+		// by them too makes the body one allocation instead of two and a copy.
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, pol.MaxBodyBytes))
 	var tooBig *http.MaxBytesError

@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// loopbackPod answers a completion at once: JSON with a Content-Length, or
+// an SSE stream of eight flushed events when the body asks for one.
+func loopbackPod(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if !strings.Contains(string(body), `"stream":true`) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","object":"text_completion","choices":[{"text":" hi"}],"usage":{"total_tokens":5}}`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	for range 8 {
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"text\":\" tok\"}]}\n\n")
+		_ = rc.Flush()
+	}
+	_, _ = io.WriteString(w, "data: [DONE]\n\n")
+}
+
+// BenchmarkLoopback is one completion from a client through the Handler to a
+// pod, both over real loopback TCP with the Handler's own transport: unlike
+// BenchmarkServeHTTP it sees the writes, flushes and timers of the proxying
+// itself (bench/run measures the same path under load).
+func BenchmarkLoopback(b *testing.B) {
+	for _, tt := range []struct {
+		name string
+		body string
+	}{
+		{"json", `{"model":"m","prompt":"Say hello","max_tokens":16}`},
+		{"stream", `{"model":"m","prompt":"Say hello","max_tokens":16,"stream":true}`},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			pod := httptest.NewServer(http.HandlerFunc(loopbackPod))
+			b.Cleanup(pod.Close)
+			u, _ := url.Parse(pod.URL)
+			h, err := New(Options{
+				Upstreams: []Upstream{{Name: "pod", URL: u}},
+				Admission: newFakeAdmission(1<<16, "pod"),
+				Health:    HealthSettings{Interval: -1},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			gk := httptest.NewServer(h)
+			b.Cleanup(gk.Close)
+			tr := &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
+			b.Cleanup(tr.CloseIdleConnections)
+			client := &http.Client{Transport: tr}
+			b.ReportAllocs()
+			cpu0 := cpuTime(b)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Post(gk.URL+"/v1/completions", "application/json", strings.NewReader(tt.body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+			// CPU time (user + system, the whole process: client, Handler
+			// and pod) is steadier than wall time on a shared machine.
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// cpuTime is the process's user + system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
