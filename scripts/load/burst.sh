@@ -24,13 +24,21 @@ CALIBRATE="${CALIBRATE:-10s}"
 DURATION="${DURATION:-60s}"
 MULT="${MULT:-10}"
 RSS_MAX_MIB="${RSS_MAX_MIB:-256}"
-POD_PORT="${POD_PORT:-18100}" GK_PORT="${GK_PORT:-18180}" ADMIN_PORT="${ADMIN_PORT:-18181}"
+LOG_LEVEL="${LOG_LEVEL:-warn}" # debug logs one line per request
+LOG_OUT="${LOG_OUT:-}"         # if set, gatekeeper's log is copied there
+# Free loopback ports from the kernel, so nothing else on the machine shares them.
+read -r POD_PORT GK_PORT ADMIN_PORT < <(python3 -c '
+import socket
+ss = [socket.socket() for _ in range(3)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in ss])')
 
 work=$(mktemp -d)
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	[ -z "$LOG_OUT" ] || cp "$work/gatekeeper.log" "$LOG_OUT" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -48,7 +56,7 @@ upstreams:
 fast_breaker: {qps: 0}
 queue: {max_length: 64, max_wait: 1s, starvation_after: 500ms}
 health_check: {interval: 5s, timeout: 1s}
-log: {level: warn}
+log: {level: $LOG_LEVEL}
 YAML
 
 "$work/load" pod -listen "127.0.0.1:$POD_PORT" -service "$SERVICE" &
