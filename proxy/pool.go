@@ -56,13 +56,17 @@ func (p *pool) set(ups []Upstream) (removed []string) {
 	next := make(map[string]*member, len(ups))
 	p.mu.Lock()
 	for _, u := range ups {
-		if old, ok := p.members[u.Name]; ok && old.URL.String() == u.URL.String() {
-			old.Gate = u.Gate
-			next[u.Name] = old
-			continue
-		}
 		m := &member{Upstream: u}
 		m.healthy.Store(true)
+		if old, ok := p.members[u.Name]; ok && old.URL.String() == u.URL.String() {
+			// A new member with the old one's state: requests in flight read
+			// the old member's Gate without a lock, so it is never written.
+			m.healthy.Store(old.healthy.Load())
+			m.breakerOpen.Store(old.breakerOpen.Load())
+			m.critical.Store(old.critical.Load())
+			m.healthFails.Store(old.healthFails.Load())
+			m.healthOKs.Store(old.healthOKs.Load())
+		}
 		next[u.Name] = m
 	}
 	for name := range p.members {
