@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -318,5 +319,60 @@ server: {drain_delay: 0s}
 	case <-hang:
 		t.Fatal("the source was released before the requests ended")
 	default: // still hanging: nothing above waited on it
+	}
+}
+
+// TestReloadUnderLoadLosesNothing: while requests flow, a valid edit that
+// shrinks the window and then an invalid edit are loaded. Every request is
+// answered in full (streams with their [DONE]); none is refused or cut.
+func TestReloadUnderLoadLosesNothing(t *testing.T) {
+	podURL := newPodServer(t, streamingPod(time.Millisecond))
+	base := "upstreams: [{name: p, url: '" + podURL + "', max_inflight: MAX, min_inflight: 1}]\n" +
+		"server: {drain_delay: 0s}\nfast_breaker: {qps: 0}\n"
+	r := startLifecycle(t, strings.Replace(base, "MAX", "64", 1), nil)
+
+	const workers, perWorker = 8, 150
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var problems []string
+	flowing := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				stream := i%3 == 0
+				code, problem := burstOne(client, r.traffic,
+					fmt.Sprintf(`{"model":"m","prompt":"w%d r%d","max_tokens":8,"stream":%t}`, w, i, stream), stream)
+				once.Do(func() { close(flowing) })
+				mu.Lock()
+				codes[code]++
+				if problem != "" && len(problems) < 10 {
+					problems = append(problems, problem)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	<-flowing
+	if err := os.WriteFile(r.path, []byte(strings.Replace(base, "MAX", "4", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.waitStage(t, "reloaded")
+	if err := os.WriteFile(r.path, []byte(strings.Replace(base, "MAX", "-3", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.waitStage(t, "reload_refused")
+	wg.Wait()
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if codes[200] != workers*perWorker {
+		t.Errorf("statuses = %v, want all %d answered 200", codes, workers*perWorker)
+	}
+	if st := fetch(t, r.admin+"/admin/state"); !strings.Contains(st, `"window_limit": 4`) {
+		t.Errorf("after the reloads the window is not 4:\n%s", st)
 	}
 }
