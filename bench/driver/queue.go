@@ -15,7 +15,7 @@ type queueResult struct {
 	waiters        int
 	reached        int
 	rssKB          [2]int64   // before, with every waiter queued
-	heapStack      [2]float64 // go heap in use + goroutine stacks, bytes
+	heap, stack    [2]float64 // Go heap in use, goroutine stacks in use; bytes
 	drained        bool
 	waitedToFill   time.Duration
 	clientFailures int
@@ -52,7 +52,8 @@ func queueMemory(url, adminURL string, pid, n int) (*queueResult, error) {
 		return nil, err
 	}
 	res.rssKB[0], _ = procKB(pid, "VmRSS")
-	res.heapStack[0], _ = goMem(admin, adminURL+"/metrics", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes")
+	res.heap[0], _ = goMem(admin, adminURL+"/metrics", "go_memstats_heap_inuse_bytes")
+	res.stack[0], _ = goMem(admin, adminURL+"/metrics", "go_memstats_stack_inuse_bytes")
 	start := time.Now()
 	for i := range n {
 		wg.Go(send)
@@ -64,7 +65,8 @@ func queueMemory(url, adminURL string, pid, n int) (*queueResult, error) {
 	res.waitedToFill = time.Since(start)
 	res.reached = st.Queue.Length
 	res.rssKB[1], _ = procKB(pid, "VmRSS")
-	res.heapStack[1], _ = goMem(admin, adminURL+"/metrics", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes")
+	res.heap[1], _ = goMem(admin, adminURL+"/metrics", "go_memstats_heap_inuse_bytes")
+	res.stack[1], _ = goMem(admin, adminURL+"/metrics", "go_memstats_stack_inuse_bytes")
 	cancel()
 	wg.Wait()
 	st, _ = waitQueue(admin, adminURL, func(s adminState) bool { return s.Queue.Length == 0 }, 20*time.Second)

@@ -83,7 +83,7 @@ func (r *report) write(w io.Writer) {
 	}
 	if f := r.refusal; f != nil {
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "### Refusal path (per-client limit %d req/s; flood from one client, %d req/s good traffic from another)\n\n",
+		fmt.Fprintf(w, "### Refusal path (per-client limit %d req/s; a flood from one client beside %d req/s of admitted traffic from another)\n\n",
 			f.perClientQPS, f.goodRate)
 		fmt.Fprintln(w, "| phase | sent req/s | 429/s | 429 p50 | 429 p99 | 429 p99.9 | good p50 | good p99 | good ok % |")
 		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -105,8 +105,12 @@ func (r *report) write(w io.Writer) {
 		fmt.Fprintln(w, "| --- | ---: | ---: | ---: |")
 		fmt.Fprintf(w, "| RSS (MiB) | %.1f | %.1f | %.1f KiB |\n", float64(q.rssKB[0])/1024, float64(q.rssKB[1])/1024,
 			float64(q.rssKB[1]-q.rssKB[0])/n)
-		fmt.Fprintf(w, "| Go heap in use + goroutine stacks (MiB) | %.1f | %.1f | %.1f KiB |\n", q.heapStack[0]/(1<<20),
-			q.heapStack[1]/(1<<20), (q.heapStack[1]-q.heapStack[0])/n/1024)
+		for _, m := range []struct {
+			name string
+			v    [2]float64
+		}{{"Go heap in use (MiB)", q.heap}, {"goroutine stacks (MiB)", q.stack}} {
+			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f KiB |\n", m.name, m.v[0]/(1<<20), m.v[1]/(1<<20), (m.v[1]-m.v[0])/n/1024)
+		}
 		fmt.Fprintf(w, "\n%d of %d queued after %v; client errors %d; queue empty after the clients left: %v.\n",
 			q.reached, q.waiters, q.waitedToFill.Round(time.Millisecond), q.clientFailures, q.drained)
 	}
