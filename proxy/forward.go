@@ -45,7 +45,7 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
 		// streams still go out chunk by chunk. -1 would also flush a
 		// complete Content-Length body, headers first from a timer armed
 		// per response, then the body: writes/op in BenchmarkLoopback/json
-		// falls from about 5 to 3 with 0 (bench/RESULTS.md).
+		// falls from 4 to 3 with 0 (bench/README.md).
 		FlushInterval: 0,
 		ErrorLog:      slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 		ModifyResponse: func(res *http.Response) error {
