@@ -9,8 +9,7 @@ import (
 	"testing"
 )
 
-// TestUnknownLengthStreamsFlush guards FlushInterval 0: ReverseProxy must
-// still flush every write of a body without a Content-Length, whatever its
+// TestUnknownLengthStreamsFlush checks that gatekeeper flushes every write of a body without a Content-Length, whatever its
 // content type, and of every SSE body, so a pod's chunks reach the client
 // one by one. The pod holds each next chunk until the client has read the
 // previous one: a buffering proxy would deadlock.
