@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// TestUnknownLengthStreamsFlush checks that gatekeeper flushes every write of a body without a Content-Length, whatever its
-// content type, and of every SSE body, so a pod's chunks reach the client
-// one by one. The pod holds each next chunk until the client has read the
+// TestUnknownLengthStreamsFlush checks that every write of a streamed body
+// (no Content-Length, any content type, SSE included) reaches the client at
+// once, chunk by chunk. The pod holds each next chunk until the client has read the
 // previous one: a buffering proxy would deadlock.
 func TestUnknownLengthStreamsFlush(t *testing.T) {
 	for _, ct := range []string{"text/event-stream", "text/event-stream; charset=utf-8", "application/x-ndjson", "application/json"} {
