@@ -115,24 +115,28 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange, 
 // released slot.
 func (h *Handler) complete(r *http.Request, ex *exchange, f *flight, completed bool, slot Slot, done func(Result)) {
 	defer slot.Release()
+	// A response copied to the end counts as the pod's answer even if the
+	// client closes its connection right after: only a request cut short
+	// by the client is client_closed.
+	delivered := completed && f.err == nil && f.status != 0
 	switch {
-	case r.Context().Err() != nil:
-		done(Excluded)
-		h.finish(r, ex, OutcomeClientClosed, StatusClientClosed)
-	case f.err != nil || !completed:
-		done(Failure)
-		h.metrics.response(f.member.Name, 0)
-		h.finish(r, ex, OutcomeUpstreamError, http.StatusBadGateway)
-	case f.status >= 500:
+	case delivered && f.status >= 500:
 		done(Failure)
 		h.metrics.response(f.member.Name, f.status)
 		h.finish(r, ex, OutcomeUpstreamError, f.status)
-	default:
+	case delivered:
 		done(Success)
 		h.metrics.response(f.member.Name, f.status)
 		if !f.firstByte.IsZero() {
 			h.metrics.firstByte(f.member.Name, f.firstByte.Sub(ex.start))
 		}
 		h.finish(r, ex, OutcomeServed, f.status)
+	case r.Context().Err() != nil:
+		done(Excluded)
+		h.finish(r, ex, OutcomeClientClosed, StatusClientClosed)
+	default: // a transport error, or the stream broke mid-copy
+		done(Failure)
+		h.metrics.response(f.member.Name, 0)
+		h.finish(r, ex, OutcomeUpstreamError, http.StatusBadGateway)
 	}
 }
