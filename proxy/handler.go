@@ -72,6 +72,13 @@ func (h *Handler) routes() http.Handler {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.draining.Load() {
+		// Close each connection after its response, so clients stop reusing
+		// connections before shutdown. (http.Server.SetKeepAlivesEnabled
+		// would also close idle connections at once, racing requests that
+		// clients are just sending on them.)
+		w.Header().Set("Connection", "close")
+	}
 	h.router.ServeHTTP(w, r)
 }
 

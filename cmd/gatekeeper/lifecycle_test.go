@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -203,4 +205,89 @@ func TestReload(t *testing.T) {
 		strings.Contains(m, `gatekeeper_config_reloads_total{result="error"} 0`) {
 		t.Errorf("reload error counter not incremented")
 	}
+}
+
+// TestSIGTERMUnderLoadNoReset sends SIGTERM while eight keep-alive clients
+// send requests back to back. Like a load balancer, they stop starting new
+// requests once /readyz has turned 503 (here: at the draining stage); every
+// request already started must get its whole answer — no reset, no
+// truncated body — and the process must stop cleanly.
+func TestSIGTERMUnderLoadNoReset(t *testing.T) {
+	pod := http.NewServeMux()
+	pod.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	pod.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+	})
+	podURL := newPodServer(t, pod)
+	r := startLifecycle(t, "upstreams: [{name: p, url: '"+podURL+"'}]\nfast_breaker: {qps: 0}\n"+
+		"server: {drain_delay: 2s, shutdown_timeout: 10s}\n", nil)
+
+	tr := &http.Transport{MaxIdleConnsPerHost: 8}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var stop, draining atomic.Bool
+	var duringDrain atomic.Int32
+	loaded := make(chan struct{}) // 200 answers arrived after /readyz turned 503
+	oks := make(chan int, 8)
+	problems := make(chan string, 64)
+	started := make(chan struct{}, 8)
+	for range 8 {
+		go func() {
+			ok := 0
+			defer func() { oks <- ok }()
+			for i := 0; i < 20000 && !stop.Load(); i++ { // bounded; the drain stops it long before
+				if i == 1 {
+					started <- struct{}{}
+				}
+				res, err := client.Post(r.traffic+"/v1/completions", "application/json",
+					strings.NewReader(`{"model":"m","prompt":"x"}`))
+				if err != nil {
+					problems <- err.Error()
+					return
+				}
+				body, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				drained := res.StatusCode == 503 && res.Header.Get("X-Gatekeeper-Reason") == "draining"
+				if err != nil || (res.StatusCode != 200 || string(body) != `{"choices":[]}`) && !drained {
+					problems <- fmt.Sprintf("answer %d %q, err %v", res.StatusCode, body, err)
+					return
+				}
+				ok++
+				if draining.Load() && duringDrain.Add(1) == 200 {
+					close(loaded)
+				}
+			}
+		}()
+	}
+	for range 8 {
+		<-started // every client has a connection in use
+	}
+	r.cancel() // SIGTERM
+	r.waitStage(t, "draining")
+	draining.Store(true)
+	select { // traffic keeps flowing while load balancers take note
+	case <-loaded:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no traffic flowed during drain_delay")
+	}
+	stop.Store(true) // the load balancer saw /readyz turn 503
+	total := 0
+	for range 8 {
+		total += <-oks
+	}
+	close(problems)
+	for p := range problems {
+		t.Errorf("a client saw: %s", p)
+	}
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("serveOn() = %v, want nil", err)
+		}
+		r.done <- nil // for Cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("serveOn did not return")
+	}
+	t.Logf("%d requests answered in full around SIGTERM", total)
 }

@@ -164,10 +164,6 @@ func serveErr(err error) error {
 func (a *app) drain(ts *http.Server) {
 	s := a.cfg().Server
 	a.handler.StartDrain()
-	// From now on every response says Connection: close, so clients stop
-	// reusing connections before Shutdown closes the idle ones: a request
-	// never lands on a connection that is being torn down.
-	ts.SetKeepAlivesEnabled(false)
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "draining",
 		slog.String("state", "draining"), slog.Duration("duration", s.DrainDelay))
 	a.step("draining")
