@@ -163,7 +163,11 @@ func (a *app) upstreams(s settings) []proxy.Upstream {
 			g = &upstreamGate{s: s.errors, b: a.newErrorBreaker(u.name, s.errors)}
 		}
 		next[u.name] = g
-		out = append(out, proxy.Upstream{Name: u.name, URL: u.url, Gate: gate{g.b}})
+		up := proxy.Upstream{Name: u.name, URL: u.url}
+		if g.b != nil {
+			up.Gate = gate{g.b}
+		}
+		out = append(out, up)
 	}
 	a.gates = next
 	return out
@@ -244,6 +248,13 @@ func (a *app) applyResolved(raw *config.Config, r resolved) error {
 	a.setWindows(s.upstreams)
 	for _, name := range a.handler.SetUpstreams(a.upstreams(s)) {
 		a.queue.RemoveWindow(name)
+	}
+	// A pod keeps its "breaker open" flag across a reload; a breaker rebuilt
+	// with new settings starts closed, so say so.
+	for name, g := range a.gates {
+		if g.b != nil {
+			a.handler.SetBreakerOpen(name, g.b.State() == breaker.Open)
+		}
 	}
 	a.handler.SetPolicy(s.policy)
 	if err := a.slow.set(cfg); err != nil {

@@ -251,3 +251,36 @@ func TestOnStaleApplies(t *testing.T) {
 		})
 	}
 }
+
+// TestReloadRebuildsOpenBreaker: a reload that changes upstream_breaker
+// rebuilds the breaker closed, and the pod must become available again
+// (its "open" flag is not carried over from the old breaker).
+func TestReloadRebuildsOpenBreaker(t *testing.T) {
+	const base = "upstreams: [{name: pod, url: 'http://pod.invalid:8000'}]\nfast_breaker: {qps: 0}\n"
+	cfg, err := config.Parse([]byte(base + "upstream_breaker: {failures: 1, open_for: 1h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 500, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+	})
+	a, err := newApp(cfg, appOptions{transport: fail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(`{"model":"m","prompt":"x"}`)))
+	if up := a.handler.Upstreams()[0]; !up.BreakerOpen || up.Available {
+		t.Fatalf("after one 500 with failures: 1, upstream = %+v, want its breaker open", up)
+	}
+	next, err := config.Parse([]byte(base + "upstream_breaker: {failures: 3, open_for: 1h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.apply(next); err != nil {
+		t.Fatal(err)
+	}
+	if up := a.handler.Upstreams()[0]; up.BreakerOpen || !up.Available {
+		t.Errorf("after a reload that rebuilt the breaker, upstream = %+v, want closed and available", up)
+	}
+}
