@@ -100,10 +100,6 @@ func (s *framingScanner) add(b []byte) {
 	if room := scanKeep - len(s.head); room > 0 {
 		s.head = append(s.head, b[:min(room, len(b))]...)
 	}
-	if len(b) >= scanKeep { // keep only the last bytes: a body read can be megabytes
-		s.tail = append(s.tail[:0], b[len(b)-scanKeep:]...)
-		return
-	}
 	s.tail = append(s.tail, b...)
 	if len(s.tail) > scanKeep {
 		s.tail = append(s.tail[:0], s.tail[len(s.tail)-scanKeep:]...)
