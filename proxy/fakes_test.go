@@ -164,10 +164,7 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*Options)) *testPr
 		t.Fatalf("New() = %v", err)
 	}
 	tp.h = h
-	tp.srv = httptest.NewUnstartedServer(h)
-	tp.srv.Listener = GuardListener(tp.srv.Listener) // as cmd/gatekeeper serves it
-	tp.srv.Config.ConnContext = ConnContext
-	tp.srv.Start()
+	tp.srv = httptest.NewServer(h)
 	t.Cleanup(tp.srv.Close)
 	return tp
 }

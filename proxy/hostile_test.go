@@ -96,9 +96,6 @@ func TestSmugglingRefused(t *testing.T) {
 			if res.StatusCode != tt.want {
 				t.Errorf("status = %d, want %d", res.StatusCode, tt.want)
 			}
-			if tt.want == 400 && !res.Close {
-				t.Error("an ambiguous request must close its connection")
-			}
 			tp.srv.Close()
 			if got := pod.requests(); len(got) != 0 {
 				t.Errorf("the pod saw %d requests, want none: %+v", len(got), got)
@@ -107,12 +104,15 @@ func TestSmugglingRefused(t *testing.T) {
 	}
 }
 
-// TestAmbiguousFramingIsRefused covers the framings Go's server would accept
-// under RFC 9112 (Transfer-Encoding overriding Content-Length, §6.3; an
-// obsolete line fold, §5.2): GuardListener sees them in the raw bytes and
-// the request is refused with 400 and the connection closed, so neither it
-// nor a request hidden behind it reaches the pod.
-func TestAmbiguousFramingIsRefused(t *testing.T) {
+// TestAmbiguousFramingIsReframed covers the framings Go's server accepts
+// under RFC 9112 rather than refusing: Transfer-Encoding overrides
+// Content-Length (§6.3), and an obsolete line fold becomes a space (§5.2).
+// What matters is that the pod cannot read them another way: gatekeeper
+// buffers the body and forwards it with its own Content-Length and no
+// Transfer-Encoding, so a request hidden behind the ambiguity is parsed as a
+// request of its own and goes through every check (here the route check: it
+// names a vLLM admin route, and the pod sees nothing at all).
+func TestAmbiguousFramingIsReframed(t *testing.T) {
 	smuggled := "POST /pause HTTP/1.1\r\nHost: gk\r\nContent-Length: 2\r\n\r\n{}"
 	tests := []struct {
 		name     string
@@ -128,11 +128,11 @@ func TestAmbiguousFramingIsRefused(t *testing.T) {
 		{name: "chunked then content length, valid body",
 			raw: "POST /v1/completions HTTP/1.1\r\nHost: gk\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n" +
 				hexLen(len(completion)) + "\r\n" + completion + "\r\n0\r\n\r\n",
-			want: 400},
+			want: 200, wantPod: 1, wantBody: completion},
 		{name: "folded header",
 			raw: "POST /v1/completions HTTP/1.1\r\nHost: gk\r\nX-Note: a\r\n Transfer-Encoding: chunked\r\nContent-Length: " +
 				itoa(len(completion)) + "\r\n\r\n" + completion,
-			want: 400},
+			want: 200, wantPod: 1, wantBody: completion},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,9 +153,6 @@ func TestAmbiguousFramingIsRefused(t *testing.T) {
 			_, _ = io.Copy(io.Discard, res.Body)
 			if res.StatusCode != tt.want {
 				t.Errorf("status = %d, want %d", res.StatusCode, tt.want)
-			}
-			if tt.want == 400 && !res.Close {
-				t.Error("an ambiguous request must close its connection")
 			}
 			if strings.Contains(tt.raw, smuggled) && !res.Close {
 				// The hidden request is answered on its own, and refused.
@@ -312,13 +309,6 @@ func TestRequestIDCannotInjectHeaders(t *testing.T) {
 			}
 			tp.srv.Close()
 			got := pod.requests()
-			if tt.name == "folded CRLF injection" {
-				// A folded header is ambiguous framing: refused outright.
-				if res.StatusCode != 400 || len(got) != 0 {
-					t.Errorf("folded header = %d, pod saw %d; want 400 and nothing forwarded", res.StatusCode, len(got))
-				}
-				return
-			}
 			if tt.name == "two ids" {
 				// The first valid id is kept; the pod gets exactly one.
 				if ids[0] != "good-1" || len(got) != 1 || len(got[0].header.Values("X-Request-Id")) != 1 {

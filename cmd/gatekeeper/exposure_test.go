@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,35 +168,5 @@ func TestCertLoaderRotation(t *testing.T) {
 	now = now.Add(2 * time.Second)
 	if got := serial(); got != 2 {
 		t.Errorf("after a broken rotation: serial %d, want the previous 2", got)
-	}
-}
-
-// TestAmbiguousFramingRefusedOnTheListener checks the wiring: the traffic
-// listener refuses Content-Length + Transfer-Encoding with 400 and closes.
-func TestAmbiguousFramingRefusedOnTheListener(t *testing.T) {
-	hits := make(chan struct{}, 4)
-	pod := http.NewServeMux()
-	pod.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
-	pod.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) { hits <- struct{}{} })
-	r := startLifecycle(t, "upstreams: [{name: p, url: '"+newPodServer(t, pod)+"'}]\nserver: {drain_delay: 0s}\n", nil)
-	c, err := net.Dial("tcp", strings.TrimPrefix(r.traffic, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	body := `{"model":"m","prompt":"x"}`
-	_, _ = io.WriteString(c, "POST /v1/completions HTTP/1.1\r\nHost: gk\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"+
-		strconv.FormatInt(int64(len(body)), 16)+"\r\n"+body+"\r\n0\r\n\r\n")
-	res, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != 400 || !res.Close {
-		t.Errorf("ambiguous request = %d (close %v), want 400 and the connection closed", res.StatusCode, res.Close)
-	}
-	if len(hits) != 0 {
-		t.Error("the pod saw the ambiguous request")
 	}
 }
