@@ -76,6 +76,28 @@ func TestSlowSteps(t *testing.T) {
 	}
 }
 
+// TestSlowCreepDoesNotCut: the level's Hysteresis is the window's
+// Worsening, so a degraded signal creeping by noise keeps the window where
+// the first cut put it.
+func TestSlowCreepDoesNotCut(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	sl := newTestSlow(t, clk)
+	v := 1.25
+	for range 100 {
+		clk.Advance(2 * time.Second)
+		v += 0.0001
+		sl.Observe(frag(v), true)
+	}
+	if got := sl.Current(); got != (SlowState{Degraded, PhaseDegraded, 80}) {
+		t.Errorf("after 100 readings creeping from 1.25 to %.4f: %+v, want degraded at 80", v, got)
+	}
+	clk.Advance(2 * time.Second)
+	if u := sl.Observe(frag(v*1.06), true); u.Limit != 64 {
+		t.Errorf("a 6 %% rise: limit %d, want 64", u.Limit)
+	}
+}
+
 func TestSlowUpdate(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock()

@@ -57,6 +57,13 @@ type WindowSettings struct {
 	// CutEvery is the least time between two cuts while degraded and the
 	// cause keeps getting worse. 0 means DefaultCutEvery (2s); otherwise > 0.
 	CutEvery time.Duration
+	// Worsening is how much the cause must have risen since the last cut,
+	// as a fraction of its value then, to count as getting worse: without
+	// it a signal creeping by noise (a fragmentation ratio moving in the
+	// fifth digit) cuts the window to its minimum. 0 means any rise;
+	// otherwise 0 ≤ Worsening < 1. Slow uses the level's Hysteresis when
+	// this is 0, so "worse" and "better" need the same margin.
+	Worsening float64
 	// RampStep is the fraction of MaxInflight added per RampEvery while
 	// recovering, rounded to the nearest request, at least one. 0 means
 	// DefaultRampStep (0.1); otherwise 0 < RampStep ≤ 1.
@@ -84,6 +91,9 @@ func (s WindowSettings) normalized() (WindowSettings, error) {
 	}
 	if s.CutEvery < 0 {
 		bad("CutEvery", s.CutEvery, "≥ 0")
+	}
+	if !(s.Worsening >= 0 && s.Worsening < 1) {
+		bad("Worsening", s.Worsening, "0 ≤ Worsening < 1")
 	}
 	if !(s.RampStep >= 0 && s.RampStep <= 1) {
 		bad("RampStep", s.RampStep, "0 ≤ RampStep ≤ 1")
@@ -151,7 +161,8 @@ func (w *Window) Phase() Phase { return w.phase }
 // cuts and ramp steps follow elapsed time, not the number of calls.
 //
 // Entering degraded cuts by Cut; while degraded, a Value above the one at
-// the last cut (same Signal) cuts again once CutEvery has passed. Entering
+// the last cut (same Signal) by more than Worsening cuts again once
+// CutEvery has passed. Entering
 // critical cuts once more (twice when coming straight from normal or
 // recovering). Back at normal the window ramps up by RampStep×MaxInflight
 // every RampEvery and the phase is recovering until the window is full and
@@ -173,7 +184,7 @@ func (w *Window) Tick(now time.Time, in WindowInput) (limit int, phase Phase) {
 		case PhaseDegraded:
 			if in.Signal != w.cutSignal {
 				w.cutSignal, w.cutValue = in.Signal, in.Value // a new cause sets a new baseline
-			} else if in.Value > w.cutValue && now.Sub(w.lastCut) >= w.s.CutEvery {
+			} else if w.worse(in.Value) && now.Sub(w.lastCut) >= w.s.CutEvery {
 				w.cut(now, in)
 			}
 		}
@@ -182,6 +193,12 @@ func (w *Window) Tick(now time.Time, in WindowInput) (limit int, phase Phase) {
 		w.recover(now, in.BacklogEmpty)
 	}
 	return w.limit, w.phase
+}
+
+// worse reports whether v has risen past the value at the last cut by the
+// Worsening margin.
+func (w *Window) worse(v float64) bool {
+	return v > w.cutValue+math.Abs(w.cutValue)*w.s.Worsening
 }
 
 func (w *Window) cut(now time.Time, in WindowInput) {

@@ -44,6 +44,14 @@ func TestWindowSteps(t *testing.T) {
 			{advance: 2 * s, level: Degraded, value: 1.35, limit: 51, phase: PhaseDegraded},
 			{advance: 2 * s, level: Degraded, value: 1.40, limit: 40, phase: PhaseDegraded},
 		}},
+		{name: "a rise within Worsening is noise, not worse", s: WindowSettings{MaxInflight: 100, MinInflight: 10, Worsening: 0.05}, steps: []windowStep{
+			{level: Degraded, value: 1.25, limit: 80, phase: PhaseDegraded},
+			{advance: 3 * s, level: Degraded, value: 1.2501, limit: 80, phase: PhaseDegraded}, // creep
+			{advance: 3 * s, level: Degraded, value: 1.3125, limit: 80, phase: PhaseDegraded}, // exactly 5 %: not more
+			{advance: 3 * s, level: Degraded, value: 1.32, limit: 64, phase: PhaseDegraded},
+			{advance: 3 * s, level: Degraded, value: 1.35, limit: 64, phase: PhaseDegraded}, // 1.32 × 1.05 = 1.386
+			{advance: 3 * s, level: Degraded, value: 1.39, limit: 51, phase: PhaseDegraded},
+		}},
 		{name: "a new cause sets a new baseline", s: base, steps: []windowStep{
 			{level: Degraded, value: 1.25, limit: 80, phase: PhaseDegraded},
 			{advance: 3 * s, level: Degraded, signal: "kv_cache_usage", value: 0.96, limit: 80, phase: PhaseDegraded},
@@ -178,6 +186,8 @@ func TestNewWindowRejectsInvalidSettings(t *testing.T) {
 		{"negative cut every", WindowSettings{MaxInflight: 4, CutEvery: -1}, "CutEvery"},
 		{"ramp above one", WindowSettings{MaxInflight: 4, RampStep: 1.5}, "RampStep"},
 		{"negative ramp every", WindowSettings{MaxInflight: 4, RampEvery: -1}, "RampEvery"},
+		{"worsening of one", WindowSettings{MaxInflight: 4, Worsening: 1}, "Worsening"},
+		{"nan worsening", WindowSettings{MaxInflight: 4, Worsening: nan()}, "Worsening"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
