@@ -19,6 +19,12 @@ type AllocStats struct {
 	CachedFreeBytes int64
 	// LargestCachedFreeBytes is the biggest free block inside held segments.
 	LargestCachedFreeBytes int64
+	// ReleasableBytes is the cached free memory in wholly free segments
+	// (CachedFreeBytes − InactiveSplitBytes): a flush hands it back to the
+	// device, and so does the allocator's own flush-and-retry before it
+	// fails an allocation. 0 with expandable segments (TailFreeBytes
+	// stands for it there).
+	ReleasableBytes int64
 	// TailFreeBytes is, with expandable segments, the free block at the end
 	// of the large pool's segment: a large request can extend it with what
 	// the device still has. 0 otherwise.
@@ -37,12 +43,16 @@ type AllocStats struct {
 // the free blocks cached inside segments.
 func (s AllocStats) FreeBytes() int64 { return s.DeviceFreeBytes + s.CachedFreeBytes }
 
-// LargestFreeBlockBytes is DESIGN §3's largest_free_block_bytes: the most one
-// allocation can get, the larger of the device's remaining memory (plus,
-// with expandable segments, the free tail it would extend) and the biggest
-// cached free block.
+// LargestFreeBlockBytes is DESIGN §3's largest_free_block_bytes, as the
+// project's docs/ARCHITECTURE.md defines it: the most one allocation can
+// get, counting the allocator's flush-and-retry. That is the larger of the
+// biggest cached free block and the device's remaining memory plus the
+// wholly free segments a flush returns to it (with expandable segments:
+// plus the free tail a request would extend). So only memory stranded in
+// split segments (InactiveSplitBytes) reads as fragmentation; a cache of
+// whole free segments, which PyTorch reclaims before it fails, does not.
 func (s AllocStats) LargestFreeBlockBytes() int64 {
-	return max(s.DeviceFreeBytes+s.TailFreeBytes, s.LargestCachedFreeBytes)
+	return max(s.DeviceFreeBytes+s.ReleasableBytes+s.TailFreeBytes, s.LargestCachedFreeBytes)
 }
 
 // FragmentationRatio is largest free block ÷ free bytes (≤ 1; 1 when all free
@@ -67,6 +77,7 @@ func (a *Allocator) Stats() AllocStats {
 		DeviceFreeBytes:        a.s.DeviceBytes - a.reserved,
 		CachedFreeBytes:        a.reserved - a.allocated,
 		LargestCachedFreeBytes: max(a.small.largest(), a.large.largest()),
+		ReleasableBytes:        a.releasable(),
 		TailFreeBytes:          a.tailFree(),
 		Segments:               a.segments,
 		Blocks:                 a.blocks,
@@ -75,6 +86,13 @@ func (a *Allocator) Stats() AllocStats {
 		PeakAllocatedBytes:     a.peakAlloc,
 		PeakReservedBytes:      a.peakReserve,
 	}
+}
+
+func (a *Allocator) releasable() int64 {
+	if a.s.ExpandableSegments {
+		return 0
+	}
+	return a.reserved - a.allocated - a.inactSplit
 }
 
 func (a *Allocator) tailFree() int64 {

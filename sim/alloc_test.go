@@ -165,18 +165,26 @@ func TestAllocatorFragmentationRatio(t *testing.T) {
 	tests := []struct {
 		name       string
 		device     int64
-		sizes      []int64 // allocated in order, none freed
+		sizes      []int64 // allocated in order
+		free       []int   // then these (indices into sizes) freed
 		wantFree   int64
 		wantLarge  int64
 		expandable bool
 	}{
-		{"empty device is one block", 40 * mib, nil, 40 * mib, 40 * mib, false},
+		{"empty device is one block", 40 * mib, nil, nil, 40 * mib, 40 * mib, false},
 		// 3 MiB in a 20 MiB segment (17 MiB cached free), 18 MiB segment: device has 2 MiB left.
-		{"cached rest is the largest piece", 40 * mib, []int64{3 * mib, 18 * mib}, 19 * mib, 17 * mib, false},
+		{"cached rest is the largest piece", 40 * mib, []int64{3 * mib, 18 * mib}, nil, 19 * mib, 17 * mib, false},
 		// 3 MiB in a 20 MiB segment; device keeps 80 MiB.
-		{"device free is the largest piece", 100 * mib, []int64{3 * mib}, 97 * mib, 80 * mib, false},
+		{"device free is the largest piece", 100 * mib, []int64{3 * mib}, nil, 97 * mib, 80 * mib, false},
+		// The 18 MiB segment freed whole: a flush gives it back, so it joins
+		// the device's 2 MiB (20 MiB) ahead of the 17 MiB stranded in the
+		// split segment; free = 2 + 17 + 18.
+		{"a wholly free segment joins the device", 40 * mib, []int64{3 * mib, 18 * mib}, []int{1}, 37 * mib, 20 * mib, false},
+		// 100 − 20 − 12 = 68 MiB on the device, + the freed 12 MiB segment; the
+		// 17 MiB split rest is the only stranded piece.
+		{"stranded split rest is the fragmentation", 100 * mib, []int64{3 * mib, 12 * mib}, []int{1}, 97 * mib, 80 * mib, false},
 		// expandable: the 17 MiB free tail extends into the device's 80 MiB.
-		{"expandable tail joins the device", 100 * mib, []int64{3 * mib}, 97 * mib, 97 * mib, true},
+		{"expandable tail joins the device", 100 * mib, []int64{3 * mib}, nil, 97 * mib, 97 * mib, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,8 +192,16 @@ func TestAllocatorFragmentationRatio(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var blocks []Buffer
 			for _, s := range tt.sizes {
-				if _, err := a.Alloc(s); err != nil {
+				b, err := a.Alloc(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				blocks = append(blocks, b)
+			}
+			for _, i := range tt.free {
+				if err := a.Free(blocks[i]); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -15,7 +15,7 @@ func TestRecoveryLatency(t *testing.T) {
 	t.Parallel()
 	var results []Result
 	for _, p := range []Policy{None, Gatekeeper} {
-		r, err := Run(Settings{Engine: sim.Settings{GPU: h100()}, Trace: TraceSettings{Duration: 3 * time.Minute, Seed: 1}, Policy: p})
+		r, err := Run(Settings{Engine: sim.Settings{GPU: h100()}, Trace: TraceSettings{Duration: 3 * time.Minute, BaseQPS: 90, BurstQPS: 90, Seed: 1}, Policy: p})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +30,8 @@ func TestRecoveryLatency(t *testing.T) {
 		case p == None && rec != 0:
 			t.Errorf("unprotected: %d recovery requests, want 0 (no window)", rec)
 		case p == Gatekeeper && (rec == 0 || rec > r.Outcomes.Served || r.LevelTime[1] == 0):
-			// fragmentation ≥ 1.2 degrades it within the first minute (README).
+			// 90 QPS overloads the engine (≈ 67/s): its KV cache fills past
+			// the 0.95 rule and the window is cut, then ramps back.
 			t.Errorf("gatekeeper: %d recovery requests of %d served, degraded for %v", rec, r.Outcomes.Served, r.LevelTime[1])
 		}
 		results = append(results, r)
