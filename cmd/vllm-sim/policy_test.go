@@ -163,3 +163,29 @@ func TestTestdataPolicies(t *testing.T) {
 		}
 	}
 }
+
+// high-util.yaml swaps the memory_used rule for an alloc_retry_rate one and
+// turns the flush hook on; everything else stays config.yaml's.
+func TestHighUtilPolicy(t *testing.T) {
+	c, err := config.LoadFile("testdata/high-util.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := applyPolicy(c, replay.Settings{})
+	signals := map[string]breaker.Rule{}
+	for _, r := range got.Slow.Level.Rules {
+		signals[r.Signal] = r
+	}
+	if _, ok := signals["memory_used"]; ok {
+		t.Errorf("rules %+v keep memory_used", got.Slow.Level.Rules)
+	}
+	if r := signals["alloc_retry_rate"]; r.Degrade != 0.01 {
+		t.Errorf("alloc_retry_rate rule %+v, want degrade 0.01", r)
+	}
+	if r := signals["fragmentation"]; r.Degrade != 1.2 || r.Shed != 1.5 {
+		t.Errorf("fragmentation rule %+v, want the default 1.2 / 1.5", r)
+	}
+	if !got.EmptyCacheOnDegraded {
+		t.Error("the empty_cache hook is off")
+	}
+}
