@@ -164,7 +164,10 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*Options)) *testPr
 		t.Fatalf("New() = %v", err)
 	}
 	tp.h = h
-	tp.srv = httptest.NewServer(h)
+	tp.srv = httptest.NewUnstartedServer(h)
+	tp.srv.Listener = GuardListener(tp.srv.Listener) // as cmd/gatekeeper serves it
+	tp.srv.Config.ConnContext = ConnContext
+	tp.srv.Start()
 	t.Cleanup(tp.srv.Close)
 	return tp
 }

@@ -79,6 +79,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// clients are just sending on them.)
 		w.Header().Set("Connection", "close")
 	}
+	if ambiguousFraming(r.Context()) {
+		w.Header().Set("Connection", "close") // what follows on this connection is suspect
+		h.serveAmbiguous(w, r)
+		return
+	}
 	h.router.ServeHTTP(w, r)
 }
 

@@ -96,6 +96,9 @@ func TestSmugglingRefused(t *testing.T) {
 			if res.StatusCode != tt.want {
 				t.Errorf("status = %d, want %d", res.StatusCode, tt.want)
 			}
+			if tt.want == 400 && !res.Close {
+				t.Error("an ambiguous request must close its connection")
+			}
 			tp.srv.Close()
 			if got := pod.requests(); len(got) != 0 {
 				t.Errorf("the pod saw %d requests, want none: %+v", len(got), got)
@@ -104,35 +107,35 @@ func TestSmugglingRefused(t *testing.T) {
 	}
 }
 
-// TestAmbiguousFramingIsReframed covers the framings Go's server accepts
-// under RFC 9112 rather than refusing: Transfer-Encoding overrides
-// Content-Length (§6.3), and an obsolete line fold becomes a space (§5.2).
-// What matters is that the pod cannot read them another way: gatekeeper
-// buffers the body and forwards it with its own Content-Length and no
-// Transfer-Encoding, so a request hidden behind the ambiguity is parsed as a
-// request of its own and goes through every check (here the route check: it
-// names a vLLM admin route, and the pod sees nothing at all).
-func TestAmbiguousFramingIsReframed(t *testing.T) {
+// TestAmbiguousFramingIsRefused covers the framings Go's server would accept
+// under RFC 9112 (Transfer-Encoding overriding Content-Length, §6.3; an
+// obsolete line fold, §5.2): GuardListener sees them in the raw bytes and the
+// request is refused with 400 bad_request and the connection closed, so
+// neither it nor a request hidden behind it reaches the pod. On a keep-alive
+// connection the clean requests before it are served, and the ambiguous one
+// is still caught, whatever framed the body before it.
+func TestAmbiguousFramingIsRefused(t *testing.T) {
 	smuggled := "POST /pause HTTP/1.1\r\nHost: gk\r\nContent-Length: 2\r\n\r\n{}"
+	clean := "POST /v1/completions HTTP/1.1\r\nHost: gk\r\nContent-Length: " + itoa(len(completion)) + "\r\n\r\n" + completion
+	cleanChunked := "POST /v1/completions HTTP/1.1\r\nHost: gk\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		hexLen(10) + ";ext=1\r\n" + completion[:10] + "\r\n" + hexLen(len(completion)-10) + "\r\n" + completion[10:] + "\r\n0\r\n\r\n"
+	both := "POST /v1/completions HTTP/1.1\r\nHost: gk\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n" +
+		hexLen(len(completion)) + "\r\n" + completion + "\r\n0\r\n\r\n"
 	tests := []struct {
-		name     string
-		raw      string
-		want     int
-		wantPod  int // requests the pod sees
-		wantBody string
+		name string
+		reqs []string // sent one at a time on one connection; all but the last are clean
 	}{
-		{name: "content length and chunked, smuggled request",
-			raw: "POST /v1/completions HTTP/1.1\r\nHost: gk\r\nContent-Length: " + itoa(5+len(smuggled)) +
-				"\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled,
-			want: 400},
-		{name: "chunked then content length, valid body",
-			raw: "POST /v1/completions HTTP/1.1\r\nHost: gk\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n" +
-				hexLen(len(completion)) + "\r\n" + completion + "\r\n0\r\n\r\n",
-			want: 200, wantPod: 1, wantBody: completion},
-		{name: "folded header",
-			raw: "POST /v1/completions HTTP/1.1\r\nHost: gk\r\nX-Note: a\r\n Transfer-Encoding: chunked\r\nContent-Length: " +
-				itoa(len(completion)) + "\r\n\r\n" + completion,
-			want: 200, wantPod: 1, wantBody: completion},
+		{"content length and chunked, smuggled request", []string{"POST /v1/completions HTTP/1.1\r\nHost: gk\r\nContent-Length: " +
+			itoa(5+len(smuggled)) + "\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled}},
+		{"chunked then content length, valid body", []string{both}},
+		{"folded header", []string{"POST /v1/completions HTTP/1.1\r\nHost: gk\r\nX-Note: a\r\n Transfer-Encoding: chunked\r\n" +
+			"Content-Length: " + itoa(len(completion)) + "\r\n\r\n" + completion}},
+		{"malformed chunk size", []string{"POST /v1/completions HTTP/1.1\r\nHost: gk\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			hexLen(len(completion)) + "\n" + completion + "\r\n0\r\n\r\n"}},
+		{"keep-alive: clean, then both", []string{clean, both}},
+		{"keep-alive: clean chunked, then both", []string{cleanChunked, both}},
+		{"keep-alive: clean, clean chunked, then a fold", []string{clean, cleanChunked,
+			"GET /v1/models HTTP/1.1\r\nHost: gk\r\nX-Note: a\r\n\tb\r\n\r\n"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,39 +147,44 @@ func TestAmbiguousFramingIsReframed(t *testing.T) {
 			}
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			_, _ = io.WriteString(c, tt.raw)
 			br := bufio.NewReader(c)
-			res, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = io.Copy(io.Discard, res.Body)
-			if res.StatusCode != tt.want {
-				t.Errorf("status = %d, want %d", res.StatusCode, tt.want)
-			}
-			if strings.Contains(tt.raw, smuggled) && !res.Close {
-				// The hidden request is answered on its own, and refused.
-				next, err := http.ReadResponse(br, nil)
+			// One write per request, each after the previous answer (a
+			// client that pipelines makes its whole connection suspect).
+			for i, raw := range tt.reqs {
+				_, _ = io.WriteString(c, raw)
+				res, err := http.ReadResponse(br, nil)
 				if err != nil {
-					t.Fatalf("the smuggled request got no answer: %v", err)
+					t.Fatalf("request %d: %v", i+1, err)
 				}
-				if next.StatusCode != 404 || next.Header.Get("X-Gatekeeper-Reason") != "not_found" {
-					t.Errorf("smuggled /pause = %d %q, want 404 not_found", next.StatusCode, next.Header.Get("X-Gatekeeper-Reason"))
+				_, _ = io.Copy(io.Discard, res.Body)
+				want := 200
+				if i == len(tt.reqs)-1 {
+					want = 400
 				}
+				if res.StatusCode != want {
+					t.Errorf("request %d = %d, want %d", i+1, res.StatusCode, want)
+				}
+				if want == 400 && (!res.Close || res.Header.Get("X-Gatekeeper-Reason") != "bad_request") {
+					t.Errorf("ambiguous request: close %v, reason %q; want the connection closed, bad_request",
+						res.Close, res.Header.Get("X-Gatekeeper-Reason"))
+				}
+			}
+			if n, err := br.Read(make([]byte, 1)); n != 0 || err == nil {
+				t.Errorf("after the 400 the connection gave %d bytes, %v; want it closed", n, err)
 			}
 			c.Close()
 			tp.srv.Close()
 			got := pod.requests()
-			if len(got) != tt.wantPod {
-				t.Fatalf("the pod saw %d requests, want %d: %+v", len(got), tt.wantPod, got)
+			if len(got) != len(tt.reqs)-1 {
+				t.Fatalf("the pod saw %d requests, want the %d clean ones: %+v", len(got), len(tt.reqs)-1, got)
 			}
 			for _, r := range got {
-				if r.path != "/v1/completions" || len(r.te) != 0 || r.contentLength != int64(len(r.body)) || r.body != tt.wantBody {
-					t.Errorf("pod saw %+v, want /v1/completions framed by Content-Length %d only", r, len(tt.wantBody))
+				if r.path != "/v1/completions" || len(r.te) != 0 || r.contentLength != int64(len(r.body)) || r.body != completion {
+					t.Errorf("pod saw %+v, want the clean /v1/completions framed by Content-Length only", r)
 				}
-				if v := r.header.Get("X-Note"); strings.ContainsAny(v, "\r\n") {
-					t.Errorf("folded header reached the pod with a line break: %q", v)
-				}
+			}
+			if o := tp.outcomes(t); o[OutcomeBadRequest] != 1 {
+				t.Errorf("outcome bad_request = %v, want 1", o[OutcomeBadRequest])
 			}
 		})
 	}
@@ -309,6 +317,13 @@ func TestRequestIDCannotInjectHeaders(t *testing.T) {
 			}
 			tp.srv.Close()
 			got := pod.requests()
+			if tt.name == "folded CRLF injection" {
+				// A folded header is ambiguous framing: refused outright.
+				if res.StatusCode != 400 || len(got) != 0 {
+					t.Errorf("folded header = %d, pod saw %d; want 400 and nothing forwarded", res.StatusCode, len(got))
+				}
+				return
+			}
 			if tt.name == "two ids" {
 				// The first valid id is kept; the pod gets exactly one.
 				if ids[0] != "good-1" || len(got) != 1 || len(got[0].header.Values("X-Request-Id")) != 1 {

@@ -56,6 +56,16 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	h.dispatch(w, r, ex, body)
 }
 
+// serveAmbiguous refuses a request whose connection sent ambiguous framing
+// (see GuardListener); it never reaches a pod.
+func (h *Handler) serveAmbiguous(w http.ResponseWriter, r *http.Request) {
+	pol := h.policy.Load()
+	ex := &exchange{start: h.now(), policy: pol, id: h.ids.next()}
+	w.Header().Set(pol.RequestIDHeader, ex.id)
+	h.refuse(w, r, ex, badRequest("ambiguous request framing: Content-Length with Transfer-Encoding, "+
+		"a folded header line or a malformed chunk", ""))
+}
+
 // readBody reads and classifies the body of routes that carry one. It answers
 // 413 past max_body_bytes and 400 for malformed bodies, which never reach a pod.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange, route Route) ([]byte, bool) {

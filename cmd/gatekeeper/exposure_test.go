@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +170,48 @@ func TestCertLoaderRotation(t *testing.T) {
 	now = now.Add(2 * time.Second)
 	if got := serial(); got != 2 {
 		t.Errorf("after a broken rotation: serial %d, want the previous 2", got)
+	}
+}
+
+// TestAmbiguousFramingRefusedOnTheListener checks the wiring: on the
+// traffic listener, a clean request is served and the ambiguous one after it
+// on the same connection (Content-Length with Transfer-Encoding) is refused
+// with 400 and the connection closed, and the pod sees only the clean one.
+func TestAmbiguousFramingRefusedOnTheListener(t *testing.T) {
+	hits := make(chan string, 4)
+	pod := http.NewServeMux()
+	pod.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	pod.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hits <- string(b)
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+	})
+	r := startLifecycle(t, "upstreams: [{name: p, url: '"+newPodServer(t, pod)+"'}]\nserver: {drain_delay: 0s}\n", nil)
+	c, err := net.Dial("tcp", strings.TrimPrefix(r.traffic, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	body := `{"model":"m","prompt":"x"}` // no trailing newline: the next request line follows it directly
+	for i, raw := range []string{
+		"POST /v1/completions HTTP/1.1\r\nHost: gk\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body,
+		"POST /v1/completions HTTP/1.1\r\nHost: gk\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n" +
+			strconv.FormatInt(int64(len(body)), 16) + "\r\n" + body + "\r\n0\r\n\r\n",
+	} {
+		_, _ = io.WriteString(c, raw)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if want := []int{200, 400}[i]; res.StatusCode != want || res.Close != (want == 400) {
+			t.Errorf("request %d = %d (close %v), want %d (close %v)", i+1, res.StatusCode, res.Close, want, want == 400)
+		}
+	}
+	if len(hits) != 1 || <-hits != body {
+		t.Error("the pod did not see exactly the clean request")
 	}
 }
