@@ -54,9 +54,6 @@ func (s SlowSettings) normalized() (SlowSettings, error) {
 	if err := errors.Join(errLevel, errWindow, errRetry); err != nil {
 		return s, err
 	}
-	if w.Worsening == 0 {
-		w.Worsening = s.Level.Hysteresis
-	}
 	s.Window = w
 	s.RetryAfter = cmpOr(s.RetryAfter, DefaultShedRetryAfter)
 	if s.Now == nil {

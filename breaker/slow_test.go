@@ -76,9 +76,8 @@ func TestSlowSteps(t *testing.T) {
 	}
 }
 
-// TestSlowCreepDoesNotCut: the level's Hysteresis is the window's
-// Worsening, so a degraded signal creeping by noise keeps the window where
-// the first cut put it.
+// TestSlowCreepDoesNotCut: with the default Worsening (1 %) a degraded
+// signal creeping by noise keeps the window where the first cut put it.
 func TestSlowCreepDoesNotCut(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock()

@@ -11,6 +11,7 @@ import (
 const (
 	DefaultCut       = 0.2
 	DefaultCutEvery  = 2 * time.Second
+	DefaultWorsening = 0.01
 	DefaultRampStep  = 0.1
 	DefaultRampEvery = time.Second
 )
@@ -60,9 +61,9 @@ type WindowSettings struct {
 	// Worsening is how much the cause must have risen since the last cut,
 	// as a fraction of its value then, to count as getting worse: without
 	// it a signal creeping by noise (a fragmentation ratio moving in the
-	// fifth digit) cuts the window to its minimum. 0 means any rise;
-	// otherwise 0 ≤ Worsening < 1. Slow uses the level's Hysteresis when
-	// this is 0, so "worse" and "better" need the same margin.
+	// fifth digit) cuts the window to its minimum. 0 means
+	// DefaultWorsening (1 %, so a KV usage of 0.95 can still be cut at
+	// 0.96, 0.97, …); otherwise 0 < Worsening < 1.
 	Worsening float64
 	// RampStep is the fraction of MaxInflight added per RampEvery while
 	// recovering, rounded to the nearest request, at least one. 0 means
@@ -93,7 +94,7 @@ func (s WindowSettings) normalized() (WindowSettings, error) {
 		bad("CutEvery", s.CutEvery, "≥ 0")
 	}
 	if !(s.Worsening >= 0 && s.Worsening < 1) {
-		bad("Worsening", s.Worsening, "0 ≤ Worsening < 1")
+		bad("Worsening", s.Worsening, "0 < Worsening < 1, or 0 for the default")
 	}
 	if !(s.RampStep >= 0 && s.RampStep <= 1) {
 		bad("RampStep", s.RampStep, "0 ≤ RampStep ≤ 1")
@@ -107,6 +108,7 @@ func (s WindowSettings) normalized() (WindowSettings, error) {
 	s.MinInflight = max(s.MinInflight, 1)
 	s.Cut = cmpOr(s.Cut, DefaultCut)
 	s.CutEvery = cmpOr(s.CutEvery, DefaultCutEvery)
+	s.Worsening = cmpOr(s.Worsening, DefaultWorsening)
 	s.RampStep = cmpOr(s.RampStep, DefaultRampStep)
 	s.RampEvery = cmpOr(s.RampEvery, DefaultRampEvery)
 	return s, nil

@@ -128,6 +128,7 @@ var badFiles = map[string][]string{
 		`line 12: upstream_breaker.half_open_requests: must be at least 1, got 0`,
 		`line 13: transport.idle_conn_timeout: must be positive, got 0s`,
 		`line 13: transport.max_idle_conns_per_host: must be at least 1, got 0`,
+		`line 14: batch.worse_by: must be above 0 and below 1, got 1.5`,
 	},
 }
 

@@ -180,6 +180,7 @@ type PerClient struct {
 type Batch struct {
 	Cut       float64       `yaml:"cut"`        // fraction of the window removed per cut; 0 < Cut < 1
 	CutEvery  time.Duration `yaml:"cut_every"`  // between cuts while degraded and worsening
+	WorseBy   float64       `yaml:"worse_by"`   // rise since the last cut, as a fraction of the value then, that counts as worsening; 0 < WorseBy < 1
 	RampStep  float64       `yaml:"ramp_step"`  // fraction of max_inflight added per RampEvery; 0 < RampStep ≤ 1
 	RampEvery time.Duration `yaml:"ramp_every"` // between ramp steps once normal
 }

@@ -167,6 +167,7 @@ func (k *checker) fastBreaker(f FastBreaker) {
 func (k *checker) batchQueue(b Batch, q Queue) {
 	k.fraction("batch.cut", b.Cut, false)
 	k.duration("batch.cut_every", b.CutEvery)
+	k.fraction("batch.worse_by", b.WorseBy, false)
 	k.fraction("batch.ramp_step", b.RampStep, true)
 	k.duration("batch.ramp_every", b.RampEvery)
 	k.atLeast("queue.max_length", int64(q.MaxLength), 1)

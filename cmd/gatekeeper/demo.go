@@ -242,8 +242,8 @@ pressure:
   interval: 500ms
   hold: 3s               # leave a level after 3 s below it (default 5 s)
 fast_breaker:
-  qps: 5                 # -demo-load's bursts (6 QPS) meet some 429s
-  burst: 5
+  qps: 8                 # -demo-load's bursts (8 QPS) meet a few 429s
+  burst: 4
 queue:
   max_length: 256
   max_wait: 20s

@@ -29,9 +29,9 @@ type loadSettings struct {
 	// Model is the model name sent in every request.
 	Model string
 	// QPS is the steady arrival rate per second. 0 means 2, which the demo
-	// pod serves with room to spare; its bursts (6 QPS) fill the KV cache.
+	// pod serves with room to spare; its bursts (8 QPS) fill the KV cache.
 	QPS float64
-	// BurstFactor multiplies QPS during a burst. 0 means 3; must be ≥ 1.
+	// BurstFactor multiplies QPS during a burst. 0 means 4; must be ≥ 1.
 	BurstFactor float64
 	// Steady and Burst are the phase lengths. 0 means 30s and 15s.
 	Steady, Burst time.Duration
@@ -108,7 +108,7 @@ func newLoadGen(s loadSettings) (*loadGen, error) {
 		return nil, errors.New("gatekeeper: demo load: URL and Model are required")
 	}
 	s.QPS = orFloat(s.QPS, 2)
-	s.BurstFactor = orFloat(s.BurstFactor, 3)
+	s.BurstFactor = orFloat(s.BurstFactor, 4)
 	s.LongFraction = orFloat(s.LongFraction, 0.2)
 	if s.QPS < 0 || s.BurstFactor < 1 || s.LongFraction > 1 {
 		return nil, fmt.Errorf("gatekeeper: demo load: qps %g, burst factor %g, long fraction %g out of range",

@@ -25,7 +25,7 @@ func slowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 		},
 		Window: breaker.WindowSettings{
 			MaxInflight: u.MaxInflight, MinInflight: u.MinInflight,
-			Cut: c.Batch.Cut, CutEvery: c.Batch.CutEvery,
+			Cut: c.Batch.Cut, CutEvery: c.Batch.CutEvery, Worsening: c.Batch.WorseBy,
 			RampStep: c.Batch.RampStep, RampEvery: c.Batch.RampEvery,
 		},
 		RetryAfter: c.Shed.RetryAfter,

@@ -35,7 +35,7 @@ func applyPolicy(c *config.Config, s replay.Settings) replay.Settings {
 			OnStale:    stalePolicy(c.Pressure.OnStale),
 		},
 		Window: breaker.WindowSettings{
-			Cut: c.Batch.Cut, CutEvery: c.Batch.CutEvery,
+			Cut: c.Batch.Cut, CutEvery: c.Batch.CutEvery, Worsening: c.Batch.WorseBy,
 			RampStep: c.Batch.RampStep, RampEvery: c.Batch.RampEvery,
 		},
 		RetryAfter: c.Shed.RetryAfter,

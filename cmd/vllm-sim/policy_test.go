@@ -31,7 +31,7 @@ pressure:
     fragmentation: {degrade: 1.5, shed: 2.0}
     waiting: {shed: 50}
 fast_breaker: {qps: 12, burst: 3}
-batch: {cut: 0.5, cut_every: 3s, ramp_step: 0.25, ramp_every: 2s}
+batch: {cut: 0.5, cut_every: 3s, worse_by: 0.03, ramp_step: 0.25, ramp_every: 2s}
 queue: {max_length: 10, max_tokens: 5000, max_wait: 9s, starvation_after: 4s}
 shed: {retry_after: 6s}
 hooks:
@@ -57,7 +57,7 @@ hooks:
 				},
 				Hysteresis: 0.1, Hold: 7 * time.Second, OnStale: breaker.StaleHold,
 			},
-			Window: breaker.WindowSettings{MaxInflight: 64, MinInflight: 2, Cut: 0.5, CutEvery: 3 * time.Second,
+			Window: breaker.WindowSettings{MaxInflight: 64, MinInflight: 2, Cut: 0.5, CutEvery: 3 * time.Second, Worsening: 0.03,
 				RampStep: 0.25, RampEvery: 2 * time.Second},
 			RetryAfter: 6 * time.Second,
 		},
