@@ -120,8 +120,14 @@ func newTap(t *testing.T, target string) (*tap, string) {
 		t.Fatal(err)
 	}
 	tp := &tap{}
+	// Its own transport: http.DefaultTransport is shared with every
+	// httptest.Server in the process, whose Close closes its idle
+	// connections.
+	tr := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
+	t.Cleanup(tr.CloseIdleConnections)
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		Transport:     tr,
 		FlushInterval: -1,
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
