@@ -50,6 +50,8 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
 			f := flightFrom(res.Request.Context())
 			f.status = res.StatusCode
 			f.firstByte = h.now()
+			name := f.member.Name // count the usage as the body streams through
+			watchUsage(res, func(u usage) { h.metrics.usage(name, u) })
 			return nil
 		},
 		ErrorHandler: h.proxyError,

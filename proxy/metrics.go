@@ -16,6 +16,8 @@ type Metrics struct {
 	ttfb        *prometheus.HistogramVec
 	queueWait   *prometheus.HistogramVec
 	tokens      *prometheus.CounterVec
+	usedTokens  *prometheus.CounterVec
+	usageLost   *prometheus.CounterVec
 	upstreamRes *prometheus.CounterVec
 	healthy     *prometheus.GaugeVec
 }
@@ -57,6 +59,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gatekeeper_estimated_tokens_total",
 			Help: "Estimated tokens (prompt + max output) of requests sent to each upstream.",
 		}, []string{"upstream"}),
+		usedTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_tokens_total",
+			Help: "Tokens the pods reported in the usage of their 200 responses, by type (prompt, completion).",
+		}, []string{"upstream", "type"}),
+		usageLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_usage_unknown_total",
+			Help: "200 responses from pods whose usage could not be read: absent, too large, compressed or malformed.",
+		}, []string{"upstream"}),
 		upstreamRes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatekeeper_upstream_responses_total",
 			Help: "Responses and transport errors from pods, by status class (2xx..5xx, error).",
@@ -67,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"upstream"}),
 	}
 	reg.MustRegister(m.requests, m.rejections, m.decisions, m.duration, m.ttfb,
-		m.queueWait, m.tokens, m.upstreamRes, m.healthy)
+		m.queueWait, m.tokens, m.usedTokens, m.usageLost, m.upstreamRes, m.healthy)
 	for _, o := range Outcomes {
 		m.requests.WithLabelValues(string(o))
 	}
@@ -120,6 +130,19 @@ func (m *Metrics) waited(tokens int64, d time.Duration) {
 func (m *Metrics) sent(upstream string, tokens int64) {
 	if m != nil {
 		m.tokens.WithLabelValues(upstream).Add(float64(tokens))
+	}
+}
+
+// usage counts the tokens a pod reported for one 200 response, or that it
+// could not be read.
+func (m *Metrics) usage(upstream string, u usage) {
+	switch {
+	case m == nil:
+	case u.known:
+		m.usedTokens.WithLabelValues(upstream, "prompt").Add(float64(u.prompt))
+		m.usedTokens.WithLabelValues(upstream, "completion").Add(float64(u.completion))
+	default:
+		m.usageLost.WithLabelValues(upstream).Inc()
 	}
 }
 

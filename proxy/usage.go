@@ -1,0 +1,311 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Bounds on what the usage scanner keeps of one response. A longer SSE line
+// or JSON body is passed on untouched but its usage is lost (unknown).
+const (
+	sseLineLimit  = 64 << 10
+	jsonBodyLimit = 1 << 20
+)
+
+// usageKey is in every document that has a usage: the rest need no
+// decoding. (A key spelled with JSON escapes, which no pod sends, is missed.)
+const usageKey = `"usage"`
+
+// usage is the token count a pod reported for one response; known is false
+// when it could not be read.
+type usage struct {
+	prompt, completion int64
+	known              bool
+}
+
+// usageFormat says how a response carries its usage.
+type usageFormat uint8
+
+const (
+	formatNone usageFormat = iota // not readable: the usage is unknown
+	formatSSE                     // text/event-stream: usage in a data chunk
+	formatJSON                    // application/json: usage in the body
+)
+
+// usageFormatOf picks the format from a 200 response's headers. Compressed
+// bodies are not decoded: gatekeeper passes them through as they are.
+func usageFormatOf(h http.Header) usageFormat {
+	if ce := h.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return formatNone
+	}
+	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	switch ct = strings.TrimSpace(ct); {
+	case strings.EqualFold(ct, "text/event-stream"):
+		return formatSSE
+	case strings.EqualFold(ct, "application/json"):
+		return formatJSON
+	}
+	return formatNone
+}
+
+// usageBody passes a pod's response body through unchanged while a
+// usageScanner watches it, and calls report once with the result at EOF or
+// Close. Closed before EOF (the client left, the stream broke), an SSE body
+// reports the last usage seen, since those tokens were spent, and a JSON body
+// unknown. Read and Close must not be called concurrently (ReverseProxy calls
+// both from the handler's goroutine). It implements no io.WriterTo, so every
+// byte goes through Read and each Read is flushed on at once.
+type usageBody struct {
+	rc     io.ReadCloser
+	scan   usageScanner
+	eof    bool
+	report func(usage) // nil once called
+}
+
+// watchUsage wraps the body of a 200 response so that report is called once
+// with its usage; other responses are left alone.
+func watchUsage(res *http.Response, report func(usage)) {
+	if res.StatusCode != http.StatusOK {
+		return
+	}
+	b := &usageBody{rc: res.Body, report: report}
+	b.scan.init(usageFormatOf(res.Header), res.ContentLength)
+	res.Body = b
+}
+
+func (b *usageBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.scan.write(p[:n])
+	}
+	if err == io.EOF {
+		b.eof = true
+		b.finish()
+	}
+	return n, err
+}
+
+func (b *usageBody) Close() error {
+	b.finish()
+	return b.rc.Close()
+}
+
+func (b *usageBody) finish() {
+	if b.report != nil {
+		report := b.report
+		b.report = nil
+		report(b.scan.result(b.eof))
+	}
+}
+
+// usageScanner reads the usage out of a response body fed to it in pieces
+// of any size. It keeps at most limit bytes: one partial SSE line, or the
+// JSON body. The zero value reads nothing; call init first.
+//
+// For SSE the last usage seen wins: vLLM sends it in the final chunk with
+// stream_options.include_usage, and cumulatively in every chunk with
+// continuous_usage_stats, so summing would overcount. A data line that was
+// too long or unreadable may have held a later usage, so it forgets what came
+// before it. Lines end in LF or CRLF (vLLM's framing); a partial last line at
+// EOF is discarded, as the SSE spec discards an unterminated event.
+type usageScanner struct {
+	format   usageFormat
+	limit    int
+	buf      []byte // SSE: the current partial line; JSON: the body so far
+	skip     bool   // SSE: inside a line longer than limit, dropped to its end
+	lostData bool   // SSE: the line being dropped is a data line
+	over     bool   // JSON: the body is longer than limit
+	last     usage  // SSE: the last usage seen
+}
+
+// init prepares s for a body of format; size is its Content-Length, -1 if
+// unknown.
+func (s *usageScanner) init(f usageFormat, size int64) {
+	s.format = f
+	switch f {
+	case formatSSE:
+		s.limit = sseLineLimit
+	case formatJSON:
+		s.limit = jsonBodyLimit
+		if size > int64(s.limit) {
+			s.over = true
+		} else if size > 0 {
+			s.buf = make([]byte, 0, size)
+		}
+	}
+}
+
+func (s *usageScanner) write(p []byte) {
+	switch s.format {
+	case formatSSE:
+		s.writeSSE(p)
+	case formatJSON:
+		if !s.over && !s.hold(p) {
+			s.over, s.buf = true, nil
+		}
+	}
+}
+
+// result is the usage read so far; eof says whether the body was read to its
+// end, without which a JSON body is incomplete.
+func (s *usageScanner) result(eof bool) usage {
+	switch s.format {
+	case formatSSE:
+		return s.last
+	case formatJSON:
+		if eof && !s.over && bytes.Contains(s.buf, []byte(usageKey)) {
+			u, _ := parseUsage(s.buf)
+			return u
+		}
+	}
+	return usage{}
+}
+
+func (s *usageScanner) writeSSE(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			if !s.skip && !s.hold(p) {
+				s.skip, s.lostData = true, hasPrefix2(s.buf, p, "data:")
+				s.buf = s.buf[:0]
+			}
+			return
+		}
+		line := p[:i]
+		p = p[i+1:]
+		switch {
+		case s.skip: // the end of a line too long to keep
+			s.skip = false
+			s.lost(s.lostData)
+		case len(s.buf) == 0 && len(line) <= s.limit:
+			s.line(line) // the whole line is in p: no copy
+		case s.hold(line):
+			s.line(s.buf)
+			s.buf = s.buf[:0]
+		default:
+			s.lost(hasPrefix2(s.buf, line, "data:"))
+			s.buf = s.buf[:0]
+		}
+	}
+}
+
+// hold appends p to buf unless that would pass limit, growing buf to at most
+// limit; it reports whether p fitted.
+func (s *usageScanner) hold(p []byte) bool {
+	n := len(s.buf) + len(p)
+	if n > s.limit {
+		return false
+	}
+	if n > cap(s.buf) {
+		c := max(2*cap(s.buf), n, 512)
+		s.buf = append(make([]byte, 0, min(c, s.limit)), s.buf...)
+	}
+	s.buf = append(s.buf, p...)
+	return true
+}
+
+// lost records the end of a line longer than limit: if it was a data line,
+// it may have held a later usage, so the one seen before is forgotten. Only
+// complete lines count, as in the SSE spec: an overlong line cut by the end
+// of the body forgets nothing.
+func (s *usageScanner) lost(data bool) {
+	if data {
+		s.last = usage{}
+	}
+}
+
+// line handles one complete SSE line, its LF removed.
+func (s *usageScanner) line(l []byte) {
+	l = bytes.TrimSuffix(l, []byte("\r"))
+	v, ok := bytes.CutPrefix(l, []byte("data:"))
+	if !ok {
+		return // comments, event names, ids, blank lines
+	}
+	v = bytes.TrimPrefix(v, []byte(" "))
+	if !bytes.Contains(v, []byte(usageKey)) {
+		return // no usage key in it: skip the JSON decode (also [DONE])
+	}
+	u, ok := parseUsage(v)
+	switch {
+	case !ok:
+		s.last = usage{} // unreadable: it may have held the latest usage
+	case u.known:
+		s.last = u
+	}
+}
+
+// parseUsage reads the usage object of one JSON document, the way classify
+// reads request bodies: checkJSON first (it refuses what Go and Python could
+// read differently), then a walk to the exact key "usage" that allocates
+// nothing. ok is false when the document is malformed or its usage is not an
+// object of non-negative integer counts; an absent or null usage is ok but
+// not known. Missing or null counts are 0 (embeddings have no completions).
+func parseUsage(doc []byte) (u usage, ok bool) {
+	if checkJSON(doc) != nil {
+		return usage{}, false
+	}
+	r := reader{b: doc}
+	r.peek()
+	r.i++ // the '{' that checkJSON guarantees
+	var buf [64]byte
+	for r.more('}') {
+		if string(r.key(&buf)) == "usage" { // the only one: checkJSON refuses duplicates
+			return readUsage(&r)
+		}
+		r.skip()
+	}
+	return usage{}, true
+}
+
+// readUsage reads the value of the "usage" key.
+func readUsage(r *reader) (usage, bool) {
+	switch r.peek() {
+	case 'n':
+		return usage{}, true
+	case '{':
+		r.i++
+	default:
+		return usage{}, false
+	}
+	u := usage{known: true}
+	var buf [64]byte
+	for r.more('}') {
+		var dst *int64
+		switch string(r.key(&buf)) {
+		case "prompt_tokens":
+			dst = &u.prompt
+		case "completion_tokens":
+			dst = &u.completion
+		default:
+			r.skip()
+			continue
+		}
+		v, _, err := r.intValue("", 0) // counters cannot go down
+		if err != nil {
+			return usage{}, false
+		}
+		*dst = v
+	}
+	return u, true
+}
+
+// hasPrefix2 reports whether a followed by b begins with prefix.
+func hasPrefix2(a, b []byte, prefix string) bool {
+	for i := range len(prefix) {
+		var c byte
+		switch {
+		case i < len(a):
+			c = a[i]
+		case i-len(a) < len(b):
+			c = b[i-len(a)]
+		default:
+			return false
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
