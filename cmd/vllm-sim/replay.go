@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -41,7 +42,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	ts := &o.base.Trace
 	fs.StringVar(&o.hours, "hours", "24", "comma-separated horizons in virtual hours, e.g. 24,72,168")
 	fs.StringVar(&o.policies, "policies", "unprotected,qps-only,gatekeeper", "comma-separated policies to run")
-	fs.IntVar(&o.parallel, "parallel", 2, "runs at once (one core each)")
+	fs.IntVar(&o.parallel, "parallel", 0, "runs at once; 0: all of them, which on few cores finishes first (no core idles while one long run ends)")
 	fs.StringVar(&o.trace, "trace", "", "CSV `file` of arrival_seconds,prompt_tokens,output_tokens[,max_tokens] replacing the synthetic trace (-hours then caps it; 0 = whole file)")
 	fs.StringVar(&o.out, "out", "", "`dir`ectory for each run's time series (CSV, one row per 10 virtual seconds) and chart (SVG)")
 	fs.IntVar(&o.longPrompt, "long-prompt", 1000, "with -trace: prompts of at least this many tokens count as long")
@@ -82,8 +83,8 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.parallel < 1 {
-		return nil, fmt.Errorf("-parallel = %d, want >= 1", o.parallel)
+	if o.parallel < 0 {
+		return nil, fmt.Errorf("-parallel = %d, want >= 0 (0: every run at once)", o.parallel)
 	}
 	if err := o.resolveEngine(); err != nil {
 		return nil, err
@@ -137,7 +138,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	}
 	results := make([]replay.Result, len(runs))
 	errs := make([]error, len(runs))
-	sem := make(chan struct{}, o.parallel)
+	sem := make(chan struct{}, cmp.Or(o.parallel, len(runs)))
 	var wg sync.WaitGroup
 	for i, s := range runs {
 		wg.Go(func() {
