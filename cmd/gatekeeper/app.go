@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -27,6 +28,9 @@ type appOptions struct {
 	path  string         // policy file; "" for the embedded default
 	// transport, if set, replaces the upstream transport (tests).
 	transport proxyRoundTripper
+	// sources, if set, is the pressure sources' HTTP client (tests). Nil
+	// means the pressure package's own.
+	sources *http.Client
 	// now, if set, is the slow breaker's clock (tests). Nil means time.Now.
 	now func() time.Time
 	// lookup, if set, resolves discovery hosts (tests). Nil means the
@@ -261,7 +265,7 @@ func (a *app) applyResolved(raw *config.Config, r resolved) error {
 		return err
 	}
 	if ctx := a.loopsCtx.Load(); ctx != nil {
-		if err := a.pressure.apply(*ctx, pressureSettings(cfg)); err != nil {
+		if err := a.pressure.apply(*ctx, a.pressureSettings(cfg)); err != nil {
 			return err
 		}
 	}
@@ -365,7 +369,7 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 	a.loopsCtx.Store(&ctx)
 	wg.Go(func() { _ = a.hooks.Run(ctx) })
 	wg.Go(func() { a.discover(ctx) })
-	if err := a.pressure.apply(ctx, pressureSettings(a.cfg())); err != nil {
+	if err := a.pressure.apply(ctx, a.pressureSettings(a.cfg())); err != nil {
 		return err
 	}
 	wg.Go(func() {

@@ -3,77 +3,90 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 	"github.com/gatekeeper-dev/gatekeeper/sim/server"
 )
 
-// The burst end-to-end test of issue 5 over real HTTP: the simulated vLLM
-// (sim/server, on loopback, 4× real time) receives the same burst once
-// directly and once through gatekeeper wired as main wires it, with
-// config.yaml's default rules. The pod: H100-80G, Llama-3-8B, vLLM's
+// The burst end-to-end test of issue 5 through the HTTP handlers: the
+// simulated vLLM (sim/server's handler and driver) receives the same burst
+// once directly and once through gatekeeper's handler, wired as main wires
+// it, with config.yaml's default rules and the pod's /metrics and
+// memory_blocks endpoint as pressure sources. Everything runs inside a
+// synctest bubble: the sim's clock, gatekeeper's pressure polls and the
+// arrivals are on the bubble's fake clock, and requests go through
+// in-process round trippers instead of sockets, so the run is the same on a
+// loaded CI machine as on an idle one. The pod: H100-80G, Llama-3-8B, vLLM's
 // defaults except gpu_memory_utilization 0.99, the smallest change from the
 // defaults under which the simulator OOMs at all (sim/replay/README.md).
-// cmd/vllm-sim's TestBurstEndToEnd makes the same point in virtual time over
-// ten minutes of trace; this one proves the HTTP path does what the replay's
-// cores do.
+// cmd/vllm-sim's TestBurstEndToEnd makes the same point on the replay's
+// cores over ten minutes of trace.
 const (
-	burstSpeed   = 4   // virtual seconds per real second
-	burstQPS     = 80  // arrivals per virtual second: the replay's burst
-	burstSize    = 960 // 12 virtual seconds of burst, 3 real ones
+	burstQPS     = 80  // arrivals per second: the replay's burst
+	burstSize    = 960 // 12 seconds of burst
 	burstMaxSeqs = 256
 )
 
-// startBurstPod serves a fresh simulated pod on loopback and returns its URL.
-func startBurstPod(t *testing.T, util float64) string {
+// burstPod is a simulated pod: its HTTP handler, reachable in process, and
+// its driver goroutine.
+type burstPod struct {
+	srv  *server.Server
+	stop func()
+}
+
+func newBurstPod(t *testing.T, util float64) *burstPod {
 	t.Helper()
 	gpu, err := sim.GPUByName("H100-80G")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// RestartTime: an OOM'd pod stays down for the rest of the test, so the
-	// count of OOMs is the count of bursts that killed it.
+	// RestartTime: an OOM'd pod stays down for the rest of the test.
 	e, err := sim.New(sim.Settings{GPU: gpu, GPUMemoryUtilization: util, MaxNumSeqs: burstMaxSeqs, RestartTime: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(e, server.Settings{Speed: burstSpeed, Seed: 1})
+	srv, err := server.New(e, server.Settings{Speed: 1, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return newPodServer(t, srv)
+	return &burstPod{srv: srv, stop: func() { cancel(); <-done }}
 }
 
-// podHealth returns the status of the pod's GET /health: 503 while its
-// engine is dead.
-func podHealth(t *testing.T, pod string) int {
-	t.Helper()
-	r, err := http.Get(pod + "/health")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Body.Close()
-	return r.StatusCode
+// RoundTrip serves r with the pod's handler: the pod as gatekeeper's
+// upstream transport and as the pressure sources' client.
+func (p *burstPod) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	p.srv.ServeHTTP(rec, r)
+	return rec.Result(), nil
 }
 
-// podOOMs reads vllm_sim_engine_ooms_total from a live pod's /metrics.
-func podOOMs(t *testing.T, pod string) int {
+// get serves GET path on the pod and returns the status and body.
+func (p *burstPod) get(path string) (int, string) {
+	rec := httptest.NewRecorder()
+	p.srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+// ooms reads vllm_sim_engine_ooms_total from a live pod's /metrics.
+func (p *burstPod) ooms(t *testing.T) int {
 	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(fetch(t, pod+"/metrics")))
+	code, body := p.get("/metrics")
+	sc := bufio.NewScanner(strings.NewReader(body))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "vllm_sim_engine_ooms_total "); ok {
 			n, err := strconv.ParseFloat(v, 64)
@@ -83,32 +96,27 @@ func podOOMs(t *testing.T, pod string) int {
 			return int(n)
 		}
 	}
-	t.Fatal("the pod's /metrics lacks vllm_sim_engine_ooms_total")
+	t.Fatalf("the pod's /metrics (%d) lacks vllm_sim_engine_ooms_total", code)
 	return 0
 }
 
 // burstResult counts what the clients of one burst heard.
 type burstResult struct {
-	statuses      map[int]int
-	reasons       map[string]int // X-Gatekeeper-Reason
-	noRetryAfter  int            // 429/503 without Retry-After
-	transportErrs int
-	lastError     string // body of the last 500
+	statuses     map[int]int
+	reasons      map[string]int // X-Gatekeeper-Reason
+	noRetryAfter int            // 429/503 without Retry-After
+	lastError    string         // body of the last 500
 }
 
-// sendBurst sends burstSize chat completions paced at burstQPS in the
-// simulator's time, in the replay's mix (sim/replay/README.md): 85 % short
-// chat (prompt 50–250 tokens, max_tokens 256), 15 % long documents (prompt
-// 1 000–2 000, max_tokens 512), half sampling with top-p; sizes from a
-// fixed seed. Pacing is the load's arrival schedule, not a wait for state.
-func sendBurst(t *testing.T, base string) burstResult {
+// sendBurst sends burstSize chat completions to h, one every 1/burstQPS s
+// of the bubble's clock, in the replay's mix (sim/replay/README.md): 85 %
+// short chat (prompt 50–250 tokens, max_tokens 256), 15 % long documents
+// (prompt 1 000–2 000, max_tokens 512), half sampling with top-p; sizes from
+// a fixed seed. It returns when every request has been answered.
+func sendBurst(t *testing.T, h http.Handler) burstResult {
 	t.Helper()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burstSize}, Timeout: time.Minute}
-	defer client.CloseIdleConnections()
 	res := burstResult{statuses: map[int]int{}, reasons: map[string]int{}}
 	rng := rand.New(rand.NewPCG(1, 5))
-	tick := time.NewTicker(time.Duration(float64(time.Second) / (burstQPS * burstSpeed)))
-	defer tick.Stop()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range burstSize {
@@ -124,148 +132,134 @@ func sendBurst(t *testing.T, base string) burstResult {
 		body := fmt.Sprintf(`{"model":"meta-llama/Meta-Llama-3-8B","max_tokens":%d,"top_p":%g,"messages":[{"role":"user","content":%q}]}`,
 			maxTokens, topP, strings.Repeat("tok ", prompt-4))
 		if i > 0 {
-			<-tick.C
+			time.Sleep(time.Second / burstQPS) // the arrival schedule, on the fake clock
 		}
 		wg.Go(func() {
-			r, err := client.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				res.transportErrs++
-				return
-			}
-			b, _ := io.ReadAll(r.Body)
-			r.Body.Close()
-			res.statuses[r.StatusCode]++
-			if r.StatusCode == http.StatusInternalServerError {
-				res.lastError = string(b)
-			}
-			if reason := r.Header.Get("X-Gatekeeper-Reason"); reason != "" {
+			res.statuses[rec.Code]++
+			if reason := rec.Header().Get("X-Gatekeeper-Reason"); reason != "" {
 				res.reasons[reason]++
 			}
-			if (r.StatusCode == http.StatusTooManyRequests || r.StatusCode == http.StatusServiceUnavailable) &&
-				r.Header.Get("Retry-After") == "" {
+			if (rec.Code == http.StatusTooManyRequests || rec.Code == http.StatusServiceUnavailable) &&
+				rec.Header().Get("Retry-After") == "" {
 				res.noRetryAfter++
+			}
+			if rec.Code == http.StatusInternalServerError {
+				res.lastError = rec.Body.String()
 			}
 		})
 	}
 	wg.Wait()
-	t.Logf("%s: statuses %v, reasons %v, transport errors %d", base, res.statuses, res.reasons, res.transportErrs)
+	t.Logf("statuses %v, reasons %v", res.statuses, res.reasons)
 	return res
 }
 
+// burstPolicy is config.yaml's defaults for one simulated pod with its two
+// sources. No rate limit (the burst is the point) and no relief hooks (the
+// hook runner dials real sockets, which a synctest bubble must not wait on).
+const burstPolicy = `
+upstreams:
+  - name: pod
+    url: http://pod.test:8000
+    max_inflight: 256
+    sources:
+      - {kind: vllm, url: "http://pod.test:8000/metrics"}
+      - {kind: memory_blocks, url: "http://pod.test:8000/v1/internal/metrics"}
+fast_breaker: {qps: 0}
+hooks: {degraded: [], critical: [], recovered: []}
+`
+
 func TestBurstOverHTTP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a few seconds of simulated serving")
-	}
 	t.Run("without gatekeeper the burst OOMs the pod", func(t *testing.T) {
-		pod := startBurstPod(t, 0.99)
-		res := sendBurst(t, pod)
-		if h := podHealth(t, pod); h != http.StatusServiceUnavailable {
-			t.Errorf("pod /health = %d after the burst, want 503 (engine dead)", h)
-		}
-		if res.statuses[http.StatusInternalServerError] == 0 || !strings.Contains(res.lastError, "out of memory") {
-			t.Errorf("statuses %v, last error %q; want in-flight requests failed with 500 by a CUDA OOM", res.statuses, res.lastError)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			pod := newBurstPod(t, 0.99)
+			defer pod.stop()
+			res := sendBurst(t, pod.srv)
+			if code, _ := pod.get("/health"); code != http.StatusServiceUnavailable {
+				t.Errorf("pod /health = %d after the burst, want 503 (engine dead)", code)
+			}
+			if res.statuses[http.StatusInternalServerError] == 0 || !strings.Contains(res.lastError, "out of memory") {
+				t.Errorf("statuses %v, last error %q; want in-flight requests failed with 500 by a CUDA OOM", res.statuses, res.lastError)
+			}
+		})
 	})
 
 	t.Run("through gatekeeper no OOM, window cut, every refusal says when to retry", func(t *testing.T) {
-		pod := startBurstPod(t, 0.99)
-		r := startLifecycle(t, burstPolicy(pod), nil)
-		st := waitSignals(t, r, "kv_cache_usage", "fragmentation", "memory_used")
-		u := st.Upstreams[0]
-		t.Logf("before the burst: level %s, window %d, memory_used %.4f, fragmentation %.4f",
-			u.Level, u.WindowLimit, u.Signals["memory_used"].Value, u.Signals["fragmentation"].Value)
+		synctest.Test(t, func(t *testing.T) {
+			pod := newBurstPod(t, 0.99)
+			defer pod.stop()
+			cfg, err := config.Parse([]byte(burstPolicy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := newApp(cfg, appOptions{transport: pod, sources: &http.Client{Transport: pod}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.close()
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer cancel()
+			if err := a.startLoops(ctx, &wg); err != nil {
+				t.Fatal(err)
+			}
+			// Two poll rounds, so both sources have answered.
+			time.Sleep(2 * cfg.Pressure.Interval)
+			synctest.Wait()
+			us := soleUpstream(t, a)
+			for _, sig := range []pressure.Signal{pressure.KVCacheUsage, pressure.Fragmentation, pressure.MemoryUsed} {
+				if _, ok := us.Signals[sig]; !ok {
+					t.Fatalf("signal %s absent before the burst (absent: %v)", sig, us.Absent)
+				}
+			}
+			t.Logf("before the burst: level %s, window %d, memory_used %.4f, fragmentation %.4f", us.Level, us.WindowLimit,
+				us.Signals[pressure.MemoryUsed].Value, us.Signals[pressure.Fragmentation].Value)
 
-		res := sendBurst(t, r.traffic)
-		if h, n := podHealth(t, pod), podOOMs(t, pod); h != http.StatusOK || n != 0 {
-			t.Fatalf("pod /health %d, OOMs %d behind gatekeeper; want 200 and 0", h, n)
-		}
-		if res.transportErrs != 0 || res.noRetryAfter != 0 || res.statuses[http.StatusInternalServerError] != 0 {
-			t.Errorf("transport errors %d, refusals without Retry-After %d, 500s %d; want none",
-				res.transportErrs, res.noRetryAfter, res.statuses[http.StatusInternalServerError])
-		}
-		var answered int
-		for _, n := range res.statuses {
-			answered += n
-		}
-		if answered != burstSize {
-			t.Errorf("%d answered, want %d", answered, burstSize)
-		}
-		st = adminState(t, r.admin)
-		if w := st.Upstreams[0].WindowLimit; w >= burstMaxSeqs {
-			t.Errorf("window %d, want it cut below %d", w, burstMaxSeqs)
-		}
-		// Why, pinned so the README and this test change together: at 0.99
-		// the process holds ≥ 98 % of the device from boot (weights, the
-		// pre-allocated KV cache, the CUDA context), so config.yaml's
-		// memory_used shed threshold (0.98) holds the pod critical and the
-		// burst is refused, not served.
-		if u := st.Upstreams[0]; u.Level != "critical" || u.Signals["memory_used"].Value < 0.98 {
-			t.Errorf("level %s, memory_used %.4f; README says critical from memory_used ≥ 0.98", u.Level, u.Signals["memory_used"].Value)
-		}
-		if res.reasons["overloaded"] == 0 {
-			t.Errorf("reasons %v, want 503 overloaded", res.reasons)
-		}
+			res := sendBurst(t, a.handler)
+			if code, ooms := pod.get("/health"); code != http.StatusOK || pod.ooms(t) != 0 {
+				t.Fatalf("pod /health %d (%s), OOMs %d behind gatekeeper; want 200 and 0", code, ooms, pod.ooms(t))
+			}
+			if res.noRetryAfter != 0 || res.statuses[http.StatusInternalServerError] != 0 {
+				t.Errorf("refusals without Retry-After %d, 500s %d; want none", res.noRetryAfter, res.statuses[http.StatusInternalServerError])
+			}
+			var answered int
+			for _, n := range res.statuses {
+				answered += n
+			}
+			if answered != burstSize {
+				t.Errorf("%d answered, want %d", answered, burstSize)
+			}
+			us = soleUpstream(t, a)
+			if us.WindowLimit >= burstMaxSeqs {
+				t.Errorf("window %d, want it cut below %d", us.WindowLimit, burstMaxSeqs)
+			}
+			// Why, pinned so the README and this test change together: at
+			// 0.99 the process holds ≥ 98 % of the device from boot (weights,
+			// the pre-allocated KV cache, the CUDA context), so config.yaml's
+			// memory_used shed threshold (0.98) holds the pod critical and
+			// the burst is refused, not served.
+			if us.Level != "critical" || us.Signals[pressure.MemoryUsed].Value < 0.98 {
+				t.Errorf("level %s, memory_used %.4f; README says critical from memory_used ≥ 0.98", us.Level, us.Signals[pressure.MemoryUsed].Value)
+			}
+			if res.reasons["overloaded"] == 0 {
+				t.Errorf("reasons %v, want 503 overloaded", res.reasons)
+			}
+		})
 	})
 }
 
-// burstPolicy is config.yaml's defaults for one simulated pod with its two
-// sources; the fast breaker is off (the burst is the point).
-func burstPolicy(pod string) string {
-	return fmt.Sprintf(`
-upstreams:
-  - name: pod
-    url: %s
-    max_inflight: %d
-    sources:
-      - {kind: vllm, url: "%[1]s/metrics"}
-      - {kind: memory_blocks, url: "%[1]s/v1/internal/metrics"}
-fast_breaker: {qps: 0}
-server: {drain_delay: 0s}
-`, pod, burstMaxSeqs)
-}
-
-// burstState is the part of /admin/state this test reads.
-type burstState struct {
-	Upstreams []struct {
-		Level       string `json:"level"`
-		WindowLimit int    `json:"window_limit"`
-		Signals     map[string]struct {
-			Value float64 `json:"value"`
-		} `json:"signals"`
-	} `json:"upstreams"`
-}
-
-func adminState(t *testing.T, admin string) burstState {
+// upstreamState is /admin/state's entry for the test's one upstream.
+func soleUpstream(t *testing.T, a *app) upstreamState {
 	t.Helper()
-	var st burstState
-	if err := json.Unmarshal([]byte(fetch(t, admin+"/admin/state")), &st); err != nil {
-		t.Fatal(err)
+	s := a.snapshot()
+	if len(s.Upstreams) != 1 {
+		t.Fatalf("state upstreams = %+v, want one", s.Upstreams)
 	}
-	if len(st.Upstreams) != 1 {
-		t.Fatalf("/admin/state upstreams = %+v, want one", st.Upstreams)
-	}
-	return st
-}
-
-// waitSignals waits for pressure rounds until the upstream has every named
-// signal (bounded by the stage wait and the round count).
-func waitSignals(t *testing.T, r *lifecycleRig, signals ...string) burstState {
-	t.Helper()
-	for range 100 {
-		r.waitStage(t, "pressure")
-		st := adminState(t, r.admin)
-		missing := false
-		for _, s := range signals {
-			if _, ok := st.Upstreams[0].Signals[s]; !ok {
-				missing = true
-			}
-		}
-		if !missing {
-			return st
-		}
-	}
-	t.Fatalf("signals %v never all present", signals)
-	return burstState{}
+	return s.Upstreams[0]
 }

@@ -30,6 +30,13 @@ func pressureSettings(c *config.Config) pressure.Settings {
 	return s
 }
 
+// pressureSettings is pressureSettings(c) with the app's source client.
+func (a *app) pressureSettings(c *config.Config) pressure.Settings {
+	s := pressureSettings(c)
+	s.HTTPClient = a.opts.sources
+	return s
+}
+
 func sourceSettings(s config.Source) pressure.SourceSettings {
 	return pressure.SourceSettings{Kind: pressure.Kind(s.Kind), URL: s.URL, Name: s.Name, Timeout: s.Timeout}
 }
