@@ -26,6 +26,14 @@ pkgs=$(echo "$targets" | awk '{print "./" $1}' | sort -u)
 # shellcheck disable=SC2086
 go test -count=1 -run '^$' $pkgs >/dev/null
 
+# deadline_race reports whether a failed fuzz run is only Go's -fuzztime
+# shutdown race: a bare "context deadline exceeded", no failing input
+# written, no panic, no test error of ours.
+deadline_race() {
+	grep -q 'context deadline exceeded' <<<"$1" &&
+		! grep -qE 'Failing input written|panic:|_test\.go:[0-9]+:' <<<"$1"
+}
+
 failed=0
 start=$SECONDS
 while read -r dir target; do
@@ -36,13 +44,28 @@ while read -r dir target; do
 		failed=1
 	fi
 	t0=$SECONDS
-	if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 2 "./$dir" 2>&1); then
-		echo "ok   ./$dir $target ($((SECONDS - t0))s)"
-	else
+	for attempt in 1 2; do
+		if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 2 "./$dir" 2>&1); then
+			echo "ok   ./$dir $target ($((SECONDS - t0))s)"
+			break
+		fi
+		if deadline_race "$out"; then
+			# Go's fuzz coordinator can report the end of -fuzztime itself as a
+			# failure on a loaded machine (go.dev/issue/75804, fixed in Go
+			# 1.27): "context deadline exceeded", no input written, no panic.
+			# The seed corpus already passed in go test; fuzz once more.
+			if [ "$attempt" = 1 ]; then
+				echo "note ./$dir $target: fuzztime deadline race (go.dev/issue/75804), once more"
+				continue
+			fi
+			echo "ok   ./$dir $target ($((SECONDS - t0))s; the deadline race twice, nothing found)"
+			break
+		fi
 		echo "FAIL ./$dir $target"
 		echo "$out" | tail -30
 		failed=1
-	fi
+		break
+	done
 done <<<"$targets"
 echo "fuzz.sh: $(echo "$targets" | wc -l) targets in $((SECONDS - start))s"
 exit "$failed"
