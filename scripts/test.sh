@@ -13,6 +13,7 @@ if [ -n "$unformatted" ]; then
 fi
 echo "== go vet"
 go vet ./...
+bash scripts/test-python.sh # the Python exporter (exporters/pytorch): unittest, offline install
 echo "== go test -race"
 go test -race -count=1 -timeout 8m ./...
 echo "== fuzz (each target for a short, bounded time)"

@@ -1,0 +1,157 @@
+"""Serving HTTP: GET /memory_blocks (JSON) and GET /metrics (Prometheus text).
+
+A standard-library ThreadingHTTPServer on a named daemon thread. A request
+reads memory_stats and mem_get_info (cheap counters) and the sampler's cached
+snapshot summary; it never takes a snapshot itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from . import prom
+from .figures import compute_block
+from .reader import NotReady, TorchReader
+from .sampler import Sampler
+
+logger = logging.getLogger("gatekeeper_exporter")
+
+THREAD_NAME = "gatekeeper-exporter-http"
+JSON_PATH = "/memory_blocks"
+METRICS_PATH = "/metrics"
+
+
+class Exporter:
+    """A running exporter: the HTTP server and the snapshot sampler.
+
+    Create one with start(). port is the bound port (useful with port 0),
+    url the /memory_blocks address. Call stop() once to shut both threads
+    down; the host process may also just exit (both are daemon threads).
+    """
+
+    def __init__(self, reader: TorchReader, sampler: Sampler, host: str, port: int,
+                 clock: Callable[[], float]) -> None:
+        self._reader = reader
+        self._sampler = sampler
+        self._clock = clock
+        self._httpd = _Server((host, port), _Handler)
+        self._httpd.exporter = self
+        self.host = host
+        self.port = int(self._httpd.server_address[1])
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name=THREAD_NAME, daemon=True)
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        """The address of the JSON endpoint, for gatekeeper's sources entry."""
+        return f"http://{self.host}:{self.port}{JSON_PATH}"
+
+    @property
+    def sampler(self) -> Sampler:
+        """The snapshot sampler (its counters tell how many snapshots ran)."""
+        return self._sampler
+
+    def memory_blocks(self) -> dict[str, Any]:
+        """Returns the JSON document /memory_blocks serves. Never raises."""
+        try:
+            readings = self._reader.read()
+        except NotReady as e:
+            return {"memory_blocks": [], "error": str(e)}
+        except Exception as e:  # noqa: BLE001 - never into the host
+            return {"memory_blocks": [], "error": f"read: {e}"}
+        now = self._clock()
+        error = self._sampler.error()
+        blocks = []
+        for r in readings:
+            try:
+                blocks.append(compute_block(r, self._sampler.summary(r.device), now, error))
+            except Exception as e:  # noqa: BLE001
+                blocks.append({"gpu_id": str(r.device), "error": f"compute: {e}"})
+        return {"memory_blocks": blocks}
+
+    def metrics_text(self) -> str:
+        """Returns the Prometheus text /metrics serves. Never raises."""
+        doc = self.memory_blocks()
+        text = prom.render(doc["memory_blocks"])
+        if "error" in doc:
+            text = f"# gatekeeper_exporter: {doc['error']}\n" + text
+        return text
+
+    def _start(self) -> None:
+        self._sampler.start()
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stops serving and sampling; waits up to timeout seconds for each thread."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._sampler.stop(timeout)
+        if self._thread.is_alive():
+            self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout)
+
+
+def start(port: int = 8001, host: str = "127.0.0.1", devices: Sequence[int] | None = None,
+          interval: float = 1.0, clock: Callable[[], float] | None = None) -> Exporter:
+    """Starts the exporter in this process and returns its handle.
+
+    port: TCP port (0 picks a free one; see the handle's .port). host: the
+    address to bind, loopback by default. devices: CUDA device indexes to
+    report; None means those this process has allocated on. interval:
+    seconds between snapshot checks (a snapshot is taken only when the
+    allocator changed). clock: monotonic seconds, for tests.
+
+    Binding the port may raise OSError; everything after start is reported
+    in the JSON, never raised.
+    """
+    clock = clock or time.monotonic
+    reader = TorchReader(devices)
+    sampler = Sampler(reader, interval, clock)
+    exporter = Exporter(reader, sampler, host, port, clock)
+    exporter._start()
+    logger.info("gatekeeper_exporter: serving %s", exporter.url)
+    return exporter
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    exporter: Exporter
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    server_version = "gatekeeper-exporter"
+    timeout = 30  # an idle keep-alive connection does not pin a thread forever
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        path = self.path.split("?", 1)[0]
+        exporter = self.server.exporter
+        if path == JSON_PATH:
+            body = json.dumps(exporter.memory_blocks(), separators=(",", ":")).encode()
+            self._send(200, "application/json", body)
+        elif path == METRICS_PATH:
+            self._send(200, "text/plain; version=0.0.4; charset=utf-8", exporter.metrics_text().encode())
+        else:
+            self._send(404, "text/plain; charset=utf-8", b"not found: try /memory_blocks or /metrics\n")
+
+    def _send(self, status: int, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        logger.debug("gatekeeper_exporter: " + format, *args)

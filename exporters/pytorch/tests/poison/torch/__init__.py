@@ -1,0 +1,1 @@
+raise ImportError("gatekeeper_exporter must not import torch (tests/poison/torch)")
