@@ -1,8 +1,11 @@
 module github.com/gatekeeper-dev/gatekeeper/bench
 
-go 1.26
+go 1.26.0
 
-require github.com/tsenart/vegeta/v12 v12.13.0
+require (
+	github.com/gatekeeper-dev/gatekeeper v0.0.0
+	github.com/tsenart/vegeta/v12 v12.13.0
+)
 
 require (
 	github.com/influxdata/tdigest v0.0.1 // indirect
@@ -13,3 +16,7 @@ require (
 	golang.org/x/sync v0.7.0 // indirect
 	golang.org/x/text v0.16.0 // indirect
 )
+
+// The driver shares its request bodies and quantile with gatekeeper's other
+// traffic generators (sim/traffic, standard library only).
+replace github.com/gatekeeper-dev/gatekeeper => ../

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/sim/traffic"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
@@ -38,10 +40,9 @@ func (at *attacker) vegeta(rate int) (*vegeta.Attacker, vegeta.Pacer) {
 
 // body is a completion request; stream asks for SSE.
 func body(stream bool) []byte {
-	if stream {
-		return []byte(`{"model":"m","prompt":"Say hello to the benchmark","max_tokens":16,"stream":true}`)
-	}
-	return []byte(`{"model":"m","prompt":"Say hello to the benchmark","max_tokens":16}`)
+	// A struct of strings, ints and bools: Marshal cannot fail.
+	b, _ := json.Marshal(traffic.CompletionRequest{Model: "m", Prompt: "Say hello to the benchmark", MaxTokens: 16, Stream: stream})
+	return b
 }
 
 func targeter(url string, b []byte, h http.Header) vegeta.Targeter {

@@ -1,8 +1,9 @@
 package main
 
 import (
-	"slices"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/sim/traffic"
 )
 
 // sample is what one measured cell (a target at a scenario) collected over
@@ -19,20 +20,9 @@ func newSample() *sample { return &sample{codes: map[int]int{}} }
 
 func (s *sample) ok() int { return len(s.lat) }
 
-// q returns the q-quantile (0..1) of the successful latencies, 0 if none.
-func (s *sample) q(q float64) time.Duration {
-	if len(s.lat) == 0 {
-		return 0
-	}
-	if !slices.IsSorted(s.lat) {
-		slices.Sort(s.lat)
-	}
-	i := int(q*float64(len(s.lat)) + 0.5)
-	if i >= len(s.lat) {
-		i = len(s.lat) - 1
-	}
-	return s.lat[i]
-}
+// q returns the q-quantile (0..1) of the successful latencies by nearest
+// rank, 0 if none.
+func (s *sample) q(q float64) time.Duration { return traffic.Quantile(s.lat, q) }
 
 // rate is the successful requests per second.
 func (s *sample) rate() float64 {

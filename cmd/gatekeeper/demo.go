@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
+	"github.com/gatekeeper-dev/gatekeeper/sim/load"
 	"github.com/gatekeeper-dev/gatekeeper/sim/server"
 )
 
@@ -46,7 +46,7 @@ type demoFlags struct {
 // register declares the demo flags on fs.
 func (d *demoFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.on, "demo", false, "run a simulated vLLM pod (A10G, Llama-3-8B, real time) behind gatekeeper on loopback, with a demo policy; no -config")
-	fs.BoolVar(&d.load, "demo-load", false, "with the demo, send a built-in traffic pattern (steady, then 3× bursts, mixed chat and long documents); implies -demo")
+	fs.BoolVar(&d.load, "demo-load", false, "with the demo, send a built-in traffic pattern (2 QPS steady, then 4× bursts, mixed chat and long documents); implies -demo")
 	fs.StringVar(&d.listen, "demo-listen", "127.0.0.1:8080", "demo traffic `address` (the OpenAI API, /healthz, /readyz)")
 	fs.StringVar(&d.adminListen, "demo-admin-listen", "127.0.0.1:9090", "demo admin `address` (/metrics, /admin/state)")
 }
@@ -80,7 +80,7 @@ func runDemo(ctx context.Context, d demoFlags, stdout, stderr io.Writer) error {
 	}
 	opts := demoOptions{traffic: traffic, admin: admin, log: log, banner: stdout, drainDelay: time.Second}
 	if d.load {
-		opts.load = &loadSettings{}
+		opts.load = &load.Settings{}
 	}
 	return serveDemo(ctx, opts)
 }
@@ -94,14 +94,14 @@ type demoOptions struct {
 	banner         io.Writer    // receives the paste-ready curl lines; nil: none
 	speed          float64      // sim speed; 0 means demoSpeed
 	drainDelay     time.Duration
-	// load, if set, runs the built-in traffic pattern (its URL, Model and
-	// Logger are filled in).
-	load *loadSettings
+	// load, if set, runs the built-in traffic pattern (its URL, Model,
+	// Logger and State are filled in).
+	load *load.Settings
 	// onPressure, if set, is called after the slow breaker has seen each
 	// pressure poll round (tests wait on it for the first reading).
 	onPressure func(pressure.State)
 	// onLoadDone, if set, receives the load generator's final counts.
-	onLoadDone func(loadStats)
+	onLoadDone func(load.Stats)
 }
 
 // serveDemo runs the simulated pod, gatekeeper in front of it and, when
@@ -164,7 +164,7 @@ func serveDemo(ctx context.Context, o demoOptions) error {
 		ls := *o.load
 		ls.URL, ls.Model, ls.Logger = trafficURL, demoModel, o.log
 		ls.State = func() []slog.Attr { return demoStateAttrs(a) }
-		lg, err := newLoadGen(ls)
+		lg, err := load.New(ls)
 		if err != nil {
 			o.traffic.Close()
 			o.admin.Close()
@@ -314,13 +314,4 @@ func logCurls(ctx context.Context, log *slog.Logger, banner io.Writer, trafficUR
 		fmt.Fprintf(banner, "gatekeeper demo: traffic %s, admin %s (Ctrl-C to stop)\n\n# a streaming chat completion through gatekeeper\n%s\n\n# gatekeeper's state: levels, signals, window, queue\n%s\n\n# metrics\n%s\n\n",
 			trafficURL, adminURL, chat, state, metrics)
 	}
-}
-
-// demoHTTPClient is the load generator's client: its own transport sized to
-// the concurrency bound, never http.DefaultClient.
-func demoHTTPClient(maxConns int) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		MaxIdleConnsPerHost: maxConns, IdleConnTimeout: 30 * time.Second,
-		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-	}}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/sim/load"
 )
 
 func TestDemoFlags(t *testing.T) {
@@ -125,7 +126,7 @@ func TestDemoPolicyValidates(t *testing.T) {
 type demoRun struct {
 	trafficURL, adminURL string
 	firstReading         chan struct{} // closed once both pod sources have reported
-	loadDone             chan loadStats
+	loadDone             chan load.Stats
 	logs, banner         *syncBuffer
 	cancel               context.CancelFunc
 	stopped              chan struct{} // closed when serveDemo returns
@@ -133,7 +134,7 @@ type demoRun struct {
 }
 
 // startDemo runs serveDemo with the sim at speed 20 and no drain delay.
-func startDemo(t *testing.T, load *loadSettings) *demoRun {
+func startDemo(t *testing.T, ls *load.Settings) *demoRun {
 	t.Helper()
 	listen := func() net.Listener {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -142,10 +143,10 @@ func startDemo(t *testing.T, load *loadSettings) *demoRun {
 		}
 		return l
 	}
-	d := &demoRun{firstReading: make(chan struct{}), loadDone: make(chan loadStats, 1),
+	d := &demoRun{firstReading: make(chan struct{}), loadDone: make(chan load.Stats, 1),
 		logs: &syncBuffer{}, banner: &syncBuffer{}, stopped: make(chan struct{})}
 	var once sync.Once
-	o := demoOptions{traffic: listen(), admin: listen(), sim: listen(), speed: 20, load: load,
+	o := demoOptions{traffic: listen(), admin: listen(), sim: listen(), speed: 20, load: ls,
 		log: slog.New(slog.NewJSONHandler(d.logs, nil)), banner: d.banner,
 		onPressure: func(st pressure.State) {
 			us, _ := st.Upstream(demoUpstream)
@@ -155,7 +156,7 @@ func startDemo(t *testing.T, load *loadSettings) *demoRun {
 				once.Do(func() { close(d.firstReading) })
 			}
 		},
-		onLoadDone: func(s loadStats) { d.loadDone <- s },
+		onLoadDone: func(s load.Stats) { d.loadDone <- s },
 	}
 	d.trafficURL, d.adminURL = "http://"+o.traffic.Addr().String(), "http://"+o.admin.Addr().String()
 	ctx, cancel := context.WithCancel(t.Context())
@@ -275,9 +276,9 @@ func TestDemoServesThroughGatekeeper(t *testing.T) {
 
 func TestDemoLoad(t *testing.T) {
 	const n = 12
-	d := startDemo(t, &loadSettings{QPS: 40, MaxRequests: n, LongFraction: -1, ReportEvery: 100 * time.Millisecond, Seed: 3})
+	d := startDemo(t, &load.Settings{QPS: 40, MaxRequests: n, LongFraction: -1, ReportEvery: 100 * time.Millisecond, Seed: 3})
 	s := wait(t, d, d.loadDone, "end of the bounded load")
-	if s.Arrivals != n || s.Sent+s.Skipped != s.Arrivals || s.finished() != s.Sent || s.InFlight != 0 {
+	if s.Arrivals != n || s.Sent+s.Skipped != s.Arrivals || s.Finished() != s.Sent || s.InFlight != 0 {
 		t.Errorf("load stats = %+v, want %d arrivals = sent + skipped, sent = finished, none pending", s, n)
 	}
 	// The fast breaker's burst of 5 lets the first requests through.

@@ -27,13 +27,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/sim/traffic"
 )
 
 func main() {
@@ -166,7 +167,8 @@ func run(ctx context.Context, args []string) error {
 	one := func() {
 		n := sent.Add(1)
 		stream := float64(n%100) < *streamShare*100
-		body := fmt.Sprintf(`{"model":"m","prompt":"request %d","max_tokens":16,"stream":%t}`, n, stream)
+		// A struct of strings, ints and bools: Marshal cannot fail.
+		body, _ := json.Marshal(traffic.CompletionRequest{Model: "m", Prompt: fmt.Sprintf("request %d", n), MaxTokens: 16, Stream: stream})
 		start := time.Now()
 		status, problem := send(client, *target, body, stream)
 		t.add(status, time.Since(start), problem)
@@ -249,8 +251,8 @@ func run(ctx context.Context, args []string) error {
 }
 
 // send posts one completion and checks its answer.
-func send(c *http.Client, target, body string, stream bool) (int, string) {
-	res, err := c.Post(target+"/v1/completions", "application/json", strings.NewReader(body))
+func send(c *http.Client, target string, body []byte, stream bool) (int, string) {
+	res, err := c.Post(target+"/v1/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return 0, "no status line: " + err.Error()
 	}
@@ -322,11 +324,7 @@ func sampleRSS(ctx context.Context, pid int, maxKiB *atomic.Int64) {
 	}
 }
 
+// pct is the p-quantile of ds in milliseconds (ds is sorted in place).
 func pct(ds []time.Duration, p float64) float64 {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return float64(s[int(p*float64(len(s)-1))].Microseconds()) / 1000
+	return float64(traffic.Quantile(ds, p).Microseconds()) / 1000
 }

@@ -45,8 +45,8 @@ func TestTraceRatesAndMix(t *testing.T) {
 func TestTraceSettingsErrors(t *testing.T) {
 	for _, s := range []TraceSettings{
 		{BurstLength: time.Hour},
-		{Classes: []Class{{Name: "x", Weight: 1, Prompt: Range{0, 1}, Output: Range{1, 1}, MaxTokens: 1}}},
-		{Classes: []Class{{Name: "x", Weight: 1, Prompt: Range{1, 1}, Output: Range{1, 10}, MaxTokens: 5}}},
+		{Classes: []Class{{Name: "x", Weight: 1, Prompt: Range{Min: 0, Max: 1}, Output: Range{Min: 1, Max: 1}, MaxTokens: 1}}},
+		{Classes: []Class{{Name: "x", Weight: 1, Prompt: Range{Min: 1, Max: 1}, Output: Range{Min: 1, Max: 10}, MaxTokens: 5}}},
 		{TopPFraction: 2},
 	} {
 		if _, err := NewTrace(s); err == nil {

@@ -4,26 +4,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/sim/traffic"
 )
 
-// Range is an inclusive range of token counts, drawn uniformly.
-type Range struct{ Min, Max int }
+// Range is an inclusive range of token counts, drawn uniformly. It is the
+// request mix shared with the other traffic generators (sim/traffic).
+type Range = traffic.Range
 
-func (r Range) draw(rng *rand.Rand) int { return r.Min + rng.IntN(r.Max-r.Min+1) }
-
-func (r Range) valid() bool { return r.Min >= 1 && r.Max >= r.Min }
-
-// Class is one kind of request in the trace.
-type Class struct {
-	// Name labels the class in the table ("short", "long").
-	Name string
-	// Weight is the class's share of arrivals, relative to the others.
-	Weight float64
-	// Prompt and Output are the prompt length and the tokens generated.
-	Prompt, Output Range
-	// MaxTokens is the max_tokens the client sends (≥ Output.Max).
-	MaxTokens int
-}
+// Class is one kind of request in the trace; Name labels it in the table.
+type Class = traffic.Class
 
 // TraceSettings describes a synthetic trace: Poisson arrivals at BaseQPS,
 // with bursts at BurstQPS for BurstLength every BurstEvery. The zero value
@@ -50,8 +40,8 @@ type TraceSettings struct {
 // DefaultClasses is the default mix: 85 % short chat, 15 % long documents.
 func DefaultClasses() []Class {
 	return []Class{
-		{Name: "short", Weight: 0.85, Prompt: Range{50, 250}, Output: Range{20, 150}, MaxTokens: 256},
-		{Name: "long", Weight: 0.15, Prompt: Range{1000, 2000}, Output: Range{100, 300}, MaxTokens: 512},
+		{Name: "short", Weight: 0.85, Prompt: Range{Min: 50, Max: 250}, Output: Range{Min: 20, Max: 150}, MaxTokens: 256},
+		{Name: "long", Weight: 0.15, Prompt: Range{Min: 1000, Max: 2000}, Output: Range{Min: 100, Max: 300}, MaxTokens: 512},
 	}
 }
 
@@ -85,7 +75,7 @@ func (s TraceSettings) validate() error {
 		return fmt.Errorf("replay: TraceSettings %+v: durations and rates must be > 0, BurstLength ≤ BurstEvery", s)
 	}
 	for i, c := range s.Classes {
-		if c.Weight <= 0 || !c.Prompt.valid() || !c.Output.valid() || c.MaxTokens < c.Output.Max {
+		if !c.Valid() {
 			return fmt.Errorf("replay: TraceSettings.Classes[%d] %q: weight > 0, ranges ≥ 1, MaxTokens ≥ Output.Max", i, c.Name)
 		}
 	}
@@ -106,10 +96,10 @@ type Arrival struct {
 // Trace yields the arrivals of a synthetic trace in time order. Create one
 // with NewTrace. Not safe for concurrent use.
 type Trace struct {
-	s     TraceSettings
-	rng   *rand.Rand
-	t     time.Duration
-	total float64
+	s   TraceSettings
+	p   traffic.Pattern
+	rng *rand.Rand // shared by the arrival times and the request draws, in that order
+	arr *traffic.Arrivals
 }
 
 // NewTrace returns a trace for s; the same settings give the same arrivals.
@@ -118,53 +108,31 @@ func NewTrace(s TraceSettings) (*Trace, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	tr := &Trace{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed))}
-	for _, c := range s.Classes {
-		tr.total += c.Weight
-	}
+	tr := &Trace{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed)), p: traffic.Pattern{
+		BaseQPS: s.BaseQPS, BurstQPS: s.BurstQPS, Steady: s.BurstEvery - s.BurstLength, Burst: s.BurstLength}}
+	tr.arr = traffic.NewArrivals(tr.p, tr.rng)
 	return tr, nil
 }
 
 // Settings returns the settings with defaults filled in.
 func (tr *Trace) Settings() TraceSettings { return tr.s }
 
-// rate is the arrival rate at t.
-func (tr *Trace) rate(t time.Duration) float64 {
-	if t%tr.s.BurstEvery >= tr.s.BurstEvery-tr.s.BurstLength {
-		return tr.s.BurstQPS // the burst closes each period
-	}
-	return tr.s.BaseQPS
-}
-
-// InBurst reports whether t falls in a burst.
+// InBurst reports whether t falls in a burst (the burst closes each period).
 func (tr *Trace) InBurst(t time.Duration) bool {
-	return tr.rate(t) == tr.s.BurstQPS && tr.s.BurstLength > 0
+	return tr.p.Rate(t) == tr.s.BurstQPS && tr.s.BurstLength > 0
 }
 
 // Next returns the next arrival, or false past Duration. Arrivals are
-// Poisson with a piecewise-constant rate (thinning against the higher rate).
+// Poisson with a piecewise-constant rate (traffic.Arrivals: thinning against
+// the higher rate); then the class, prompt, output and top-p are drawn, in
+// that order, from the same generator.
 func (tr *Trace) Next() (Arrival, bool) {
-	peak := max(tr.s.BaseQPS, tr.s.BurstQPS)
-	for {
-		tr.t += time.Duration(tr.rng.ExpFloat64() / peak * float64(time.Second))
-		if tr.t >= tr.s.Duration {
-			return Arrival{}, false
-		}
-		if tr.rng.Float64()*peak <= tr.rate(tr.t) {
-			break
-		}
+	at := tr.arr.Next()
+	if at >= tr.s.Duration {
+		return Arrival{}, false
 	}
-	x := tr.rng.Float64() * tr.total
-	ci := 0
-	for i, c := range tr.s.Classes {
-		if x < c.Weight {
-			ci = i
-			break
-		}
-		x -= c.Weight
-		ci = i
-	}
+	ci := traffic.Mix(tr.s.Classes).Pick(tr.rng)
 	c := tr.s.Classes[ci]
-	return Arrival{At: tr.t, Class: ci, Prompt: c.Prompt.draw(tr.rng), Output: c.Output.draw(tr.rng),
+	return Arrival{At: at, Class: ci, Prompt: c.Prompt.Draw(tr.rng), Output: c.Output.Draw(tr.rng),
 		MaxToken: c.MaxTokens, TopP: tr.rng.Float64() < tr.s.TopPFraction}, true
 }

@@ -1,4 +1,4 @@
-package main
+package load
 
 import (
 	"bytes"
@@ -13,9 +13,11 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/sim/traffic"
 )
 
-// doerFunc adapts a function to doer.
+// doerFunc adapts a function to Doer.
 type doerFunc func(*http.Request) (*http.Response, error)
 
 func (f doerFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
@@ -26,10 +28,11 @@ type sent struct {
 	at       []time.Duration // since the start of the bubble
 	streamed int
 	long     int
+	odd      []string // bodies outside both classes' ranges
 }
 
 func (s *sent) add(r *http.Request, start time.Time) {
-	var body chatRequest
+	var body traffic.ChatRequest
 	b, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(b, &body)
 	s.mu.Lock()
@@ -40,6 +43,20 @@ func (s *sent) add(r *http.Request, start time.Time) {
 	}
 	if len(body.Messages) == 1 && len(body.Messages[0].Content) >= 8000 {
 		s.long++
+	}
+	// Short chats: 50–200 tokens (4 characters each), up to 128 out,
+	// streamed with usage; long documents: 2 000–4 000 tokens behind an
+	// instruction, 128–512 out, answered whole.
+	const instruction = "Summarise this document:\n"
+	var n int
+	if len(body.Messages) == 1 {
+		n = len(body.Messages[0].Content)
+	}
+	short := body.Stream && body.StreamOptions != nil && n >= 200 && n <= 800 && body.MaxTokens >= 16 && body.MaxTokens <= 128
+	long := !body.Stream && n >= 8000+len(instruction) && n <= 16000+len(instruction) && body.MaxTokens >= 128 && body.MaxTokens <= 512 &&
+		strings.HasPrefix(body.Messages[0].Content, instruction)
+	if body.Model != "m" || !short && !long {
+		s.odd = append(s.odd, string(b[:min(len(b), 200)]))
 	}
 }
 
@@ -73,22 +90,22 @@ func (f failingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func TestLoadGen(t *testing.T) {
+func TestGenerator(t *testing.T) {
 	tests := []struct {
 		name  string
-		s     loadSettings
+		s     Settings
 		run   time.Duration // how long Run's ctx lasts
 		reply func(n int, r *http.Request) (*http.Response, error)
-		check func(t *testing.T, st loadStats, rec *sent, logs string)
+		check func(t *testing.T, st Stats, rec *sent, logs string)
 	}{
 		{
 			name: "steady then burst, repeating",
-			s:    loadSettings{QPS: 10, BurstFactor: 3, Steady: 10 * time.Second, Burst: 5 * time.Second, ReportEvery: 5 * time.Second},
+			s:    Settings{QPS: 10, BurstFactor: 3, Steady: 10 * time.Second, Burst: 5 * time.Second, ReportEvery: 5 * time.Second},
 			run:  29 * time.Second, // ends inside the second burst, not on a phase boundary
 			reply: func(int, *http.Request) (*http.Response, error) {
 				return response(200, "", strings.NewReader("{}")), nil
 			},
-			check: func(t *testing.T, st loadStats, rec *sent, logs string) {
+			check: func(t *testing.T, st Stats, rec *sent, logs string) {
 				steady := rec.inWindow(0, 10*time.Second) + rec.inWindow(15*time.Second, 25*time.Second)
 				burst := rec.inWindow(10*time.Second, 15*time.Second) + rec.inWindow(25*time.Second, 29*time.Second)
 				// 20 s of steady at 10/s and 9 s of burst at 30/s: per second, burst ≈ 3 × steady.
@@ -110,14 +127,40 @@ func TestLoadGen(t *testing.T) {
 			},
 		},
 		{
+			name: "documents only",
+			s:    Settings{QPS: 10, LongFraction: 1},
+			run:  10 * time.Second,
+			reply: func(int, *http.Request) (*http.Response, error) {
+				return response(200, "", strings.NewReader("{}")), nil
+			},
+			check: func(t *testing.T, st Stats, rec *sent, _ string) {
+				if rec.long != len(rec.at) || rec.streamed != 0 || st.Sent < 50 {
+					t.Errorf("%d long and %d streamed of %d, want every one a document (about 100)", rec.long, rec.streamed, len(rec.at))
+				}
+			},
+		},
+		{
+			name: "chats only",
+			s:    Settings{QPS: 10, LongFraction: -1},
+			run:  10 * time.Second,
+			reply: func(int, *http.Request) (*http.Response, error) {
+				return response(200, "", strings.NewReader("{}")), nil
+			},
+			check: func(t *testing.T, st Stats, rec *sent, _ string) {
+				if rec.streamed != len(rec.at) || rec.long != 0 || st.Sent < 50 {
+					t.Errorf("%d long and %d streamed of %d, want every one a streamed chat (about 100)", rec.long, rec.streamed, len(rec.at))
+				}
+			},
+		},
+		{
 			name: "bounded concurrency skips arrivals",
-			s:    loadSettings{QPS: 10, MaxConcurrent: 3},
+			s:    Settings{QPS: 10, MaxConcurrent: 3},
 			run:  10 * time.Second,
 			reply: func(_ int, r *http.Request) (*http.Response, error) {
 				<-r.Context().Done() // never answers: the pod is stuck
 				return nil, r.Context().Err()
 			},
-			check: func(t *testing.T, st loadStats, _ *sent, _ string) {
+			check: func(t *testing.T, st Stats, _ *sent, _ string) {
 				if st.Sent != 3 || st.Canceled != 3 || st.Skipped != st.Arrivals-3 || st.Arrivals < 10 {
 					t.Errorf("stats %+v, want 3 sent and canceled at the end, the other arrivals skipped", st)
 				}
@@ -125,12 +168,12 @@ func TestLoadGen(t *testing.T) {
 		},
 		{
 			name: "max requests ends the run",
-			s:    loadSettings{QPS: 10, MaxRequests: 7},
+			s:    Settings{QPS: 10, MaxRequests: 7},
 			run:  time.Hour,
 			reply: func(int, *http.Request) (*http.Response, error) {
 				return response(200, "", strings.NewReader("{}")), nil
 			},
-			check: func(t *testing.T, st loadStats, rec *sent, _ string) {
+			check: func(t *testing.T, st Stats, rec *sent, _ string) {
 				if st.Arrivals != 7 || st.Sent != 7 || len(rec.at) != 7 || rec.at[6] > time.Minute {
 					t.Errorf("stats %+v, sent at %v, want 7 within a minute and then the end", st, rec.at)
 				}
@@ -138,7 +181,7 @@ func TestLoadGen(t *testing.T) {
 		},
 		{
 			name: "statuses, reasons and errors add up",
-			s:    loadSettings{QPS: 20},
+			s:    Settings{QPS: 20},
 			run:  10 * time.Second,
 			reply: func(n int, _ *http.Request) (*http.Response, error) {
 				switch n % 5 {
@@ -153,7 +196,7 @@ func TestLoadGen(t *testing.T) {
 				}
 				return nil, errors.New("connection refused")
 			},
-			check: func(t *testing.T, st loadStats, _ *sent, logs string) {
+			check: func(t *testing.T, st Stats, _ *sent, logs string) {
 				if st.Statuses[429] != st.Reasons["rate_limited"] || st.Statuses[503] != st.Reasons["queue_full"] ||
 					st.Statuses[200] == 0 || st.Errors == 0 || st.Canceled != 0 {
 					t.Errorf("stats %+v, want 200s, 429s and 503s with their reasons, and errors", st)
@@ -190,7 +233,7 @@ func TestLoadGen(t *testing.T) {
 					mu.Unlock()
 					return tt.reply(n, r)
 				})
-				g, err := newLoadGen(s)
+				g, err := New(s)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -200,7 +243,10 @@ func TestLoadGen(t *testing.T) {
 					t.Fatalf("Run() = %v", err)
 				}
 				st := g.Stats()
-				if st.Sent+st.Skipped != st.Arrivals || st.finished() != st.Sent || st.InFlight != 0 {
+				if len(rec.odd) > 0 {
+					t.Errorf("%d bodies outside the mix, the first: %s", len(rec.odd), rec.odd[0])
+				}
+				if st.Sent+st.Skipped != st.Arrivals || st.Finished() != st.Sent || st.InFlight != 0 {
 					t.Errorf("stats %+v: want arrivals = sent + skipped, sent = finished, nothing pending after Run", st)
 				}
 				tt.check(t, st, rec, logs.String())
@@ -209,21 +255,21 @@ func TestLoadGen(t *testing.T) {
 	}
 }
 
-func TestNewLoadGenRejects(t *testing.T) {
+func TestNewRejects(t *testing.T) {
 	tests := []struct {
 		name string
-		s    loadSettings
+		s    Settings
 	}{
-		{name: "no url", s: loadSettings{Model: "m"}},
-		{name: "no model", s: loadSettings{URL: "http://x"}},
-		{name: "burst factor below 1", s: loadSettings{URL: "http://x", Model: "m", BurstFactor: 0.5}},
-		{name: "long fraction above 1", s: loadSettings{URL: "http://x", Model: "m", LongFraction: 1.5}},
-		{name: "negative qps", s: loadSettings{URL: "http://x", Model: "m", QPS: -1}},
+		{name: "no url", s: Settings{Model: "m"}},
+		{name: "no model", s: Settings{URL: "http://x"}},
+		{name: "burst factor below 1", s: Settings{URL: "http://x", Model: "m", BurstFactor: 0.5}},
+		{name: "long fraction above 1", s: Settings{URL: "http://x", Model: "m", LongFraction: 1.5}},
+		{name: "negative qps", s: Settings{URL: "http://x", Model: "m", QPS: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := newLoadGen(tt.s); err == nil || !strings.HasPrefix(err.Error(), "gatekeeper: demo load:") {
-				t.Errorf("newLoadGen(%+v) = %v, want a gatekeeper: demo load error", tt.s, err)
+			if _, err := New(tt.s); err == nil || !strings.HasPrefix(err.Error(), "load: ") {
+				t.Errorf("New(%+v) = %v, want a load: error", tt.s, err)
 			}
 		})
 	}
