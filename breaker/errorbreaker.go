@@ -101,6 +101,7 @@ type ErrorSettings struct {
 // with NewErrorBreaker. Safe for concurrent use; must not be copied.
 type ErrorBreaker struct {
 	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
+	probes   uint32 // HalfOpenRequests, defaults applied
 	onChange func(from, to State)
 
 	// mu guards pending and delivering. gobreaker calls record with its own
@@ -138,9 +139,9 @@ func NewErrorBreaker(s ErrorSettings) (*ErrorBreaker, error) {
 		return nil, errors.Join(errs...)
 	}
 	failures := uint32(cmpOr(s.Failures, DefaultFailures))
-	b := &ErrorBreaker{onChange: s.OnChange}
+	b := &ErrorBreaker{onChange: s.OnChange, probes: uint32(cmpOr(s.HalfOpenRequests, DefaultHalfOpenRequests))}
 	gs := gobreaker.Settings{
-		MaxRequests: uint32(cmpOr(s.HalfOpenRequests, DefaultHalfOpenRequests)),
+		MaxRequests: b.probes,
 		Timeout:     cmpOr(s.OpenFor, DefaultOpenFor),
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
 		IsExcluded:  func(err error) bool { return err == errExcluded },
@@ -197,6 +198,20 @@ func (b *ErrorBreaker) State() State {
 	s := fromGobreaker(b.cb.State())
 	b.deliver()
 	return s
+}
+
+// Admits returns the current state (see State) and whether Allow would let
+// a request through now: closed, or half-open with a probe still free. A
+// half-open breaker whose probes are all out admits nothing until one of
+// them reports: callers wait for that verdict rather than give up.
+func (b *ErrorBreaker) Admits() (State, bool) {
+	s := fromGobreaker(b.cb.State())
+	ok := s == Closed
+	if s == HalfOpen {
+		ok = b.cb.Counts().Requests < b.probes
+	}
+	b.deliver()
+	return s, ok
 }
 
 func fromGobreaker(s gobreaker.State) State {

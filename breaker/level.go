@@ -180,6 +180,9 @@ type Reading struct {
 	// Stale says the source has had no good reading for stale_after; Value
 	// is then the last one known.
 	Stale bool
+	// Source names where the value came from (a pressure source), so a
+	// level change can say which source went stale. Optional.
+	Source string
 }
 
 // Transition is one change of level, reported once by the call that made it.
@@ -189,9 +192,12 @@ type Transition struct {
 	// Signal is the cause: on the way up the rule that raised the level, on
 	// the way down the rule that had raised it.
 	Signal string
-	// Value is Signal's value in the reading that made the change.
+	// Value is Signal's value in the reading that made the change; always
+	// finite (a NaN reading reports 0).
 	Value float64
 	// Stale says the cause's reading was stale: under StaleDegrade it is
 	// why the level rose or stayed, under StaleIgnore why it fell.
 	Stale bool
+	// Source is the cause's Reading.Source (empty if it named none).
+	Source string
 }

@@ -16,11 +16,12 @@ type LevelMachine struct {
 	level Level
 	// clearSince[k] is when every rule first went below the exit value of
 	// its level-k threshold in the current unbroken run; valid if clear[k].
-	clearSince [Critical + 1]time.Time
-	clear      [Critical + 1]bool
-	cause      int // index into s.Rules of the current cause, or -1
-	causeValue float64
-	causeStale bool
+	clearSince  [Critical + 1]time.Time
+	clear       [Critical + 1]bool
+	cause       int // index into s.Rules of the current cause, or -1
+	causeValue  float64
+	causeStale  bool
+	causeSource string
 }
 
 // NewLevelMachine returns a LevelMachine at Normal, or an error naming each
@@ -47,9 +48,10 @@ func (m *LevelMachine) Cause() (signal string, value float64) {
 
 // ruleReading is the reading picked for one rule.
 type ruleReading struct {
-	found bool
-	value float64
-	stale bool
+	found  bool
+	value  float64
+	stale  bool
+	source string
 }
 
 // evaluation is what one set of readings says, before time is considered.
@@ -86,21 +88,30 @@ func (m *LevelMachine) Observe(now time.Time, readings []Reading) (Transition, b
 		}
 	}
 	if m.cause >= 0 && e.values[m.cause].found {
-		m.causeValue, m.causeStale = e.values[m.cause].value, e.values[m.cause].stale
+		m.setCause(m.cause, e.values[m.cause])
 	}
 	if to == from {
 		return Transition{}, false
 	}
-	t := Transition{From: from, To: to, Value: m.causeValue, Stale: m.causeStale}
+	t := Transition{From: from, To: to, Value: m.causeValue, Stale: m.causeStale, Source: m.causeSource}
 	if m.cause >= 0 {
 		t.Signal = m.s.Rules[m.cause].Signal
 	}
 	m.level = to
 	if to < from && e.bandIdx >= 0 { // on the way down the rule still nearest its threshold leads
-		m.cause = e.bandIdx
-		m.causeValue, m.causeStale = e.values[e.bandIdx].value, e.values[e.bandIdx].stale
+		m.setCause(e.bandIdx, e.values[e.bandIdx])
 	}
 	return t, true
+}
+
+// setCause records rule i's reading as the cause, with a finite value: a
+// stale reading without a last value (NaN) reports 0, never NaN, so logs,
+// metrics and JSON can carry it.
+func (m *LevelMachine) setCause(i int, rr ruleReading) {
+	m.cause, m.causeValue, m.causeStale, m.causeSource = i, rr.value, rr.stale, rr.source
+	if !finite(m.causeValue) {
+		m.causeValue = 0
+	}
 }
 
 // evaluate applies the stale policy and thresholds to one round of readings.
@@ -125,7 +136,10 @@ func (m *LevelMachine) evaluate(readings []Reading) evaluation {
 		default: // StaleIgnore
 			continue
 		}
-		if att > e.attained {
+		// A fresh reading that reaches the level names the cause before a
+		// stale one that reaches it only by on_stale: the value that truly
+		// crossed its threshold is the better explanation.
+		if att > e.attained || att > Normal && att == e.attained && e.values[e.attainedIdx].stale && !rr.stale {
 			e.attained, e.attainedIdx = att, i
 		}
 		if hb > band {
@@ -160,7 +174,7 @@ func (m *LevelMachine) pick(readings []Reading) []ruleReading {
 			stale := rd.Stale || math.IsNaN(rd.Value)
 			cur := &out[i]
 			if !cur.found || cur.stale && !stale || cur.stale == stale && rd.Value > cur.value {
-				*cur = ruleReading{found: true, value: rd.Value, stale: stale}
+				*cur = ruleReading{found: true, value: rd.Value, stale: stale, source: rd.Source}
 			}
 		}
 	}

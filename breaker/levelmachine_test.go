@@ -24,6 +24,9 @@ func transitionString(t Transition) string {
 	if t.Stale {
 		s += " stale"
 	}
+	if t.Source != "" {
+		s += " from " + t.Source
+	}
 	return s
 }
 
@@ -171,6 +174,10 @@ func TestLevelMachineSteps(t *testing.T) {
 		{name: "flapping into shed holds critical", steps: append([]levelStep{
 			{readings: frag(1.5), level: Critical, transition: "normal→critical fragmentation=1.5"},
 		}, flap(40, 1.0, 1.5, Critical)...)},
+		{name: "a stale reading names its source", onStale: StaleDegrade, steps: []levelStep{
+			{readings: []Reading{{Signal: "kv_cache_usage", Value: 0.5, Stale: true, Source: "vllm-0/vllm"}}, level: Degraded,
+				transition: "normal→degraded kv_cache_usage=0.5 stale from vllm-0/vllm"},
+		}},
 		{name: "stale degrade raises to degraded and holds it", onStale: StaleDegrade, steps: []levelStep{
 			{readings: frag(1.0), level: Normal},
 			{advance: s, readings: []Reading{staleRd("fragmentation", 1.0)}, level: Degraded, transition: "normal→degraded fragmentation=1 stale"},
@@ -184,7 +191,10 @@ func TestLevelMachineSteps(t *testing.T) {
 			{advance: 5 * s, readings: []Reading{staleRd("fragmentation", 1.6)}, level: Degraded, transition: "critical→degraded fragmentation=1.6 stale"},
 		}},
 		{name: "NaN counts as stale", onStale: StaleDegrade, steps: []levelStep{
-			{readings: frag(nan()), level: Degraded, transition: "normal→degraded fragmentation=NaN stale"},
+			{readings: frag(nan()), level: Degraded, transition: "normal→degraded fragmentation=0 stale"},
+		}},
+		{name: "a fresh crossing names the cause before a stale signal listed first", onStale: StaleDegrade, steps: []levelStep{
+			{readings: []Reading{staleRd("fragmentation", 1.0), rd("kv_cache_usage", 0.97)}, level: Degraded, transition: "normal→degraded kv_cache_usage=0.97"},
 		}},
 		{name: "stale hold keeps the level; fresh signals may still raise it", onStale: StaleHold, steps: []levelStep{
 			{readings: frag(1.3), level: Degraded, transition: "normal→degraded fragmentation=1.3"},

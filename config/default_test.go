@@ -101,11 +101,12 @@ func TestDefault(t *testing.T) {
 	u := c.Upstreams[0]
 	got := fmt.Sprintf("%s %s %d..%d %v %d sources; rules %d; mode %s", u.Name, u.URL,
 		u.MinInflight, u.MaxInflight, u.GPUs, len(u.Sources), len(c.Pressure.Rules), c.Mode)
-	want := "vllm-0 http://127.0.0.1:8000 4..256 [0] 2 sources; rules 3; mode enforce"
+	// Only sources a plain vLLM answers (DESIGN §3): its /metrics.
+	want := "vllm-0 http://127.0.0.1:8000 4..256 [0] 1 sources; rules 3; mode enforce"
 	if got != want {
 		t.Errorf("Default() = %s, want %s", got, want)
 	}
-	if n := u.Sources[1].Name; n != "memory_blocks:http://127.0.0.1:8000/v1/internal/metrics" {
+	if n := u.Sources[0].Name; n != "vllm:http://127.0.0.1:8000/metrics" {
 		t.Errorf("derived source name = %q", n)
 	}
 	if c.Transport.IdleConnTimeout >= 5*time.Second {

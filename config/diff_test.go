@@ -21,7 +21,7 @@ func TestDiff(t *testing.T) {
 		}, []string{"server.listen", "upstreams[0].max_inflight", "queue.max_wait"}},
 		{"lists", func(c *Config) {
 			c.Upstreams[0].GPUs[0] = "1"
-			c.Upstreams[0].Sources = c.Upstreams[0].Sources[:1]
+			c.Upstreams[0].Sources = nil
 			c.Hooks.Critical = []Hook{{URL: "/x"}}
 		}, []string{"upstreams[0].gpus[0]", "upstreams[0].sources", "hooks.critical"}},
 		{"rules and optional sections", func(c *Config) {

@@ -26,9 +26,10 @@ type Monitor struct {
 	running   atomic.Bool
 	ownClient bool // s.HTTPClient is ours: close its idle connections when Run ends
 
-	// mu guards started and the mutable fields of every entry.
+	// mu guards started, polled and the mutable fields of every entry.
 	mu      sync.RWMutex
 	started time.Time
+	polled  bool // PollAt has set started
 }
 
 // upstream is an upstream's fixed wiring.
@@ -46,6 +47,7 @@ type entry struct {
 	upstream string // "" for a node source
 	filter   bool   // keep only GPUs the upstream lists
 	timeout  time.Duration
+	derive   *deriver // owned by the goroutine that reads the source
 
 	// Guarded by Monitor.mu.
 	reading     Reading // the last good reading, derived signals included
@@ -123,7 +125,8 @@ func (m *Monitor) newEntry(ss SourceSettings, upstream, path string, names map[s
 		return nil, fmt.Errorf("pressure: %s.name %q: already used", path, name)
 	}
 	names[name] = true
-	e := &entry{src: ss.Source, name: name, kind: ss.Kind, upstream: upstream, timeout: ss.Timeout}
+	e := &entry{src: ss.Source, name: name, kind: ss.Kind, upstream: upstream, timeout: ss.Timeout,
+		derive: newDeriver(m.s.Smoothing)}
 	if e.src != nil {
 		return e, nil
 	}
@@ -196,7 +199,6 @@ func (m *Monitor) Run(ctx context.Context) error {
 
 // poll reads one source every Interval (± Jitter/2) until ctx ends.
 func (m *Monitor) poll(ctx context.Context, e *entry) {
-	d := newDeriver(m.s.Smoothing)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -206,21 +208,13 @@ func (m *Monitor) poll(ctx context.Context, e *entry) {
 		case <-t.C:
 		}
 		start := m.s.Now()
-		timeout := m.s.Timeout
-		if e.timeout > 0 {
-			timeout = e.timeout
-		}
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		rd, err := e.src.Read(rctx)
-		cancel()
+		rd, err := m.read(ctx, e)
 		if ctx.Err() != nil {
 			return // shutting down: the failure is ours, not the source's
 		}
 		now := m.s.Now()
-		if err == nil {
-			rd = d.derive(rd, now)
-		}
 		m.record(ctx, e, rd, err, now)
+		m.wake()
 		wait := m.s.Interval - now.Sub(start)
 		if m.s.Jitter > 0 {
 			wait += rand.N(m.s.Jitter) - m.s.Jitter/2
@@ -229,9 +223,43 @@ func (m *Monitor) poll(ctx context.Context, e *entry) {
 	}
 }
 
-// record stores one read's outcome, then logs a change of up/down and
-// wakes the OnUpdate loop, outside the lock.
+// read takes one reading of e under its timeout.
+func (m *Monitor) read(ctx context.Context, e *entry) (Reading, error) {
+	timeout := m.s.Timeout
+	if e.timeout > 0 {
+		timeout = e.timeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return e.src.Read(rctx)
+}
+
+// PollAt reads every source once, in order, on the caller's goroutine, as
+// if the reads completed at now, and returns the State at now. It is Run's
+// step for a caller on a virtual clock (the replay): the same derivation,
+// staleness and merging as Run, no goroutine, no timer. Do not use it on a
+// Monitor that Runs. OnUpdate is not called.
+func (m *Monitor) PollAt(ctx context.Context, now time.Time) State {
+	m.mu.Lock()
+	if !m.polled {
+		m.polled, m.started = true, now
+	}
+	m.mu.Unlock()
+	for _, e := range m.sources {
+		rd, err := m.read(ctx, e)
+		m.record(ctx, e, rd, err, now)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.snapshotLocked(now)
+}
+
+// record derives and stores one read's outcome, then logs a change of
+// up/down outside the lock.
 func (m *Monitor) record(ctx context.Context, e *entry, rd Reading, err error, now time.Time) {
+	if err == nil {
+		rd = e.derive.derive(rd, now)
+	}
 	m.mu.Lock()
 	wasUp, tried := e.up, e.tried
 	e.tried = true
@@ -242,15 +270,26 @@ func (m *Monitor) record(ctx context.Context, e *entry, rd Reading, err error, n
 	}
 	m.mu.Unlock()
 	switch {
-	case err != nil && (wasUp || !tried):
+	case err != nil && !tried:
+		// Logged once: a source that never answered is a configuration
+		// problem (a wrong URL, no exporter in the pod, no driver), shown in
+		// State and metrics; it does not count as pressure until it answers.
+		m.s.Logger.LogAttrs(ctx, slog.LevelWarn, "pressure source has not answered yet; it counts toward no level until it does",
+			slog.String("source", e.name), slog.String("upstream", e.upstream),
+			slog.String("state", "never_answered"), slog.String("err", err.Error()))
+	case err != nil && wasUp:
 		m.s.Logger.LogAttrs(ctx, slog.LevelWarn, "pressure source down",
 			slog.String("source", e.name), slog.String("upstream", e.upstream),
 			slog.String("state", "down"), slog.String("err", err.Error()))
-	case err == nil && !wasUp && tried:
+	case err == nil && tried && !wasUp:
 		m.s.Logger.LogAttrs(ctx, slog.LevelInfo, "pressure source up",
 			slog.String("source", e.name), slog.String("upstream", e.upstream),
 			slog.String("state", "up"))
 	}
+}
+
+// wake tells the OnUpdate loop that a report came in.
+func (m *Monitor) wake() {
 	select {
 	case m.notify <- struct{}{}:
 	default: // an update is already pending; it will see this one

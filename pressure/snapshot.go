@@ -25,7 +25,8 @@ func (m *Monitor) snapshotLocked(now time.Time) State {
 		st.Sources = append(st.Sources, SourceState{
 			Name: e.name, Kind: e.kind, Upstream: e.upstream, Up: e.up,
 			LastSuccess: e.lastSuccess, LastError: e.lastErr,
-			Stale: now.Sub(since) > m.s.StaleAfter,
+			Stale:         now.Sub(since) > m.s.StaleAfter,
+			NeverAnswered: e.tried && e.lastSuccess.IsZero(),
 		})
 	}
 	var nodes []*entry

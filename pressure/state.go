@@ -106,4 +106,8 @@ type SourceState struct {
 	// Stale is true when no good reading arrived within StaleAfter (counted
 	// from Run's start for a source that never succeeded).
 	Stale bool `json:"stale"`
+	// NeverAnswered is true when the source has been read and has never
+	// succeeded: a configuration problem (DESIGN §3), not pressure. Its
+	// signals are absent, so no rule acts on it; it is shown and alerted on.
+	NeverAnswered bool `json:"never_answered"`
 }

@@ -17,8 +17,15 @@ type Admission interface {
 	// waiting until one frees up or ctx ends. Errors: ErrQueueFull (wrapped),
 	// ErrDraining (wrapped) or ctx's error.
 	Acquire(ctx context.Context, tokens int64, exclude []string) (Slot, error)
-	// SetAvailable says whether an upstream may receive new dispatches.
-	SetAvailable(upstream string, ok bool)
+	// Dispatch asks the queue to look at every upstream's Availability
+	// again (after a health check changed a pod's state).
+	Dispatch()
+}
+
+// Levels reports the pressure level of each upstream (the slow breaker).
+type Levels interface {
+	// Critical reports whether the upstream must take no new work.
+	Critical(upstream string) bool
 }
 
 // Slot is one unit of an upstream's batch window. Release it exactly once.
@@ -31,7 +38,24 @@ type Slot interface {
 // done exactly once with the request's result.
 type Gate interface {
 	Allow() (done func(Result), err error)
+	// State says whether Allow would admit a request now. It may move the
+	// breaker from open to half-open when its open time has passed, so it is
+	// what makes a pod available again; it must not block.
+	State() GateState
 }
+
+// GateState is what a Gate would do with a request now.
+type GateState int
+
+// Gate states.
+const (
+	// GateReady: closed, or half-open with a probe free.
+	GateReady GateState = iota
+	// GateProbing: half-open and every probe is out: wait for the verdict.
+	GateProbing
+	// GateOpen: the pod failed recently; refused until the open time ends.
+	GateOpen
+)
 
 // Result is what a finished request tells its upstream's error breaker.
 type Result int
@@ -52,6 +76,7 @@ var (
 	ErrQueueFull = errors.New("proxy: queue full")
 	// ErrDraining means the process is shutting down and takes no new work.
 	ErrDraining = errors.New("proxy: draining")
-	// ErrNoUpstream means no upstream can take the request at all.
+	// ErrNoUpstream means no upstream can take the request at all (every
+	// one it may use is Down).
 	ErrNoUpstream = errors.New("proxy: no upstream available")
 )

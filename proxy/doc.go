@@ -1,5 +1,9 @@
-// Package proxy is gatekeeper's HTTP layer: the traffic routes, request
-// classification, the error writer, the reverse proxy and the upstream pool.
+// Package proxy is gatekeeper's HTTP layer: the traffic routes, the error
+// writer, the reverse proxy and the upstream pool. Its parts that need no
+// handler live in subpackages: classify (JSON hardening and the token
+// estimate of a body), framing (the traffic listener's guard against
+// ambiguous HTTP/1 framing), usage (the token usage in a pod's response) and
+// relief (the relief hooks, which cmd/gatekeeper fires).
 //
 // A request walks one pipeline (DESIGN §2): route allow-list → body limits and
 // JSON checks → classification (model, stream, estimated tokens) → fast

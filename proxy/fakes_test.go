@@ -10,26 +10,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/proxy/framing"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // fakeAdmission hands out slots on named upstreams from a semaphore per
-// upstream, queueing up to maxQueue waiters.
+// upstream, queueing up to maxQueue waiters. Like the real queue it asks
+// availability at dispatch (avail, the Handler's Availability).
 type fakeAdmission struct {
-	mu        sync.Mutex
-	sem       map[string]chan struct{}
-	available map[string]bool
-	waiting   int
-	maxQueue  int
-	order     []string
+	mu       sync.Mutex
+	sem      map[string]chan struct{}
+	avail    func(string) Availability // nil: all available
+	waiting  int
+	maxQueue int
+	order    []string
 }
 
 func newFakeAdmission(window int, names ...string) *fakeAdmission {
-	a := &fakeAdmission{sem: map[string]chan struct{}{}, available: map[string]bool{}, maxQueue: 1 << 20, order: names}
+	a := &fakeAdmission{sem: map[string]chan struct{}{}, maxQueue: 1 << 20, order: names}
 	for _, n := range names {
 		a.sem[n] = make(chan struct{}, window)
-		a.available[n] = true
 	}
 	return a
 }
@@ -77,14 +78,32 @@ func skip(list []string, n string) bool {
 
 func (a *fakeAdmission) isAvailable(n string) bool {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.available[n]
+	f := a.avail
+	a.mu.Unlock()
+	return f == nil || f(n) == Available
 }
 
-func (a *fakeAdmission) SetAvailable(n string, ok bool) {
-	a.mu.Lock()
-	a.available[n] = ok
-	a.mu.Unlock()
+func (a *fakeAdmission) Dispatch() {}
+
+// fakeLevels is a Levels whose critical set the test changes.
+type fakeLevels struct {
+	mu       sync.Mutex
+	critical map[string]bool
+}
+
+func (l *fakeLevels) Critical(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.critical[name]
+}
+
+func (l *fakeLevels) set(name string, critical bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.critical == nil {
+		l.critical = map[string]bool{}
+	}
+	l.critical[name] = critical
 }
 
 // limitErr is a fast-breaker refusal.
@@ -102,6 +121,15 @@ type recordingGate struct {
 	mu      sync.Mutex
 	results []Result
 	refuse  bool
+}
+
+func (g *recordingGate) State() GateState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.refuse {
+		return GateOpen
+	}
+	return GateReady
 }
 
 func (g *recordingGate) Allow() (func(Result), error) {
@@ -124,6 +152,7 @@ type testProxy struct {
 	srv     *httptest.Server
 	reg     *prometheus.Registry
 	adm     *fakeAdmission
+	levels  *fakeLevels
 	gate    *recordingGate
 	podHits *counter
 }
@@ -149,10 +178,12 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*Options)) *testPr
 	}))
 	t.Cleanup(upstream.Close)
 	u, _ := url.Parse(upstream.URL)
-	tp := &testProxy{reg: prometheus.NewRegistry(), adm: newFakeAdmission(64, "pod-0"), gate: &recordingGate{}, podHits: hits}
+	tp := &testProxy{reg: prometheus.NewRegistry(), adm: newFakeAdmission(64, "pod-0"), levels: &fakeLevels{},
+		gate: &recordingGate{}, podHits: hits}
 	opts := Options{
 		Upstreams: []Upstream{{Name: "pod-0", URL: u, Gate: tp.gate}},
 		Admission: tp.adm,
+		Levels:    tp.levels,
 		Health:    HealthSettings{Interval: -1},
 		Metrics:   NewMetrics(tp.reg),
 	}
@@ -164,9 +195,14 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*Options)) *testPr
 		t.Fatalf("New() = %v", err)
 	}
 	tp.h = h
+	if a, ok := opts.Admission.(*fakeAdmission); ok {
+		a.mu.Lock()
+		a.avail = h.Availability
+		a.mu.Unlock()
+	}
 	tp.srv = httptest.NewUnstartedServer(h)
-	tp.srv.Listener = GuardListener(tp.srv.Listener) // as cmd/gatekeeper serves it
-	tp.srv.Config.ConnContext = ConnContext
+	tp.srv.Listener = framing.Guard(tp.srv.Listener) // as cmd/gatekeeper serves it
+	tp.srv.Config.ConnContext = framing.ConnContext
 	tp.srv.Start()
 	t.Cleanup(tp.srv.Close)
 	return tp

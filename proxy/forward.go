@@ -11,6 +11,8 @@ import (
 	"net/http/httputil"
 	"sync"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
 )
 
 // flight is what the reverse proxy learns about one forwarded request. It
@@ -51,7 +53,7 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
 			f.status = res.StatusCode
 			f.firstByte = h.now()
 			name := f.member.Name // count the usage as the body streams through
-			watchUsage(res, func(u usage) { h.metrics.usage(name, u) })
+			usage.Watch(res, func(u usage.Tokens) { h.metrics.usage(name, u) })
 			return nil
 		},
 		ErrorHandler: h.proxyError,
@@ -88,13 +90,15 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	writeRefusal(w, refusal{status: status, message: msg})
 }
 
-// forward sends the request to m and records its outcome when the response
-// body has been copied (not when headers arrive), releasing the slot then.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange, m *member, slot Slot, done func(Result), body []byte) {
+// forward sends ex's request to the member dispatch chose and records its
+// outcome when the response body has been copied (not when headers arrive),
+// releasing the slot then.
+func (h *Handler) forward(w http.ResponseWriter, ex *exchange) {
+	r, m, body := ex.r, ex.member, ex.body
 	ex.upstream = m.Name
 	h.metrics.sent(m.Name, ex.tokens)
-	f := &flight{member: m}
-	out := r.WithContext(context.WithValue(r.Context(), flightKey{}, f))
+	ex.flight = &flight{member: m}
+	out := r.WithContext(context.WithValue(r.Context(), flightKey{}, ex.flight))
 	if body != nil {
 		out.Body = io.NopCloser(bytes.NewReader(body))
 		out.ContentLength = int64(len(body))
@@ -104,7 +108,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange, 
 	completed := false
 	defer func() {
 		p := recover() // http.ErrAbortHandler when the stream broke mid-copy
-		h.complete(r, ex, f, completed, slot, done)
+		h.complete(ex, completed)
 		if p != nil {
 			panic(p)
 		}
@@ -113,10 +117,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, ex *exchange, 
 	completed = true
 }
 
-// complete turns what happened into one outcome, one breaker result and a
-// released slot.
-func (h *Handler) complete(r *http.Request, ex *exchange, f *flight, completed bool, slot Slot, done func(Result)) {
-	defer slot.Release()
+// complete turns what happened to ex's request into one outcome, one breaker
+// result and a released slot; completed says the response body was copied to
+// its end.
+func (h *Handler) complete(ex *exchange, completed bool) {
+	r, f, done := ex.r, ex.flight, ex.done
+	defer ex.slot.Release()
 	// A response copied to the end counts as the pod's answer even if the
 	// client closes its connection right after: only a request cut short
 	// by the client is client_closed.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/proxy/framing"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -45,7 +46,7 @@ func New(opts Options) (*Handler, error) {
 	p := opts.Policy.withDefaults()
 	h.policy.Store(&p)
 	h.ids = newIDSource()
-	h.pool = newPool(opts.Admission)
+	h.pool = newPool(opts.Levels)
 	h.pool.observe.Store(p.Observe)
 	h.pool.set(opts.Upstreams)
 	rt := opts.RoundTripper
@@ -79,7 +80,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// clients are just sending on them.)
 		w.Header().Set("Connection", "close")
 	}
-	if ambiguousFraming(r.Context()) {
+	if framing.Ambiguous(r.Context()) {
 		w.Header().Set("Connection", "close") // what follows on this connection is suspect
 		h.serveAmbiguous(w, r)
 		return
@@ -96,7 +97,7 @@ func (h *Handler) SetPolicy(p Policy) {
 	p = p.withDefaults()
 	h.policy.Store(&p)
 	if h.pool.observe.Swap(p.Observe) != p.Observe {
-		h.pool.refreshAll()
+		h.opts.Admission.Dispatch() // critical pods may take work again, or no longer
 	}
 }
 
@@ -104,21 +105,6 @@ func (h *Handler) SetPolicy(p Policy) {
 // URL keep their state. It returns the names that were removed.
 func (h *Handler) SetUpstreams(ups []Upstream) (removed []string) {
 	return h.pool.set(ups)
-}
-
-// SetCritical marks an upstream as under critical memory pressure: it takes
-// no new dispatches, and when every upstream is critical new requests get 503.
-func (h *Handler) SetCritical(upstream string, critical bool) {
-	if m, ok := h.pool.get(upstream); ok && m.critical.Swap(critical) != critical {
-		h.pool.refresh(upstream)
-	}
-}
-
-// SetBreakerOpen records an upstream's error breaker state (open: skip it).
-func (h *Handler) SetBreakerOpen(upstream string, open bool) {
-	if m, ok := h.pool.get(upstream); ok && m.breakerOpen.Swap(open) != open {
-		h.pool.refresh(upstream)
-	}
 }
 
 // StartDrain turns /readyz to 503 (DESIGN §7, step one of SIGTERM).
@@ -129,7 +115,8 @@ func (h *Handler) RefuseNew() { h.draining.Store(true); h.refusing.Store(true) }
 
 // Ready reports what /readyz answers.
 func (h *Handler) Ready() bool {
-	return h.ready.Load() && !h.draining.Load() && h.pool.anyAvailable()
+	allCritical := h.pool.allCritical() && !h.pool.observe.Load()
+	return h.ready.Load() && !h.draining.Load() && h.pool.anyAvailable() && !allCritical
 }
 
 func (h *Handler) serveHealthz(w http.ResponseWriter, _ *http.Request) {

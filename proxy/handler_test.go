@@ -238,7 +238,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	if got := get("/readyz"); got != 200 {
 		t.Fatalf("/readyz = %d, want 200", got)
 	}
-	tp.h.SetCritical("pod-0", true)
+	tp.levels.set("pod-0", true)
 	if got := get("/readyz"); got != 503 {
 		t.Errorf("/readyz with every pod critical = %d, want 503", got)
 	}
@@ -246,7 +246,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	if res.StatusCode != 503 || res.Header.Get("X-Gatekeeper-Reason") != "overloaded" || res.Header.Get("Retry-After") == "" {
 		t.Errorf("request while critical = %d %q, want 503 overloaded with Retry-After", res.StatusCode, res.Header.Get("X-Gatekeeper-Reason"))
 	}
-	tp.h.SetCritical("pod-0", false)
+	tp.levels.set("pod-0", false)
 	tp.h.StartDrain()
 	if got := get("/readyz"); got != 503 {
 		t.Errorf("/readyz while draining = %d, want 503", got)

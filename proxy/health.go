@@ -45,6 +45,9 @@ func (h *Handler) Run(ctx context.Context) error {
 			wg.Go(func() { h.checkOne(ctx, client, s, m) })
 		}
 		wg.Wait()
+		// Availability is read at dispatch: look again now, so a pod whose
+		// error breaker's open time has passed takes its waiters.
+		h.opts.Admission.Dispatch()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -72,7 +75,7 @@ func (h *Handler) checkOne(ctx context.Context, c *http.Client, s HealthSettings
 	if !flip {
 		return
 	}
-	h.pool.refresh(m.Name)
+	h.opts.Admission.Dispatch() // waiters: dispatched to it, or refused if no pod is left
 	level, state := slog.LevelInfo, "healthy"
 	if !ok {
 		level, state = slog.LevelWarn, "unhealthy"

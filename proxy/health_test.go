@@ -57,7 +57,7 @@ func TestHealthCheckFlipsAvailability(t *testing.T) {
 			rt.ok.Store(s.ok)
 			time.Sleep(s.wait)
 			synctest.Wait()
-			if got := adm.isAvailable("pod"); got != s.wantAvail {
+			if got := h.Availability("pod") == Available; got != s.wantAvail {
 				t.Errorf("step %d: available = %v, want %v", i, got, s.wantAvail)
 			}
 			if got := h.Ready(); got != s.wantReady {

@@ -109,7 +109,7 @@ func TestSmugglingRefused(t *testing.T) {
 
 // TestAmbiguousFramingIsRefused covers the framings Go's server would accept
 // under RFC 9112 (Transfer-Encoding overriding Content-Length, §6.3; an
-// obsolete line fold, §5.2): GuardListener sees them in the raw bytes and the
+// obsolete line fold, §5.2): framing.Guard sees them in the raw bytes and the
 // request is refused with 400 bad_request and the connection closed, so
 // neither it nor a request hidden behind it reaches the pod. On a keep-alive
 // connection the clean requests before it are served, and the ambiguous one

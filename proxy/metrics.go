@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -135,12 +136,12 @@ func (m *Metrics) sent(upstream string, tokens int64) {
 
 // usage counts the tokens a pod reported for one 200 response, or that it
 // could not be read.
-func (m *Metrics) usage(upstream string, u usage) {
+func (m *Metrics) usage(upstream string, u usage.Tokens) {
 	switch {
 	case m == nil:
-	case u.known:
-		m.usedTokens.WithLabelValues(upstream, "prompt").Add(float64(u.prompt))
-		m.usedTokens.WithLabelValues(upstream, "completion").Add(float64(u.completion))
+	case u.Known:
+		m.usedTokens.WithLabelValues(upstream, "prompt").Add(float64(u.Prompt))
+		m.usedTokens.WithLabelValues(upstream, "completion").Add(float64(u.Completion))
 	default:
 		m.usageLost.WithLabelValues(upstream).Inc()
 	}

@@ -93,6 +93,8 @@ type Options struct {
 	Limiter Limiter
 	// Admission hands out window slots; required.
 	Admission Admission
+	// Levels says which upstreams are at critical pressure. Nil: none is.
+	Levels Levels
 	// Transport bounds upstream connections.
 	Transport TransportSettings
 	// Health configures the active health check run by Handler.Run.

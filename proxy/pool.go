@@ -17,44 +17,63 @@ type Upstream struct {
 	Gate Gate
 }
 
-// member is an upstream plus what decides whether it may take new work.
-// The flags are atomics: they are read per request and written by the
-// health loop, the error breaker and the slow breaker.
+// member is an upstream plus its health as the active check last saw it.
+// Whether it may take new work is decided when asked (availability), from
+// its health, its error breaker and its pressure level: nothing is pushed.
 type member struct {
 	Upstream
 	healthy     atomic.Bool
-	breakerOpen atomic.Bool
-	critical    atomic.Bool
 	healthFails atomic.Int32
 	healthOKs   atomic.Int32
 }
 
-// available reports whether the member may receive new dispatches. In
-// observe mode critical pressure is counted but does not stop dispatch.
-func (m *member) available(observe bool) bool {
-	return m.healthy.Load() && !m.breakerOpen.Load() && (observe || !m.critical.Load())
+// Availability is whether an upstream can take new work now.
+type Availability int
+
+// Availabilities, from best to worst.
+const (
+	// Available: it may take new work.
+	Available Availability = iota
+	// Paused: not now, but soon by itself: critical memory pressure, or a
+	// half-open error breaker whose probes are all out. Waiters keep waiting.
+	Paused
+	// Down: failing its health checks, or its error breaker is open. A
+	// waiter that no other upstream can take is refused at once.
+	Down
+)
+
+// String returns "available", "paused" or "down".
+func (a Availability) String() string {
+	switch a {
+	case Available:
+		return "available"
+	case Paused:
+		return "paused"
+	}
+	return "down"
 }
 
 // pool is the set of upstreams. Safe for concurrent use; must not be copied.
 type pool struct {
-	adm     Admission
-	observe atomic.Bool // mode: observe
+	levels  Levels      // nil: no pressure levels
+	observe atomic.Bool // mode: observe (critical pressure refuses nothing)
 
 	// mu guards members.
 	mu      sync.RWMutex
 	members map[string]*member
 }
 
-func newPool(adm Admission) *pool {
-	return &pool{adm: adm, members: map[string]*member{}}
+func newPool(levels Levels) *pool {
+	return &pool{levels: levels, members: map[string]*member{}}
 }
 
 // set replaces the upstream list. Members that keep their name and URL keep
-// their health and breaker state; the rest start healthy. It returns the names
-// that were removed, so the caller can retire their windows.
+// their health; the rest start healthy. It returns the names that were
+// removed, so the caller can retire their windows.
 func (p *pool) set(ups []Upstream) (removed []string) {
 	next := make(map[string]*member, len(ups))
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	for _, u := range ups {
 		m := &member{Upstream: u}
 		m.healthy.Store(true)
@@ -62,8 +81,6 @@ func (p *pool) set(ups []Upstream) (removed []string) {
 			// A new member with the old one's state: requests in flight read
 			// the old member's Gate without a lock, so it is never written.
 			m.healthy.Store(old.healthy.Load())
-			m.breakerOpen.Store(old.breakerOpen.Load())
-			m.critical.Store(old.critical.Load())
 			m.healthFails.Store(old.healthFails.Load())
 			m.healthOKs.Store(old.healthOKs.Load())
 		}
@@ -75,10 +92,6 @@ func (p *pool) set(ups []Upstream) (removed []string) {
 		}
 	}
 	p.members = next
-	p.mu.Unlock()
-	for _, u := range ups {
-		p.refresh(u.Name)
-	}
 	return removed
 }
 
@@ -102,26 +115,35 @@ func (p *pool) list() []*member {
 	return out
 }
 
-// refresh pushes a member's availability to the admission windows.
-func (p *pool) refresh(name string) {
-	if m, ok := p.get(name); ok && p.adm != nil {
-		p.adm.SetAvailable(name, m.available(p.observe.Load()))
-	}
+// failing reports whether m cannot take work for a reason other than
+// pressure: failing health checks or an open error breaker.
+func (m *member) failing() bool {
+	return !m.healthy.Load() || m.Gate != nil && m.Gate.State() == GateOpen
 }
 
-// refreshAll pushes every member's availability (after a mode change).
-func (p *pool) refreshAll() {
-	for _, m := range p.list() {
-		p.refresh(m.Name)
-	}
+// critical reports whether m's pressure is critical (in observe mode too:
+// the refusals it would cause are counted there).
+func (p *pool) critical(m *member) bool {
+	return p.levels != nil && p.levels.Critical(m.Name)
 }
 
-// anyAvailable reports whether some upstream can take new work.
+// availability decides whether m may take new work now. In observe mode
+// critical pressure pauses nothing.
+func (p *pool) availability(m *member) Availability {
+	switch {
+	case m.failing():
+		return Down
+	case m.Gate != nil && m.Gate.State() == GateProbing, p.critical(m) && !p.observe.Load():
+		return Paused
+	}
+	return Available
+}
+
+// anyAvailable reports whether some upstream can take new work now or soon
+// (none is Down).
 func (p *pool) anyAvailable() bool {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	for _, m := range p.members {
-		if m.available(p.observe.Load()) {
+	for _, m := range p.list() {
+		if !m.failing() {
 			return true
 		}
 	}
@@ -131,19 +153,29 @@ func (p *pool) anyAvailable() bool {
 // allCritical reports whether every upstream that could otherwise serve is
 // under critical memory pressure (DESIGN §4: refuse new work at once).
 func (p *pool) allCritical() bool {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
 	critical := false
-	for _, m := range p.members {
-		if !m.healthy.Load() || m.breakerOpen.Load() {
+	for _, m := range p.list() {
+		if m.failing() {
 			continue
 		}
-		if !m.critical.Load() {
+		if !p.critical(m) {
 			return false
 		}
 		critical = true
 	}
 	return critical
+}
+
+// Availability reports whether the upstream named name may take new work
+// now, decided from its current state; Down for an unknown name. The
+// admission queue calls it at every dispatch: it reads atomics and the
+// error breaker's state, and never calls back into the queue.
+func (h *Handler) Availability(name string) Availability {
+	m, ok := h.pool.get(name)
+	if !ok {
+		return Down
+	}
+	return h.pool.availability(m)
 }
 
 // UpstreamStatus is one pod as /admin/state shows it.
@@ -162,7 +194,9 @@ func (h *Handler) Upstreams() []UpstreamStatus {
 	out := make([]UpstreamStatus, len(ms))
 	for i, m := range ms {
 		out[i] = UpstreamStatus{Name: m.Name, URL: m.URL.Redacted(), Healthy: m.healthy.Load(),
-			BreakerOpen: m.breakerOpen.Load(), Critical: m.critical.Load(), Available: m.available(h.pool.observe.Load())}
+			BreakerOpen: m.Gate != nil && m.Gate.State() == GateOpen,
+			Critical:    h.pool.levels != nil && h.pool.levels.Critical(m.Name),
+			Available:   h.pool.availability(m) == Available}
 	}
 	return out
 }

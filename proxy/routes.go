@@ -3,56 +3,9 @@ package proxy
 import (
 	"net/http"
 	"strings"
+
+	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 )
-
-// RouteKind says what a forwarded route does, and so how its body is
-// classified.
-type RouteKind uint8
-
-// The kinds of forwarded routes.
-const (
-	// KindModels lists the served models; no GPU work.
-	KindModels RouteKind = iota
-	// KindCompletion is the legacy text completion API: prompt in, text out.
-	KindCompletion
-	// KindChat is the chat completion API: messages in, text out.
-	KindChat
-	// KindResponses is OpenAI's Responses API: input items in, output items out.
-	KindResponses
-	// KindEmbedding computes embeddings: input in, no generated tokens.
-	KindEmbedding
-	// KindScore scores or reranks text pairs: input in, no generated tokens.
-	KindScore
-	// KindAudio transcribes or translates an uploaded audio file (multipart
-	// form, not JSON), text out.
-	KindAudio
-)
-
-// String returns the kind's lower-case name, as used in logs and metrics.
-func (k RouteKind) String() string {
-	switch k {
-	case KindModels:
-		return "models"
-	case KindCompletion:
-		return "completion"
-	case KindChat:
-		return "chat"
-	case KindResponses:
-		return "responses"
-	case KindEmbedding:
-		return "embedding"
-	case KindScore:
-		return "score"
-	case KindAudio:
-		return "audio"
-	default:
-		return "unknown"
-	}
-}
-
-// Inference reports whether requests of this kind run on the GPU and so go
-// through the breakers and the admission queue.
-func (k RouteKind) Inference() bool { return k != KindModels }
 
 // Route is one entry of the allow-list of paths forwarded to vLLM.
 type Route struct {
@@ -62,8 +15,9 @@ type Route struct {
 	// is shared with the allow-list: callers must not modify it.
 	Methods []string
 	// Kind says what the route does.
-	Kind RouteKind
-	// Body reports whether the request carries a JSON body to classify.
+	Kind classify.Kind
+	// Body reports whether the request carries a JSON body to classify:
+	// Kind.JSON(), which classify.Parse checks and the tests pin.
 	Body bool
 }
 
@@ -92,18 +46,18 @@ func (rt Route) Allow() string { return strings.Join(rt.Methods, ", ") }
 //
 // GET routes also allow HEAD, as Starlette does for vLLM. Tests pin the list.
 var routes = [...]Route{
-	{Path: "/v1/models", Methods: []string{http.MethodGet, http.MethodHead}, Kind: KindModels},
-	{Path: "/v1/completions", Methods: []string{http.MethodPost}, Kind: KindCompletion, Body: true},
-	{Path: "/v1/chat/completions", Methods: []string{http.MethodPost}, Kind: KindChat, Body: true},
-	{Path: "/v1/responses", Methods: []string{http.MethodPost}, Kind: KindResponses, Body: true},
-	{Path: "/v1/embeddings", Methods: []string{http.MethodPost}, Kind: KindEmbedding, Body: true},
+	{Path: "/v1/models", Methods: []string{http.MethodGet, http.MethodHead}, Kind: classify.KindModels},
+	{Path: "/v1/completions", Methods: []string{http.MethodPost}, Kind: classify.KindCompletion, Body: true},
+	{Path: "/v1/chat/completions", Methods: []string{http.MethodPost}, Kind: classify.KindChat, Body: true},
+	{Path: "/v1/responses", Methods: []string{http.MethodPost}, Kind: classify.KindResponses, Body: true},
+	{Path: "/v1/embeddings", Methods: []string{http.MethodPost}, Kind: classify.KindEmbedding, Body: true},
 	// vLLM serves /v1/score and /v1/rerank as deprecated aliases of /score
 	// and /rerank, and /v2/rerank for Cohere's client.
-	{Path: "/v1/score", Methods: []string{http.MethodPost}, Kind: KindScore, Body: true},
-	{Path: "/v1/rerank", Methods: []string{http.MethodPost}, Kind: KindScore, Body: true},
-	{Path: "/v2/rerank", Methods: []string{http.MethodPost}, Kind: KindScore, Body: true},
-	{Path: "/v1/audio/transcriptions", Methods: []string{http.MethodPost}, Kind: KindAudio},
-	{Path: "/v1/audio/translations", Methods: []string{http.MethodPost}, Kind: KindAudio},
+	{Path: "/v1/score", Methods: []string{http.MethodPost}, Kind: classify.KindScore, Body: true},
+	{Path: "/v1/rerank", Methods: []string{http.MethodPost}, Kind: classify.KindScore, Body: true},
+	{Path: "/v2/rerank", Methods: []string{http.MethodPost}, Kind: classify.KindScore, Body: true},
+	{Path: "/v1/audio/transcriptions", Methods: []string{http.MethodPost}, Kind: classify.KindAudio},
+	{Path: "/v1/audio/translations", Methods: []string{http.MethodPost}, Kind: classify.KindAudio},
 }
 
 // lookupRoute finds the route for a request. escapedPath is the path as the

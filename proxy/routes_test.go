@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 )
 
 func TestLookupRoute(t *testing.T) {
@@ -12,28 +14,28 @@ func TestLookupRoute(t *testing.T) {
 	tests := []struct {
 		name, method, path string
 		wantStatus         int // 0: found
-		wantKind           RouteKind
+		wantKind           classify.Kind
 		wantBody           bool
 	}{
-		{"completions", "POST", "/v1/completions", 0, KindCompletion, true},
-		{"chat", "POST", "/v1/chat/completions", 0, KindChat, true},
-		{"responses", "POST", "/v1/responses", 0, KindResponses, true},
-		{"embeddings", "POST", "/v1/embeddings", 0, KindEmbedding, true},
-		{"score", "POST", "/v1/score", 0, KindScore, true},
-		{"rerank v1", "POST", "/v1/rerank", 0, KindScore, true},
-		{"rerank v2", "POST", "/v2/rerank", 0, KindScore, true},
-		{"transcriptions", "POST", "/v1/audio/transcriptions", 0, KindAudio, false},
-		{"translations", "POST", "/v1/audio/translations", 0, KindAudio, false},
-		{"models", "GET", "/v1/models", 0, KindModels, false},
-		{"models head", "HEAD", "/v1/models", 0, KindModels, false},
+		{"completions", "POST", "/v1/completions", 0, classify.KindCompletion, true},
+		{"chat", "POST", "/v1/chat/completions", 0, classify.KindChat, true},
+		{"responses", "POST", "/v1/responses", 0, classify.KindResponses, true},
+		{"embeddings", "POST", "/v1/embeddings", 0, classify.KindEmbedding, true},
+		{"score", "POST", "/v1/score", 0, classify.KindScore, true},
+		{"rerank v1", "POST", "/v1/rerank", 0, classify.KindScore, true},
+		{"rerank v2", "POST", "/v2/rerank", 0, classify.KindScore, true},
+		{"transcriptions", "POST", "/v1/audio/transcriptions", 0, classify.KindAudio, false},
+		{"translations", "POST", "/v1/audio/translations", 0, classify.KindAudio, false},
+		{"models", "GET", "/v1/models", 0, classify.KindModels, false},
+		{"models head", "HEAD", "/v1/models", 0, classify.KindModels, false},
 
 		// Methods.
-		{"get completions", "GET", "/v1/completions", 405, KindCompletion, true},
-		{"put chat", "PUT", "/v1/chat/completions", 405, KindChat, true},
-		{"lower-case post", "post", "/v1/completions", 405, KindCompletion, true},
-		{"options preflight", "OPTIONS", "/v1/chat/completions", 405, KindChat, true},
-		{"post models", "POST", "/v1/models", 405, KindModels, false},
-		{"delete models", "DELETE", "/v1/models", 405, KindModels, false},
+		{"get completions", "GET", "/v1/completions", 405, classify.KindCompletion, true},
+		{"put chat", "PUT", "/v1/chat/completions", 405, classify.KindChat, true},
+		{"lower-case post", "post", "/v1/completions", 405, classify.KindCompletion, true},
+		{"options preflight", "OPTIONS", "/v1/chat/completions", 405, classify.KindChat, true},
+		{"post models", "POST", "/v1/models", 405, classify.KindModels, false},
+		{"delete models", "DELETE", "/v1/models", 405, classify.KindModels, false},
 
 		// Admin, development and unversioned routes stay closed.
 		{"load lora", "POST", "/v1/load_lora_adapter", 404, 0, false},
@@ -179,23 +181,9 @@ func TestRouteTableIsCanonical(t *testing.T) {
 		if len(rt.Methods) == 0 {
 			t.Errorf("route %q allows no method", rt.Path)
 		}
-		if rt.Body != (rt.Kind != KindModels && rt.Kind != KindAudio) {
+		if rt.Body != rt.Kind.JSON() {
 			t.Errorf("route %q: Body = %v for kind %v", rt.Path, rt.Body, rt.Kind)
 		}
-	}
-}
-
-func TestRouteKindString(t *testing.T) {
-	t.Parallel()
-	want := map[RouteKind]string{KindModels: "models", KindCompletion: "completion", KindChat: "chat",
-		KindResponses: "responses", KindEmbedding: "embedding", KindScore: "score", KindAudio: "audio", 200: "unknown"}
-	for k, w := range want {
-		if got := k.String(); got != w {
-			t.Errorf("RouteKind(%d).String() = %q, want %q", k, got, w)
-		}
-	}
-	if KindModels.Inference() || !KindChat.Inference() {
-		t.Errorf("Inference: models %v, chat %v; want false, true", KindModels.Inference(), KindChat.Inference())
 	}
 }
 

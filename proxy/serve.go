@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 )
 
 // exchange is one request's bookkeeping from arrival to its outcome.
@@ -19,6 +21,16 @@ type exchange struct {
 	tokens   int64
 	upstream string
 	recorded bool
+
+	// Set by dispatch for forward and complete, once a pod is chosen. (They
+	// live here rather than in a struct of their own that points to the
+	// exchange: that would move every exchange to the heap.)
+	r      *http.Request // the client's request
+	member *member       // the pod the slot is on
+	slot   Slot          // released by complete, once
+	done   func(Result)  // the pod's error breaker callback, called by complete once
+	body   []byte        // the buffered request body; nil when the route has none
+	flight *flight       // what the reverse proxy learns; set by forward
 }
 
 // serveTraffic runs the request pipeline of DESIGN §2 for every path that is
@@ -57,7 +69,7 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveAmbiguous refuses a request whose connection sent ambiguous framing
-// (see GuardListener); it never reaches a pod.
+// (see framing.Guard); it never reaches a pod.
 func (h *Handler) serveAmbiguous(w http.ResponseWriter, r *http.Request) {
 	pol := h.policy.Load()
 	ex := &exchange{start: h.now(), policy: pol, id: h.ids.next()}
@@ -105,7 +117,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 		return nil, false
 	}
 	body := buf.Bytes()
-	c, err := classifyBody(route, body, Estimator{CharsPerToken: pol.CharsPerToken, DefaultMaxTokens: pol.DefaultMaxTokens})
+	c, err := classify.Parse(route.Kind, body, classify.Estimator{CharsPerToken: pol.CharsPerToken, DefaultMaxTokens: pol.DefaultMaxTokens})
 	if err != nil {
 		h.refuse(w, r, ex, badRequestFrom(err))
 		return nil, false
@@ -186,10 +198,13 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 		done := func(Result) {}
 		if m.Gate != nil {
 			d, err := m.Gate.Allow()
-			if err != nil { // half-open and out of probes, or just opened
+			if err != nil {
+				// It moved between the queue's look and ours: just opened
+				// (now Down: Acquire routes elsewhere or refuses at once), or
+				// its last probe went to another request (now Paused: wait
+				// for the verdict). Not excluded: it may take us back.
 				slot.Release()
-				exclude = append(exclude, m.Name)
-				if attempt >= len(h.pool.list()) {
+				if attempt >= 2*len(h.pool.list())+2 { // a bound, not a policy
 					h.refuseAdmission(w, r, ex, ErrNoUpstream)
 					return
 				}
@@ -197,7 +212,8 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 			}
 			done = d
 		}
-		h.forward(w, r, ex, m, slot, done, body)
+		ex.r, ex.member, ex.slot, ex.done, ex.body = r, m, slot, done, body
+		h.forward(w, ex)
 		return
 	}
 }
@@ -252,4 +268,14 @@ func tooLarge(limit int64) refusal {
 
 func badRequest(msg, param string) refusal {
 	return refusal{status: http.StatusBadRequest, reason: ReasonBadRequest, message: msg, param: param}
+}
+
+// badRequestFrom turns a classification error into the client's 400.
+func badRequestFrom(err error) refusal {
+	rf := refusal{status: http.StatusBadRequest, reason: ReasonBadRequest,
+		errType: "invalid_request_error", message: "invalid request body"}
+	if e, ok := err.(*classify.Error); ok {
+		rf.message, rf.param = e.ClientMessage(), e.Param
+	}
+	return rf
 }

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -19,11 +20,13 @@ type Request struct {
 	Exclude []string
 }
 
-// Grant says that request ID holds a slot on Upstream. Its holder must give
-// the slot back with Release exactly once.
+// Grant says that request ID holds a slot on Upstream; its holder must give
+// the slot back with Release exactly once. A Grant with Err set instead says
+// the request left the queue refused (ErrUnavailable) and holds nothing.
 type Grant struct {
 	ID       uint64
 	Upstream string
+	Err      error
 }
 
 // Core is the queue's logic without concurrency: windows, waiters, order,
@@ -34,13 +37,15 @@ type Grant struct {
 // with NewCore.
 //
 // Every method that can free room (Release, Dispatch) returns the grants it
-// made. Window setters (SetWindow, SetAvailable, RemoveWindow) only record the
-// change: call Dispatch after them, before the next Enqueue, or a newcomer may
-// take room that an earlier waiter could have used.
+// made. Window setters (SetWindow, RemoveWindow) only record the change, and
+// availability (SetAvailability) is read as it is at each call: call
+// Dispatch after a change, before the next Enqueue, or a newcomer may take
+// room that an earlier waiter could have used.
 type Core struct {
 	s       Settings
 	order   Order
 	windows []*window // sorted by name
+	avail   func(upstream string) Availability
 	waiting map[uint64]*item
 	fifo    heap // every waiter, by arrival
 	size    heap // the same waiters, by estimated tokens
@@ -86,7 +91,8 @@ func (c *Core) Len() int { return c.fifo.len() }
 // grants r a slot at once (granted is true, g names the upstream). Otherwise r
 // waits (granted is false, err nil) until Release or Dispatch grants it or the
 // caller cancels it. Errors: ErrTooLarge, ErrFull, ErrTokensFull,
-// ErrDuplicateID; r is then neither granted nor queued.
+// ErrDuplicateID, and ErrUnavailable when every upstream r may use is Down;
+// r is then neither granted nor queued.
 func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err error) {
 	tokens := max(r.Tokens, 0)
 	switch {
@@ -102,6 +108,8 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 		return Grant{ID: r.ID, Upstream: w.name}, true, nil
 	}
 	switch {
+	case len(c.windows) > 0 && !c.reachable(r.Exclude):
+		return Grant{}, false, ErrUnavailable
 	case c.fifo.len() >= c.s.MaxLength:
 		return Grant{}, false, ErrFull
 	case c.tokens+tokens > c.s.MaxTokens:
@@ -152,8 +160,32 @@ func (c *Core) Cancel(_ time.Time, id uint64) bool {
 
 // Dispatch grants slots to waiters, in order, while windows have room, and
 // returns the grants. A waiter that cannot use any window with room (it
-// excludes them all) is passed over and keeps its place.
+// excludes them all) is passed over and keeps its place. Then, while some
+// window is Down, every waiter whose usable windows are all Down leaves
+// refused (a Grant with Err ErrUnavailable): nothing it may use will come
+// back by itself before its deadline is worth waiting for.
 func (c *Core) Dispatch(now time.Time) []Grant {
+	grants := c.grant(now)
+	if c.fifo.len() == 0 || !c.anyDown() {
+		return grants
+	}
+	var refused []*item
+	for _, it := range c.waiting {
+		if !c.reachable(it.exclude) {
+			refused = append(refused, it)
+		}
+	}
+	slices.SortFunc(refused, func(a, b *item) int { return cmp.Compare(a.seq, b.seq) })
+	for _, it := range refused {
+		c.unlink(it)
+		c.forget(it)
+		grants = append(grants, Grant{ID: it.id, Err: ErrUnavailable})
+	}
+	return grants
+}
+
+// grant hands room to waiters in order; see Dispatch.
+func (c *Core) grant(now time.Time) []Grant {
 	var grants []Grant
 	var passed []*item
 	for c.fifo.len() > 0 && c.anyRoom() {

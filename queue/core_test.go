@@ -60,9 +60,19 @@ func setWindowOnly(name string, limit int) action {
 	}}
 }
 
-func setAvailable(name string, ok bool) action {
-	return action{fmt.Sprintf("SetAvailable(%s, %v)", name, ok), func(c *Core, now time.Time) ([]Grant, error) {
-		c.SetAvailable(name, ok)
+// setAvail makes the Core's Availability func say a for name from now on.
+func setAvail(name string, a Availability) action {
+	return action{fmt.Sprintf("availability(%s) = %v", name, a), func(c *Core, now time.Time) ([]Grant, error) {
+		prev := c.avail
+		c.SetAvailability(func(n string) Availability {
+			switch {
+			case n == name:
+				return a
+			case prev != nil:
+				return prev(n)
+			}
+			return Available
+		})
 		return c.Dispatch(now), nil
 	}}
 }
@@ -95,15 +105,18 @@ func drain(want ...uint64) action {
 }
 
 // windows checks the Stats of every window, written "name:limit/inflight"
-// with a trailing "!" for unavailable, and the queue length.
+// with a trailing "!" for Down and "~" for Paused, and the queue length.
 func stats(length int, wins ...string) action {
 	return action{"Stats", func(c *Core, _ time.Time) ([]Grant, error) {
 		s := c.Stats()
 		var got []string
 		for _, w := range s.Windows {
 			d := fmt.Sprintf("%s:%d/%d", w.Name, w.Limit, w.InFlight)
-			if !w.Available {
+			switch w.Availability {
+			case Down:
 				d += "!"
+			case Paused:
+				d += "~"
 			}
 			got = append(got, d)
 		}
@@ -122,6 +135,8 @@ type step struct {
 }
 
 func g(id uint64, up string) Grant { return Grant{ID: id, Upstream: up} }
+
+func refused(id uint64) Grant { return Grant{ID: id, Err: ErrUnavailable} }
 
 func TestCoreSteps(t *testing.T) {
 	t.Parallel()
@@ -210,15 +225,22 @@ func TestCoreSteps(t *testing.T) {
 			{act: release("a"), want: []Grant{g(5, "a")}},
 			{act: release("b"), want: []Grant{g(2, "b")}},
 		}},
-		{name: "a waiter that excludes every window waits, and holds no one back", steps: []step{
+		{name: "a request that excludes every window is refused at once", steps: []step{
 			{act: setWindow("a", 1)},
 			{act: enqueue(1, 1), want: []Grant{g(1, "a")}},
-			{act: enqueue(2, 1, "a")},
+			{act: enqueue(2, 1, "a"), err: ErrUnavailable},
 			{act: enqueue(3, 1)},
 			{act: release("a"), want: []Grant{g(3, "a")}},
-			{act: release("a")},
-			{act: enqueue(4, 1), want: []Grant{g(4, "a")}},
-			{act: setWindow("b", 1), want: []Grant{g(2, "b")}},
+		}},
+		{name: "a waiter that excludes the windows with room holds no one back", steps: []step{
+			{act: setWindow("a", 1)},
+			{act: setWindow("b", 1)},
+			{act: enqueue(1, 1), want: []Grant{g(1, "a")}},
+			{act: enqueue(2, 1), want: []Grant{g(2, "b")}},
+			{act: enqueue(3, 1, "a")},
+			{act: enqueue(4, 1)},
+			{act: release("a"), want: []Grant{g(4, "a")}},
+			{act: release("b"), want: []Grant{g(3, "b")}},
 		}},
 		{name: "cut below in-flight waits until in-flight falls under the limit", steps: []step{
 			{act: setWindow("a", 3)},
@@ -236,23 +258,47 @@ func TestCoreSteps(t *testing.T) {
 		{name: "unavailable window takes nothing", steps: []step{
 			{act: setWindow("a", 2)},
 			{act: setWindow("b", 1)},
-			{act: setAvailable("a", false)},
+			{act: setAvail("a", Down)},
 			{act: enqueue(1, 1), want: []Grant{g(1, "b")}},
 			{act: enqueue(2, 1)},
 			{act: stats(1, "a:2/0!", "b:1/1")},
-			{act: setAvailable("a", true), want: []Grant{g(2, "a")}},
-			{act: setAvailable("nope", true)},
+			{act: setAvail("a", Available), want: []Grant{g(2, "a")}},
+			{act: setAvail("nope", Available)},
+		}},
+		{name: "a paused window keeps its waiters; down refuses them at once", steps: []step{
+			{act: setWindow("a", 1)},
+			{act: setAvail("a", Paused)},
+			{act: enqueue(1, 1)},
+			{act: enqueue(2, 1)},
+			{act: stats(2, "a:1/0~")},
+			{act: setAvail("a", Down), want: []Grant{refused(1), refused(2)}},
+			{act: stats(0, "a:1/0!")},
+			{act: enqueue(3, 1), err: ErrUnavailable},
+			{act: setAvail("a", Available)},
+			{act: enqueue(4, 1), want: []Grant{g(4, "a")}},
+		}},
+		{name: "down refuses only waiters that no other window can take", steps: []step{
+			{act: setWindow("a", 1)},
+			{act: setWindow("b", 1)},
+			{act: enqueue(1, 1), want: []Grant{g(1, "a")}},
+			{act: enqueue(2, 1), want: []Grant{g(2, "b")}},
+			{act: enqueue(3, 1)},
+			{act: enqueue(4, 1, "a")},
+			{act: setAvail("b", Down), want: []Grant{refused(4)}},
+			{act: stats(1, "a:1/1", "b:1/1!")},
+			{act: release("a"), want: []Grant{g(3, "a")}},
 		}},
 		{name: "remove window keeps its slots counted until released", steps: []step{
 			{act: setWindow("a", 1)},
 			{act: enqueue(1, 1), want: []Grant{g(1, "a")}},
 			{act: removeWindow("a")},
 			{act: stats(0, "a:0/1!")},
-			{act: enqueue(2, 1)},
+			{act: enqueue(2, 1), err: ErrUnavailable}, // a removed window is Down
 			{act: release("a")},
-			{act: stats(1)},
+			{act: stats(0)},
 			{act: release("a")},
-			{act: setWindow("a", 1), want: []Grant{g(2, "a")}},
+			{act: setWindow("a", 1)},
+			{act: enqueue(3, 1), want: []Grant{g(3, "a")}},
 			{act: removeWindow("a")},
 			{act: setWindow("a", 2)},
 			{act: stats(0, "a:2/1")},

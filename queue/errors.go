@@ -22,4 +22,7 @@ var (
 	// ErrClosed is what waiters get from Queue.Drain(nil), and what Acquire
 	// returns once the queue has been drained.
 	ErrClosed = errors.New("queue: closed")
+	// ErrUnavailable means every upstream the request may use is Down (see
+	// Availability): refused at once rather than held to its deadline.
+	ErrUnavailable = errors.New("queue: no upstream can take the request")
 )

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -14,12 +15,62 @@ import (
 type model struct {
 	order  Order
 	starve time.Duration
-	wins   []*window // sorted by name, as in Core
-	wait   []*item   // in arrival order
+	wins   []*mwin // sorted by name, as in Core
+	wait   []*item // in arrival order
 	seq    uint64
 }
 
-func (m *model) win(name string) (*window, int) {
+// mwin is the model's window; avail is what the Availability func says.
+type mwin struct {
+	name     string
+	limit    int
+	inflight int
+	removed  bool
+	avail    Availability
+}
+
+func (w *mwin) state() Availability {
+	if w.removed {
+		return Down
+	}
+	return w.avail
+}
+
+func (w *mwin) room() int {
+	if w.state() != Available || w.inflight >= w.limit {
+		return 0
+	}
+	return w.limit - w.inflight
+}
+
+// reachable: some window the waiter may use is not Down.
+func (m *model) reachable(exclude []string) bool {
+	for _, w := range m.wins {
+		if w.state() != Down && !slices.Contains(exclude, w.name) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse takes out, oldest first, every waiter whose usable windows are all
+// Down, while some window is Down.
+func (m *model) refuse() []Grant {
+	if !slices.ContainsFunc(m.wins, func(w *mwin) bool { return w.state() == Down }) {
+		return nil
+	}
+	var out []Grant
+	m.wait = slices.DeleteFunc(m.wait, func(it *item) bool {
+		if m.reachable(it.exclude) {
+			return false
+		}
+		out = append(out, Grant{ID: it.id, Err: ErrUnavailable})
+		return true
+	})
+	return out
+}
+
+func (m *model) win(name string) (*mwin, int) {
 	for i, w := range m.wins {
 		if w.name == name {
 			return w, i
@@ -28,8 +79,8 @@ func (m *model) win(name string) (*window, int) {
 	return nil, -1
 }
 
-func (m *model) choose(exclude []string) *window {
-	var best *window
+func (m *model) choose(exclude []string) *mwin {
+	var best *mwin
 	for _, w := range m.wins {
 		if w.room() > 0 && !slices.Contains(exclude, w.name) && (best == nil || w.room() > best.room()) {
 			best = w
@@ -64,14 +115,14 @@ func (m *model) dispatch(t *testing.T, now time.Time) []Grant {
 		if w == nil {
 			continue
 		}
-		if w.inflight >= w.limit || !w.available {
+		if w.inflight >= w.limit || w.state() != Available {
 			t.Fatalf("model granted on %+v", *w)
 		}
 		w.inflight++
 		grants = append(grants, Grant{ID: it.id, Upstream: w.name})
 		m.wait = slices.DeleteFunc(m.wait, func(x *item) bool { return x == it })
 	}
-	return grants
+	return append(grants, m.refuse()...)
 }
 
 // blocked checks the invariant after every dispatch: no waiter can use a
@@ -94,8 +145,9 @@ type driver struct {
 	now   time.Time
 	next  uint64
 	held  []string          // one entry per slot held, by upstream
-	fate  map[uint64]string // how each request left: granted, cancelled, drained, refused
+	fate  map[uint64]string // how each request left: granted, cancelled, drained, refused, unavailable
 	names []string
+	avail map[string]Availability // what the Core's Availability func reads
 }
 
 func (d *driver) left(id uint64, how string) {
@@ -112,6 +164,10 @@ func (d *driver) compare(step int, op string, got, want []Grant) {
 		d.t.Fatalf("step %d: %s = %v, model %v", step, op, got, want)
 	}
 	for _, g := range got {
+		if g.Err != nil {
+			d.left(g.ID, "unavailable")
+			continue
+		}
 		d.left(g.ID, "granted")
 		d.held = append(d.held, g.Upstream)
 	}
@@ -143,6 +199,9 @@ func (d *driver) step(i int) {
 			d.left(id, "refused")
 			if want != nil {
 				t.Fatalf("step %d: %s = %v, model grants %v", i, op, err, want)
+			}
+			if unreachable := len(m.wins) > 0 && !m.reachable(excl); unreachable != errors.Is(err, ErrUnavailable) {
+				t.Fatalf("step %d: %s = %v, model says every usable window Down: %v", i, op, err, unreachable)
 			}
 			return
 		case ok:
@@ -191,21 +250,19 @@ func (d *driver) step(i int) {
 		op = fmt.Sprintf("SetWindow(%s, %d)", name, limit)
 		c.SetWindow(name, limit)
 		if w, _ := m.win(name); w != nil {
-			if w.removed {
-				w.removed, w.available = false, true
-			}
+			w.removed = false
 			w.limit = limit
 		} else {
-			m.wins = append(m.wins, &window{name: name, limit: limit, available: true})
-			slices.SortFunc(m.wins, func(a, b *window) int { return cmp.Compare(a.name, b.name) })
+			m.wins = append(m.wins, &mwin{name: name, limit: limit, avail: d.avail[name]})
+			slices.SortFunc(m.wins, func(a, b *mwin) int { return cmp.Compare(a.name, b.name) })
 		}
 		d.compare(i, op, c.Dispatch(d.now), m.dispatch(t, d.now))
 	case k < 97:
-		name, ok := d.names[r.IntN(len(d.names))], r.IntN(3) > 0
-		op = fmt.Sprintf("SetAvailable(%s, %v)", name, ok)
-		c.SetAvailable(name, ok)
+		name, a := d.names[r.IntN(len(d.names))], Availability(r.IntN(5)/2) // available 2/5, paused 2/5, down 1/5
+		op = fmt.Sprintf("availability(%s) = %v", name, a)
+		d.avail[name] = a // the Core reads it through its Availability func
 		if w, _ := m.win(name); w != nil {
-			w.available = ok
+			w.avail = a
 		}
 		d.compare(i, op, c.Dispatch(d.now), m.dispatch(t, d.now))
 	case k < 98:
@@ -215,7 +272,7 @@ func (d *driver) step(i int) {
 		if w, wi := m.win(name); w != nil && w.inflight == 0 {
 			m.wins = slices.Delete(m.wins, wi, wi+1)
 		} else if w != nil {
-			w.removed, w.available, w.limit = true, false, 0
+			w.removed, w.limit = true, 0
 		}
 		d.compare(i, op, c.Dispatch(d.now), m.dispatch(t, d.now))
 	case k < 99:
@@ -256,7 +313,7 @@ func (d *driver) check(i int, op string) {
 			i, op, s, len(d.m.wait), tokens, len(d.m.wins))
 	}
 	for j, w := range d.m.wins {
-		want := WindowStats{Name: w.name, Limit: w.limit, InFlight: w.inflight, Available: w.available}
+		want := WindowStats{Name: w.name, Limit: w.limit, InFlight: w.inflight, Availability: w.state()}
 		if s.Windows[j] != want {
 			d.t.Fatalf("step %d after %s: window %+v, model %+v", i, op, s.Windows[j], want)
 		}
@@ -280,7 +337,9 @@ func TestCoreMatchesModel(t *testing.T) {
 				now:   t0,
 				fate:  make(map[uint64]string),
 				names: []string{"a", "b", "c"},
+				avail: map[string]Availability{},
 			}
+			c.SetAvailability(func(name string) Availability { return d.avail[name] })
 			for i := range 3000 {
 				d.step(i)
 			}
@@ -291,7 +350,7 @@ func TestCoreMatchesModel(t *testing.T) {
 			for _, f := range d.fate {
 				counts[f]++
 			}
-			if counts["granted"] == 0 || counts["cancelled"] == 0 || counts["refused"] == 0 {
+			if counts["granted"] == 0 || counts["cancelled"] == 0 || counts["refused"] == 0 || counts["unavailable"] == 0 {
 				t.Errorf("fates %v: the driver misses a way out", counts)
 			}
 			for id := uint64(1); id <= d.next; id++ {

@@ -137,6 +137,10 @@ func (q *Queue) deliver(grants []Grant) {
 	for _, g := range grants {
 		ch := q.waiters[g.ID]
 		delete(q.waiters, g.ID)
+		if g.Err != nil {
+			ch <- result{err: g.Err}
+			continue
+		}
 		ch <- result{slot: &Slot{q: q, upstream: g.Upstream}}
 	}
 }
@@ -156,11 +160,18 @@ func (q *Queue) SetWindow(name string, limit int) {
 	q.update(func(c *Core) { c.SetWindow(name, limit) })
 }
 
-// SetAvailable suspends (false) or resumes (true) dispatch to an upstream.
-// See Core.SetAvailable.
-func (q *Queue) SetAvailable(name string, ok bool) {
-	q.update(func(c *Core) { c.SetAvailable(name, ok) })
+// SetAvailability sets the function that decides, at every dispatch, whether
+// an upstream can take new work. See Core.SetAvailability: it runs under the
+// queue's lock and must never call back into the queue.
+func (q *Queue) SetAvailability(f func(upstream string) Availability) {
+	q.update(func(c *Core) { c.SetAvailability(f) })
 }
+
+// Dispatch looks at every upstream's availability again: waiters go to
+// upstreams that became available by time alone (an error breaker whose
+// open time ended, a recovered health check), and those that no upstream
+// can take are refused. Callers run it after each health or pressure round.
+func (q *Queue) Dispatch() { q.update(func(*Core) {}) }
 
 // RemoveWindow stops dispatch to an upstream for good. See Core.RemoveWindow.
 func (q *Queue) RemoveWindow(name string) {

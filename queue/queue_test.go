@@ -146,7 +146,7 @@ func TestWaitersWake(t *testing.T) {
 	}{
 		{name: "release", make: func(_ *Queue, held *Slot) { held.Release() }, want: "a"},
 		{name: "window grows", make: func(q *Queue, _ *Slot) { q.SetWindow("a", 2) }, want: "a"},
-		{name: "available again", make: func(q *Queue, _ *Slot) { q.SetAvailable("b", true) }, want: "b"},
+		{name: "available again", make: func(q *Queue, _ *Slot) { q.SetAvailability(nil) }, want: "b"},
 		{name: "new window", make: func(q *Queue, _ *Slot) { q.SetWindow("c", 1) }, want: "c"},
 		{name: "removed window holds its slot", make: func(q *Queue, held *Slot) {
 			q.RemoveWindow("a")
@@ -159,7 +159,12 @@ func TestWaitersWake(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				q := newQueue(t, Settings{}, map[string]int{"a": 1, "b": 1})
-				q.SetAvailable("b", false)
+				q.SetAvailability(func(name string) Availability {
+					if name == "b" {
+						return Paused
+					}
+					return Available
+				})
 				q.SetOrder(ShortestFirst)
 				held, _ := q.Acquire(t.Context(), Request{})
 				got := make(chan *Slot)
@@ -304,15 +309,24 @@ func TestHammer(t *testing.T) {
 		}
 		stop := make(chan struct{})
 		var flips sync.WaitGroup
+		var aState atomic.Int32 // what the availability func says of "a"
+		q.SetAvailability(func(name string) Availability {
+			if name == "a" {
+				return Availability(aState.Load())
+			}
+			return Available
+		})
 		flips.Go(func() {
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
-					q.SetAvailable("a", true)
+					aState.Store(int32(Available))
+					q.Dispatch()
 					return
 				case <-time.After(7 * time.Millisecond):
 				}
-				q.SetAvailable("a", i%3 != 0)
+				aState.Store(int32(i % 3)) // available, paused, down in turn
+				q.Dispatch()
 				q.SetOrder(Order(i % 2))
 				_ = q.Stats()
 			}

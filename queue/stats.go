@@ -19,9 +19,9 @@ type WindowStats struct {
 	Limit int
 	// InFlight is how many slots are held; it may exceed Limit after a cut.
 	InFlight int
-	// Available is false while dispatch to the window is suspended, and for
-	// a removed window that still has slots held.
-	Available bool
+	// Availability is what the Availability func says now; Down for a
+	// removed window that still has slots held.
+	Availability Availability
 }
 
 // Stats returns a snapshot of the queue.
@@ -33,7 +33,7 @@ func (c *Core) Stats() Stats {
 		Windows: make([]WindowStats, len(c.windows)),
 	}
 	for i, w := range c.windows {
-		s.Windows[i] = WindowStats{Name: w.name, Limit: w.limit, InFlight: w.inflight, Available: w.available}
+		s.Windows[i] = WindowStats{Name: w.name, Limit: w.limit, InFlight: w.inflight, Availability: c.state(w)}
 	}
 	return s
 }

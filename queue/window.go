@@ -2,21 +2,63 @@ package queue
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 )
 
+// Availability is whether an upstream can take new work, decided at
+// dispatch from its current state (health, error breaker, pressure level).
+type Availability int
+
+// Availabilities, from best to worst.
+const (
+	// Available: the upstream may take new work now.
+	Available Availability = iota
+	// Paused: not now, but soon by itself (critical pressure, a half-open
+	// error breaker whose probes are out): waiters keep their place.
+	Paused
+	// Down: it cannot take work (failing health checks, an open error
+	// breaker). A waiter that no other upstream can take is refused at once
+	// with ErrUnavailable instead of waiting out its deadline.
+	Down
+)
+
+// String returns "available", "paused" or "down".
+func (a Availability) String() string {
+	switch a {
+	case Available:
+		return "available"
+	case Paused:
+		return "paused"
+	case Down:
+		return "down"
+	}
+	return "availability(" + strconv.Itoa(int(a)) + ")"
+}
+
 // window is one upstream's batch window.
 type window struct {
-	name      string
-	limit     int
-	inflight  int  // may exceed limit after a cut; new dispatch waits below it
-	available bool // false: open error breaker or critical pressure
-	removed   bool // RemoveWindow called while slots were still held
+	name     string
+	limit    int
+	inflight int  // may exceed limit after a cut; new dispatch waits below it
+	removed  bool // RemoveWindow called while slots were still held
+}
+
+// state is the window's availability now: Down once removed, else what the
+// Availability func says (Available when none is set).
+func (c *Core) state(w *window) Availability {
+	switch {
+	case w.removed:
+		return Down
+	case c.avail == nil:
+		return Available
+	}
+	return c.avail(w.name)
 }
 
 // room is how many more requests the window may start now.
-func (w *window) room() int {
-	if !w.available || w.removed || w.inflight >= w.limit {
+func (c *Core) room(w *window) int {
+	if w.inflight >= w.limit || c.state(w) != Available {
 		return 0
 	}
 	return w.limit - w.inflight
@@ -40,7 +82,7 @@ func (c *Core) choose(exclude []string) *window {
 	var best *window
 	bestRoom := 0
 	for _, w := range c.windows {
-		if r := w.room(); r > bestRoom && !slices.Contains(exclude, w.name) {
+		if r := c.room(w); r > bestRoom && !slices.Contains(exclude, w.name) {
 			best, bestRoom = w, r
 		}
 	}
@@ -50,38 +92,55 @@ func (c *Core) choose(exclude []string) *window {
 // anyRoom reports whether some window could start a request now.
 func (c *Core) anyRoom() bool {
 	for _, w := range c.windows {
-		if w.room() > 0 {
+		if c.room(w) > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-// SetWindow sets the limit of the window named name, creating an available
-// window if there is none (or reviving one that RemoveWindow left draining).
+// reachable reports whether some window a request excluding exclude may use
+// is Available or Paused: worth waiting for.
+func (c *Core) reachable(exclude []string) bool {
+	for _, w := range c.windows {
+		if c.state(w) != Down && !slices.Contains(exclude, w.name) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyDown reports whether some window is Down.
+func (c *Core) anyDown() bool {
+	for _, w := range c.windows {
+		if c.state(w) == Down {
+			return true
+		}
+	}
+	return false
+}
+
+// SetWindow sets the limit of the window named name, creating a window if
+// there is none (or reviving one that RemoveWindow left draining).
 // A negative limit counts as 0. A limit below in-flight cancels nothing: new
 // dispatch waits until in-flight falls below it. Call Dispatch afterwards.
 func (c *Core) SetWindow(name string, limit int) {
 	limit = max(limit, 0)
 	w, i := c.find(name)
 	if w != nil {
-		if w.removed {
-			w.removed, w.available = false, true
-		}
+		w.removed = false
 		w.limit = limit
 		return
 	}
-	c.windows = slices.Insert(c.windows, i, &window{name: name, limit: limit, available: true})
+	c.windows = slices.Insert(c.windows, i, &window{name: name, limit: limit})
 }
 
-// SetAvailable marks the window named name available for dispatch or not (an
-// open error breaker or critical pressure). Slots already held are kept.
-// Unknown names are ignored. Call Dispatch afterwards.
-func (c *Core) SetAvailable(name string, ok bool) {
-	if w, _ := c.find(name); w != nil {
-		w.available = ok
-	}
-}
+// SetAvailability sets the function that says, at every dispatch, whether an
+// upstream can take new work. It is called with the Core's caller's locks
+// held, so it must only read state (atomics, another type's short lock) and
+// never call back into the queue. Nil means every window is Available.
+// Slots already held are kept whatever it says. Call Dispatch afterwards.
+func (c *Core) SetAvailability(f func(upstream string) Availability) { c.avail = f }
 
 // RemoveWindow stops all dispatch to the window named name. While slots on it
 // are held it stays listed in Stats (limit 0, unavailable) so their Release
@@ -93,6 +152,6 @@ func (c *Core) RemoveWindow(name string) {
 	case w.inflight == 0:
 		c.windows = slices.Delete(c.windows, i, i+1)
 	default:
-		w.removed, w.available, w.limit = true, false, 0
+		w.removed, w.limit = true, 0
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/control"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
@@ -15,6 +16,7 @@ var (
 	_ proxy.Limiter   = (*breaker.Limiter)(nil)
 	_ proxy.Admission = admission{}
 	_ proxy.Gate      = gate{}
+	_ proxy.Levels    = (*control.Controller)(nil)
 )
 
 // errDrainingQueue is what queued requests get when shutdown drains the queue.
@@ -32,11 +34,13 @@ func (a admission) Acquire(ctx context.Context, tokens int64, exclude []string) 
 		return nil, fmt.Errorf("%w: %w", proxy.ErrQueueFull, err)
 	case errors.Is(err, queue.ErrClosed):
 		return nil, fmt.Errorf("%w: %w", proxy.ErrDraining, err)
+	case errors.Is(err, queue.ErrUnavailable):
+		return nil, fmt.Errorf("%w: %w", proxy.ErrNoUpstream, err)
 	}
 	return nil, err
 }
 
-func (a admission) SetAvailable(upstream string, ok bool) { a.q.SetAvailable(upstream, ok) }
+func (a admission) Dispatch() { a.q.Dispatch() }
 
 // gate fits *breaker.ErrorBreaker to proxy.Gate.
 type gate struct{ b *breaker.ErrorBreaker }
@@ -56,4 +60,15 @@ func (g gate) Allow() (func(proxy.Result), error) {
 			done(breaker.Excluded)
 		}
 	}, nil
+}
+
+// State maps the error breaker onto what the proxy needs at dispatch.
+func (g gate) State() proxy.GateState {
+	switch st, ok := g.b.Admits(); {
+	case st == breaker.Open:
+		return proxy.GateOpen
+	case !ok:
+		return proxy.GateProbing
+	}
+	return proxy.GateReady
 }

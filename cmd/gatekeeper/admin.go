@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gatekeeper-dev/gatekeeper/control"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
@@ -75,7 +76,7 @@ type upstreamState struct {
 	Level       string `json:"level"`
 	Phase       string `json:"phase"`
 	// LastChange is the latest level change and the signal that caused it.
-	LastChange *levelCause `json:"last_change,omitempty"`
+	LastChange *control.Cause `json:"last_change,omitempty"`
 	// Signals are the pressure readings (worst over the pod's GPUs), each
 	// with its source and age; Absent lists the signals no source provides.
 	Signals map[pressure.Signal]pressure.Value `json:"signals"`
@@ -129,7 +130,7 @@ func (a *app) snapshot() state {
 		if g, ok := a.gates[u.Name]; ok && g.b != nil {
 			us.Breaker = g.b.State().String()
 		}
-		if st, cause, ok := a.slow.current(u.Name); ok {
+		if st, cause, ok := a.ctl.State(u.Name); ok {
 			us.Level, us.Phase, us.LastChange = st.Level.String(), st.Phase.String(), cause
 		}
 		if p, ok := ps.Upstream(u.Name); ok {

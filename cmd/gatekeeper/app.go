@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,8 +17,10 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/control"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
 
@@ -57,9 +60,10 @@ type app struct {
 	limiter    *breaker.Limiter
 	queue      *queue.Queue
 	handler    *proxy.Handler
+	ctl        *control.Controller
 	slow       *slowPath
 	pressure   *pressureRunner
-	hooks      *proxy.HookRunner
+	hooks      *relief.Runner
 	loopsCtx   atomic.Pointer[context.Context] // set by startLoops; reloads restart the monitor under it
 	watcher    *config.Watcher                 // nil when running the embedded default
 	adminToken atomic.Pointer[string]          // "" or nil: no token required
@@ -106,12 +110,18 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if a.queue, err = queue.New(s.queue); err != nil {
 		return nil, err
 	}
+	cs := control.FromPolicy(cfg)
+	cs.Now = opts.now
+	if a.ctl, err = control.New(cs); err != nil {
+		return nil, err
+	}
 	a.setWindows(s.upstreams)
 	a.handler, err = proxy.New(proxy.Options{
 		Policy:       s.policy,
 		Upstreams:    a.upstreams(s),
 		Limiter:      a.limiter,
 		Admission:    admission{a.queue},
+		Levels:       a.ctl,
 		Transport:    s.transport,
 		Health:       s.health,
 		RoundTripper: opts.transport,
@@ -128,13 +138,11 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		return nil, err
 	}
 	a.adminToken.Store(&tok)
-	if a.hooks, err = proxy.NewHookRunner(proxy.HookSettings{OnResult: a.hookResult}); err != nil {
+	if a.hooks, err = relief.New(relief.Settings{OnResult: a.hookResult}); err != nil {
 		return nil, err
 	}
-	a.slow = &slowPath{a: a, hooks: a.hooks, now: opts.now}
-	if err := a.slow.set(cfg); err != nil {
-		return nil, err
-	}
+	a.queue.SetAvailability(a.availability)
+	a.slow = &slowPath{a: a, ctl: a.ctl, hooks: a.hooks}
 	a.pressure = &pressureRunner{log: a.log, onUpdate: func(st pressure.State) {
 		a.slow.observe(st)
 		a.step("pressure")
@@ -182,21 +190,10 @@ func (a *app) upstreams(s settings) []proxy.Upstream {
 // were validated by config, so New cannot fail here; if it does, the pod runs
 // without an error breaker and the log says so.
 func (a *app) newErrorBreaker(name string, s breaker.ErrorSettings) *breaker.ErrorBreaker {
-	var self atomic.Pointer[breaker.ErrorBreaker]
-	openFor := s.OpenFor
-	if openFor <= 0 {
-		openFor = breaker.DefaultOpenFor
-	}
+	// No push and no timer: the queue asks the breaker's state at every
+	// dispatch (which moves it to half-open once open_for has passed), and
+	// the health and pressure rounds make it ask again.
 	s.OnChange = func(from, to breaker.State) {
-		if a.handler != nil {
-			a.handler.SetBreakerOpen(name, to == breaker.Open)
-		}
-		if b := self.Load(); b != nil && to == breaker.Open {
-			// The proxy sends nothing to an open pod, so no request would ask
-			// the breaker again: ask it just after open_for, which moves it
-			// to half-open and lets the probes through.
-			time.AfterFunc(openFor+time.Millisecond, func() { _ = b.State() })
-		}
 		a.metrics.breakerTransitions.WithLabelValues(name, to.String()).Inc()
 		a.log.LogAttrs(context.Background(), slog.LevelWarn, "error breaker changed",
 			slog.String("upstream", name), slog.String("state", to.String()), slog.String("from", from.String()))
@@ -206,7 +203,6 @@ func (a *app) newErrorBreaker(name string, s breaker.ErrorSettings) *breaker.Err
 		a.log.LogAttrs(context.Background(), slog.LevelError, "error breaker disabled",
 			slog.String("upstream", name), slog.String("err", err.Error()))
 	}
-	self.Store(b)
 	return b
 }
 
@@ -224,62 +220,109 @@ func (a *app) apply(raw *config.Config) error {
 	a.mu.Lock()
 	prev := a.resolved
 	a.mu.Unlock()
-	return a.applyResolved(raw, resolve(context.Background(), a.lookup, discoveryHosts(raw), prev))
+	return a.commit(raw, resolve(context.Background(), a.lookup, discoveryHosts(raw), prev), nil)
 }
 
-// applyResolved applies raw with its discovery upstreams expanded to the
-// addresses in r.
-func (a *app) applyResolved(raw *config.Config, r resolved) error {
-	cfg := expand(raw, r)
-	s, err := settingsFrom(cfg)
-	if err != nil {
-		return err
-	}
-	tok, err := loadAdminToken(cfg.Server.AdminTokenFile)
-	if err != nil {
-		return err
-	}
+// errPolicyMoved: a discovery round resolved for a policy that a reload
+// replaced meanwhile; its result is dropped (the next round uses the new one).
+var errPolicyMoved = errors.New("gatekeeper: the policy changed during the lookup")
+
+// commit is the one path by which a policy takes effect (start, reload,
+// SIGHUP, discovery round): raw with its discovery upstreams expanded to r
+// is built and validated whole, then swapped in under a.mu in one step that
+// cannot fail; on error nothing running has changed. basis, when not nil, is
+// the policy a discovery round resolved for: if a reload has replaced it
+// since, errPolicyMoved and nothing changes, so a round never applies an
+// older policy than the running one.
+func (a *app) commit(raw *config.Config, r resolved, basis *config.Config) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.adminToken.Store(&tok)
+	if basis != nil && a.raw.Load() != basis {
+		return errPolicyMoved
+	}
+	n, err := a.prepare(raw, r)
+	if err != nil {
+		return err
+	}
+	a.swap(n)
+	return nil
+}
+
+// next is a policy built and validated, ready to swap in.
+type next struct {
+	raw, cfg *config.Config
+	resolved resolved
+	s        settings
+	ctl      control.Settings
+	pressure pressure.Settings
+	monitor  *pressure.Monitor // nil: the running monitor stays
+	token    string
+}
+
+// prepare builds everything raw needs and checks it against every package,
+// changing nothing that runs. The caller holds a.mu.
+func (a *app) prepare(raw *config.Config, r resolved) (*next, error) {
+	n := &next{raw: raw, resolved: r, cfg: expand(raw, r)}
+	var err error
+	if n.s, err = settingsFrom(n.cfg); err != nil {
+		return nil, err
+	}
+	if n.token, err = loadAdminToken(n.cfg.Server.AdminTokenFile); err != nil {
+		return nil, err
+	}
+	n.ctl = control.FromPolicy(n.cfg)
+	if _, err := breaker.NewLimiter(n.s.limiter); err != nil {
+		return nil, err
+	}
+	if _, err := queue.NewCore(n.s.queue); err != nil {
+		return nil, err
+	}
+	if err := a.ctl.Check(n.ctl); err != nil {
+		return nil, err
+	}
+	n.pressure = a.pressureSettings(n.cfg)
+	if ctx := a.loopsCtx.Load(); ctx != nil {
+		if n.monitor, err = a.pressure.prepare(n.pressure); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// swap puts a prepared policy in place. Every step was validated by prepare,
+// so none fails. The caller holds a.mu.
+func (a *app) swap(n *next) {
 	old := a.cfg()
-	if err := a.limiter.Update(s.limiter); err != nil {
-		return err
-	}
-	if err := a.queue.UpdateSettings(s.queue); err != nil {
-		return err
-	}
-	a.setWindows(s.upstreams)
-	for _, name := range a.handler.SetUpstreams(a.upstreams(s)) {
+	a.adminToken.Store(&n.token)
+	_ = a.limiter.Update(n.s.limiter)
+	_ = a.queue.UpdateSettings(n.s.queue)
+	_ = a.ctl.Update(n.ctl)
+	for _, name := range a.handler.SetUpstreams(a.upstreams(n.s)) {
 		a.queue.RemoveWindow(name)
 	}
-	// A pod keeps its "breaker open" flag across a reload; a breaker rebuilt
-	// with new settings starts closed, so say so.
-	for name, g := range a.gates {
-		if g.b != nil {
-			a.handler.SetBreakerOpen(name, g.b.State() == breaker.Open)
+	a.handler.SetPolicy(n.s.policy)
+	// Each pod's window: the controller's (cut windows stay cut across a
+	// reload, clamped into the new bounds); at its maximum in observe mode.
+	for _, u := range n.s.upstreams {
+		limit := u.maxInflight
+		if st, _, ok := a.ctl.State(u.name); ok && n.cfg.Mode != config.ModeObserve {
+			limit = st.Limit
 		}
-	}
-	a.handler.SetPolicy(s.policy)
-	if err := a.slow.set(cfg); err != nil {
-		return err
+		a.queue.SetWindow(u.name, limit)
 	}
 	if ctx := a.loopsCtx.Load(); ctx != nil {
-		if err := a.pressure.apply(*ctx, a.pressureSettings(cfg)); err != nil {
-			return err
-		}
+		a.pressure.start(*ctx, n.monitor, n.pressure)
 	}
 	if a.opts.level != nil {
-		a.opts.level.Set(cfg.Log.Level.Slog())
+		a.opts.level.Set(n.cfg.Log.Level.Slog())
 	}
-	if restart := restartOnly(config.Diff(old, cfg)); len(restart) > 0 {
+	if restart := restartOnly(config.Diff(old, n.cfg)); len(restart) > 0 {
 		a.log.LogAttrs(context.Background(), slog.LevelWarn, "these keys take effect only after a restart",
 			slog.String("state", "pending_restart"), slog.Any("keys", restart))
 	}
-	a.resolved = r
-	a.raw.Store(raw)
-	a.current.Store(cfg)
-	return nil
+	a.resolved = n.resolved
+	a.raw.Store(n.raw)
+	a.current.Store(n.cfg)
 }
 
 // reload reads the policy file again and applies it if it validates; a file
@@ -380,7 +423,7 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 }
 
 // hookResult logs and counts one relief hook call.
-func (a *app) hookResult(r proxy.HookResult) {
+func (a *app) hookResult(r relief.Result) {
 	a.metrics.hookCalls.WithLabelValues(r.Level, r.Outcome()).Inc()
 	level := slog.LevelInfo
 	attrs := []slog.Attr{slog.String("upstream", r.Upstream), slog.String("state", r.Level),

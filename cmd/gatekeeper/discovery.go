@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/url"
@@ -138,9 +139,17 @@ func (a *app) rediscover(ctx context.Context) error {
 	if equalResolved(prev, next) {
 		return nil
 	}
+	err := a.commit(raw, next, raw)
+	switch {
+	case errors.Is(err, errPolicyMoved):
+		a.log.LogAttrs(ctx, slog.LevelDebug, "discovery round dropped: the policy was reloaded during the lookup")
+		return nil
+	case err != nil:
+		return err
+	}
 	a.log.LogAttrs(ctx, slog.LevelInfo, "upstream addresses changed", slog.String("state", "discovered"),
 		slog.Any("addresses", next))
-	return a.applyResolved(raw, next)
+	return nil
 }
 
 func equalResolved(a, b resolved) bool {

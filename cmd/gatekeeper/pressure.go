@@ -64,34 +64,52 @@ func (p *pressureRunner) snapshot() pressure.State {
 	return pressure.State{}
 }
 
-// apply starts a monitor for s under ctx, replacing the running one only when
-// the settings differ. A monitor that cannot be built is logged and the old
-// one keeps running.
+// apply starts a monitor for s under ctx, replacing the running one only
+// when the settings differ. A monitor that cannot be built is an error and
+// the old one keeps running.
 func (p *pressureRunner) apply(ctx context.Context, s pressure.Settings) error {
+	m, err := p.prepare(s)
+	if err != nil {
+		return err
+	}
+	p.start(ctx, m, s)
+	return nil
+}
+
+// prepare builds the monitor for s without starting it; nil when s is what
+// runs already. Nothing running changes.
+func (p *pressureRunner) prepare(s pressure.Settings) (*pressure.Monitor, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done != nil && reflect.DeepEqual(p.settings, s) {
-		return nil
+	same := p.done != nil && reflect.DeepEqual(p.settings, s)
+	p.mu.Unlock()
+	if same {
+		return nil, nil
 	}
 	full := s
 	full.Logger = p.log
 	full.OnUpdate = p.onUpdate
-	m, err := pressure.New(full)
-	if err != nil {
-		return err
+	return pressure.New(full)
+}
+
+// start replaces the running monitor with m (built by prepare for s) under
+// ctx; a nil m keeps the running one.
+func (p *pressureRunner) start(ctx context.Context, m *pressure.Monitor, s pressure.Settings) {
+	if m == nil {
+		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.stopLocked()
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	p.settings, p.cancel, p.done = s, cancel, done
 	p.current.Store(m)
-	go func() {
+	go func() { // owned: stop cancels it and waits for done
 		defer close(done)
 		if err := m.Run(mctx); err != nil {
 			p.log.LogAttrs(mctx, slog.LevelError, "pressure monitor stopped", slog.String("err", err.Error()))
 		}
 	}()
-	return nil
 }
 
 // stop ends the running monitor and waits for it.

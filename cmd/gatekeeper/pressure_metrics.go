@@ -15,7 +15,7 @@ type pressureCollector struct {
 	snapshot func() pressure.State
 
 	fragmentation, signal, age, growth, effective, allocFailures *prometheus.Desc
-	up, lastSuccess, stale                                       *prometheus.Desc
+	up, lastSuccess, stale, neverAnswered                        *prometheus.Desc
 }
 
 // newPressureCollector returns a collector that calls snapshot at every
@@ -45,12 +45,14 @@ func newPressureCollector(snapshot func() pressure.State) prometheus.Collector {
 			"Unix time of the pressure source's latest good reading.", src, nil),
 		stale: prometheus.NewDesc("gatekeeper_source_stale",
 			"1 when the pressure source has had no good reading within stale_after.", src, nil),
+		neverAnswered: prometheus.NewDesc("gatekeeper_source_never_answered",
+			"1 when the pressure source has been read but has never answered: a configuration problem; its signals count toward no level.", src, nil),
 	}
 }
 
 func (c *pressureCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.fragmentation, c.signal, c.age, c.growth,
-		c.effective, c.allocFailures, c.up, c.lastSuccess, c.stale} {
+		c.effective, c.allocFailures, c.up, c.lastSuccess, c.stale, c.neverAnswered} {
 		ch <- d
 	}
 }
@@ -69,6 +71,7 @@ func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, src := range s.Sources {
 		gauge(c.up, flag(src.Up), src.Name)
 		gauge(c.stale, flag(src.Stale), src.Name)
+		gauge(c.neverAnswered, flag(src.NeverAnswered), src.Name)
 		if !src.LastSuccess.IsZero() {
 			gauge(c.lastSuccess, float64(src.LastSuccess.UnixNano())/1e9, src.Name)
 		}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/proxy/framing"
 )
 
 // run is main without the exit: it parses flags, loads the policy and serves
@@ -103,7 +103,7 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 		IdleTimeout:       s.IdleTimeout,
 		MaxHeaderBytes:    s.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-		ConnContext:       proxy.ConnContext, // ambiguous framing → 400 (proxy.GuardListener)
+		ConnContext:       framing.ConnContext, // ambiguous framing → 400 (framing.Guard)
 		// No WriteTimeout: streams last minutes; each request has its own context.
 	}
 	as := &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
@@ -134,7 +134,7 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 			errc <- serveErr(ts.ServeTLS(traffic, "", ""))
 			return
 		}
-		errc <- serveErr(ts.Serve(proxy.GuardListener(traffic))) // TLS bytes cannot be scanned
+		errc <- serveErr(ts.Serve(framing.Guard(traffic))) // TLS bytes cannot be scanned
 	}()
 	go func() { errc <- serveErr(as.Serve(admin)) }()
 	a.log.LogAttrs(ctx, slog.LevelInfo, "gatekeeper started",

@@ -64,6 +64,7 @@ hooks:
 		Queue:                queue.Settings{MaxLength: 10, MaxTokens: 5000, StarvationAfter: 4 * time.Second},
 		MaxWait:              9 * time.Second,
 		Interval:             250 * time.Millisecond,
+		StaleAfter:           2 * time.Second, // the policy file's default stale_after
 		EmptyCacheOnDegraded: true,
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -1,14 +1,101 @@
 package replay
 
 import (
-	"time"
+	"context"
+	"encoding/json"
+	"errors"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 
-// sample reads the engine as gatekeeper's sources would and feeds the slow
-// breaker; it also samples effective utilization for every policy.
+// errPodDown is what the replay's sources answer while the engine is dead:
+// every read fails, as a real pod's would, and its readings go stale.
+var errPodDown = errors.New("replay: pod down")
+
+// blocksSource reads the engine's allocator endpoint as gatekeeper does: the
+// JSON the simulated pod serves, through pressure's own parser.
+type blocksSource struct{ e *sim.Engine }
+
+func (blocksSource) Name() string { return upstream + "/memory_blocks" }
+
+func (b blocksSource) Read(context.Context) (pressure.Reading, error) {
+	if !b.e.Alive() {
+		return pressure.Reading{}, errPodDown
+	}
+	data, err := json.Marshal(map[string][]sim.MemoryBlocks{"memory_blocks": {b.e.MemoryBlocks("0")}})
+	if err != nil {
+		return pressure.Reading{}, err
+	}
+	return pressure.ParseMemoryBlocks(data)
+}
+
+// vllmSource reads what the engine's /metrics carries, as pressure's vllm
+// source turns it into a Reading (values and the preemption counter). The
+// text format is skipped: parsing it every sample would dominate the run.
+type vllmSource struct{ e *sim.Engine }
+
+func (vllmSource) Name() string { return upstream + "/vllm" }
+
+func (v vllmSource) Read(context.Context) (pressure.Reading, error) {
+	if !v.e.Alive() {
+		return pressure.Reading{}, errPodDown
+	}
+	m := v.e.Metrics()
+	return pressure.Reading{
+		Values: map[pressure.Signal]float64{pressure.KVCacheUsage: m.KVCacheUsage,
+			pressure.Running: float64(m.Running), pressure.Waiting: float64(m.Waiting)},
+		Counters: map[pressure.Signal]float64{pressure.PreemptionRate: float64(m.Counters.Preemptions)},
+	}, nil
+}
+
+// deviceSource reads the GPU as NVML does: device memory used ÷ total, the
+// caching allocator's cache counted as used. It answers while the pod is
+// down too (the driver is there; the process is not).
+type deviceSource struct{ e *sim.Engine }
+
+func (deviceSource) Name() string { return "nvml" }
+
+func (d deviceSource) Read(context.Context) (pressure.Reading, error) {
+	m := d.e.Metrics().Device
+	return pressure.Reading{GPUs: []pressure.GPUReading{{ID: "0",
+		Values: map[pressure.Signal]float64{pressure.MemoryUsed: float64(m.UsedBytes) / float64(m.TotalBytes)}}}}, nil
+}
+
+// newMonitor builds the pressure monitor over the engine's sources: NVML on
+// the node, the pod's /metrics and its allocator endpoint.
+func (r *runner) newMonitor() (*pressure.Monitor, error) {
+	return pressure.New(pressure.Settings{
+		Interval:   r.s.Interval,
+		StaleAfter: r.s.StaleAfter,
+		Now:        r.now,
+		Sources:    []pressure.SourceSettings{{Kind: pressure.KindNVML, Source: deviceSource{r.e}}},
+		Upstreams: []pressure.UpstreamSettings{{Name: upstream, GPUs: []string{"0"}, Sources: []pressure.SourceSettings{
+			{Kind: pressure.KindVLLM, Source: vllmSource{r.e}},
+			{Kind: pressure.KindMemoryBlocks, Source: blocksSource{r.e}},
+		}}},
+	})
+}
+
+// availability is the pod's state at dispatch, as gatekeeper's pool decides
+// it: down while the engine is dead (the error breaker opens, the health
+// check agrees), paused while critical.
+func (r *runner) availability(string) queue.Availability {
+	switch {
+	case !r.avail:
+		return queue.Down
+	case r.ctl.Critical(upstream):
+		return queue.Paused
+	}
+	return queue.Available
+}
+
+// sample polls the pod as gatekeeper's monitor would and applies the
+// controller's decisions; it also samples effective utilization for every
+// policy.
 func (r *runner) sample() {
 	alive := r.e.Alive()
 	if !alive {
@@ -21,8 +108,13 @@ func (r *runner) sample() {
 	if r.core == nil {
 		return
 	}
-	readings := r.readings(alive)
-	up := r.slow.ObserveAt(r.now(), readings, r.core.Len() == 0)
+	st := r.mon.PollAt(context.Background(), r.now())
+	empty := r.core.Len() == 0
+	d := r.ctl.ObserveAt(r.now(), st, empty)
+	if r.s.Observer != nil {
+		r.s.Observer(Round{State: st, BacklogEmpty: empty, Decision: d})
+	}
+	up := d.Upstreams[0]
 	if int(up.Level) < len(r.res.LevelTime) {
 		r.res.LevelTime[up.Level] += r.s.Interval
 	}
@@ -31,58 +123,22 @@ func (r *runner) sample() {
 		r.core.SetWindow(upstream, up.Limit)
 	}
 	r.phase = up.Phase
-	if up.PhaseChanged {
-		order := queue.FIFO
-		if up.Phase == breaker.PhaseDegraded || up.Phase == breaker.PhaseRecovering {
-			order = queue.ShortestFirst
-		}
-		r.core.SetOrder(order)
+	if d.OrderChanged {
+		r.core.SetOrder(d.Order)
 	}
-	if up.LevelChanged && up.Transition.To > up.Transition.From && r.s.EmptyCacheOnDegraded {
+	if (up.Hook == control.Degraded || up.Hook == control.Critical) && up.Transition.To > up.Transition.From &&
+		r.s.EmptyCacheOnDegraded {
 		r.e.EmptyCache()
 	}
 	if alive && !r.avail {
 		r.avail = true // the health check sees the pod back
-		r.core.SetAvailable(upstream, true)
 	}
 	r.grant(r.core.Dispatch(r.now()))
 }
 
-// readings are the signals of DESIGN §3 from the engine's memory_blocks and
-// /metrics; while the pod is down every source fails and readings go stale.
-func (r *runner) readings(alive bool) []breaker.Reading {
-	if !alive {
-		for i := range r.last {
-			r.last[i].Stale = true
-		}
-		return r.last
-	}
-	mb := r.e.MemoryBlocks("0")
-	frag := 1.0
-	if mb.LargestFreeBlockBytes > 0 {
-		frag = float64(mb.FreeBytes) / float64(mb.LargestFreeBlockBytes)
-	}
-	m := r.e.Metrics()
-	r.last = append(r.last[:0],
-		breaker.Reading{Signal: "fragmentation", Value: frag},
-		breaker.Reading{Signal: "kv_cache_usage", Value: m.KVCacheUsage},
-		breaker.Reading{Signal: "memory_used", Value: float64(m.Device.UsedBytes) / float64(m.Device.TotalBytes)},
-		breaker.Reading{Signal: "waiting", Value: float64(m.Waiting)},
-		breaker.Reading{Signal: "preemption_rate", Value: rate(m.Counters.Preemptions, &r.preempt, r.s.Interval)},
-		breaker.Reading{Signal: "alloc_retry_rate", Value: rate(m.Allocator.NumAllocRetries, &r.retries, r.s.Interval)})
-	return r.last
-}
-
-// rate is a counter's increase per second since *last, which it updates. A
-// counter below *last was reset by a restart and counts from zero, as
-// Prometheus' rate() treats a reset.
-func rate(cur int64, last *int64, every time.Duration) float64 {
-	d := cur - *last
-	if d < 0 {
-		d = cur
-	}
-	*last = cur
-	return float64(d) / every.Seconds()
+// controllerFor is the replay's one upstream under the product's controller.
+func controllerFor(ss breaker.SlowSettings) control.Settings {
+	return control.Settings{Upstreams: []control.Upstream{{Name: upstream, Slow: ss}}}
 }
 
 // effective is the memory doing work ÷ the memory the process holds: live

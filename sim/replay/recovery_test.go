@@ -61,20 +61,3 @@ func TestLimiterOff(t *testing.T) {
 		t.Fatalf("429s with the limiter %d, without %d; want some, then none", on.Outcomes.RateLimited, off.Outcomes.RateLimited)
 	}
 }
-
-func TestRate(t *testing.T) {
-	for _, tc := range []struct {
-		last, cur int64
-		every     time.Duration
-		want      float64
-	}{
-		{0, 0, time.Second, 0},
-		{10, 15, 500 * time.Millisecond, 10},
-		{10, 3, time.Second, 3}, // a restart reset the counter
-	} {
-		last := tc.last
-		if got := rate(tc.cur, &last, tc.every); got != tc.want || last != tc.cur {
-			t.Errorf("rate(%d after %d, %v) = %v (last %d), want %v", tc.cur, tc.last, tc.every, got, last, tc.want)
-		}
-	}
-}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
@@ -71,11 +73,25 @@ type Settings struct {
 	// Interval is the pressure sampling period (and the utilization
 	// sampling period of every policy). 0 means 500ms.
 	Interval time.Duration
+	// StaleAfter is how long a pressure source may go without a good
+	// reading before its values are stale (the policy's stale_after). 0
+	// means 4 × Interval, as gatekeeper's.
+	StaleAfter time.Duration
 	// SeriesEvery, when > 0, records a Sample into Result.Series this often.
 	SeriesEvery time.Duration
 	// EmptyCacheOnDegraded fires the allocator's empty_cache relief hook
 	// each time the level rises to degraded or critical (Gatekeeper).
 	EmptyCacheOnDegraded bool
+	// Observer, if set, is called after every pressure round (Gatekeeper),
+	// so a test can hold the replay's decisions against gatekeeper's.
+	Observer func(Round)
+}
+
+// Round is one pressure round: what the controller was given and decided.
+type Round struct {
+	State        pressure.State
+	BacklogEmpty bool
+	Decision     control.Decision
 }
 
 func (s Settings) withDefaults() Settings {
@@ -160,29 +176,27 @@ type request struct {
 
 // runner holds one run's state. Not safe for concurrent use.
 type runner struct {
-	s      Settings
-	e      *sim.Engine
-	lim    *breaker.Limiter
-	slow   *breaker.Slow
-	core   *queue.Core
-	epoch  time.Time
-	t      time.Duration
-	bySeq  map[*sim.Seq]*request
-	byID   map[uint64]*request
-	expiry []*request // waiters in enqueue order, for max_wait
-	nextID uint64
-	avail  bool
-	res    Result
-	hists  []hist
-	recov  []hist // per class, arrivals during degraded or recovering
-	phase  breaker.Phase
-	// preempt and retries are the counters at the last sample (rates).
-	preempt, retries int64
-	utilSum          float64
-	samples          int64
-	dead             time.Duration
-	last             []breaker.Reading
-	winSum           float64
+	s       Settings
+	e       *sim.Engine
+	lim     *breaker.Limiter
+	ctl     *control.Controller // the product's slow path (Gatekeeper)
+	mon     *pressure.Monitor   // the product's pressure sources, polled on the virtual clock
+	core    *queue.Core
+	epoch   time.Time
+	t       time.Duration
+	bySeq   map[*sim.Seq]*request
+	byID    map[uint64]*request
+	expiry  []*request // waiters in enqueue order, for max_wait
+	nextID  uint64
+	avail   bool
+	res     Result
+	hists   []hist
+	recov   []hist // per class, arrivals during degraded or recovering
+	phase   breaker.Phase
+	utilSum float64
+	samples int64
+	dead    time.Duration
+	winSum  float64
 	// nextRecord is when the next Sample is due.
 	nextRecord time.Duration
 }
@@ -273,14 +287,20 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	if ss.Window.MinInflight == 0 {
 		ss.Window.MinInflight = min(4, ss.Window.MaxInflight)
 	}
-	ss.Now = r.now
-	if r.slow, err = breaker.NewSlow(ss); err != nil {
+	cs := controllerFor(ss)
+	cs.Now = r.now
+	if r.ctl, err = control.New(cs); err != nil {
+		return nil, err
+	}
+	if r.mon, err = r.newMonitor(); err != nil {
 		return nil, err
 	}
 	if r.core, err = queue.NewCore(s.Queue); err != nil {
 		return nil, err
 	}
-	r.core.SetWindow(upstream, r.slow.Current().Limit)
+	st, _, _ := r.ctl.State(upstream)
+	r.core.SetWindow(upstream, st.Limit)
+	r.core.SetAvailability(r.availability)
 	return r, nil
 }
 
@@ -292,9 +312,10 @@ func (r *runner) advance(t time.Duration) {
 	r.e.Advance(t)
 	if r.core != nil && !r.e.Alive() && r.avail {
 		// every in-flight request just failed with a 500: the error breaker
-		// opens (≥ 5 failures) and the health check agrees within a probe.
+		// opens (≥ 5 failures) and the health check agrees within a probe;
+		// the pod is down and its waiters are refused at once.
 		r.avail = false
-		r.core.SetAvailable(upstream, false)
+		r.grant(r.core.Dispatch(r.now()))
 	}
 	for _, s := range r.e.TakeFinished() {
 		rq := r.bySeq[s]
@@ -342,8 +363,8 @@ func (r *runner) arrive(a Arrival) {
 		r.submit(rq)
 		return
 	}
-	if r.slow.Current().Level == breaker.Critical {
-		r.res.Outcomes.Overloaded++
+	if r.ctl.Critical(upstream) || !r.avail {
+		r.res.Outcomes.Overloaded++ // 503: critical, or no upstream can take it
 		return
 	}
 	r.nextID++
@@ -352,6 +373,8 @@ func (r *runner) arrive(a Arrival) {
 	switch {
 	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
 		r.res.Outcomes.QueueFull++
+	case errors.Is(err, queue.ErrUnavailable):
+		r.res.Outcomes.Overloaded++
 	case err != nil:
 		panic(fmt.Sprintf("replay: queue refused a fresh id: %v", err)) // ids are unique by construction
 	case granted:
@@ -390,6 +413,10 @@ func (r *runner) grant(gs []queue.Grant) {
 		rq := r.byID[g.ID]
 		delete(r.byID, g.ID)
 		rq.waiting = false
+		if g.Err != nil { // refused: the pod went down while it waited (503)
+			r.res.Outcomes.Overloaded++
+			continue
+		}
 		if !r.submit(rq) {
 			gs = append(gs, r.core.Release(r.now(), g.Upstream)...)
 		}

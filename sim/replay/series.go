@@ -48,8 +48,8 @@ func (r *runner) record() {
 			sm.Fragmentation = float64(mb.FreeBytes) / float64(mb.LargestFreeBlockBytes)
 		}
 	}
-	if r.slow != nil {
-		st := r.slow.Current()
+	if r.ctl != nil {
+		st, _, _ := r.ctl.State(upstream)
 		sm.Level, sm.Window, sm.Queue = st.Level, st.Limit, r.core.Len()
 	}
 	r.res.Series = append(r.res.Series, sm)

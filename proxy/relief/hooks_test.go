@@ -1,4 +1,4 @@
-package proxy
+package relief
 
 import (
 	"context"
@@ -20,12 +20,12 @@ type hookRoundTrip func(*http.Request) (*http.Response, error)
 func (f hookRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // hookResults collects what OnResult receives.
-type hookResults chan HookResult
+type hookResults chan Result
 
-func (c hookResults) add(r HookResult) { c <- r }
+func (c hookResults) add(r Result) { c <- r }
 
 // next waits for the next result.
-func (c hookResults) next(t *testing.T) HookResult {
+func (c hookResults) next(t *testing.T) Result {
 	t.Helper()
 	return <-c
 }
@@ -43,10 +43,10 @@ func (c hookResults) none(t *testing.T) {
 // startHookRunner builds a runner reporting into a fresh hookResults and runs
 // it until the returned stop is called (or the test ends). stop returns once
 // Run has returned.
-func startHookRunner(t *testing.T, client *http.Client) (*HookRunner, hookResults, func()) {
+func startHookRunner(t *testing.T, client *http.Client) (*Runner, hookResults, func()) {
 	t.Helper()
 	res := make(hookResults, 4096)
-	r, err := NewHookRunner(HookSettings{Client: client, OnResult: res.add})
+	r, err := New(Settings{Client: client, OnResult: res.add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +182,8 @@ func TestHookStatus(t *testing.T) {
 			if rs.Outcome() != tt.outcome || rs.Status != tt.status {
 				t.Errorf("result = %+v (%s), want %s with status %d", rs, rs.Outcome(), tt.outcome, tt.status)
 			}
-			if wantErr := tt.outcome != "ok"; wantErr != errors.Is(rs.Err, ErrHookStatus) {
-				t.Errorf("result error = %v, want ErrHookStatus: %v", rs.Err, wantErr)
+			if wantErr := tt.outcome != "ok"; wantErr != errors.Is(rs.Err, ErrStatus) {
+				t.Errorf("result error = %v, want ErrStatus: %v", rs.Err, wantErr)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -404,10 +404,10 @@ func TestHookAnswers(t *testing.T) {
 	}
 }
 
-func TestNewHookRunnerRefusesDefaultClient(t *testing.T) {
+func TestNewRefusesDefaultClient(t *testing.T) {
 	t.Parallel()
-	if _, err := NewHookRunner(HookSettings{Client: http.DefaultClient}); err == nil || !strings.Contains(err.Error(), "HookSettings.Client") {
-		t.Fatalf("NewHookRunner(DefaultClient) = %v, want an error naming HookSettings.Client", err)
+	if _, err := New(Settings{Client: http.DefaultClient}); err == nil || !strings.Contains(err.Error(), "Settings.Client") {
+		t.Fatalf("New(DefaultClient) = %v, want an error naming Settings.Client", err)
 	}
 }
 
@@ -449,14 +449,14 @@ func TestHookFireConcurrent(t *testing.T) {
 	}
 }
 
-func ExampleHookRunner() {
+func ExampleRunner() {
 	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent) // vLLM's /reset_prefix_cache answers 200; any 2xx is fine
 	}))
 	defer pod.Close()
 
-	results := make(chan HookResult, 1)
-	r, err := NewHookRunner(HookSettings{OnResult: func(res HookResult) { results <- res }})
+	results := make(chan Result, 1)
+	r, err := New(Settings{OnResult: func(res Result) { results <- res }})
 	if err != nil {
 		panic(err)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package classify
 
 import (
 	"encoding/json"
@@ -141,25 +141,25 @@ func TestCheckJSON(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := checkJSON([]byte(tt.body))
+			err := CheckJSON([]byte(tt.body))
 			if tt.wantErr == "" {
 				if err != nil {
-					t.Fatalf("checkJSON(%.60q) = %v, want nil", tt.body, err)
+					t.Fatalf("CheckJSON(%.60q) = %v, want nil", tt.body, err)
 				}
 				if !json.Valid([]byte(tt.body)) {
-					t.Fatalf("checkJSON(%.60q) accepted what encoding/json rejects", tt.body)
+					t.Fatalf("CheckJSON(%.60q) accepted what encoding/json rejects", tt.body)
 				}
 				return
 			}
-			var bre *badRequestError
+			var bre *Error
 			if !errors.As(err, &bre) {
-				t.Fatalf("checkJSON(%.60q) = %v, want a *badRequestError containing %q", tt.body, err, tt.wantErr)
+				t.Fatalf("CheckJSON(%.60q) = %v, want a *Error containing %q", tt.body, err, tt.wantErr)
 			}
-			if !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "proxy: ") {
-				t.Errorf("checkJSON(%.60q) = %q, want it to contain %q", tt.body, err, tt.wantErr)
+			if !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "classify: ") {
+				t.Errorf("CheckJSON(%.60q) = %q, want it to contain %q", tt.body, err, tt.wantErr)
 			}
 			if bre.Code != codeInvalidJSON {
-				t.Errorf("checkJSON(%.60q) code = %q, want %q", tt.body, bre.Code, codeInvalidJSON)
+				t.Errorf("CheckJSON(%.60q) code = %q, want %q", tt.body, bre.Code, codeInvalidJSON)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
-package proxy
+package usage
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // chunkReader returns at most n bytes per Read.
@@ -50,63 +47,63 @@ var usageCases = []struct {
 	contentType string
 	encoding    string
 	body        string
-	want        usage // zero: unknown
+	want        Tokens // zero: unknown
 }{
 	{name: "sse usage in the last chunk", body: sseChunk("Hel", "null") + sseChunk("lo", "null") +
 		`data: {"id":"chatcmpl-1","choices":[],"usage":` + usageOf(12, 2) + "}\n\n" + sseDone,
-		want: usage{12, 2, true}},
+		want: Tokens{12, 2, true}},
 	{name: "sse usage on every chunk: the last wins", body: sseChunk("a", usageOf(12, 1)) + sseChunk("b", usageOf(12, 2)) +
-		sseChunk("c", usageOf(12, 3)) + sseDone, want: usage{12, 3, true}},
+		sseChunk("c", usageOf(12, 3)) + sseDone, want: Tokens{12, 3, true}},
 	{name: "sse no usage", body: `data: {"choices":[{"delta":{"content":"hi"}}]}` + "\n\n" + sseDone},
 	{name: "sse usage null", body: sseChunk("a", "null") + sseChunk("b", "null") + sseDone},
 	{name: "sse usage then null keeps it", body: sseChunk("a", usageOf(5, 1)) + sseChunk("b", "null") + sseDone,
-		want: usage{5, 1, true}},
+		want: Tokens{5, 1, true}},
 	{name: "sse only [DONE]", body: sseDone},
 	{name: "sse CRLF line ends", body: strings.ReplaceAll(sseChunk("a", usageOf(7, 4))+sseDone, "\n", "\r\n"),
-		want: usage{7, 4, true}},
-	{name: "sse no space after data:", body: `data:{"choices":[],"usage":` + usageOf(3, 9) + "}\n\n", want: usage{3, 9, true}},
+		want: Tokens{7, 4, true}},
+	{name: "sse no space after data:", body: `data:{"choices":[],"usage":` + usageOf(3, 9) + "}\n\n", want: Tokens{3, 9, true}},
 	{name: "sse comments and event fields ignored", body: ": ping\n\nevent: message\nid: 1\n" + sseChunk("a", usageOf(8, 8)) + ": bye\n\n",
-		want: usage{8, 8, true}},
+		want: Tokens{8, 8, true}},
 	{name: "sse content mentioning usage", body: sseChunk("a", usageOf(2, 2)) + sseChunk(`the \"usage\" key`, "null") + sseDone,
-		want: usage{2, 2, true}},
+		want: Tokens{2, 2, true}},
 	{name: "sse unterminated last line is discarded", body: sseChunk("a", "null") + `data: {"usage":` + usageOf(1, 1) + "}"},
 	{name: "sse data line over the cap loses the usage", body: sseChunk("a", usageOf(4, 1)) +
 		sseChunk(strings.Repeat("x", sseLineLimit), usageOf(4, 2)) + sseDone},
 	{name: "sse data line over the cap before the usage", body: sseChunk(strings.Repeat("x", sseLineLimit), "null") +
-		sseChunk("b", usageOf(4, 2)) + sseDone, want: usage{4, 2, true}},
+		sseChunk("b", usageOf(4, 2)) + sseDone, want: Tokens{4, 2, true}},
 	{name: "sse data line over the cap cut by the end forgets nothing", body: sseChunk("a", usageOf(4, 1)) +
-		"data: " + strings.Repeat("x", sseLineLimit), want: usage{4, 1, true}},
+		"data: " + strings.Repeat("x", sseLineLimit), want: Tokens{4, 1, true}},
 	{name: "sse comment over the cap is harmless", body: sseChunk("a", usageOf(4, 1)) + ": " + strings.Repeat("x", sseLineLimit) + "\n\n" + sseDone,
-		want: usage{4, 1, true}},
+		want: Tokens{4, 1, true}},
 	{name: "sse line of exactly the cap is read", body: `data: {"usage":` + usageOf(6, 6) + "," +
 		`"pad":"` + strings.Repeat("x", sseLineLimit-len(`data: {"usage":`+usageOf(6, 6)+`,"pad":""}`)) + `"}` + "\n\n",
-		want: usage{6, 6, true}},
+		want: Tokens{6, 6, true}},
 	{name: "sse malformed usage chunk forgets the usage", body: sseChunk("a", usageOf(4, 1)) + `data: {"usage":{"prompt_tokens":4,` + "\n\n" + sseDone},
 	{name: "sse usage not an object", body: sseChunk("a", usageOf(4, 1)) + sseChunk("b", `"many"`) + sseDone},
 	{name: "sse negative count", body: sseChunk("a", `{"prompt_tokens":-1,"completion_tokens":3}`) + sseDone},
 	{name: "sse content type with charset", contentType: "Text/Event-Stream; charset=utf-8", body: sseChunk("a", usageOf(1, 2)),
-		want: usage{1, 2, true}},
+		want: Tokens{1, 2, true}},
 
 	{name: "json usage", contentType: jsonType, body: `{"id":"cmpl-1","object":"text_completion","choices":[{"text":"hi"}],"usage":` +
-		usageOf(10, 20) + `}`, want: usage{10, 20, true}},
+		usageOf(10, 20) + `}`, want: Tokens{10, 20, true}},
 	{name: "json embeddings usage without completion_tokens", contentType: jsonType,
-		body: `{"data":[{"embedding":[0.1]}],"usage":{"prompt_tokens":9,"total_tokens":9}}`, want: usage{9, 0, true}},
+		body: `{"data":[{"embedding":[0.1]}],"usage":{"prompt_tokens":9,"total_tokens":9}}`, want: Tokens{9, 0, true}},
 	{name: "json no usage", contentType: jsonType, body: `{"id":"x","choices":[]}`},
 	{name: "json usage null", contentType: jsonType, body: `{"id":"x","usage":null}`},
 	{name: "json malformed", contentType: jsonType, body: `{"usage":` + usageOf(1, 1)},
 	{name: "json trailing garbage", contentType: jsonType, body: `{"usage":` + usageOf(1, 1) + `} x`},
 	{name: "json over the cap", contentType: jsonType, body: `{"pad":"` + strings.Repeat("x", jsonBodyLimit) + `","usage":` + usageOf(1, 1) + `}`},
 	{name: "json content type with charset", contentType: "application/json; charset=utf-8", body: `{"usage":` + usageOf(3, 4) + `}`,
-		want: usage{3, 4, true}},
+		want: Tokens{3, 4, true}},
 
 	{name: "gzip is not decoded", encoding: "gzip", body: sseChunk("a", usageOf(1, 1))},
-	{name: "identity encoding is read", encoding: "identity", body: sseChunk("a", usageOf(1, 1)), want: usage{1, 1, true}},
+	{name: "identity encoding is read", encoding: "identity", body: sseChunk("a", usageOf(1, 1)), want: Tokens{1, 1, true}},
 	{name: "other content type is unknown", contentType: "text/plain", body: sseChunk("a", usageOf(1, 1))},
 	{name: "non-200 reports nothing", status: 400, body: sseChunk("a", usageOf(1, 1))},
 	{name: "201 reports nothing", status: 201, contentType: jsonType, body: `{"usage":` + usageOf(1, 1) + `}`},
 }
 
-// TestUsageScanner reads each body through watchUsage in reads of several
+// TestUsageScanner reads each body through Watch in reads of several
 // sizes, with and without EOF on the last data, and checks that the bytes
 // pass unchanged and the usage is reported exactly once.
 func TestUsageScanner(t *testing.T) {
@@ -122,8 +119,8 @@ func TestUsageScanner(t *testing.T) {
 						src = iotest.DataErrReader(src)
 					}
 					res := usageResponse(tt.status, tt.contentType, tt.encoding, io.NopCloser(src))
-					var got []usage
-					watchUsage(res, func(u usage) { got = append(got, u) })
+					var got []Tokens
+					Watch(res, func(u Tokens) { got = append(got, u) })
 					out, err := io.ReadAll(res.Body)
 					if err != nil || !bytes.Equal(out, []byte(tt.body)) {
 						t.Fatalf("body through the scanner = %d bytes, %v; want the %d bytes unchanged", len(out), err, len(tt.body))
@@ -161,16 +158,16 @@ func usageResponse(status int, contentType, encoding string, body io.ReadCloser)
 func TestUsageReportedOnClose(t *testing.T) {
 	tests := []struct {
 		name, contentType, body string
-		want                    usage
+		want                    Tokens
 	}{
-		{"sse", sseType, sseChunk("a", usageOf(3, 1)) + sseChunk("b", usageOf(3, 2)), usage{3, 2, true}},
-		{"json", jsonType, `{"usage":` + usageOf(1, 1) + `}`, usage{}},
+		{"sse", sseType, sseChunk("a", usageOf(3, 1)) + sseChunk("b", usageOf(3, 2)), Tokens{3, 2, true}},
+		{"json", jsonType, `{"usage":` + usageOf(1, 1) + `}`, Tokens{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := usageResponse(200, tt.contentType, "", io.NopCloser(strings.NewReader(tt.body+"more")))
-			var got []usage
-			watchUsage(res, func(u usage) { got = append(got, u) })
+			var got []Tokens
+			Watch(res, func(u Tokens) { got = append(got, u) })
 			buf := make([]byte, len(tt.body))
 			if _, err := io.ReadFull(res.Body, buf); err != nil {
 				t.Fatal(err)
@@ -187,78 +184,11 @@ func TestUsageReportedOnClose(t *testing.T) {
 // TestUsageContentLengthOverCap: a JSON body announced larger than the cap
 // is not buffered at all.
 func TestUsageContentLengthOverCap(t *testing.T) {
-	var s usageScanner
+	var s scanner
 	s.init(formatJSON, jsonBodyLimit+1)
 	s.write([]byte(`{"usage":` + usageOf(1, 1) + `}`))
-	if u := s.result(true); u.known || s.buf != nil {
+	if u := s.result(true); u.Known || s.buf != nil {
 		t.Fatalf("result = %v with %d bytes held, want unknown and nothing held", u, len(s.buf))
-	}
-}
-
-// TestUsageMetrics sends a streamed and a complete response through the
-// handler: the stream still arrives chunk by chunk, and the counters hold
-// the usage of both, plus one unknown for a response without usage.
-func TestUsageMetrics(t *testing.T) {
-	next := make(chan struct{})
-	pod := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		switch r.URL.Path {
-		case "/v1/chat/completions": // streamed, continuous_usage_stats
-			w.Header().Set("Content-Type", "text/event-stream")
-			for i := range 3 {
-				_, _ = io.WriteString(w, sseChunk("t", usageOf(100, int64(i+1))))
-				w.(http.Flusher).Flush()
-				select {
-				case <-next:
-				case <-r.Context().Done():
-					return
-				}
-			}
-			_, _ = io.WriteString(w, sseDone)
-		case "/v1/completions":
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"id":"cmpl-1","choices":[{"text":"hi"}],"usage":`+usageOf(40, 7)+`}`)
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"data":[]}`)
-		}
-	})
-	tp := newTestProxy(t, pod, nil)
-
-	res := post(t, tp.srv.URL, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`, nil)
-	rd := bufio.NewReader(res.Body)
-	for i := range 3 {
-		want := sseChunk("t", usageOf(100, int64(i+1)))
-		got := make([]byte, len(want))
-		if _, err := io.ReadFull(rd, got); err != nil || string(got) != want {
-			t.Fatalf("chunk %d = %q, %v; want %q", i, got, err, want)
-		}
-		next <- struct{}{}
-	}
-	if rest, _ := io.ReadAll(rd); string(rest) != sseDone {
-		t.Fatalf("after the chunks: %q, want %q", rest, sseDone)
-	}
-	for _, path := range []string{"/v1/completions", "/v1/embeddings"} {
-		res := post(t, tp.srv.URL, path, `{"model":"m","prompt":"x","input":"x"}`, nil)
-		if _, err := io.Copy(io.Discard, res.Body); err != nil || res.StatusCode != 200 {
-			t.Fatalf("POST %s = %d, %v", path, res.StatusCode, err)
-		}
-	}
-	tp.srv.Close() // waits for the handlers to finish
-
-	m := tp.h.metrics
-	for _, c := range []struct {
-		name string
-		got  float64
-		want float64
-	}{
-		{"prompt", testutil.ToFloat64(m.usedTokens.WithLabelValues("pod-0", "prompt")), 140},
-		{"completion", testutil.ToFloat64(m.usedTokens.WithLabelValues("pod-0", "completion")), 10},
-		{"unknown", testutil.ToFloat64(m.usageLost.WithLabelValues("pod-0")), 1},
-	} {
-		if c.got != c.want {
-			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
-		}
 	}
 }
 
@@ -284,15 +214,15 @@ func BenchmarkUsageScanner(b *testing.B) {
 			buf := make([]byte, 32<<10)
 			for b.Loop() {
 				res := usageResponse(200, sseType, "", io.NopCloser(&chunkReader{data: data, n: chunk}))
-				var got usage
-				watchUsage(res, func(u usage) { got = u })
+				var got Tokens
+				Watch(res, func(u Tokens) { got = u })
 				for {
 					if _, err := res.Body.Read(buf); err != nil {
 						break
 					}
 				}
 				res.Body.Close()
-				if got != (usage{512, 200, true}) {
+				if got != (Tokens{512, 200, true}) {
 					b.Fatalf("usage = %v", got)
 				}
 			}

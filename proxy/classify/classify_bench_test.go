@@ -1,4 +1,4 @@
-package proxy
+package classify
 
 import (
 	"os"
@@ -19,26 +19,26 @@ func readChat4KiB(b *testing.B) []byte {
 }
 
 // BenchmarkClassifyChat4KiB measures the whole body path of a chat request:
-// checkJSON plus classify.
+// CheckJSON plus classify.
 func BenchmarkClassifyChat4KiB(b *testing.B) {
 	body := readChat4KiB(b)
-	route := routeOf(b, "/v1/chat/completions")
+	kind := KindChat
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := classifyBody(route, body, testEstimator); err != nil {
+		if _, err := Parse(kind, body, testEstimator); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// BenchmarkJSONCheck4KiB measures checkJSON alone on the same body.
+// BenchmarkJSONCheck4KiB measures CheckJSON alone on the same body.
 func BenchmarkJSONCheck4KiB(b *testing.B) {
 	body := readChat4KiB(b)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if err := checkJSON(body); err != nil {
+		if err := CheckJSON(body); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package proxy
+package framing
 
 import (
 	"bufio"
@@ -6,9 +6,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 )
+
+func itoa(n int) string   { return strconv.Itoa(n) }
+func hexLen(n int) string { return strconv.FormatInt(int64(n), 16) }
 
 // Bodies that look like framing: as body bytes they are data, not headers.
 const (
@@ -218,7 +222,7 @@ func TestGuardConnForwardsCloseWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	gl := GuardListener(l)
+	gl := Guard(l)
 	client, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package proxy
+package classify
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ const (
 	smallObjectKeys = 32
 )
 
-// checkJSON refuses bodies that Go and Python (vLLM's json.loads plus
+// CheckJSON refuses bodies that Go and Python (vLLM's json.loads plus
 // pydantic) could read differently, so that what gatekeeper estimates is what
 // vLLM executes. It accepts exactly RFC 8259 JSON whose top-level value is an
 // object, and refuses besides:
@@ -41,10 +41,10 @@ const (
 //
 // Keys that differ only in case from a field gatekeeper reads are refused by
 // classify, which knows where those fields live. The error is a
-// *badRequestError. checkJSON allocates only for a key with escapes, an
+// *Error. CheckJSON allocates only for a key with escapes, an
 // object of more than smallObjectKeys keys, more than 64 keys open at once,
 // or a number with an exponent; ordinary bodies cost no allocation.
-func checkJSON(b []byte) error {
+func CheckJSON(b []byte) error {
 	c := checker{b: b}
 	return c.run()
 }
@@ -63,7 +63,7 @@ type frame struct {
 	set      map[string]struct{} // keys once the object outgrew smallObjectKeys
 }
 
-// checker is checkJSON's state: an iterative parser with an explicit stack,
+// checker is CheckJSON's state: an iterative parser with an explicit stack,
 // so a deep body cannot grow the goroutine stack.
 type checker struct {
 	b     []byte
@@ -75,7 +75,7 @@ type checker struct {
 }
 
 // keyStack is a stack of keys that lives in place up to its array's size,
-// so that checkJSON does not allocate for ordinary bodies. (A slice pointing
+// so that CheckJSON does not allocate for ordinary bodies. (A slice pointing
 // into the checker itself would move the whole checker to the heap.)
 type keyStack struct {
 	arr  [64]keySpan
@@ -107,13 +107,13 @@ func (s *keyStack) truncate(n int) {
 func (c *checker) run() error {
 	c.ws()
 	if c.i >= len(c.b) {
-		return &badRequestError{Message: "request body is empty; expected a JSON object", Code: codeInvalidJSON}
+		return &Error{Message: "request body is empty; expected a JSON object", Code: codeInvalidJSON}
 	}
 	if c.b[c.i] != '{' {
 		if bytes.HasPrefix(c.b[c.i:], []byte("\xef\xbb\xbf")) {
 			return c.syntax("byte-order mark before the JSON object")
 		}
-		return &badRequestError{Message: "request body must be a JSON object", Code: codeInvalidJSON}
+		return &Error{Message: "request body must be a JSON object", Code: codeInvalidJSON}
 	}
 	for {
 		more, err := c.valueStart()
@@ -149,7 +149,7 @@ func (c *checker) valueStart() (bool, error) {
 	switch ch := c.b[c.i]; ch {
 	case '{', '[':
 		if c.depth == maxJSONDepth {
-			return false, &badRequestError{Code: codeInvalidJSON,
+			return false, &Error{Code: codeInvalidJSON,
 				Message: "JSON nests deeper than " + strconv.Itoa(maxJSONDepth) + " levels"}
 		}
 		c.stack[c.depth] = frame{object: ch == '{', keyStart: c.keys.n}
@@ -294,12 +294,12 @@ func (c *checker) ws() { c.i = skipSpace(c.b, c.i) }
 func (c *checker) syntax(msg string) error { return syntaxError(c.i, msg) }
 
 func syntaxError(off int, msg string) error {
-	return &badRequestError{Code: codeInvalidJSON,
+	return &Error{Code: codeInvalidJSON,
 		Message: "invalid JSON at byte " + strconv.Itoa(off) + ": " + msg}
 }
 
 func duplicateKey(key []byte) error {
-	return &badRequestError{Code: codeInvalidJSON,
+	return &Error{Code: codeInvalidJSON,
 		Message: "duplicate key " + strconv.Quote(truncate(string(key), 64)) + " in a JSON object"}
 }
 
@@ -357,7 +357,7 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 		default:
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size == 1 {
-				return i, escaped, &badRequestError{Code: codeInvalidJSON,
+				return i, escaped, &Error{Code: codeInvalidJSON,
 					Message: "invalid UTF-8 at byte " + strconv.Itoa(i)}
 			}
 			i += size

@@ -1,4 +1,4 @@
-package proxy
+package classify
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// reader walks a body that checkJSON accepted. Every access is bounds-checked,
+// reader walks a body that CheckJSON accepted. Every access is bounds-checked,
 // so on other input it stops early instead of panicking.
 type reader struct {
 	b []byte
@@ -170,7 +170,7 @@ func (r *reader) stringValue(param string) (string, error) {
 		}
 		return string(raw), nil
 	}
-	return "", &badRequestError{Param: param, Message: "must be a string", Code: codeInvalidType}
+	return "", &Error{Param: param, Message: "must be a string", Code: codeInvalidType}
 }
 
 // boolValue reads true, false or null (false). Python's pydantic would take
@@ -184,7 +184,7 @@ func (r *reader) boolValue(param string) (bool, error) {
 		r.skip()
 		return false, nil
 	}
-	return false, &badRequestError{Param: param, Message: "must be a boolean", Code: codeInvalidType}
+	return false, &Error{Param: param, Message: "must be a boolean", Code: codeInvalidType}
 }
 
 // intValue reads an integer literal of at least minValue, or null (reported
@@ -197,18 +197,18 @@ func (r *reader) intValue(param string, minValue int64) (int64, bool, error) {
 		return 0, false, nil
 	}
 	if ch != '-' && (ch < '0' || ch > '9') {
-		return 0, false, &badRequestError{Param: param, Message: "must be an integer", Code: codeInvalidType}
+		return 0, false, &Error{Param: param, Message: "must be an integer", Code: codeInvalidType}
 	}
 	start := r.i
 	r.skip()
 	v, err := strconv.ParseInt(string(r.b[start:r.i]), 10, 64)
 	switch {
 	case err != nil && bytes.ContainsAny(r.b[start:r.i], ".eE"):
-		return 0, false, &badRequestError{Param: param, Message: "must be an integer", Code: codeInvalidType}
+		return 0, false, &Error{Param: param, Message: "must be an integer", Code: codeInvalidType}
 	case err != nil:
-		return 0, false, &badRequestError{Param: param, Message: "integer out of range", Code: codeInvalidValue}
+		return 0, false, &Error{Param: param, Message: "integer out of range", Code: codeInvalidValue}
 	case v < minValue:
-		return 0, false, &badRequestError{Param: param, Code: codeInvalidValue,
+		return 0, false, &Error{Param: param, Code: codeInvalidValue,
 			Message: "must be at least " + strconv.FormatInt(minValue, 10)}
 	}
 	return v, true, nil
@@ -223,6 +223,6 @@ func (r *reader) tokenID(name string, i int) (int64, error) {
 			return v, nil
 		}
 	}
-	return 0, &badRequestError{Param: indexed(name, i), Code: codeInvalidValue,
+	return 0, &Error{Param: indexed(name, i), Code: codeInvalidValue,
 		Message: "token ids must be non-negative integers"}
 }

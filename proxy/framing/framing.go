@@ -1,4 +1,9 @@
-package proxy
+// Package framing guards gatekeeper's plain-HTTP traffic listener against
+// ambiguous HTTP/1 framing (request smuggling, issue 7): Guard wraps the
+// listener and scans what the server reads, ConnContext carries each
+// connection's verdict into its requests, and Ambiguous reads it in the
+// handler, which then refuses the request with 400.
+package framing
 
 import (
 	"bytes"
@@ -8,19 +13,20 @@ import (
 	"sync/atomic"
 )
 
-// GuardListener wraps a plain-HTTP traffic listener so that a connection
-// whose raw HTTP/1 framing is ambiguous — a header block with both
-// Content-Length and Transfer-Encoding, an obsolete line fold, a malformed
-// chunk — is refused with 400 rather than re-framed. Go's server accepts the
+// Guard wraps a plain-HTTP traffic listener so that a connection whose raw
+// HTTP/1 framing is ambiguous — a header block with both Content-Length and
+// Transfer-Encoding, an obsolete line fold, a malformed chunk — is refused
+// with 400 rather than re-framed. Go's server accepts the
 // first two as RFC 9112 allows (Transfer-Encoding wins, a fold becomes a
 // space) before any handler runs, but a request that a proxy reads one way and
 // a pod another is the stuff of request smuggling (issue 7). Use it with
 // ConnContext on the same http.Server. TLS listeners are not wrapped: the
 // bytes are encrypted there, and HTTP/2 has no such framing.
-func GuardListener(l net.Listener) net.Listener { return guardListener{l} }
+func Guard(l net.Listener) net.Listener { return guardListener{l} }
 
-// ConnContext is http.Server.ConnContext for a GuardListener: it makes the
-// connection's verdict visible to the handler. Other connections pass through.
+// ConnContext is http.Server.ConnContext for a Guard listener: it makes the
+// connection's verdict visible to the handler (Ambiguous). Other connections
+// pass through.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	if gc, ok := c.(*guardConn); ok {
 		return context.WithValue(ctx, guardKey{}, gc)
@@ -30,9 +36,10 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 
 type guardKey struct{}
 
-// ambiguousFraming reports whether the request's connection has sent
-// ambiguous framing, in this request's header block or an earlier one.
-func ambiguousFraming(ctx context.Context) bool {
+// Ambiguous reports whether the request's connection has sent ambiguous
+// framing, in this request's header block or an earlier one. ctx is the
+// request's context; without ConnContext it is always false.
+func Ambiguous(ctx context.Context) bool {
 	gc, _ := ctx.Value(guardKey{}).(*guardConn)
 	return gc != nil && gc.tainted.Load()
 }
@@ -76,7 +83,7 @@ func (c *guardConn) CloseWrite() error {
 	return errNoCloseWrite
 }
 
-var errNoCloseWrite = errors.New("proxy: connection cannot half-close")
+var errNoCloseWrite = errors.New("framing: connection cannot half-close")
 
 // scanState is where the scanner is in the HTTP/1 message stream.
 type scanState uint8

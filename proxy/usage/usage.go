@@ -1,10 +1,16 @@
-package proxy
+// Package usage reads the token usage that a pod reports in its response
+// (the "usage" object of a JSON body or of an SSE data chunk) while the body
+// streams through to the client unchanged. Watch wraps a response body and
+// reports its Tokens once, at the end; package proxy turns them into metrics.
+package usage
 
 import (
 	"bytes"
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 )
 
 // Bounds on what the usage scanner keeps of one response. A longer SSE line
@@ -18,11 +24,16 @@ const (
 // decoding. (A key spelled with JSON escapes, which no pod sends, is missed.)
 const usageKey = `"usage"`
 
-// usage is the token count a pod reported for one response; known is false
-// when it could not be read.
-type usage struct {
-	prompt, completion int64
-	known              bool
+// Tokens is the token count a pod reported for one response. The zero value
+// is an unknown usage.
+type Tokens struct {
+	// Prompt and Completion are the usage's prompt_tokens and
+	// completion_tokens; a missing or null count is 0 (embeddings have no
+	// completions).
+	Prompt, Completion int64
+	// Known is false when the usage could not be read: absent, too large,
+	// compressed or malformed.
+	Known bool
 }
 
 // usageFormat says how a response carries its usage.
@@ -51,22 +62,24 @@ func usageFormatOf(h http.Header) usageFormat {
 }
 
 // usageBody passes a pod's response body through unchanged while a
-// usageScanner watches it, and calls report once with the result at EOF or
+// scanner watches it, and calls report once with the result at EOF or
 // Close. Closed before EOF (the client left, the stream broke), an SSE body
-// reports the last usage seen, since those tokens were spent, and a JSON body
+// reports the last Tokens seen, since those tokens were spent, and a JSON body
 // unknown. Read and Close must not be called concurrently (ReverseProxy calls
 // both from the handler's goroutine). It implements no io.WriterTo, so every
 // byte goes through Read and each Read is flushed on at once.
 type usageBody struct {
 	rc     io.ReadCloser
-	scan   usageScanner
+	scan   scanner
 	eof    bool
-	report func(usage) // nil once called
+	report func(Tokens) // nil once called
 }
 
-// watchUsage wraps the body of a 200 response so that report is called once
-// with its usage; other responses are left alone.
-func watchUsage(res *http.Response, report func(usage)) {
+// Watch wraps the body of a 200 response so that report is called once with
+// its usage, at EOF or Close (see usageBody for a body closed early); other
+// responses are left alone. The wrapped body must not be read and closed
+// concurrently, as ReverseProxy does not.
+func Watch(res *http.Response, report func(Tokens)) {
 	if res.StatusCode != http.StatusOK {
 		return
 	}
@@ -100,29 +113,29 @@ func (b *usageBody) finish() {
 	}
 }
 
-// usageScanner reads the usage out of a response body fed to it in pieces
+// scanner reads the usage out of a response body fed to it in pieces
 // of any size. It keeps at most limit bytes: one partial SSE line, or the
 // JSON body. The zero value reads nothing; call init first.
 //
-// For SSE the last usage seen wins: vLLM sends it in the final chunk with
+// For SSE the last Tokens seen wins: vLLM sends it in the final chunk with
 // stream_options.include_usage, and cumulatively in every chunk with
 // continuous_usage_stats, so summing would overcount. A data line that was
 // too long or unreadable may have held a later usage, so it forgets what came
 // before it. Lines end in LF or CRLF (vLLM's framing); a partial last line at
 // EOF is discarded, as the SSE spec discards an unterminated event.
-type usageScanner struct {
+type scanner struct {
 	format   usageFormat
 	limit    int
 	buf      []byte // SSE: the current partial line; JSON: the body so far
 	skip     bool   // SSE: inside a line longer than limit, dropped to its end
 	lostData bool   // SSE: the line being dropped is a data line
 	over     bool   // JSON: the body is longer than limit
-	last     usage  // SSE: the last usage seen
+	last     Tokens // SSE: the last usage seen
 }
 
 // init prepares s for a body of format; size is its Content-Length, -1 if
 // unknown.
-func (s *usageScanner) init(f usageFormat, size int64) {
+func (s *scanner) init(f usageFormat, size int64) {
 	s.format = f
 	switch f {
 	case formatSSE:
@@ -137,7 +150,7 @@ func (s *usageScanner) init(f usageFormat, size int64) {
 	}
 }
 
-func (s *usageScanner) write(p []byte) {
+func (s *scanner) write(p []byte) {
 	switch s.format {
 	case formatSSE:
 		s.writeSSE(p)
@@ -150,7 +163,7 @@ func (s *usageScanner) write(p []byte) {
 
 // result is the usage read so far; eof says whether the body was read to its
 // end, without which a JSON body is incomplete.
-func (s *usageScanner) result(eof bool) usage {
+func (s *scanner) result(eof bool) Tokens {
 	switch s.format {
 	case formatSSE:
 		return s.last
@@ -160,10 +173,10 @@ func (s *usageScanner) result(eof bool) usage {
 			return u
 		}
 	}
-	return usage{}
+	return Tokens{}
 }
 
-func (s *usageScanner) writeSSE(p []byte) {
+func (s *scanner) writeSSE(p []byte) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
@@ -193,7 +206,7 @@ func (s *usageScanner) writeSSE(p []byte) {
 
 // hold appends p to buf unless that would pass limit, growing buf to at most
 // limit; it reports whether p fitted.
-func (s *usageScanner) hold(p []byte) bool {
+func (s *scanner) hold(p []byte) bool {
 	n := len(s.buf) + len(p)
 	if n > s.limit {
 		return false
@@ -210,14 +223,14 @@ func (s *usageScanner) hold(p []byte) bool {
 // it may have held a later usage, so the one seen before is forgotten. Only
 // complete lines count, as in the SSE spec: an overlong line cut by the end
 // of the body forgets nothing.
-func (s *usageScanner) lost(data bool) {
+func (s *scanner) lost(data bool) {
 	if data {
-		s.last = usage{}
+		s.last = Tokens{}
 	}
 }
 
 // line handles one complete SSE line, its LF removed.
-func (s *usageScanner) line(l []byte) {
+func (s *scanner) line(l []byte) {
 	l = bytes.TrimSuffix(l, []byte("\r"))
 	v, ok := bytes.CutPrefix(l, []byte("data:"))
 	if !ok {
@@ -230,61 +243,60 @@ func (s *usageScanner) line(l []byte) {
 	u, ok := parseUsage(v)
 	switch {
 	case !ok:
-		s.last = usage{} // unreadable: it may have held the latest usage
-	case u.known:
+		s.last = Tokens{} // unreadable: it may have held the latest usage
+	case u.Known:
 		s.last = u
 	}
 }
 
-// parseUsage reads the usage object of one JSON document, the way classify
-// reads request bodies: checkJSON first (it refuses what Go and Python could
-// read differently), then a walk to the exact key "usage" that allocates
-// nothing. ok is false when the document is malformed or its usage is not an
+// parseUsage reads the usage object of one JSON document, the way package
+// classify reads request bodies: CheckJSON first (it refuses what Go and
+// Python could read differently), then a walk to the exact key "usage" that
+// allocates nothing. ok is false when the document is malformed or its usage is not an
 // object of non-negative integer counts; an absent or null usage is ok but
 // not known. Missing or null counts are 0 (embeddings have no completions).
-func parseUsage(doc []byte) (u usage, ok bool) {
-	if checkJSON(doc) != nil {
-		return usage{}, false
+func parseUsage(doc []byte) (u Tokens, ok bool) {
+	if classify.CheckJSON(doc) != nil {
+		return Tokens{}, false
 	}
-	r := reader{b: doc}
-	r.peek()
-	r.i++ // the '{' that checkJSON guarantees
+	r := classify.NewReader(doc)
+	r.Next() // the '{' that CheckJSON guarantees
 	var buf [64]byte
-	for r.more('}') {
-		if string(r.key(&buf)) == "usage" { // the only one: checkJSON refuses duplicates
-			return readUsage(&r)
+	for r.More('}') {
+		if string(r.Key(&buf)) == "usage" { // the only one: CheckJSON refuses duplicates
+			return readUsage(r)
 		}
-		r.skip()
+		r.Skip()
 	}
-	return usage{}, true
+	return Tokens{}, true
 }
 
 // readUsage reads the value of the "usage" key.
-func readUsage(r *reader) (usage, bool) {
-	switch r.peek() {
+func readUsage(r *classify.Reader) (Tokens, bool) {
+	switch r.Peek() {
 	case 'n':
-		return usage{}, true
+		return Tokens{}, true
 	case '{':
-		r.i++
+		r.Next()
 	default:
-		return usage{}, false
+		return Tokens{}, false
 	}
-	u := usage{known: true}
+	u := Tokens{Known: true}
 	var buf [64]byte
-	for r.more('}') {
+	for r.More('}') {
 		var dst *int64
-		switch string(r.key(&buf)) {
+		switch string(r.Key(&buf)) {
 		case "prompt_tokens":
-			dst = &u.prompt
+			dst = &u.Prompt
 		case "completion_tokens":
-			dst = &u.completion
+			dst = &u.Completion
 		default:
-			r.skip()
+			r.Skip()
 			continue
 		}
-		v, _, err := r.intValue("", 0) // counters cannot go down
+		v, _, err := r.Int("", 0) // counters cannot go down
 		if err != nil {
-			return usage{}, false
+			return Tokens{}, false
 		}
 		*dst = v
 	}

@@ -1,4 +1,9 @@
-package proxy
+// Package relief makes gatekeeper's relief hooks (DESIGN §4): HTTP calls made
+// when an upstream enters a level, e.g. an allocator endpoint that runs
+// torch.cuda.empty_cache() or vLLM's /reset_prefix_cache. They run in the
+// background, each with its own timeout, at most one in flight per hook, and
+// never block traffic. cmd/gatekeeper fires them from the slow path.
+package relief
 
 import (
 	"context"
@@ -12,11 +17,6 @@ import (
 	"time"
 )
 
-// Relief hooks (DESIGN §4): HTTP calls made when an upstream enters a level,
-// e.g. an allocator endpoint that runs torch.cuda.empty_cache() or vLLM's
-// /reset_prefix_cache. They run in the background, each with its own
-// timeout, at most one in flight per hook, and never block traffic.
-
 const (
 	// defaultHookTimeout bounds a hook call whose Timeout is not positive.
 	defaultHookTimeout = 5 * time.Second
@@ -27,9 +27,9 @@ const (
 	hookUserAgent = "gatekeeper-hook"
 )
 
-// ErrHookStatus is wrapped by HookResult.Err when a hook answered a status
-// outside 2xx (redirects included: the built-in client does not follow them).
-var ErrHookStatus = errors.New("proxy: hook answered a non-2xx status")
+// ErrStatus is wrapped by Result.Err when a hook answered a status outside
+// 2xx (redirects included: the built-in client does not follow them).
+var ErrStatus = errors.New("relief: hook answered a non-2xx status")
 
 // Hook is one relief call. The caller resolves its URL first (config's
 // Hook.ResolveURL): Fire takes absolute URLs only.
@@ -47,14 +47,14 @@ type Hook struct {
 	Timeout time.Duration
 }
 
-// HookResult is what one Fire of one hook came to.
-type HookResult struct {
+// Result is what one Fire of one hook came to.
+type Result struct {
 	// Level and Upstream are as passed to Fire; Method and URL are the
 	// hook's (Method "" reported as POST).
 	Level, Upstream, Method, URL string
 	// Status is the response status, 0 when none arrived.
 	Status int
-	// Err is nil on a 2xx answer. Otherwise it wraps ErrHookStatus,
+	// Err is nil on a 2xx answer. Otherwise it wraps ErrStatus,
 	// context.DeadlineExceeded (the hook's Timeout), context.Canceled
 	// (Run's ctx ended) or the transport's error.
 	Err error
@@ -68,7 +68,7 @@ type HookResult struct {
 // Outcome names the result for logs and the hook_calls_total metric:
 // "ok", "skipped", "timeout", "canceled" (shutdown) or "error" (a non-2xx
 // status or a transport error).
-func (r HookResult) Outcome() string {
+func (r Result) Outcome() string {
 	switch {
 	case r.Skipped:
 		return "skipped"
@@ -83,8 +83,8 @@ func (r HookResult) Outcome() string {
 	}
 }
 
-// HookSettings configures a HookRunner.
-type HookSettings struct {
+// Settings configures a Runner.
+type Settings struct {
 	// Client makes the calls. Nil means a client of the runner's own with
 	// bounded dial (2s) and TLS handshake (5s) timeouts that follows no
 	// redirects and uses no environment proxy. http.DefaultClient is
@@ -93,20 +93,19 @@ type HookSettings struct {
 	// OnResult, if set, receives every result, outside any lock: from the
 	// call's goroutine when it ends, or from Fire itself for a skip. It must
 	// not block; cmd logs and counts here.
-	OnResult func(HookResult)
-	// Now returns the current time, for HookResult.Duration. Nil means
-	// time.Now.
+	OnResult func(Result)
+	// Now returns the current time, for Result.Duration. Nil means time.Now.
 	Now func() time.Time
 }
 
-// HookRunner makes relief calls in the background. Create one with
-// NewHookRunner and run Run for the process's life: Run owns the calls'
-// goroutines and ends them when its ctx ends. A HookRunner is safe for
-// concurrent use and must not be copied.
-type HookRunner struct {
+// Runner makes relief calls in the background. Create one with New and run
+// Run for the process's life: Run owns the calls' goroutines and ends them
+// when its ctx ends. A Runner is safe for concurrent use and must not be
+// copied.
+type Runner struct {
 	client   *http.Client
 	own      bool // client was built here; its idle connections are closed when Run ends
-	onResult func(HookResult)
+	onResult func(Result)
 	now      func() time.Time
 	wg       sync.WaitGroup
 
@@ -119,13 +118,12 @@ type HookRunner struct {
 // hookKey identifies one hook for the one-in-flight rule.
 type hookKey struct{ level, upstream, method, url string }
 
-// NewHookRunner returns a HookRunner, or an error when s.Client is
-// http.DefaultClient.
-func NewHookRunner(s HookSettings) (*HookRunner, error) {
+// New returns a Runner, or an error when s.Client is http.DefaultClient.
+func New(s Settings) (*Runner, error) {
 	if s.Client == http.DefaultClient {
-		return nil, errors.New("proxy: HookSettings.Client: http.DefaultClient has no bounds; pass a client of your own or nil")
+		return nil, errors.New("relief: Settings.Client: http.DefaultClient has no bounds; pass a client of your own or nil")
 	}
-	r := &HookRunner{client: s.Client, onResult: s.OnResult, now: s.Now, inflight: map[hookKey]context.CancelFunc{}}
+	r := &Runner{client: s.Client, onResult: s.OnResult, now: s.Now, inflight: map[hookKey]context.CancelFunc{}}
 	if r.client == nil {
 		r.client, r.own = newHookClient(), true
 	}
@@ -133,7 +131,7 @@ func NewHookRunner(s HookSettings) (*HookRunner, error) {
 		r.now = time.Now
 	}
 	if r.onResult == nil {
-		r.onResult = func(HookResult) {}
+		r.onResult = func(Result) {}
 	}
 	return r, nil
 }
@@ -159,7 +157,7 @@ func newHookClient() *http.Client {
 // and upstream is still in flight is skipped and reported as Skipped. Calls
 // fired before Run starts are made too; once Run's ctx has ended, Fire does
 // nothing.
-func (r *HookRunner) Fire(level, upstream string, hooks []Hook) {
+func (r *Runner) Fire(level, upstream string, hooks []Hook) {
 	for _, h := range hooks {
 		method := strings.ToUpper(h.Method)
 		if method == "" {
@@ -171,13 +169,13 @@ func (r *HookRunner) Fire(level, upstream string, hooks []Hook) {
 			return
 		}
 		if !started {
-			r.onResult(HookResult{Level: level, Upstream: upstream, Method: method, URL: h.URL, Skipped: true})
+			r.onResult(Result{Level: level, Upstream: upstream, Method: method, URL: h.URL, Skipped: true})
 		}
 	}
 }
 
 // start starts h's call unless the runner has stopped or key is in flight.
-func (r *HookRunner) start(key hookKey, h Hook) (started, stopped bool) {
+func (r *Runner) start(key hookKey, h Hook) (started, stopped bool) {
 	timeout := h.Timeout
 	if timeout <= 0 {
 		timeout = defaultHookTimeout
@@ -200,10 +198,10 @@ func (r *HookRunner) start(key hookKey, h Hook) (started, stopped bool) {
 }
 
 // call makes one hook call, frees its key, then reports it.
-func (r *HookRunner) call(ctx context.Context, key hookKey, h Hook) {
+func (r *Runner) call(ctx context.Context, key hookKey, h Hook) {
 	start := r.now()
 	status, err := r.do(ctx, key.method, h)
-	res := HookResult{Level: key.level, Upstream: key.upstream, Method: key.method, URL: h.URL,
+	res := Result{Level: key.level, Upstream: key.upstream, Method: key.method, URL: h.URL,
 		Status: status, Err: err, Duration: r.now().Sub(start)}
 	r.mu.Lock()
 	delete(r.inflight, key)
@@ -212,14 +210,14 @@ func (r *HookRunner) call(ctx context.Context, key hookKey, h Hook) {
 }
 
 // do sends the request and reads at most hookBodyLimit of the answer.
-func (r *HookRunner) do(ctx context.Context, method string, h Hook) (int, error) {
+func (r *Runner) do(ctx context.Context, method string, h Hook) (int, error) {
 	var body io.Reader
 	if h.Body != "" {
 		body = strings.NewReader(h.Body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, h.URL, body)
 	if err != nil {
-		return 0, fmt.Errorf("proxy: hook %s %s: %w", method, h.URL, err)
+		return 0, fmt.Errorf("relief: hook %s %s: %w", method, h.URL, err)
 	}
 	req.Header.Set("User-Agent", hookUserAgent)
 	for name, v := range h.Headers {
@@ -234,14 +232,14 @@ func (r *HookRunner) do(ctx context.Context, method string, h Hook) (int, error)
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 			err = fmt.Errorf("%w (%w)", ctxErr, err) // name the deadline or the shutdown
 		}
-		return 0, fmt.Errorf("proxy: hook %s %s: %w", method, h.URL, err)
+		return 0, fmt.Errorf("relief: hook %s %s: %w", method, h.URL, err)
 	}
 	// The body is discarded: a 2xx status is the answer, and an error or an
 	// over-long body only ends the read.
 	_, _ = io.CopyN(io.Discard, res.Body, hookBodyLimit)
 	_ = res.Body.Close()
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return res.StatusCode, fmt.Errorf("proxy: hook %s %s: status %d: %w", method, h.URL, res.StatusCode, ErrHookStatus)
+		return res.StatusCode, fmt.Errorf("relief: hook %s %s: status %d: %w", method, h.URL, res.StatusCode, ErrStatus)
 	}
 	return res.StatusCode, nil
 }
@@ -249,7 +247,7 @@ func (r *HookRunner) do(ctx context.Context, method string, h Hook) (int, error)
 // Run blocks until ctx ends, then cancels the calls in flight, waits for
 // their goroutines to exit (each reports its result first) and returns nil.
 // After that Fire does nothing. Call it once.
-func (r *HookRunner) Run(ctx context.Context) error {
+func (r *Runner) Run(ctx context.Context) error {
 	<-ctx.Done()
 	r.mu.Lock()
 	r.stopped = true

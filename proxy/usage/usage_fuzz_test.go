@@ -1,4 +1,4 @@
-package proxy
+package usage
 
 import (
 	"bytes"
@@ -45,9 +45,9 @@ func FuzzUsageScanner(f *testing.F) {
 // scanPieces feeds data to a scanner in reads of the sizes in splits (1 to
 // 64 each, cycling; one read if splits is empty), checking its bound after
 // each.
-func scanPieces(t *testing.T, format usageFormat, limit int, data, splits []byte) usage {
+func scanPieces(t *testing.T, format usageFormat, limit int, data, splits []byte) Tokens {
 	t.Helper()
-	var s usageScanner
+	var s scanner
 	s.init(format, -1)
 	s.limit = limit
 	for i := 0; len(data) > 0; i++ {
@@ -65,28 +65,28 @@ func scanPieces(t *testing.T, format usageFormat, limit int, data, splits []byte
 }
 
 // usageOfWhole applies the scanner's rules to the whole body at once.
-func usageOfWhole(format usageFormat, limit int, data []byte) usage {
+func usageOfWhole(format usageFormat, limit int, data []byte) Tokens {
 	if format == formatJSON {
 		if len(data) > limit || !bytes.Contains(data, []byte(usageKey)) {
-			return usage{}
+			return Tokens{}
 		}
 		u, _ := parseUsage(data)
 		return u
 	}
-	var last usage
+	var last Tokens
 	lines := bytes.Split(data, []byte("\n"))
 	for _, l := range lines[:len(lines)-1] { // the last piece is unterminated
 		data, isData := bytes.CutPrefix(bytes.TrimSuffix(l, []byte("\r")), []byte("data:"))
 		switch {
 		case len(l) > limit:
 			if bytes.HasPrefix(l, []byte("data:")) {
-				last = usage{}
+				last = Tokens{}
 			}
 		case !isData || !bytes.Contains(data, []byte(usageKey)):
 		default:
 			if u, ok := parseUsage(bytes.TrimPrefix(data, []byte(" "))); !ok {
-				last = usage{}
-			} else if u.known {
+				last = Tokens{}
+			} else if u.Known {
 				last = u
 			}
 		}
@@ -96,29 +96,29 @@ func usageOfWhole(format usageFormat, limit int, data []byte) usage {
 
 // usageByEncodingJSON reads a document's usage with encoding/json, keys
 // matched exactly (its struct decoding would ignore case).
-func usageByEncodingJSON(doc []byte) (usage, error) {
+func usageByEncodingJSON(doc []byte) (Tokens, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &top); err != nil {
-		return usage{}, err
+		return Tokens{}, err
 	}
 	raw, ok := top["usage"]
 	if !ok || string(raw) == "null" {
-		return usage{}, nil
+		return Tokens{}, nil
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return usage{}, err
+		return Tokens{}, err
 	}
-	u := usage{known: true}
-	for k, dst := range map[string]*int64{"prompt_tokens": &u.prompt, "completion_tokens": &u.completion} {
+	u := Tokens{Known: true}
+	for k, dst := range map[string]*int64{"prompt_tokens": &u.Prompt, "completion_tokens": &u.Completion} {
 		if v, ok := fields[k]; ok {
 			if err := json.Unmarshal(v, dst); err != nil {
-				return usage{}, err
+				return Tokens{}, err
 			}
 		}
 	}
-	if u.prompt < 0 || u.completion < 0 {
-		return usage{}, errors.New("negative count")
+	if u.Prompt < 0 || u.Completion < 0 {
+		return Tokens{}, errors.New("negative count")
 	}
 	return u, nil
 }

@@ -1,8 +1,7 @@
-package proxy
+package classify
 
 import (
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -52,8 +51,9 @@ func (e Estimator) tokens(n int64) int64 {
 	return int64(t)
 }
 
-// Classified is what classification learns from a request.
-type Classified struct {
+// Request is what classification learns from a request: its model, whether
+// it streams, and what it is estimated to cost in tokens.
+type Request struct {
 	// Model is the body's "model", "" when absent.
 	Model string
 	// Stream is the body's "stream".
@@ -86,7 +86,7 @@ type Classified struct {
 	Estimated int64
 }
 
-// Codes of badRequestError.
+// Codes of Error.
 const (
 	codeInvalidJSON  = "invalid_json"
 	codeInvalidType  = "invalid_type"
@@ -94,54 +94,45 @@ const (
 	codeMissing      = "missing_required_parameter"
 )
 
-// badRequestError is a body that gatekeeper refuses with 400 before it
-// reaches a pod.
-type badRequestError struct {
+// Error is a body that gatekeeper refuses with 400 before it reaches a pod.
+type Error struct {
 	// Param is the path of the offending field ("messages[2].content"),
 	// "" when the body as a whole is at fault.
 	Param string
 	// Message says what is wrong, for the client.
 	Message string
-	// Code is one of the code* constants.
+	// Code is the OpenAI-style error code: "invalid_json", "invalid_type",
+	// "invalid_value" or "missing_required_parameter".
 	Code string
 }
 
-func (e *badRequestError) Error() string {
-	return "proxy: " + e.clientMessage()
+func (e *Error) Error() string {
+	return "classify: " + e.ClientMessage()
 }
 
-// clientMessage is the message for the OpenAI-style error body.
-func (e *badRequestError) clientMessage() string {
+// ClientMessage is the message for the OpenAI-style error body: Message,
+// prefixed with Param when there is one.
+func (e *Error) ClientMessage() string {
 	if e.Param == "" {
 		return e.Message
 	}
 	return e.Param + ": " + e.Message
 }
 
-// badRequestFrom turns a classification error into the client's 400.
-func badRequestFrom(err error) refusal {
-	rf := refusal{status: http.StatusBadRequest, reason: ReasonBadRequest,
-		errType: "invalid_request_error", message: "invalid request body"}
-	if e, ok := err.(*badRequestError); ok {
-		rf.message, rf.param = e.clientMessage(), e.Param
-	}
-	return rf
-}
-
-// classifyBody checks body with checkJSON and classifies it for route. Routes
-// without a JSON body (Route.Body false) ignore body. Errors are
-// *badRequestError.
-func classifyBody(route Route, body []byte, est Estimator) (Classified, error) {
-	if route.Body {
-		if err := checkJSON(body); err != nil {
-			return Classified{}, err
+// Parse checks body with CheckJSON and classifies it as a request of kind.
+// Kinds without a JSON body (kind.JSON() false) ignore body. Errors are
+// *Error.
+func Parse(kind Kind, body []byte, est Estimator) (Request, error) {
+	if kind.JSON() {
+		if err := CheckJSON(body); err != nil {
+			return Request{}, err
 		}
 	}
-	return classify(route, body, est)
+	return classify(kind, body, est)
 }
 
 // classify reads the fields of body that decide a request's cost. body must
-// have passed checkJSON (classifyBody does both); on other input classify
+// have passed CheckJSON (Parse does both); on other input classify
 // neither panics nor recurses without bound, but its result means nothing.
 //
 // Prompt shapes: completions' "prompt" and embeddings' "input" are a string,
@@ -159,23 +150,23 @@ func classifyBody(route Route, body []byte, est Estimator) (Classified, error) {
 //
 // Routes without a body: models cost nothing; an audio upload counts one media
 // part plus DefaultMaxTokens of output.
-func classify(route Route, body []byte, est Estimator) (Classified, error) {
+func classify(kind Kind, body []byte, est Estimator) (Request, error) {
 	est = est.withDefaults()
-	switch route.Kind {
+	switch kind {
 	case KindModels:
-		return Classified{N: 1}, nil
+		return Request{N: 1}, nil
 	case KindAudio:
-		c := Classified{Prompts: 1, N: 1, Media: 1, PromptTokens: est.MediaTokens,
+		c := Request{Prompts: 1, N: 1, Media: 1, PromptTokens: est.MediaTokens,
 			MaxTokens: est.DefaultMaxTokens, DefaultMax: true}
 		c.Estimated = estimate(c)
 		return c, nil
 	}
-	p := bodyParser{r: reader{b: body}, est: est, kind: route.Kind}
+	p := bodyParser{r: reader{b: body}, est: est, kind: kind}
 	return p.parse()
 }
 
-// estimate computes Classified.Estimated.
-func estimate(c Classified) int64 {
+// estimate computes Request.Estimated.
+func estimate(c Request) int64 {
 	t := satMul(satAdd(c.PromptTokens, satMul(int64(c.Prompts), c.MaxTokens)), int64(c.N))
 	return max(t, 1)
 }
@@ -222,8 +213,8 @@ var topFields = [...]string{"model", "stream", "n", "best_of", "max_tokens", "ma
 type bodyParser struct {
 	r    reader
 	est  Estimator
-	kind RouteKind
-	c    Classified
+	kind Kind
+	c    Request
 
 	text    int64 // bytes of text of the single sequence (chat, responses, score, embedding messages)
 	tokens  int64 // exact tokens: token ids, numbers, per-prompt estimates of batches
@@ -235,10 +226,10 @@ type bodyParser struct {
 	hasInput, hasMessages               bool
 }
 
-func (p *bodyParser) parse() (Classified, error) {
+func (p *bodyParser) parse() (Request, error) {
 	r := &p.r
 	if r.peek() != '{' {
-		return Classified{}, &badRequestError{Message: "request body must be a JSON object", Code: codeInvalidJSON}
+		return Request{}, &Error{Message: "request body must be a JSON object", Code: codeInvalidJSON}
 	}
 	r.i++
 	var kb [64]byte
@@ -246,10 +237,10 @@ func (p *bodyParser) parse() (Classified, error) {
 		key := r.key(&kb)
 		idx, fold := field(key, topFields[:])
 		if fold != "" {
-			return Classified{}, caseError("", key, fold)
+			return Request{}, caseError("", key, fold)
 		}
 		if err := p.top(idx); err != nil {
-			return Classified{}, err
+			return Request{}, err
 		}
 	}
 	return p.finish()
@@ -295,7 +286,7 @@ func (p *bodyParser) top(idx int) error {
 
 // finish checks that the required field was present and computes the
 // estimate.
-func (p *bodyParser) finish() (Classified, error) {
+func (p *bodyParser) finish() (Request, error) {
 	c, k := p.c, p.kind
 	missing := ""
 	switch {
@@ -309,7 +300,7 @@ func (p *bodyParser) finish() (Classified, error) {
 		missing = "input"
 	}
 	if missing != "" {
-		return Classified{}, &badRequestError{Param: missing, Message: "required", Code: codeMissing}
+		return Request{}, &Error{Param: missing, Message: "required", Code: codeMissing}
 	}
 	c.Prompts = max(p.prompts, 1)
 	c.PromptTokens = satAdd(p.tokens, p.est.tokens(p.text))
@@ -360,7 +351,7 @@ func (p *bodyParser) promptList(name string) error {
 			shape = ch
 		}
 		if ch != shape {
-			return &badRequestError{Param: indexed(name, i), Code: codeInvalidType,
+			return &Error{Param: indexed(name, i), Code: codeInvalidType,
 				Message: "all elements must have the same type: strings, token ids or lists of token ids"}
 		}
 		switch ch {
@@ -383,7 +374,7 @@ func (p *bodyParser) promptList(name string) error {
 		}
 	}
 	if i == 0 {
-		return &badRequestError{Param: name, Message: "must not be empty", Code: codeInvalidValue}
+		return &Error{Param: name, Message: "must not be empty", Code: codeInvalidValue}
 	}
 	if shape == '0' {
 		p.prompts++
@@ -425,7 +416,7 @@ func (p *bodyParser) promptEmbeds() error {
 		p.r.skip()
 		return nil
 	}
-	return &badRequestError{Param: "prompt_embeds", Code: codeInvalidType,
+	return &Error{Param: "prompt_embeds", Code: codeInvalidType,
 		Message: "must be a base64 string or a list of base64 strings"}
 }
 
@@ -443,7 +434,7 @@ var (
 // booleans and nulls count nothing. A data: URL, and the value of a key in
 // mediaNames, count MediaTokens instead. With keys set (tool schemas) the
 // bytes of object keys count too and no key means media. depth guards
-// against input that skipped checkJSON.
+// against input that skipped CheckJSON.
 func (p *bodyParser) generic(depth int, keys bool) {
 	r := &p.r
 	switch ch := r.peek(); ch {
@@ -488,7 +479,7 @@ func (p *bodyParser) generic(depth int, keys bool) {
 }
 
 func promptTypeError(param string) error {
-	return &badRequestError{Param: param, Code: codeInvalidType,
+	return &Error{Param: param, Code: codeInvalidType,
 		Message: "must be a string, a list of strings, a list of token ids or a list of lists of token ids"}
 }
 
@@ -521,6 +512,6 @@ func field(key []byte, names []string) (idx int, fold string) {
 }
 
 func caseError(prefix string, key []byte, fold string) error {
-	return &badRequestError{Param: prefix + truncate(string(key), 64), Code: codeInvalidValue,
+	return &Error{Param: prefix + truncate(string(key), 64), Code: codeInvalidValue,
 		Message: "field names are case-sensitive; did you mean " + strconv.Quote(fold) + "?"}
 }

@@ -1,4 +1,4 @@
-package proxy
+package classify
 
 import "bytes"
 
@@ -6,7 +6,7 @@ import "bytes"
 func (p *bodyParser) messages() error {
 	r := &p.r
 	if r.peek() != '[' {
-		return &badRequestError{Param: "messages", Message: "must be a list of message objects", Code: codeInvalidType}
+		return &Error{Param: "messages", Message: "must be a list of message objects", Code: codeInvalidType}
 	}
 	r.i++
 	i := 0
@@ -16,7 +16,7 @@ func (p *bodyParser) messages() error {
 		}
 	}
 	if i == 0 {
-		return &badRequestError{Param: "messages", Message: "must not be empty", Code: codeInvalidValue}
+		return &Error{Param: "messages", Message: "must not be empty", Code: codeInvalidValue}
 	}
 	p.hasMessages = true
 	return nil
@@ -28,7 +28,7 @@ func (p *bodyParser) message(i int) error {
 	r := &p.r
 	param := func() string { return indexed("messages", i) }
 	if r.peek() != '{' {
-		return &badRequestError{Param: param(), Message: "must be an object", Code: codeInvalidType}
+		return &Error{Param: param(), Message: "must be an object", Code: codeInvalidType}
 	}
 	r.i++
 	var kb [64]byte
@@ -41,7 +41,7 @@ func (p *bodyParser) message(i int) error {
 			return caseError(param()+".", key, fold)
 		case idx == 0:
 			if r.peek() != '"' {
-				return &badRequestError{Param: param() + ".role", Message: "must be a string", Code: codeInvalidType}
+				return &Error{Param: param() + ".role", Message: "must be a string", Code: codeInvalidType}
 			}
 			n, _ := r.text()
 			p.text += n
@@ -55,7 +55,7 @@ func (p *bodyParser) message(i int) error {
 		}
 	}
 	if !hasRole {
-		return &badRequestError{Param: param() + ".role", Message: "required", Code: codeMissing}
+		return &Error{Param: param() + ".role", Message: "required", Code: codeMissing}
 	}
 	return nil
 }
@@ -80,7 +80,7 @@ func (p *bodyParser) content(i int) error {
 		}
 		return nil
 	}
-	return &badRequestError{Param: indexed("messages", i) + ".content", Code: codeInvalidType,
+	return &Error{Param: indexed("messages", i) + ".content", Code: codeInvalidType,
 		Message: "must be a string, null or a list of content parts"}
 }
 
@@ -91,7 +91,7 @@ func (p *bodyParser) part(i, j int) error {
 	r := &p.r
 	param := func() string { return indexed(indexed("messages", i)+".content", j) }
 	if r.peek() != '{' {
-		return &badRequestError{Param: param(), Message: "must be an object", Code: codeInvalidType}
+		return &Error{Param: param(), Message: "must be an object", Code: codeInvalidType}
 	}
 	r.i++
 	var kb [64]byte
@@ -106,7 +106,7 @@ func (p *bodyParser) part(i, j int) error {
 			return caseError(param()+".", key, fold)
 		case idx == 0:
 			if r.peek() != '"' {
-				return &badRequestError{Param: param() + ".type", Message: "must be a string", Code: codeInvalidType}
+				return &Error{Param: param() + ".type", Message: "must be a string", Code: codeInvalidType}
 			}
 			typ = r.rawString()
 			if bytes.IndexByte(typ, '\\') >= 0 {
@@ -115,7 +115,7 @@ func (p *bodyParser) part(i, j int) error {
 			media = media || isMedia(typ)
 		case idx == 1:
 			if r.peek() != '"' {
-				return &badRequestError{Param: param() + ".text", Message: "must be a string", Code: codeInvalidType}
+				return &Error{Param: param() + ".text", Message: "must be a string", Code: codeInvalidType}
 			}
 			n, _ := r.text()
 			p.text += n
@@ -131,7 +131,7 @@ func (p *bodyParser) part(i, j int) error {
 	case media:
 		p.media()
 	case string(typ) == "text" && !hasText:
-		return &badRequestError{Param: param() + ".text", Message: "required", Code: codeMissing}
+		return &Error{Param: param() + ".text", Message: "required", Code: codeMissing}
 	}
 	return nil
 }

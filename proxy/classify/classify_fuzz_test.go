@@ -1,4 +1,4 @@
-package proxy
+package classify
 
 import (
 	"bytes"
@@ -8,8 +8,8 @@ import (
 )
 
 // FuzzClassify feeds arbitrary bodies to every route. Properties: classify
-// never panics or hangs, even on bodies checkJSON would refuse; every error is
-// a *badRequestError; an accepted body is valid JSON to encoding/json and has
+// never panics or hangs, even on bodies CheckJSON would refuse; every error is
+// a *Error; an accepted body is valid JSON to encoding/json and has
 // an estimate of at least 1; and re-encoding an accepted body with
 // encoding/json (other escapes, spacing and key order) changes nothing.
 func FuzzClassify(f *testing.F) {
@@ -19,24 +19,24 @@ func FuzzClassify(f *testing.F) {
 	f.Add(uint8(2), []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"\ud83d\ude00"}]}],"tools":[{"a":{"b":[1,2.5,null]}}]}`))
 	f.Add(uint8(1), []byte(`{"prompt":[[1,2],[3]],"n":2,"best_of":3,"max_tokens":0}`))
 	f.Fuzz(func(t *testing.T, idx uint8, body []byte) {
-		route := routes[int(idx)%len(routes)]
-		_, _ = classify(route, body, testEstimator) // unchecked input: no panic, no hang
-		c, err := classifyBody(route, body, testEstimator)
+		kind := testRoutes[int(idx)%len(testRoutes)].kind
+		_, _ = classify(kind, body, testEstimator) // unchecked input: no panic, no hang
+		c, err := Parse(kind, body, testEstimator)
 		if err != nil {
-			var bre *badRequestError
+			var bre *Error
 			if !errors.As(err, &bre) {
-				t.Fatalf("classifyBody error %v is not a *badRequestError", err)
+				t.Fatalf("Parse error %v is not a *Error", err)
 			}
 			return
 		}
-		if !route.Body {
+		if !kind.JSON() {
 			return
 		}
 		if !json.Valid(body) {
-			t.Fatalf("classifyBody accepted %q, which encoding/json rejects", body)
+			t.Fatalf("Parse accepted %q, which encoding/json rejects", body)
 		}
 		if c.Estimated < 1 {
-			t.Fatalf("classifyBody(%q).Estimated = %d, want at least 1", body, c.Estimated)
+			t.Fatalf("Parse(%q).Estimated = %d, want at least 1", body, c.Estimated)
 		}
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.UseNumber()
@@ -48,14 +48,14 @@ func FuzzClassify(f *testing.F) {
 		if err != nil {
 			t.Fatalf("json.Marshal: %v", err)
 		}
-		c2, err := classifyBody(route, again, testEstimator)
+		c2, err := Parse(kind, again, testEstimator)
 		if err != nil || c2 != c {
 			t.Fatalf("re-encoded body classifies differently:\n%s → %+v\n%s → %+v, %v", body, c, again, c2, err)
 		}
 	})
 }
 
-// FuzzCheckJSON: whatever checkJSON accepts, encoding/json accepts too, as
+// FuzzCheckJSON: whatever CheckJSON accepts, encoding/json accepts too, as
 // an object.
 func FuzzCheckJSON(f *testing.F) {
 	for _, tt := range classifyCases {
@@ -65,20 +65,21 @@ func FuzzCheckJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if err := checkJSON(body); err != nil {
+		if err := CheckJSON(body); err != nil {
 			return
 		}
 		var m map[string]any
 		if err := json.Unmarshal(body, &m); err != nil {
-			t.Fatalf("checkJSON accepted %q, which encoding/json rejects: %v", body, err)
+			t.Fatalf("CheckJSON accepted %q, which encoding/json rejects: %v", body, err)
 		}
 	})
 }
 
-// routeIndex returns the index of path in routes, as FuzzClassify selects it.
+// routeIndex returns the index of path in testRoutes, as FuzzClassify
+// selects it.
 func routeIndex(path string) uint8 {
-	for i, rt := range routes {
-		if rt.Path == path {
+	for i, rt := range testRoutes {
+		if rt.path == path {
 			return uint8(i)
 		}
 	}

@@ -1,9 +1,8 @@
-package proxy
+package classify
 
 import (
 	"errors"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,119 +12,137 @@ import (
 // testEstimator keeps the arithmetic of the tables easy to follow.
 var testEstimator = Estimator{CharsPerToken: 4, DefaultMaxTokens: 100, MediaTokens: 500}
 
-// routeOf returns the allow-listed route at path.
-func routeOf(t testing.TB, path string) Route {
+// testRoutes mirrors proxy's allow-list, in its order: the tables name a
+// route by its path, and FuzzClassify's corpus selects one by its index.
+var testRoutes = [...]struct {
+	path string
+	kind Kind
+}{
+	{"/v1/models", KindModels},
+	{"/v1/completions", KindCompletion},
+	{"/v1/chat/completions", KindChat},
+	{"/v1/responses", KindResponses},
+	{"/v1/embeddings", KindEmbedding},
+	{"/v1/score", KindScore},
+	{"/v1/rerank", KindScore},
+	{"/v2/rerank", KindScore},
+	{"/v1/audio/transcriptions", KindAudio},
+	{"/v1/audio/translations", KindAudio},
+}
+
+// kindOf returns the kind of the route at path.
+func kindOf(t testing.TB, path string) Kind {
 	t.Helper()
-	for _, rt := range routes {
-		if rt.Path == path {
-			return rt
+	for _, rt := range testRoutes {
+		if rt.path == path {
+			return rt.kind
 		}
 	}
 	t.Fatalf("no route %q", path)
-	return Route{}
+	return 0
 }
 
 // classifyCase is one accepted body and what classification must learn.
 type classifyCase struct {
 	name, path, body string
-	want             Classified
+	want             Request
 }
 
 var classifyCases = []classifyCase{
 	// Completions: the four prompt shapes.
 	{"completion string", "/v1/completions", `{"model":"m","prompt":"Once upon a time","max_tokens":8}`,
-		Classified{Model: "m", Prompts: 1, PromptTokens: 4, MaxTokens: 8, N: 1, Estimated: 12}},
+		Request{Model: "m", Prompts: 1, PromptTokens: 4, MaxTokens: 8, N: 1, Estimated: 12}},
 	{"completion strings batch", "/v1/completions", `{"prompt":["abcd","abcdefgh",""],"max_tokens":10}`,
-		Classified{Prompts: 3, PromptTokens: 3, MaxTokens: 10, N: 1, Estimated: 33}},
+		Request{Prompts: 3, PromptTokens: 3, MaxTokens: 10, N: 1, Estimated: 33}},
 	{"completion batch rounds each prompt up", "/v1/completions", `{"prompt":["a","b","c","d"],"max_tokens":1}`,
-		Classified{Prompts: 4, PromptTokens: 4, MaxTokens: 1, N: 1, Estimated: 8}},
+		Request{Prompts: 4, PromptTokens: 4, MaxTokens: 1, N: 1, Estimated: 8}},
 	{"completion token ids", "/v1/completions", `{"prompt":[1,2,3,4,5],"max_tokens":5}`,
-		Classified{Prompts: 1, PromptTokens: 5, MaxTokens: 5, N: 1, Estimated: 10}},
+		Request{Prompts: 1, PromptTokens: 5, MaxTokens: 5, N: 1, Estimated: 10}},
 	{"completion token id lists", "/v1/completions", `{"prompt":[[1,2],[3]]}`,
-		Classified{Prompts: 2, PromptTokens: 3, MaxTokens: 100, DefaultMax: true, N: 1, Estimated: 203}},
+		Request{Prompts: 2, PromptTokens: 3, MaxTokens: 100, DefaultMax: true, N: 1, Estimated: 203}},
 	{"completion n and best_of", "/v1/completions", `{"prompt":"abcd","max_tokens":4,"n":2,"best_of":3}`,
-		Classified{Prompts: 1, PromptTokens: 1, MaxTokens: 4, N: 3, Estimated: 15}},
+		Request{Prompts: 1, PromptTokens: 1, MaxTokens: 4, N: 3, Estimated: 15}},
 	{"completion n larger", "/v1/completions", `{"prompt":"abcd","max_tokens":4,"n":5,"best_of":null}`,
-		Classified{Prompts: 1, PromptTokens: 1, MaxTokens: 4, N: 5, Estimated: 25}},
+		Request{Prompts: 1, PromptTokens: 1, MaxTokens: 4, N: 5, Estimated: 25}},
 	{"completion stream", "/v1/completions", `{"prompt":"abcd","stream":true,"stream_options":{"include_usage":true}}`,
-		Classified{Stream: true, Prompts: 1, PromptTokens: 1, MaxTokens: 100, DefaultMax: true, N: 1, Estimated: 101}},
+		Request{Stream: true, Prompts: 1, PromptTokens: 1, MaxTokens: 100, DefaultMax: true, N: 1, Estimated: 101}},
 	{"completion escapes count decoded bytes", "/v1/completions", `{"prompt":"\u00e9\u00e9\u00e9\u00e9\n","max_tokens":0}`,
-		Classified{Prompts: 1, PromptTokens: 3, N: 1, Estimated: 3}},
+		Request{Prompts: 1, PromptTokens: 3, N: 1, Estimated: 3}},
 	{"completion max_tokens zero", "/v1/completions", `{"prompt":"","max_tokens":0,"echo":true}`,
-		Classified{Prompts: 1, N: 1, Estimated: 1}},
+		Request{Prompts: 1, N: 1, Estimated: 1}},
 	{"completion nulls", "/v1/completions", `{"model":null,"prompt":"abcd","max_tokens":null,"n":null,"stream":null}`,
-		Classified{Prompts: 1, PromptTokens: 1, MaxTokens: 100, DefaultMax: true, N: 1, Estimated: 101}},
+		Request{Prompts: 1, PromptTokens: 1, MaxTokens: 100, DefaultMax: true, N: 1, Estimated: 101}},
 	{"completion prompt_embeds", "/v1/completions", `{"prompt":null,"prompt_embeds":"` + strings.Repeat("A", 40) + `","max_tokens":2}`,
-		Classified{Prompts: 1, PromptTokens: 10, MaxTokens: 2, N: 1, Estimated: 12}},
+		Request{Prompts: 1, PromptTokens: 10, MaxTokens: 2, N: 1, Estimated: 12}},
 	{"completion escaped model and key", "/v1/completions", `{"m\u006fdel":"m\u00e9","pr\u006fmpt":"abcd","max_t\u006fkens":3}`,
-		Classified{Model: "mé", Prompts: 1, PromptTokens: 1, MaxTokens: 3, N: 1, Estimated: 4}},
+		Request{Model: "mé", Prompts: 1, PromptTokens: 1, MaxTokens: 3, N: 1, Estimated: 4}},
 	{"completion ignores chat fields", "/v1/completions", `{"prompt":"abcd","max_tokens":1,"messages":"x","max_completion_tokens":"x","temperature":0.7}`,
-		Classified{Prompts: 1, PromptTokens: 1, MaxTokens: 1, N: 1, Estimated: 2}},
+		Request{Prompts: 1, PromptTokens: 1, MaxTokens: 1, N: 1, Estimated: 2}},
 	{"completion huge max_tokens saturates", "/v1/completions", `{"prompt":"abcd","max_tokens":9223372036854775807,"n":2}`,
-		Classified{Prompts: 1, PromptTokens: 1, MaxTokens: math.MaxInt64, N: 2, Estimated: math.MaxInt64}},
+		Request{Prompts: 1, PromptTokens: 1, MaxTokens: math.MaxInt64, N: 2, Estimated: math.MaxInt64}},
 
 	// Chat.
 	{"chat fixture request", "/v1/chat/completions", `{"messages":[{"role":"user","content":"Hello there, how are you?"}],"max_tokens":12}`,
-		Classified{Prompts: 1, PromptTokens: 8, MaxTokens: 12, N: 1, Estimated: 20}}, // "user" + 25 bytes = 29 → 8
+		Request{Prompts: 1, PromptTokens: 8, MaxTokens: 12, N: 1, Estimated: 20}}, // "user" + 25 bytes = 29 → 8
 	{"chat text parts", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"abcdefgh"},{"type":"text","text":"ab"}]}],"max_tokens":1}`,
-		Classified{Model: "m", Prompts: 1, PromptTokens: 4, MaxTokens: 1, N: 1, Estimated: 5}}, // 4+8+2 = 14 → 4
+		Request{Model: "m", Prompts: 1, PromptTokens: 4, MaxTokens: 1, N: 1, Estimated: 5}}, // 4+8+2 = 14 → 4
 	{"chat image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","text":"what is this"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("A", 4000) + `"}}]}],"max_tokens":10}`,
-		Classified{Prompts: 1, PromptTokens: 504, MaxTokens: 10, N: 1, Media: 1, Estimated: 514}}, // 16 bytes → 4, + 500
+		Request{Prompts: 1, PromptTokens: 504, MaxTokens: 10, N: 1, Media: 1, Estimated: 514}}, // 16 bytes → 4, + 500
 	{"chat audio and video parts", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},{"type":"video_url","video_url":{"url":"https://x/v.mp4"}}]}],"max_tokens":10}`,
-		Classified{Prompts: 1, PromptTokens: 1001, MaxTokens: 10, N: 1, Media: 2, Estimated: 1011}},
+		Request{Prompts: 1, PromptTokens: 1001, MaxTokens: 10, N: 1, Media: 2, Estimated: 1011}},
 	{"chat untyped media part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"image_url":"https://x/a.png"}]}],"max_tokens":10}`,
-		Classified{Prompts: 1, PromptTokens: 501, MaxTokens: 10, N: 1, Media: 1, Estimated: 511}},
+		Request{Prompts: 1, PromptTokens: 501, MaxTokens: 10, N: 1, Media: 1, Estimated: 511}},
 	{"chat null content with tool calls", "/v1/chat/completions", `{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"42"}],"max_completion_tokens":5}`,
-		Classified{Prompts: 1, PromptTokens: 8, MaxTokens: 5, N: 1, Estimated: 13}}, // assistant c1 function f {} tool c1 42: 9+2+8+1+2+4+2+2 = 30 → 8
+		Request{Prompts: 1, PromptTokens: 8, MaxTokens: 5, N: 1, Estimated: 13}}, // assistant c1 function f {} tool c1 42: 9+2+8+1+2+4+2+2 = 30 → 8
 	{"chat max_completion_tokens wins", "/v1/chat/completions", `{"messages":[{"role":"user","content":"abcd"}],"max_tokens":10,"max_completion_tokens":50}`,
-		Classified{Prompts: 1, PromptTokens: 2, MaxTokens: 50, N: 1, Estimated: 52}},
+		Request{Prompts: 1, PromptTokens: 2, MaxTokens: 50, N: 1, Estimated: 52}},
 	{"chat max_completion_tokens zero falls back", "/v1/chat/completions", `{"messages":[{"role":"user","content":"abcd"}],"max_tokens":10,"max_completion_tokens":0}`,
-		Classified{Prompts: 1, PromptTokens: 2, MaxTokens: 10, N: 1, Estimated: 12}},
+		Request{Prompts: 1, PromptTokens: 2, MaxTokens: 10, N: 1, Estimated: 12}},
 	{"chat both zero is the default", "/v1/chat/completions", `{"messages":[{"role":"user","content":"abcd"}],"max_tokens":0}`,
-		Classified{Prompts: 1, PromptTokens: 2, MaxTokens: 100, DefaultMax: true, N: 1, Estimated: 102}},
+		Request{Prompts: 1, PromptTokens: 2, MaxTokens: 100, DefaultMax: true, N: 1, Estimated: 102}},
 	{"chat n", "/v1/chat/completions", `{"messages":[{"role":"user","content":"abcd"}],"max_tokens":10,"n":4,"stream":true}`,
-		Classified{Stream: true, Prompts: 1, PromptTokens: 2, MaxTokens: 10, N: 4, Estimated: 48}},
+		Request{Stream: true, Prompts: 1, PromptTokens: 2, MaxTokens: 10, N: 4, Estimated: 48}},
 	{"chat tools count keys and strings", "/v1/chat/completions", `{"messages":[{"role":"user","content":"abcd"}],"max_tokens":1,"tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object"}}}]}`,
-		Classified{Prompts: 1, PromptTokens: 14, MaxTokens: 1, N: 1, Estimated: 15}}, // 8 + type function function name get parameters type object = 4+8+8+4+3+10+4+6 = 47 → 55 → 14
+		Request{Prompts: 1, PromptTokens: 14, MaxTokens: 1, N: 1, Estimated: 15}}, // 8 + type function function name get parameters type object = 4+8+8+4+3+10+4+6 = 47 → 55 → 14
 	{"chat ignores completion prompt", "/v1/chat/completions", `{"messages":[{"role":"user","content":"abcd"}],"max_tokens":1,"prompt":5,"max_output_tokens":"x"}`,
-		Classified{Prompts: 1, PromptTokens: 2, MaxTokens: 1, N: 1, Estimated: 3}},
+		Request{Prompts: 1, PromptTokens: 2, MaxTokens: 1, N: 1, Estimated: 3}},
 	{"chat unknown part type counted generically", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"refusal","refusal":"abcd"}]}],"max_tokens":1}`,
-		Classified{Prompts: 1, PromptTokens: 2, MaxTokens: 1, N: 1, Estimated: 3}}, // user + abcd = 8 → 2
+		Request{Prompts: 1, PromptTokens: 2, MaxTokens: 1, N: 1, Estimated: 3}}, // user + abcd = 8 → 2
 	{"chat multibyte text", "/v1/chat/completions", `{"messages":[{"role":"user","content":"世界世界"}],"max_tokens":1}`,
-		Classified{Prompts: 1, PromptTokens: 4, MaxTokens: 1, N: 1, Estimated: 5}}, // 4 + 12 bytes = 16 → 4
+		Request{Prompts: 1, PromptTokens: 4, MaxTokens: 1, N: 1, Estimated: 5}}, // 4 + 12 bytes = 16 → 4
 
 	// Responses.
 	{"responses string input", "/v1/responses", `{"model":"m","input":"Tell me a story","max_output_tokens":30}`,
-		Classified{Model: "m", Prompts: 1, PromptTokens: 4, MaxTokens: 30, N: 1, Estimated: 34}},
+		Request{Model: "m", Prompts: 1, PromptTokens: 4, MaxTokens: 30, N: 1, Estimated: 34}},
 	{"responses items and instructions", "/v1/responses", `{"instructions":"abcd","input":[{"role":"user","content":[{"type":"input_text","text":"abcd"},{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]}],"stream":true,"n":3}`,
-		Classified{Stream: true, Prompts: 1, PromptTokens: 509, MaxTokens: 100, DefaultMax: true, N: 1, Media: 1, Estimated: 609}}, // abcd user input_text abcd input_image: 4+4+10+4+11 = 33 → 9, + 500
+		Request{Stream: true, Prompts: 1, PromptTokens: 509, MaxTokens: 100, DefaultMax: true, N: 1, Media: 1, Estimated: 609}}, // abcd user input_text abcd input_image: 4+4+10+4+11 = 33 → 9, + 500
 
 	{"responses escaped data URL is media", "/v1/responses", `{"input":[{"type":"input_image","image_url":"d\u0061ta:image/png;base64,AAAA"}],"max_output_tokens":1}`,
-		Classified{Prompts: 1, PromptTokens: 503, MaxTokens: 1, N: 1, Media: 1, Estimated: 504}}, // input_image 11 → 3, + 500
+		Request{Prompts: 1, PromptTokens: 503, MaxTokens: 1, N: 1, Media: 1, Estimated: 504}}, // input_image 11 → 3, + 500
 	{"responses media key", "/v1/responses", `{"input":[{"type":"input_image","image_url":"https://x/a.png"},{"type":"input_file","file_id":"f1"}],"max_output_tokens":1}`,
-		Classified{Prompts: 1, PromptTokens: 1006, MaxTokens: 1, N: 1, Media: 2, Estimated: 1007}}, // input_image input_file 21 → 6, + 2×500
+		Request{Prompts: 1, PromptTokens: 1006, MaxTokens: 1, N: 1, Media: 2, Estimated: 1007}}, // input_image input_file 21 → 6, + 2×500
 	{"tool schema key is not media", "/v1/chat/completions", `{"messages":[{"role":"user","content":"abcd"}],"max_tokens":1,"tools":[{"image_url":"x"}]}`,
-		Classified{Prompts: 1, PromptTokens: 5, MaxTokens: 1, N: 1, Estimated: 6}}, // 8 + 9 + 1 = 18 → 5
+		Request{Prompts: 1, PromptTokens: 5, MaxTokens: 1, N: 1, Estimated: 6}}, // 8 + 9 + 1 = 18 → 5
 
 	// Embeddings.
 	{"embedding string", "/v1/embeddings", `{"model":"e","input":"abcdefgh","n":5,"max_tokens":7}`,
-		Classified{Model: "e", Prompts: 1, PromptTokens: 2, N: 1, Estimated: 2}},
+		Request{Model: "e", Prompts: 1, PromptTokens: 2, N: 1, Estimated: 2}},
 	{"embedding batch", "/v1/embeddings", `{"input":["abcd","abcd","a"],"encoding_format":"float"}`,
-		Classified{Prompts: 3, PromptTokens: 3, N: 1, Estimated: 3}},
+		Request{Prompts: 3, PromptTokens: 3, N: 1, Estimated: 3}},
 	{"embedding token ids", "/v1/embeddings", `{"input":[[1,2,3],[4]]}`,
-		Classified{Prompts: 2, PromptTokens: 4, N: 1, Estimated: 4}},
+		Request{Prompts: 2, PromptTokens: 4, N: 1, Estimated: 4}},
 	{"embedding chat messages", "/v1/embeddings", `{"messages":[{"role":"user","content":"abcd"}]}`,
-		Classified{Prompts: 1, PromptTokens: 2, N: 1, Estimated: 2}},
+		Request{Prompts: 1, PromptTokens: 2, N: 1, Estimated: 2}},
 	{"embedding empty string", "/v1/embeddings", `{"input":""}`,
-		Classified{Prompts: 1, N: 1, Estimated: 1}},
+		Request{Prompts: 1, N: 1, Estimated: 1}},
 
 	// Score and rerank.
 	{"rerank", "/v1/rerank", `{"model":"r","query":"abcd","documents":["abcdefgh","ab"],"top_n":2}`,
-		Classified{Model: "r", Prompts: 1, PromptTokens: 5, N: 1, Estimated: 5}}, // 14 bytes → 4, + top_n
+		Request{Model: "r", Prompts: 1, PromptTokens: 5, N: 1, Estimated: 5}}, // 14 bytes → 4, + top_n
 	{"score", "/v1/score", `{"text_1":"abcd","text_2":["abcd","abcd"]}`,
-		Classified{Prompts: 1, PromptTokens: 3, N: 1, Estimated: 3}},
+		Request{Prompts: 1, PromptTokens: 3, N: 1, Estimated: 3}},
 	{"rerank v2 empty", "/v2/rerank", `{}`,
-		Classified{Prompts: 1, N: 1, Estimated: 1}},
+		Request{Prompts: 1, N: 1, Estimated: 1}},
 }
 
 func TestClassify(t *testing.T) {
@@ -133,12 +150,12 @@ func TestClassify(t *testing.T) {
 	for _, tt := range classifyCases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := classifyBody(routeOf(t, tt.path), []byte(tt.body), testEstimator)
+			got, err := Parse(kindOf(t, tt.path), []byte(tt.body), testEstimator)
 			if err != nil {
-				t.Fatalf("classifyBody(%s, %.80s) error = %v", tt.path, tt.body, err)
+				t.Fatalf("Parse(%s, %.80s) error = %v", tt.path, tt.body, err)
 			}
 			if got != tt.want {
-				t.Errorf("classifyBody(%s, %.80s)\n got %+v\nwant %+v", tt.path, tt.body, got, tt.want)
+				t.Errorf("Parse(%s, %.80s)\n got %+v\nwant %+v", tt.path, tt.body, got, tt.want)
 			}
 		})
 	}
@@ -148,15 +165,15 @@ func TestClassifyWithoutBody(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		path string
-		want Classified
+		want Request
 	}{
-		{"/v1/models", Classified{N: 1}},
-		{"/v1/audio/transcriptions", Classified{Prompts: 1, PromptTokens: 500, MaxTokens: 100, DefaultMax: true, N: 1, Media: 1, Estimated: 600}},
+		{"/v1/models", Request{N: 1}},
+		{"/v1/audio/transcriptions", Request{Prompts: 1, PromptTokens: 500, MaxTokens: 100, DefaultMax: true, N: 1, Media: 1, Estimated: 600}},
 	}
 	for _, tt := range tests {
-		got, err := classifyBody(routeOf(t, tt.path), []byte("--multipart\r\n not JSON"), testEstimator)
+		got, err := Parse(kindOf(t, tt.path), []byte("--multipart\r\n not JSON"), testEstimator)
 		if err != nil || got != tt.want {
-			t.Errorf("classifyBody(%s, multipart) = %+v, %v; want %+v, nil", tt.path, got, err, tt.want)
+			t.Errorf("Parse(%s, multipart) = %+v, %v; want %+v, nil", tt.path, got, err, tt.want)
 		}
 	}
 }
@@ -164,14 +181,14 @@ func TestClassifyWithoutBody(t *testing.T) {
 func TestEstimatorDefaults(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("x", 36) + `"},{"type":"image_url","image_url":{"url":"https://x"}}]}]}`)
-	want := Classified{Prompts: 1, PromptTokens: 10 + 1024, MaxTokens: 256, DefaultMax: true, N: 1, Media: 1, Estimated: 10 + 1024 + 256}
+	want := Request{Prompts: 1, PromptTokens: 10 + 1024, MaxTokens: 256, DefaultMax: true, N: 1, Media: 1, Estimated: 10 + 1024 + 256}
 	for _, est := range []Estimator{{}, {CharsPerToken: -1, DefaultMaxTokens: -1, MediaTokens: -1}, {CharsPerToken: math.NaN()}, {CharsPerToken: math.Inf(1)}} {
-		got, err := classifyBody(routeOf(t, "/v1/chat/completions"), body, est)
+		got, err := Parse(kindOf(t, "/v1/chat/completions"), body, est)
 		if err != nil || got != want {
-			t.Errorf("classifyBody with %+v = %+v, %v; want %+v", est, got, err, want)
+			t.Errorf("Parse with %+v = %+v, %v; want %+v", est, got, err, want)
 		}
 	}
-	got, err := classifyBody(routeOf(t, "/v1/completions"), []byte(`{"prompt":"`+strings.Repeat("x", 9)+`","max_tokens":0}`), Estimator{CharsPerToken: 2.5})
+	got, err := Parse(kindOf(t, "/v1/completions"), []byte(`{"prompt":"`+strings.Repeat("x", 9)+`","max_tokens":0}`), Estimator{CharsPerToken: 2.5})
 	if err != nil || got.PromptTokens != 4 {
 		t.Errorf("9 bytes at 2.5 chars per token = %d tokens (%v), want 4", got.PromptTokens, err)
 	}
@@ -257,32 +274,19 @@ func TestClassifyErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := classifyBody(routeOf(t, tt.path), []byte(tt.body), testEstimator)
-			var bre *badRequestError
+			c, err := Parse(kindOf(t, tt.path), []byte(tt.body), testEstimator)
+			var bre *Error
 			if !errors.As(err, &bre) {
-				t.Fatalf("classifyBody(%s, %s) = %+v, %v; want a *badRequestError", tt.path, tt.body, c, err)
+				t.Fatalf("Parse(%s, %s) = %+v, %v; want a *Error", tt.path, tt.body, c, err)
 			}
 			if bre.Param != tt.param || bre.Code != tt.code || !strings.Contains(bre.Message, tt.msg) {
-				t.Errorf("classifyBody(%s, %s) error = {Param:%q Code:%q Message:%q}, want param %q, code %q, message containing %q",
+				t.Errorf("Parse(%s, %s) error = {Param:%q Code:%q Message:%q}, want param %q, code %q, message containing %q",
 					tt.path, tt.body, bre.Param, bre.Code, bre.Message, tt.param, tt.code, tt.msg)
 			}
-			if want := "proxy: " + bre.clientMessage(); err.Error() != want {
+			if want := "classify: " + bre.ClientMessage(); err.Error() != want {
 				t.Errorf("Error() = %q, want %q", err.Error(), want)
 			}
 		})
-	}
-}
-
-func TestBadRequestFrom(t *testing.T) {
-	t.Parallel()
-	rf := badRequestFrom(&badRequestError{Param: "messages[2].content", Message: "must be a string", Code: codeInvalidType})
-	if rf.status != http.StatusBadRequest || rf.reason != ReasonBadRequest || rf.param != "messages[2].content" ||
-		rf.message != "messages[2].content: must be a string" || rf.errType != "invalid_request_error" {
-		t.Errorf("badRequestFrom(param error) = %+v", rf)
-	}
-	rf = badRequestFrom(errors.New("other"))
-	if rf.status != http.StatusBadRequest || rf.message != "invalid request body" || rf.param != "" {
-		t.Errorf("badRequestFrom(other) = %+v", rf)
 	}
 }
 
@@ -291,15 +295,15 @@ func TestClassifyFiles(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		file, path string
-		want       Classified
+		want       Request
 	}{
-		{"chat-4k.json", "/v1/chat/completions", Classified{Model: "Qwen/Qwen2.5-7B-Instruct", Stream: true, Prompts: 1,
+		{"chat-4k.json", "/v1/chat/completions", Request{Model: "Qwen/Qwen2.5-7B-Instruct", Stream: true, Prompts: 1,
 			PromptTokens: 886, MaxTokens: 512, N: 1, Estimated: 1398}},
-		{"chat-multimodal.json", "/v1/chat/completions", Classified{Model: "Qwen/Qwen2.5-VL-7B-Instruct", Prompts: 1,
+		{"chat-multimodal.json", "/v1/chat/completions", Request{Model: "Qwen/Qwen2.5-VL-7B-Instruct", Prompts: 1,
 			PromptTokens: 1026, MaxTokens: 300, N: 1, Media: 2, Estimated: 1326}},
-		{"responses-items.json", "/v1/responses", Classified{Model: "openai/gpt-oss-20b", Stream: true, Prompts: 1,
+		{"responses-items.json", "/v1/responses", Request{Model: "openai/gpt-oss-20b", Stream: true, Prompts: 1,
 			PromptTokens: 24, MaxTokens: 200, N: 1, Estimated: 224}},
-		{"completions-batch.json", "/v1/completions", Classified{Model: "fake-model", Prompts: 3,
+		{"completions-batch.json", "/v1/completions", Request{Model: "fake-model", Prompts: 3,
 			PromptTokens: 13, MaxTokens: 16, N: 2, Estimated: 122}},
 	}
 	for _, tt := range tests {
@@ -309,9 +313,9 @@ func TestClassifyFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := classifyBody(routeOf(t, tt.path), body, testEstimator)
+			got, err := Parse(kindOf(t, tt.path), body, testEstimator)
 			if err != nil || got != tt.want {
-				t.Errorf("classifyBody(%s) = %+v, %v\nwant %+v", tt.file, got, err, tt.want)
+				t.Errorf("Parse(%s) = %+v, %v\nwant %+v", tt.file, got, err, tt.want)
 			}
 		})
 	}

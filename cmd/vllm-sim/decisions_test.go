@@ -1,0 +1,56 @@
+package main
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/sim"
+	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
+)
+
+// TestReplayDecidesAsGatekeeper feeds the pressure rounds a replay saw to a
+// controller built the way cmd/gatekeeper builds it (control.FromPolicy of
+// the same file) and checks that it decides exactly what the replay decided,
+// round by round: the replay's table is the product's.
+func TestReplayDecidesAsGatekeeper(t *testing.T) {
+	t.Parallel()
+	for _, file := range []string{"../../config.yaml", "testdata/high-util.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := config.LoadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rounds []replay.Round
+			s := applyPolicy(cfg, replay.Settings{Policy: replay.Gatekeeper,
+				Engine: sim.Settings{GPUMemoryUtilization: 0.99},
+				Trace:  replay.TraceSettings{Duration: 10 * time.Minute, BaseQPS: 60, BurstQPS: 90, BurstEvery: 4 * time.Minute, BurstLength: time.Minute, Seed: 7}})
+			s.Observer = func(r replay.Round) { rounds = append(rounds, r) }
+			if _, err := replay.Run(s); err != nil {
+				t.Fatal(err)
+			}
+			ctl, err := control.New(control.FromPolicy(cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			changes := 0
+			for i, r := range rounds {
+				got := ctl.ObserveAt(r.State.At, r.State, r.BacklogEmpty)
+				if !reflect.DeepEqual(got, r.Decision) {
+					t.Fatalf("round %d at %v: gatekeeper decides\n%+v\nthe replay decided\n%+v", i, r.State.At, got, r.Decision)
+				}
+				for _, c := range got.Upstreams {
+					if c.LevelChanged || c.LimitChanged {
+						changes++
+					}
+				}
+			}
+			if len(rounds) < 1000 || changes == 0 {
+				t.Fatalf("%d rounds, %d changes: the trace must move the controller", len(rounds), changes)
+			}
+		})
+	}
+}

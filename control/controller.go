@@ -1,0 +1,209 @@
+package control
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
+)
+
+// Hook names the relief hooks an upstream's level change fires.
+type Hook string
+
+// Hook events; None fires nothing.
+const (
+	None      Hook = ""
+	Degraded  Hook = "degraded"
+	Critical  Hook = "critical"
+	Recovered Hook = "recovered"
+)
+
+// Cause is an upstream's last level change, as the log, the metric and
+// /admin/state report it. Value is always finite.
+type Cause struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Signal string `json:"signal"`
+	// Source is the pressure source of the reading that caused it; with
+	// Stale it names the source that went quiet.
+	Source string    `json:"source,omitempty"`
+	Value  float64   `json:"value"`
+	Stale  bool      `json:"stale"`
+	At     time.Time `json:"at"`
+}
+
+// Change is what one round decided for one upstream.
+type Change struct {
+	Name string
+	// SlowUpdate holds the level, phase and window and what of them changed.
+	breaker.SlowUpdate
+	// Cause is valid when LevelChanged.
+	Cause Cause
+	// Hook is the relief hook event to fire, None when the level held.
+	Hook Hook
+}
+
+// Decision is one round's decisions, for the caller to apply exactly once.
+type Decision struct {
+	// Upstreams holds one Change per upstream, in settings order.
+	Upstreams []Change
+	// Order is the queue's order: shortest first while any upstream's
+	// window is not in PhaseNormal (degraded, critical or recovering).
+	Order queue.Order
+	// OrderChanged says Order differs from the previous round's.
+	OrderChanged bool
+}
+
+// upstream is one upstream's slow breaker and its last level change.
+type upstream struct {
+	slow   *breaker.Slow
+	cause  Cause
+	caused bool
+}
+
+// Controller turns pressure readings into decisions for every upstream.
+// Create one with New. Safe for concurrent use; must not be copied.
+// Observe calls are serialized; Critical and State never wait for them.
+type Controller struct {
+	now func() time.Time
+
+	// mu guards names, order and every upstream's cause, and serialises
+	// ObserveAt and Update. ups is replaced whole under it.
+	mu    sync.Mutex
+	names []string
+	order queue.Order
+	ups   atomic.Pointer[map[string]*upstream]
+}
+
+// New returns a Controller with every upstream at Normal and its window at
+// MaxInflight, or an error naming each invalid field of s.
+func New(s Settings) (*Controller, error) {
+	c := &Controller{now: s.Now}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	empty := map[string]*upstream{}
+	c.ups.Store(&empty)
+	if err := c.Update(s); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Check reports whether Update would accept s, without changing anything.
+func (c *Controller) Check(s Settings) error { return s.validate() }
+
+// Update applies reloaded settings. An upstream that keeps its name keeps its
+// level, phase and cut history, its window clamped into the new bounds; new
+// ones start at Normal; those no longer listed are dropped. s.Now is ignored.
+// Everything is validated first: on error nothing changes.
+func (c *Controller) Update(s Settings) error {
+	if err := s.validate(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.ups.Load()
+	next := make(map[string]*upstream, len(s.Upstreams))
+	names := make([]string, 0, len(s.Upstreams))
+	for _, u := range s.Upstreams {
+		u.Slow.Now = c.now
+		names = append(names, u.Name)
+		if prev, ok := old[u.Name]; ok {
+			_ = prev.slow.Update(u.Slow) // validated above
+			next[u.Name] = prev
+			continue
+		}
+		sl, _ := breaker.NewSlow(u.Slow) // validated above
+		next[u.Name] = &upstream{slow: sl}
+	}
+	c.names = names
+	c.ups.Store(&next)
+	return nil
+}
+
+// Observe decides on one round of pressure readings at the current time.
+func (c *Controller) Observe(st pressure.State, backlogEmpty bool) Decision {
+	return c.ObserveAt(c.now(), st, backlogEmpty)
+}
+
+// ObserveAt decides on one round of readings at now. backlogEmpty says the
+// queue is empty (a recovering window is normal again only then).
+func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bool) Decision {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ups := *c.ups.Load()
+	d := Decision{Upstreams: make([]Change, 0, len(c.names)), Order: queue.FIFO}
+	for _, name := range c.names {
+		u := ups[name]
+		us, _ := st.Upstream(name)
+		ch := Change{Name: name, SlowUpdate: u.slow.ObserveAt(now, Readings(us), backlogEmpty)}
+		if ch.LevelChanged {
+			t := ch.Transition
+			u.cause = Cause{From: t.From.String(), To: t.To.String(), Signal: t.Signal, Source: t.Source,
+				Value: t.Value, Stale: t.Stale, At: now}
+			u.caused = true
+			ch.Cause, ch.Hook = u.cause, hookFor(t.To)
+		}
+		if ch.Phase != breaker.PhaseNormal {
+			d.Order = queue.ShortestFirst
+		}
+		d.Upstreams = append(d.Upstreams, ch)
+	}
+	d.OrderChanged = d.Order != c.order
+	c.order = d.Order
+	return d
+}
+
+func hookFor(to breaker.Level) Hook {
+	switch to {
+	case breaker.Degraded:
+		return Degraded
+	case breaker.Critical:
+		return Critical
+	}
+	return Recovered
+}
+
+// Critical reports whether the upstream named name is at level critical:
+// it takes no new work (DESIGN §4). Unknown names are not critical. It is
+// a map lookup and an atomic load: the dispatch path calls it.
+func (c *Controller) Critical(name string) bool {
+	u, ok := (*c.ups.Load())[name]
+	return ok && u.slow.Current().Level == breaker.Critical
+}
+
+// State returns an upstream's level, phase and window, its last level
+// change (nil before the first), and whether the upstream is known.
+func (c *Controller) State(name string) (breaker.SlowState, *Cause, bool) {
+	u, ok := (*c.ups.Load())[name]
+	if !ok {
+		return breaker.SlowState{}, nil, false
+	}
+	c.mu.Lock()
+	cause, caused := u.cause, u.caused
+	c.mu.Unlock()
+	if !caused {
+		return u.slow.Current(), nil, true
+	}
+	return u.slow.Current(), &cause, true
+}
+
+// Readings turns one upstream's signals into the breaker's readings, in
+// pressure.Signals order, each naming its source. Only signals some source
+// has yielded are read: a source that never answered adds nothing (a
+// configuration problem, shown in State and alerted on, not pressure), and
+// one that went quiet reports its last values as stale, so on_stale applies
+// to the signals it carried and the level change names it.
+func Readings(us pressure.UpstreamState) []breaker.Reading {
+	out := make([]breaker.Reading, 0, len(us.Signals))
+	for _, sig := range pressure.Signals() {
+		if v, ok := us.Signals[sig]; ok {
+			out = append(out, breaker.Reading{Signal: string(sig), Value: v.Value, Stale: v.Stale, Source: v.Source})
+		}
+	}
+	return out
+}

@@ -1,0 +1,238 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
+)
+
+var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+// policy is the shipped default with two pods.
+func policy(t *testing.T) *config.Config {
+	t.Helper()
+	c, err := config.Parse([]byte(`
+upstreams:
+  - {name: a, url: "http://127.0.0.1:1", max_inflight: 100, min_inflight: 4}
+  - {name: b, url: "http://127.0.0.1:2", max_inflight: 10, min_inflight: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// val is a fresh value from src; stale marks it stale.
+func val(v float64, src string, stale bool) pressure.Value {
+	return pressure.Value{Value: v, Source: src, Stale: stale}
+}
+
+// round builds a State from per-upstream signals.
+func round(ups map[string]map[pressure.Signal]pressure.Value, sources ...pressure.SourceState) pressure.State {
+	st := pressure.State{Sources: sources}
+	for _, name := range []string{"a", "b"} {
+		st.Upstreams = append(st.Upstreams, pressure.UpstreamState{Name: name, Signals: ups[name]})
+	}
+	return st
+}
+
+func describe(d Decision) string {
+	var parts []string
+	for _, c := range d.Upstreams {
+		s := fmt.Sprintf("%s:%v/%v/%d", c.Name, c.Level, c.Phase, c.Limit)
+		if c.LevelChanged {
+			s += fmt.Sprintf(" [%s→%s %s=%g", c.Cause.From, c.Cause.To, c.Cause.Signal, c.Cause.Value)
+			if c.Cause.Stale {
+				s += " stale from " + c.Cause.Source
+			}
+			s += " hook " + string(c.Hook) + "]"
+		}
+		parts = append(parts, s)
+	}
+	s := strings.Join(parts, " ") + " order " + d.Order.String()
+	if d.OrderChanged {
+		s += "*"
+	}
+	return s
+}
+
+// TestControllerSteps runs the default policy through rounds of readings on
+// an injected clock and states each decision.
+func TestControllerSteps(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		advance time.Duration
+		st      pressure.State
+		want    string
+	}
+	type sigs = map[string]map[pressure.Signal]pressure.Value
+	neverAnswered := pressure.SourceState{Name: "a/memory_blocks", Upstream: "a", Stale: true, NeverAnswered: true}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{name: "a source that never answered holds nobody degraded", steps: []step{
+			{st: round(sigs{"a": {pressure.KVCacheUsage: val(0.3, "a/vllm", false)}}, neverAnswered),
+				want: "a:normal/normal/100 b:normal/normal/10 order fifo"},
+			{advance: time.Minute, st: round(sigs{"a": {pressure.KVCacheUsage: val(0.3, "a/vllm", false)}}, neverAnswered),
+				want: "a:normal/normal/100 b:normal/normal/10 order fifo"},
+		}},
+		{name: "a source gone quiet is named, with its last value", steps: []step{
+			{st: round(sigs{"a": {pressure.KVCacheUsage: val(0.3, "a/vllm", false), pressure.Fragmentation: val(1.01, "a/memory_blocks", false)}}),
+				want: "a:normal/normal/100 b:normal/normal/10 order fifo"},
+			{advance: 3 * time.Second, st: round(sigs{"a": {pressure.KVCacheUsage: val(0.3, "a/vllm", true), pressure.Fragmentation: val(1.01, "a/memory_blocks", false)}}),
+				want: "a:degraded/degraded/80 [normal→degraded kv_cache_usage=0.3 stale from a/vllm hook degraded] b:normal/normal/10 order shortest_first*"},
+		}},
+		{name: "a fresh crossing is named before a stale signal listed first", steps: []step{
+			{st: round(sigs{"b": {pressure.Fragmentation: val(1.0, "b/memory_blocks", true), pressure.KVCacheUsage: val(0.97, "b/vllm", false)}}),
+				want: "a:normal/normal/100 b:degraded/degraded/8 [normal→degraded kv_cache_usage=0.97 hook degraded] order shortest_first*"},
+		}},
+		{name: "critical, then back to normal through recovering", steps: []step{
+			{st: round(sigs{"a": {pressure.Fragmentation: val(1.6, "a/memory_blocks", false)}}),
+				want: "a:critical/critical/64 [normal→critical fragmentation=1.6 hook critical] b:normal/normal/10 order shortest_first*"},
+			{advance: time.Second, st: round(sigs{"a": {pressure.Fragmentation: val(1.0, "a/memory_blocks", false)}}),
+				want: "a:critical/critical/64 b:normal/normal/10 order shortest_first"},
+			{advance: 5 * time.Second, st: round(sigs{"a": {pressure.Fragmentation: val(1.0, "a/memory_blocks", false)}}),
+				want: "a:normal/recovering/64 [critical→normal fragmentation=1 hook recovered] b:normal/normal/10 order shortest_first"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := FromPolicy(policy(t))
+			c, err := New(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := t0
+			for i, st := range tt.steps {
+				now = now.Add(st.advance)
+				if got := describe(c.ObserveAt(now, st.st, true)); got != st.want {
+					t.Fatalf("step %d: ObserveAt = %s,\nwant %s", i, got, st.want)
+				}
+			}
+		})
+	}
+}
+
+// TestCauseIsFinite: a stale reading without a value (NaN) never reaches the
+// log, the metric or /admin/state as NaN.
+func TestCauseIsFinite(t *testing.T) {
+	t.Parallel()
+	c, err := New(FromPolicy(policy(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.ObserveAt(t0, round(map[string]map[pressure.Signal]pressure.Value{
+		"a": {pressure.Fragmentation: val(math.NaN(), "a/memory_blocks", true)}}), true)
+	ch := d.Upstreams[0]
+	if !ch.LevelChanged || math.IsNaN(ch.Cause.Value) || ch.Cause.Source != "a/memory_blocks" || !ch.Cause.Stale {
+		t.Fatalf("change = %+v, want a finite, stale cause from a/memory_blocks", ch)
+	}
+	if _, cause, _ := c.State("a"); cause == nil || cause.Value != 0 {
+		t.Fatalf("State cause = %+v, want value 0", cause)
+	}
+}
+
+// TestUpdate: a reload keeps each kept upstream's level and window, drops
+// the rest, and an invalid one changes nothing.
+func TestUpdate(t *testing.T) {
+	t.Parallel()
+	c, err := New(FromPolicy(policy(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ObserveAt(t0, round(map[string]map[pressure.Signal]pressure.Value{
+		"a": {pressure.Fragmentation: val(1.6, "a/memory_blocks", false)}}), true)
+	bad := FromPolicy(policy(t))
+	bad.Upstreams = append(bad.Upstreams, Upstream{Name: "c", Slow: breaker.SlowSettings{}})
+	if err := c.Update(bad); err == nil || !strings.Contains(err.Error(), "Upstreams[2] (c)") {
+		t.Fatalf("Update(no MaxInflight) = %v, want an error naming Upstreams[2] (c)", err)
+	}
+	if err := c.Check(bad); err == nil {
+		t.Fatal("Check(bad) = nil")
+	}
+	if !c.Critical("a") {
+		t.Fatal("a failed update changed a's level")
+	}
+	next := FromPolicy(policy(t))
+	next.Upstreams = next.Upstreams[:1]
+	if err := c.Update(next); err != nil {
+		t.Fatal(err)
+	}
+	if st, cause, ok := c.State("a"); !ok || st.Level != breaker.Critical || cause == nil {
+		t.Fatalf("State(a) = %+v %+v %v after a reload, want critical with its cause", st, cause, ok)
+	}
+	if _, _, ok := c.State("b"); ok || c.Critical("b") {
+		t.Fatal("b still known after a reload that dropped it")
+	}
+	if d := c.ObserveAt(t0.Add(time.Second), pressure.State{}, true); len(d.Upstreams) != 1 || d.Order != queue.ShortestFirst {
+		t.Fatalf("ObserveAt after reload = %s", describe(d))
+	}
+}
+
+// TestConcurrentUse hammers Observe, Critical, State and Update together.
+func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
+	c, err := New(FromPolicy(policy(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				v := 1.0 + float64((i+g)%7)/10
+				c.ObserveAt(t0.Add(time.Duration(i)*time.Second), round(map[string]map[pressure.Signal]pressure.Value{
+					"a": {pressure.Fragmentation: val(v, "a/memory_blocks", false)}}), i%2 == 0)
+				_ = c.Critical("a")
+				_, _, _ = c.State("b")
+				if i%50 == 0 {
+					_ = c.Update(FromPolicy(policy(t)))
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestFromPolicy maps rules in config.Signals order, a shed-only rule with an
+// empty degraded band, and the batch keys.
+func TestFromPolicy(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`
+upstreams: [{name: a, url: "http://127.0.0.1:1", max_inflight: 64, min_inflight: 2}]
+pressure:
+  on_stale: ignore
+  rules:
+    waiting: {shed: 50}
+    fragmentation: {degrade: 1.3, shed: 1.6}
+batch: {cut: 0.5, worse_by: 0.03}
+shed: {retry_after: 6s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := FromPolicy(c)
+	got := s.Upstreams[0].Slow
+	var rules []string
+	for _, r := range got.Level.Rules {
+		rules = append(rules, fmt.Sprintf("%s %.4g/%g", r.Signal, r.Degrade, r.Shed))
+	}
+	want := "fragmentation 1.3/1.6; kv_cache_usage 0.95/0; memory_used 0.95/0.98; waiting 50/50"
+	if strings.Join(rules, "; ") != want || got.Level.OnStale != breaker.StaleIgnore ||
+		got.Window.MaxInflight != 64 || got.Window.Cut != 0.5 || got.Window.Worsening != 0.03 || got.RetryAfter != 6*time.Second {
+		t.Fatalf("FromPolicy = %+v, rules %s\nwant rules %s", got, strings.Join(rules, "; "), want)
+	}
+	if r := got.Level.Rules[3]; !(r.Degrade < r.Shed) {
+		t.Fatalf("shed-only rule %+v: degrade must sit just below shed", r)
+	}
+}

@@ -1,0 +1,101 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/config"
+)
+
+// Settings configures a Controller.
+type Settings struct {
+	// Upstreams are the upstreams to decide for, in policy order; names are
+	// unique and not empty.
+	Upstreams []Upstream
+	// Now is the clock of Observe. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Upstream is one upstream's slow breaker settings.
+type Upstream struct {
+	Name string
+	// Slow holds the rules, hysteresis, hold, stale policy and window.
+	Slow breaker.SlowSettings
+}
+
+// validate returns every problem of s, each naming its field.
+func (s Settings) validate() error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, u := range s.Upstreams {
+		if u.Name == "" || seen[u.Name] {
+			errs = append(errs, fmt.Errorf("control: Upstreams[%d].Name %q: must be unique and not empty", i, u.Name))
+		}
+		seen[u.Name] = true
+		if _, err := breaker.NewSlow(u.Slow); err != nil {
+			errs = append(errs, fmt.Errorf("control: Upstreams[%d] (%s): %w", i, u.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FromPolicy maps a validated policy file onto the controller's settings:
+// the one mapping that gatekeeper and the replay share.
+func FromPolicy(c *config.Config) Settings {
+	s := Settings{Upstreams: make([]Upstream, 0, len(c.Upstreams))}
+	for _, u := range c.Upstreams {
+		s.Upstreams = append(s.Upstreams, Upstream{Name: u.Name, Slow: SlowSettings(c, u)})
+	}
+	return s
+}
+
+// SlowSettings maps the policy onto one upstream's slow breaker: the rules in
+// the stable order of config.Signals (the first names the cause on ties). A
+// file without rules gets an empty, non-nil list: it never leaves normal.
+func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
+	s := breaker.SlowSettings{
+		Level: breaker.LevelSettings{
+			Rules:      []breaker.Rule{},
+			Hysteresis: c.Pressure.Hysteresis,
+			Hold:       c.Pressure.Hold,
+			OnStale:    stalePolicy(c.Pressure.OnStale),
+		},
+		Window: breaker.WindowSettings{
+			MaxInflight: u.MaxInflight, MinInflight: u.MinInflight,
+			Cut: c.Batch.Cut, CutEvery: c.Batch.CutEvery, Worsening: c.Batch.WorseBy,
+			RampStep: c.Batch.RampStep, RampEvery: c.Batch.RampEvery,
+		},
+		RetryAfter: c.Shed.RetryAfter,
+	}
+	for _, sig := range config.Signals() {
+		r, ok := c.Pressure.Rules[sig]
+		if !ok || (r.Degrade == nil && r.Shed == nil) {
+			continue
+		}
+		rule := breaker.Rule{Signal: string(sig)}
+		if r.Shed != nil {
+			rule.Shed = *r.Shed
+		}
+		if r.Degrade != nil {
+			rule.Degrade = *r.Degrade
+		} else {
+			// A shed-only rule: degraded is an empty band just below shed.
+			rule.Degrade = math.Nextafter(rule.Shed, math.Inf(-1))
+		}
+		s.Level.Rules = append(s.Level.Rules, rule)
+	}
+	return s
+}
+
+func stalePolicy(p config.OnStale) breaker.StalePolicy {
+	switch p {
+	case config.OnStaleHold:
+		return breaker.StaleHold
+	case config.OnStaleIgnore:
+		return breaker.StaleIgnore
+	}
+	return breaker.StaleDegrade
+}

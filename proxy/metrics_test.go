@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// sseChunk is one streamed chat completion chunk, as vLLM frames it.
+func sseChunk(content, usage string) string {
+	return `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` +
+		content + `"}}],"usage":` + usage + "}\n\n"
+}
+
+func usageOf(p, c int64) string {
+	return fmt.Sprintf(`{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}`, p, p+c, c)
+}
+
+const sseDone = "data: [DONE]\n\n"
+
+// TestUsageMetrics sends a streamed and a complete response through the
+// handler: the stream still arrives chunk by chunk, and the counters hold
+// the usage of both, plus one unknown for a response without usage.
+func TestUsageMetrics(t *testing.T) {
+	next := make(chan struct{})
+	pod := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case "/v1/chat/completions": // streamed, continuous_usage_stats
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range 3 {
+				_, _ = io.WriteString(w, sseChunk("t", usageOf(100, int64(i+1))))
+				w.(http.Flusher).Flush()
+				select {
+				case <-next:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			_, _ = io.WriteString(w, sseDone)
+		case "/v1/completions":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"cmpl-1","choices":[{"text":"hi"}],"usage":`+usageOf(40, 7)+`}`)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"data":[]}`)
+		}
+	})
+	tp := newTestProxy(t, pod, nil)
+
+	res := post(t, tp.srv.URL, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`, nil)
+	rd := bufio.NewReader(res.Body)
+	for i := range 3 {
+		want := sseChunk("t", usageOf(100, int64(i+1)))
+		got := make([]byte, len(want))
+		if _, err := io.ReadFull(rd, got); err != nil || string(got) != want {
+			t.Fatalf("chunk %d = %q, %v; want %q", i, got, err, want)
+		}
+		next <- struct{}{}
+	}
+	if rest, _ := io.ReadAll(rd); string(rest) != sseDone {
+		t.Fatalf("after the chunks: %q, want %q", rest, sseDone)
+	}
+	for _, path := range []string{"/v1/completions", "/v1/embeddings"} {
+		res := post(t, tp.srv.URL, path, `{"model":"m","prompt":"x","input":"x"}`, nil)
+		if _, err := io.Copy(io.Discard, res.Body); err != nil || res.StatusCode != 200 {
+			t.Fatalf("POST %s = %d, %v", path, res.StatusCode, err)
+		}
+	}
+	tp.srv.Close() // waits for the handlers to finish
+
+	m := tp.h.metrics
+	for _, c := range []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"prompt", testutil.ToFloat64(m.usedTokens.WithLabelValues("pod-0", "prompt")), 140},
+		{"completion", testutil.ToFloat64(m.usedTokens.WithLabelValues("pod-0", "completion")), 10},
+		{"unknown", testutil.ToFloat64(m.usageLost.WithLabelValues("pod-0")), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
