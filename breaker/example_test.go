@@ -102,23 +102,24 @@ func ExampleSlow() {
 	if err != nil {
 		panic(err)
 	}
-	// The pressure loop feeds readings; the request path reads Current and Allow.
+	// The pressure loop feeds readings; the dispatch path reads Current.
 	for _, frag := range []float64{1.1, 1.3, 1.6, 1.0, 1.0, 1.0, 1.0, 1.0} {
 		u := sl.Observe([]breaker.Reading{
 			{Signal: "fragmentation", Value: frag},
 			{Signal: "kv_cache_usage", Value: 0.7},
 		}, true)
 		if u.LevelChanged || u.LimitChanged || u.PhaseChanged {
-			fmt.Printf("frag %.1f: %s, %s, window %d, allow: %v\n", frag, u.Level, u.Phase, u.Limit, sl.Allow())
+			fmt.Printf("frag %.1f: %s, %s, window %d, takes new work: %v\n", frag, u.Level, u.Phase, u.Limit,
+				sl.Current().Level != breaker.Critical)
 		}
 		now = now.Add(time.Second)
 	}
 	// Output:
-	// frag 1.3: degraded, degraded, window 204, allow: <nil>
-	// frag 1.6: critical, critical, window 163, allow: breaker: overloaded, retry after 2s
-	// frag 1.0: normal, recovering, window 163, allow: <nil>
-	// frag 1.0: normal, recovering, window 227, allow: <nil>
-	// frag 1.0: normal, normal, window 256, allow: <nil>
+	// frag 1.3: degraded, degraded, window 204, takes new work: true
+	// frag 1.6: critical, critical, window 163, takes new work: false
+	// frag 1.0: normal, recovering, window 163, takes new work: true
+	// frag 1.0: normal, recovering, window 227, takes new work: true
+	// frag 1.0: normal, normal, window 256, takes new work: true
 }
 
 func ExampleWindow() {

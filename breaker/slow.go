@@ -2,34 +2,10 @@ package breaker
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// DefaultShedRetryAfter is the Retry-After of a refusal while critical.
-const DefaultShedRetryAfter = 2 * time.Second
-
-// ErrOverloaded matches every *OverloadError with errors.Is.
-var ErrOverloaded = errors.New("breaker: overloaded")
-
-// OverloadError is Slow.Allow's refusal while the upstream is critical.
-type OverloadError struct {
-	// Wait is the configured time to come back (SlowSettings.RetryAfter).
-	Wait time.Duration
-}
-
-// Error returns e.g. "breaker: overloaded, retry after 2s".
-func (e *OverloadError) Error() string {
-	return fmt.Sprintf("breaker: overloaded, retry after %s", e.RetryAfter())
-}
-
-// RetryAfter returns Wait in whole seconds, at least one second.
-func (e *OverloadError) RetryAfter() time.Duration { return wholeSeconds(e.Wait) }
-
-// Is reports whether target is ErrOverloaded.
-func (e *OverloadError) Is(target error) bool { return target == ErrOverloaded }
 
 // SlowSettings configures a Slow: the slow breaker of one upstream.
 type SlowSettings struct {
@@ -37,9 +13,6 @@ type SlowSettings struct {
 	Level LevelSettings
 	// Window holds the window bounds, cut and ramp; MaxInflight is required.
 	Window WindowSettings
-	// RetryAfter is what Allow's refusal carries while critical. 0 means
-	// DefaultShedRetryAfter (2s); otherwise > 0 (rounded up to whole seconds).
-	RetryAfter time.Duration
 	// Now returns the current time for Observe. Nil means time.Now.
 	Now func() time.Time
 }
@@ -47,15 +20,10 @@ type SlowSettings struct {
 func (s SlowSettings) normalized() (SlowSettings, error) {
 	errLevel := s.Level.validate()
 	w, errWindow := s.Window.normalized()
-	var errRetry error
-	if s.RetryAfter < 0 {
-		errRetry = fmt.Errorf("breaker: SlowSettings.RetryAfter = %v, want ≥ 0", s.RetryAfter)
-	}
-	if err := errors.Join(errLevel, errWindow, errRetry); err != nil {
+	if err := errors.Join(errLevel, errWindow); err != nil {
 		return s, err
 	}
 	s.Window = w
-	s.RetryAfter = cmpOr(s.RetryAfter, DefaultShedRetryAfter)
 	if s.Now == nil {
 		s.Now = time.Now
 	}
@@ -64,7 +32,8 @@ func (s SlowSettings) normalized() (SlowSettings, error) {
 
 // SlowState is what the request path reads: one atomic load.
 type SlowState struct {
-	// Level is the pressure level; Critical means refuse new work.
+	// Level is the pressure level; Critical means the upstream takes no new
+	// work (the caller refuses it: control.Controller.Critical).
 	Level Level
 	// Phase is the window's phase; PhaseDegraded and PhaseRecovering are
 	// when the queue should serve shortest first.
@@ -96,7 +65,7 @@ type SlowUpdate struct {
 // Slow is the slow breaker of one upstream: a LevelMachine feeding a Window,
 // published for the request path through an atomic. Create one with
 // NewSlow. Safe for concurrent use; must not be copied. Observe calls are
-// serialized; Current and Allow never wait for them.
+// serialized; Current never waits for them.
 type Slow struct {
 	now func() time.Time
 
@@ -105,8 +74,7 @@ type Slow struct {
 	level  *LevelMachine
 	window *Window
 
-	state    atomic.Uint64                 // packed SlowState
-	overload atomic.Pointer[OverloadError] // shared, immutable refusal
+	state atomic.Uint64 // packed SlowState
 }
 
 // NewSlow returns a Slow at Normal with the window at MaxInflight, or an
@@ -122,21 +90,11 @@ func NewSlow(s SlowSettings) (*Slow, error) {
 	}
 	sl := &Slow{now: s.Now, level: lm, window: &Window{s: s.Window, limit: s.Window.MaxInflight}}
 	sl.state.Store(SlowState{Level: Normal, Phase: PhaseNormal, Limit: s.Window.MaxInflight}.pack())
-	sl.overload.Store(&OverloadError{Wait: s.RetryAfter})
 	return sl, nil
 }
 
 // Current returns the latest level, phase and window. It is one atomic load.
 func (sl *Slow) Current() SlowState { return unpack(sl.state.Load()) }
-
-// Allow returns nil unless the upstream is critical, and then an
-// *OverloadError: new work for it is refused with 503 and Retry-After.
-func (sl *Slow) Allow() error {
-	if Level(uint8(sl.state.Load()>>32)) == Critical {
-		return sl.overload.Load()
-	}
-	return nil
-}
 
 // Observe feeds one round of readings (see LevelMachine.Observe) and the
 // backlog state (see WindowInput.BacklogEmpty) at the current time.
@@ -180,6 +138,5 @@ func (sl *Slow) Update(s SlowSettings) error {
 	st := sl.Current()
 	st.Limit = sl.window.Limit()
 	sl.state.Store(st.pack())
-	sl.overload.Store(&OverloadError{Wait: s.RetryAfter})
 	return nil
 }

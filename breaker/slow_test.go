@@ -1,7 +1,6 @@
 package breaker
 
 import (
-	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -65,13 +64,8 @@ func TestSlowSteps(t *testing.T) {
 		if got := sl.Current(); got != st.want {
 			t.Errorf("step %d: Current() = %+v, want %+v", i, got, st.want)
 		}
-		err := sl.Allow()
-		if (err != nil) != st.allowErr {
-			t.Errorf("step %d: Allow() = %v, want error %v", i, err, st.allowErr)
-		}
-		var oe *OverloadError
-		if err != nil && (!errors.Is(err, ErrOverloaded) || !errors.As(err, &oe) || oe.RetryAfter() != 2*time.Second) {
-			t.Errorf("step %d: Allow() = %v, want an *OverloadError with RetryAfter 2s", i, err)
+		if refuses := sl.Current().Level == Critical; refuses != st.allowErr {
+			t.Errorf("step %d: critical = %v, want %v", i, refuses, st.allowErr)
 		}
 	}
 }
@@ -103,9 +97,8 @@ func TestSlowUpdate(t *testing.T) {
 	sl := newTestSlow(t, clk)
 	sl.Observe(frag(1.6), true) // critical, window 64
 	err := sl.Update(SlowSettings{
-		Level:      LevelSettings{Rules: testRules(), Hysteresis: 0.05, Hold: 5 * time.Second},
-		Window:     WindowSettings{MaxInflight: 50, MinInflight: 10},
-		RetryAfter: 1500 * time.Millisecond,
+		Level:  LevelSettings{Rules: testRules(), Hysteresis: 0.05, Hold: 5 * time.Second},
+		Window: WindowSettings{MaxInflight: 50, MinInflight: 10},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,12 +106,8 @@ func TestSlowUpdate(t *testing.T) {
 	if got, want := sl.Current(), (SlowState{Critical, PhaseCritical, 50}); got != want {
 		t.Fatalf("Current() after Update = %+v, want %+v", got, want)
 	}
-	var oe *OverloadError
-	if err := sl.Allow(); !errors.As(err, &oe) || oe.RetryAfter() != 2*time.Second || oe.Wait != 1500*time.Millisecond {
-		t.Fatalf("Allow() after Update = %v, want Wait 1.5s, RetryAfter 2s", err)
-	}
-	err = sl.Update(SlowSettings{Level: LevelSettings{Hold: -1}, RetryAfter: -1})
-	for _, field := range []string{"LevelSettings.Hold", "WindowSettings.MaxInflight", "SlowSettings.RetryAfter"} {
+	err = sl.Update(SlowSettings{Level: LevelSettings{Hold: -1}})
+	for _, field := range []string{"LevelSettings.Hold", "WindowSettings.MaxInflight"} {
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("Update(invalid) = %v, want an error naming %s", err, field)
 		}
@@ -156,7 +145,7 @@ func TestSlowConcurrent(t *testing.T) {
 					t.Errorf("Current() = %+v, limit out of [10, 100]", st)
 					return
 				}
-				_ = sl.Allow()
+				_ = sl.Current()
 			}
 		})
 	}
@@ -189,24 +178,12 @@ func BenchmarkSlowAllow(b *testing.B) {
 			}
 		}
 	})
-	b.Run("allow/parallel", func(b *testing.B) {
+	b.Run("current/parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if sl.Allow() != nil {
-					b.Error("refused at normal")
-					return
-				}
-			}
-		})
-	})
-	sl.Observe(frag(1.9), true)
-	b.Run("allow-critical/parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if sl.Allow() == nil {
-					b.Error("admitted while critical")
+				if sl.Current().Level == Critical {
+					b.Error("critical at normal")
 					return
 				}
 			}

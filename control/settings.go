@@ -68,7 +68,6 @@ func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 			Cut: c.Batch.Cut, CutEvery: c.Batch.CutEvery, Worsening: c.Batch.WorseBy,
 			RampStep: c.Batch.RampStep, RampEvery: c.Batch.RampEvery,
 		},
-		RetryAfter: c.Shed.RetryAfter,
 	}
 	for _, sig := range config.Signals() {
 		r, ok := c.Pressure.Rules[sig]

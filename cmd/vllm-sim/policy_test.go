@@ -59,7 +59,6 @@ hooks:
 			},
 			Window: breaker.WindowSettings{MaxInflight: 64, MinInflight: 2, Cut: 0.5, CutEvery: 3 * time.Second, Worsening: 0.03,
 				RampStep: 0.25, RampEvery: 2 * time.Second},
-			RetryAfter: 6 * time.Second,
 		},
 		Queue:                queue.Settings{MaxLength: 10, MaxTokens: 5000, StarvationAfter: 4 * time.Second},
 		MaxWait:              9 * time.Second,

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
+)
+
+// The one path by which a policy takes effect, and what triggers it: the
+// file watcher, SIGHUP and discovery rounds (discovery.go).
+
+// apply swaps in a reloaded, validated policy. Listener addresses need a
+// restart; everything else takes effect for new requests at once, and work
+// already admitted is never cancelled.
+func (a *app) apply(raw *config.Config) error {
+	a.mu.Lock()
+	prev := a.resolved
+	a.mu.Unlock()
+	return a.commit(raw, resolve(context.Background(), a.lookup, discoveryHosts(raw), prev), nil)
+}
+
+// errPolicyMoved: a discovery round resolved for a policy that a reload
+// replaced meanwhile; its result is dropped (the next round uses the new one).
+var errPolicyMoved = errors.New("gatekeeper: the policy changed during the lookup")
+
+// commit is the one path by which a policy takes effect (start, reload,
+// SIGHUP, discovery round): raw with its discovery upstreams expanded to r
+// is built and validated whole, then swapped in under a.mu in one step that
+// cannot fail; on error nothing running has changed. basis, when not nil, is
+// the policy a discovery round resolved for: if a reload has replaced it
+// since, errPolicyMoved and nothing changes, so a round never applies an
+// older policy than the running one.
+func (a *app) commit(raw *config.Config, r resolved, basis *config.Config) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if basis != nil && a.raw.Load() != basis {
+		return errPolicyMoved
+	}
+	n, err := a.prepare(raw, r)
+	if err != nil {
+		return err
+	}
+	a.swap(n)
+	return nil
+}
+
+// next is a policy built and validated, ready to swap in.
+type next struct {
+	raw, cfg *config.Config
+	resolved resolved
+	s        settings
+	ctl      control.Settings
+	pressure pressure.Settings
+	monitor  *pressure.Monitor // nil: the running monitor stays
+	token    string
+}
+
+// prepare builds everything raw needs and checks it against every package,
+// changing nothing that runs. The caller holds a.mu.
+func (a *app) prepare(raw *config.Config, r resolved) (*next, error) {
+	n := &next{raw: raw, resolved: r, cfg: expand(raw, r)}
+	var err error
+	if n.s, err = settingsFrom(n.cfg); err != nil {
+		return nil, err
+	}
+	if n.token, err = loadAdminToken(n.cfg.Server.AdminTokenFile); err != nil {
+		return nil, err
+	}
+	n.ctl = control.FromPolicy(n.cfg)
+	if _, err := breaker.NewLimiter(n.s.limiter); err != nil {
+		return nil, err
+	}
+	if _, err := queue.NewCore(n.s.queue); err != nil {
+		return nil, err
+	}
+	if err := a.ctl.Check(n.ctl); err != nil {
+		return nil, err
+	}
+	n.pressure = a.pressureSettings(n.cfg)
+	if ctx := a.loopsCtx.Load(); ctx != nil {
+		if n.monitor, err = a.pressure.prepare(n.pressure); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// swap puts a prepared policy in place. Every step was validated by prepare,
+// so none fails. The caller holds a.mu.
+func (a *app) swap(n *next) {
+	old := a.cfg()
+	a.adminToken.Store(&n.token)
+	_ = a.limiter.Update(n.s.limiter)
+	_ = a.queue.UpdateSettings(n.s.queue)
+	_ = a.ctl.Update(n.ctl)
+	for _, name := range a.handler.SetUpstreams(a.upstreams(n.s)) {
+		a.queue.RemoveWindow(name)
+	}
+	a.handler.SetPolicy(n.s.policy)
+	// Each pod's window: the controller's (cut windows stay cut across a
+	// reload, clamped into the new bounds); at its maximum in observe mode.
+	for _, u := range n.s.upstreams {
+		limit := u.maxInflight
+		if st, _, ok := a.ctl.State(u.name); ok && n.cfg.Mode != config.ModeObserve {
+			limit = st.Limit
+		}
+		a.queue.SetWindow(u.name, limit)
+	}
+	if ctx := a.loopsCtx.Load(); ctx != nil {
+		a.pressure.start(*ctx, n.monitor, n.pressure)
+	}
+	if a.opts.level != nil {
+		a.opts.level.Set(n.cfg.Log.Level.Slog())
+	}
+	if restart := restartOnly(config.Diff(old, n.cfg)); len(restart) > 0 {
+		a.log.LogAttrs(context.Background(), slog.LevelWarn, "these keys take effect only after a restart",
+			slog.String("state", "pending_restart"), slog.Any("keys", restart))
+	}
+	a.resolved = n.resolved
+	a.raw.Store(n.raw)
+	a.current.Store(n.cfg)
+}
+
+// reload reads the policy file again and applies it if it validates; a file
+// that does not is refused with a log line and a counter, and the running
+// policy stays.
+func (a *app) reload(trigger string) {
+	if a.opts.path == "" {
+		a.log.LogAttrs(context.Background(), slog.LevelInfo, "reload skipped: running the embedded default",
+			slog.String("state", "unchanged"))
+		return
+	}
+	cfg, err := config.LoadFile(a.opts.path)
+	if err == nil {
+		err = a.apply(cfg)
+	}
+	if err != nil {
+		a.metrics.reloads.WithLabelValues("error").Inc()
+		a.log.LogAttrs(context.Background(), slog.LevelError, "policy reload refused; keeping the running policy",
+			slog.String("state", "refused"), slog.String("trigger", trigger), slog.String("err", err.Error()))
+		a.step("reload_refused")
+		return
+	}
+	a.metrics.reloads.WithLabelValues("success").Inc()
+	a.metrics.reloadTime.SetToCurrentTime()
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "policy reloaded",
+		slog.String("state", "reloaded"), slog.String("trigger", trigger))
+	a.step("reloaded")
+}
+
+// newWatcher starts watching the policy file right after it was loaded, so
+// an edit made from now on is seen (the watcher remembers this content).
+func (a *app) newWatcher() error {
+	a.changed = make(fileChanges, 1)
+	if a.opts.path == "" {
+		return nil
+	}
+	w, err := config.NewWatcher(config.WatchSettings{
+		Path: a.opts.path,
+		OnChange: func() {
+			select {
+			case a.changed <- struct{}{}:
+			default:
+			}
+		},
+		OnError: func(err error) {
+			a.log.LogAttrs(context.Background(), slog.LevelWarn, "policy file watch trouble; SIGHUP still reloads",
+				slog.String("err", err.Error()))
+		},
+	})
+	if err != nil {
+		return err
+	}
+	a.watcher = w
+	return nil
+}
+
+// watchConfig reloads on SIGHUP and when the file changes (a ConfigMap
+// symlink swap included) until ctx ends.
+func (a *app) watchConfig(ctx context.Context, hup <-chan os.Signal) {
+	var wg sync.WaitGroup
+	if a.watcher != nil {
+		wg.Go(func() { _ = a.watcher.Run(ctx) })
+	}
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			a.reload("sighup")
+		case <-a.changed:
+			a.reload("file_change")
+		}
+	}
+}
+
+// restartOnly keeps the changed keys that a reload cannot apply: the
+// listeners and their http.Server limits, the upstream transport and the
+// health check. (server.max_body_bytes, request_id_header, drain_delay and
+// shutdown_timeout are read per request or at shutdown, so they apply.)
+func restartOnly(changed []string) []string {
+	var out []string
+	for _, k := range changed {
+		switch {
+		case k == "server.listen", k == "server.admin_listen", k == "server.read_header_timeout",
+			k == "server.idle_timeout", k == "server.max_header_bytes", k == "server.max_concurrent_streams",
+			strings.HasPrefix(k, "server.tls"),
+			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."):
+			out = append(out, k)
+		}
+	}
+	return out
+}
