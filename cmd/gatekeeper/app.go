@@ -15,6 +15,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/discovery"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
@@ -35,7 +36,7 @@ type appOptions struct {
 	now func() time.Time
 	// lookup, if set, resolves discovery hosts (tests). Nil means the
 	// system resolver.
-	lookup lookupFunc
+	lookup discovery.Lookup
 	// stage, if set, is called as the app passes a lifecycle step: "draining",
 	// "refusing", "reloaded", "reload_refused", "pressure" after each
 	// pressure poll round has been acted on, and "hook" after a relief hook call. Tests use it to act at the
@@ -67,12 +68,12 @@ type app struct {
 	changed    fileChanges
 
 	raw    atomic.Pointer[config.Config] // the policy as written; current is it with discovery expanded
-	lookup lookupFunc
+	lookup discovery.Lookup
 
 	// mu serialises apply and guards gates and resolved.
 	mu       sync.Mutex
 	gates    map[string]*upstreamGate
-	resolved resolved
+	resolved discovery.Resolved
 }
 
 // upstreamGate is an upstream's error breaker and the settings it was built
@@ -89,9 +90,9 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if a.lookup == nil {
 		a.lookup = (&net.Resolver{}).LookupHost
 	}
-	a.resolved = resolve(context.Background(), a.lookup, discoveryHosts(raw), nil)
+	a.resolved = discovery.Resolve(context.Background(), a.lookup, discovery.Hosts(raw), nil)
 	a.raw.Store(raw)
-	cfg := expand(raw, a.resolved)
+	cfg := discovery.Expand(raw, a.resolved)
 	s, err := settingsFrom(cfg)
 	if err != nil {
 		return nil, err

@@ -4,100 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
-	"net/url"
-	"slices"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/discovery"
 )
-
-// lookupFunc resolves a host name to its addresses.
-type lookupFunc func(ctx context.Context, host string) ([]string, error)
-
-// resolved maps a discovered upstream's host to its sorted addresses.
-type resolved map[string][]string
-
-// discoveryHosts lists the hosts of the upstreams that use DNS discovery.
-func discoveryHosts(c *config.Config) []string {
-	var hosts []string
-	for _, u := range c.Upstreams {
-		if u.DNSInterval <= 0 {
-			continue
-		}
-		if pu, err := url.Parse(u.URL); err == nil && !slices.Contains(hosts, pu.Hostname()) {
-			hosts = append(hosts, pu.Hostname())
-		}
-	}
-	return hosts
-}
-
-// resolve looks every discovery host up, keeping prev's addresses for a host
-// whose lookup fails (a DNS hiccup must not empty the pool).
-func resolve(ctx context.Context, lookup lookupFunc, hosts []string, prev resolved) resolved {
-	out := make(resolved, len(hosts))
-	for _, h := range hosts {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		addrs, err := lookup(ctx, h)
-		cancel()
-		if err != nil || len(addrs) == 0 {
-			out[h] = prev[h]
-			continue
-		}
-		slices.Sort(addrs)
-		out[h] = slices.Compact(addrs)
-	}
-	return out
-}
-
-// expand returns c with every discovery upstream replaced by one upstream
-// per resolved address, named NAME/ADDRESS, its URL and the sources on the
-// same host pointed at that address. An entry with no address yet stays as
-// written, so the transport resolves it and the pool is never empty.
-func expand(c *config.Config, r resolved) *config.Config {
-	out := *c
-	out.Upstreams = nil
-	for _, u := range c.Upstreams {
-		pu, err := url.Parse(u.URL)
-		addrs := r[pu.Hostname()]
-		if u.DNSInterval <= 0 || err != nil || len(addrs) == 0 {
-			out.Upstreams = append(out.Upstreams, u)
-			continue
-		}
-		for _, addr := range addrs {
-			e := u
-			e.Name = u.Name + "/" + addr
-			e.URL = withHost(u.URL, pu.Hostname(), addr)
-			e.Sources = nil
-			for _, s := range u.Sources {
-				if s.URL != "" {
-					s.URL = withHost(s.URL, pu.Hostname(), addr)
-					s.Name = s.Name + "@" + addr
-				}
-				e.Sources = append(e.Sources, s)
-			}
-			out.Upstreams = append(out.Upstreams, e)
-		}
-	}
-	return &out
-}
-
-// withHost replaces raw's host with addr when it is host, keeping the port.
-func withHost(raw, host, addr string) string {
-	pu, err := url.Parse(raw)
-	if err != nil || pu.Hostname() != host {
-		return raw
-	}
-	if port := pu.Port(); port != "" {
-		pu.Host = net.JoinHostPort(addr, port)
-	} else {
-		pu.Host = addr
-		if ip := net.ParseIP(addr); ip != nil && ip.To4() == nil {
-			pu.Host = "[" + addr + "]"
-		}
-	}
-	return pu.String()
-}
 
 // discover re-resolves the discovery hosts every interval (the shortest
 // dns_interval of the policy) and applies a changed address set at once.
@@ -128,15 +38,15 @@ func (a *app) discover(ctx context.Context) {
 // rediscover resolves now and applies the policy again if addresses changed.
 func (a *app) rediscover(ctx context.Context) error {
 	raw := a.raw.Load()
-	hosts := discoveryHosts(raw)
+	hosts := discovery.Hosts(raw)
 	if len(hosts) == 0 {
 		return nil
 	}
 	a.mu.Lock()
 	prev := a.resolved
 	a.mu.Unlock()
-	next := resolve(ctx, a.lookup, hosts, prev)
-	if equalResolved(prev, next) {
+	next := discovery.Resolve(ctx, a.lookup, hosts, prev)
+	if prev.Equal(next) {
 		return nil
 	}
 	err := a.commit(raw, next, raw)
@@ -150,16 +60,4 @@ func (a *app) rediscover(ctx context.Context) error {
 	a.log.LogAttrs(ctx, slog.LevelInfo, "upstream addresses changed", slog.String("state", "discovered"),
 		slog.Any("addresses", next))
 	return nil
-}
-
-func equalResolved(a, b resolved) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
-			return false
-		}
-	}
-	return true
 }

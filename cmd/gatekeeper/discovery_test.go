@@ -15,52 +15,6 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/config"
 )
 
-func TestExpand(t *testing.T) {
-	cfg, err := config.Parse([]byte(`
-upstreams:
-  - name: pods
-    url: http://vllm.ns.svc:8000/base
-    dns_interval: 5s
-    sources: [{kind: vllm, url: "http://vllm.ns.svc:8000/metrics"}, {kind: memory_blocks, url: "http://other:9/m"}]
-  - name: fixed
-    url: http://10.1.1.1:8000
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		r    resolved
-		want []string // name url source0 source1
-	}{
-		{name: "not resolved yet", r: resolved{}, want: []string{
-			"pods http://vllm.ns.svc:8000/base http://vllm.ns.svc:8000/metrics http://other:9/m",
-			"fixed http://10.1.1.1:8000"}},
-		{name: "two addresses", r: resolved{"vllm.ns.svc": {"10.0.0.1", "fd00::2"}}, want: []string{
-			"pods/10.0.0.1 http://10.0.0.1:8000/base http://10.0.0.1:8000/metrics http://other:9/m",
-			"pods/fd00::2 http://[fd00::2]:8000/base http://[fd00::2]:8000/metrics http://other:9/m",
-			"fixed http://10.1.1.1:8000"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []string
-			for _, u := range expand(cfg, tt.r).Upstreams {
-				line := u.Name + " " + u.URL
-				for _, s := range u.Sources {
-					line += " " + s.URL
-				}
-				got = append(got, line)
-			}
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("expand() =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
-		})
-	}
-	if len(cfg.Upstreams) != 2 || cfg.Upstreams[0].Name != "pods" {
-		t.Error("expand changed its input")
-	}
-}
-
 // TestDNSDiscovery runs two pods on 127.0.0.1 and 127.0.0.2 (same port) behind
 // one name whose addresses change, and checks that pods that come and go
 // are picked up without a restart.

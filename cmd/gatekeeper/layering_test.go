@@ -28,6 +28,14 @@ func TestLayering(t *testing.T) {
 		{pkg: "queue", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
 		{pkg: "pressure", own: []string{}, thirdParty: []string{"github.com/NVIDIA/go-nvml/pkg/nvml",
 			"github.com/prometheus/common/expfmt", "github.com/prometheus/common/model", "github.com/prometheus/client_model/go"}},
+		// The slow path's one controller: it reads pressure, decides with
+		// breaker's machines, names the queue's order and maps the policy
+		// file; no HTTP, no logging (cmd turns its decisions into both).
+		{pkg: "control", own: []string{"breaker", "config", "pressure", "queue"}, thirdParty: []string{},
+			banned: []string{"net/http", "log", "log/slog"}},
+		// DNS discovery: expands the policy's discovered upstreams; pure but for
+		// the lookup it is handed, no HTTP, no logging.
+		{pkg: "discovery", own: []string{"config"}, thirdParty: []string{}, banned: []string{"net/http", "log", "log/slog"}},
 		{pkg: "proxy", own: []string{"proxy/classify", "proxy/framing", "proxy/usage"},
 			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus"}},
 		// proxy's parts that need no handler: pure, no logging, none of the

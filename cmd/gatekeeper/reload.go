@@ -11,6 +11,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/discovery"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
@@ -25,7 +26,7 @@ func (a *app) apply(raw *config.Config) error {
 	a.mu.Lock()
 	prev := a.resolved
 	a.mu.Unlock()
-	return a.commit(raw, resolve(context.Background(), a.lookup, discoveryHosts(raw), prev), nil)
+	return a.commit(raw, discovery.Resolve(context.Background(), a.lookup, discovery.Hosts(raw), prev), nil)
 }
 
 // errPolicyMoved: a discovery round resolved for a policy that a reload
@@ -39,7 +40,7 @@ var errPolicyMoved = errors.New("gatekeeper: the policy changed during the looku
 // the policy a discovery round resolved for: if a reload has replaced it
 // since, errPolicyMoved and nothing changes, so a round never applies an
 // older policy than the running one.
-func (a *app) commit(raw *config.Config, r resolved, basis *config.Config) error {
+func (a *app) commit(raw *config.Config, r discovery.Resolved, basis *config.Config) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if basis != nil && a.raw.Load() != basis {
@@ -56,7 +57,7 @@ func (a *app) commit(raw *config.Config, r resolved, basis *config.Config) error
 // next is a policy built and validated, ready to swap in.
 type next struct {
 	raw, cfg *config.Config
-	resolved resolved
+	resolved discovery.Resolved
 	s        settings
 	ctl      control.Settings
 	pressure pressure.Settings
@@ -66,8 +67,8 @@ type next struct {
 
 // prepare builds everything raw needs and checks it against every package,
 // changing nothing that runs. The caller holds a.mu.
-func (a *app) prepare(raw *config.Config, r resolved) (*next, error) {
-	n := &next{raw: raw, resolved: r, cfg: expand(raw, r)}
+func (a *app) prepare(raw *config.Config, r discovery.Resolved) (*next, error) {
+	n := &next{raw: raw, resolved: r, cfg: discovery.Expand(raw, r)}
 	var err error
 	if n.s, err = settingsFrom(n.cfg); err != nil {
 		return nil, err

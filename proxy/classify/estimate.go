@@ -1,0 +1,70 @@
+package classify
+
+import "math"
+
+// Estimator turns a request body into an estimated token count. The zero
+// value selects the defaults.
+type Estimator struct {
+	// CharsPerToken is how many bytes of UTF-8 text count as one token. 0
+	// (or less) means 4. Bytes rather than characters: the same for ASCII,
+	// and closer to real token counts for scripts such as CJK, where one
+	// three-byte character is often a token of its own.
+	CharsPerToken float64
+	// DefaultMaxTokens is the output bound assumed for a generating request
+	// that sets none. 0 (or less) means 256. vLLM itself defaults to 16 for
+	// completions and to the rest of the context window for chat, so this is
+	// the operator's stand-in, not vLLM's value.
+	DefaultMaxTokens int64
+	// MediaTokens is counted for each image, audio, video or file part and
+	// each data: URL, whose real cost depends on the model's processor.
+	// 0 (or less) means 1024.
+	MediaTokens int64
+}
+
+func (e Estimator) withDefaults() Estimator {
+	if !(e.CharsPerToken > 0) || math.IsInf(e.CharsPerToken, 0) {
+		e.CharsPerToken = 4
+	}
+	if e.DefaultMaxTokens <= 0 {
+		e.DefaultMaxTokens = 256
+	}
+	if e.MediaTokens <= 0 {
+		e.MediaTokens = 1024
+	}
+	return e
+}
+
+// tokens converts n bytes of text to tokens, rounding up.
+func (e Estimator) tokens(n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	t := math.Ceil(float64(n) / e.CharsPerToken)
+	if t >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(t)
+}
+
+// estimate computes Request.Estimated.
+func estimate(c Request) int64 {
+	t := satMul(satAdd(c.PromptTokens, satMul(int64(c.Prompts), c.MaxTokens)), int64(c.N))
+	return max(t, 1)
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func satMul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
