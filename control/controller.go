@@ -59,9 +59,10 @@ type Decision struct {
 
 // upstream is one upstream's slow breaker and its last level change.
 type upstream struct {
-	slow   *breaker.Slow
-	cause  Cause
-	caused bool
+	slow     *breaker.Slow
+	cause    Cause
+	caused   bool
+	refusals atomic.Int64 // the pod's own 503/429 since the last round
 }
 
 // Controller turns pressure readings into decisions for every upstream.
@@ -140,7 +141,9 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 	for _, name := range c.names {
 		u := ups[name]
 		us, _ := st.Upstream(name)
-		ch := Change{Name: name, SlowUpdate: u.slow.ObserveAt(now, Readings(us), backlogEmpty)}
+		readings := append(Readings(us), breaker.Reading{Signal: PodOverload,
+			Value: float64(u.refusals.Swap(0)), Source: name + "/responses"})
+		ch := Change{Name: name, SlowUpdate: u.slow.ObserveAt(now, readings, backlogEmpty)}
 		if ch.LevelChanged {
 			t := ch.Transition
 			u.cause = Cause{From: t.From.String(), To: t.To.String(), Signal: t.Signal, Source: t.Source,
@@ -166,6 +169,15 @@ func hookFor(to breaker.Level) Hook {
 		return Critical
 	}
 	return Recovered
+}
+
+// PodRefused records that the upstream named name answered a request 503 or
+// 429 itself: its own queue is full. The next round reads it as the
+// PodOverload signal. Safe to call from any request; never blocks.
+func (c *Controller) PodRefused(name string) {
+	if u, ok := (*c.ups.Load())[name]; ok {
+		u.refusals.Add(1)
+	}
 }
 
 // Critical reports whether the upstream named name is at level critical:

@@ -227,12 +227,41 @@ shed: {retry_after: 6s}
 	for _, r := range got.Level.Rules {
 		rules = append(rules, fmt.Sprintf("%s %.4g/%g", r.Signal, r.Degrade, r.Shed))
 	}
-	want := "fragmentation 1.3/1.6; kv_cache_usage 0.95/0; memory_used 0.95/0.98; waiting 50/50"
+	want := "fragmentation 1.3/1.6; kv_cache_usage 0.95/0; memory_used 0.95/0.98; waiting 50/50; pod_overload 1/0"
 	if strings.Join(rules, "; ") != want || got.Level.OnStale != breaker.StaleIgnore ||
 		got.Window.MaxInflight != 64 || got.Window.Cut != 0.5 || got.Window.Worsening != 0.03 {
 		t.Fatalf("FromPolicy = %+v, rules %s\nwant rules %s", got, strings.Join(rules, "; "), want)
 	}
 	if r := got.Level.Rules[3]; !(r.Degrade < r.Shed) {
 		t.Fatalf("shed-only rule %+v: degrade must sit just below shed", r)
+	}
+}
+
+// TestPodRefusalsDegrade: a pod's own 503s degrade it (its window is cut)
+// for as long as they come, and it recovers after hold once they stop.
+func TestPodRefusalsDegrade(t *testing.T) {
+	t.Parallel()
+	c, err := New(FromPolicy(policy(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := round(nil)
+	c.PodRefused("b")
+	c.PodRefused("b")
+	c.PodRefused("nope") // unknown: ignored
+	now := t0
+	steps := []string{
+		"a:normal/normal/100 b:degraded/degraded/8 [normal→degraded pod_overload=2 hook degraded] order shortest_first*",
+		"a:normal/normal/100 b:degraded/degraded/8 order shortest_first",
+	}
+	for i, want := range steps {
+		if got := describe(c.ObserveAt(now, quiet, true)); got != want {
+			t.Fatalf("round %d = %s,\nwant %s", i, got, want)
+		}
+		now = now.Add(time.Second)
+	}
+	now = now.Add(5 * time.Second) // hold passes without refusals
+	if got := describe(c.ObserveAt(now, quiet, true)); !strings.Contains(got, "b:normal/recovering/8 [degraded→normal pod_overload=0 hook recovered]") {
+		t.Fatalf("after hold = %s, want b recovering", got)
 	}
 }

@@ -53,8 +53,8 @@ func FromPolicy(c *config.Config) Settings {
 }
 
 // SlowSettings maps the policy onto one upstream's slow breaker: the rules in
-// the stable order of config.Signals (the first names the cause on ties). A
-// file without rules gets an empty, non-nil list: it never leaves normal.
+// the stable order of config.Signals (the first names the cause on ties),
+// then the built-in PodOverload rule.
 func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 	s := breaker.SlowSettings{
 		Level: breaker.LevelSettings{
@@ -86,8 +86,17 @@ func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 		}
 		s.Level.Rules = append(s.Level.Rules, rule)
 	}
+	// A pod's own 503 or 429 (its queue is full) degrades it like any rule,
+	// last so a policy rule that fires with it names the cause.
+	s.Level.Rules = append(s.Level.Rules, breaker.Rule{Signal: PodOverload, Degrade: 1})
 	return s
 }
+
+// PodOverload is the built-in signal of a pod's own refusals: how many
+// requests it answered 503 or 429 since the previous round (PodRefused).
+// One is enough to degrade it, which cuts its window; it recovers as any
+// level does, after hold.
+const PodOverload = "pod_overload"
 
 func stalePolicy(p config.OnStale) breaker.StalePolicy {
 	switch p {

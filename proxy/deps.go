@@ -17,6 +17,9 @@ type Admission interface {
 	// waiting until one frees up or ctx ends. Errors: ErrQueueFull (wrapped),
 	// ErrDraining (wrapped) or ctx's error.
 	Acquire(ctx context.Context, tokens int64, exclude []string) (Slot, error)
+	// TryAcquire returns a slot on an upstream not named in exclude that has
+	// room now, or nil: it never waits (the one retry of a refused request).
+	TryAcquire(tokens int64, exclude []string) Slot
 	// Dispatch asks the queue to look at every upstream's Availability
 	// again (after a health check changed a pod's state).
 	Dispatch()

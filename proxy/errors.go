@@ -99,7 +99,7 @@ func writeRefusal(w http.ResponseWriter, rf refusal) {
 	if rf.reason != "" {
 		h.Set("X-Gatekeeper-Reason", string(rf.reason))
 	}
-	if rf.status == http.StatusTooManyRequests || rf.status == http.StatusServiceUnavailable {
+	if rf.status == http.StatusTooManyRequests || rf.status == http.StatusServiceUnavailable || rf.retryAfter > 0 {
 		h.Set("Retry-After", retryAfterSeconds(rf.retryAfter))
 	}
 	body := errorBody{Error: errorDetail{Message: rf.message, Type: rf.errType, Code: string(rf.reason)}}

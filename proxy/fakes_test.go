@@ -67,6 +67,20 @@ func (a *fakeAdmission) Acquire(ctx context.Context, _ int64, exclude []string) 
 	return nil, ErrNoUpstream
 }
 
+func (a *fakeAdmission) TryAcquire(_ int64, exclude []string) Slot {
+	for _, n := range a.order {
+		if skip(exclude, n) || !a.isAvailable(n) {
+			continue
+		}
+		select {
+		case a.sem[n] <- struct{}{}:
+			return &fakeSlot{name: n, sem: a.sem[n]}
+		default:
+		}
+	}
+	return nil
+}
+
 func skip(list []string, n string) bool {
 	for _, x := range list {
 		if x == n {

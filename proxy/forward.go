@@ -23,7 +23,17 @@ type flight struct {
 	status    int   // pod's status, 0 if none arrived
 	err       error // transport error, nil if a response arrived
 	firstByte time.Time
+	ex        *exchange
+	// refused: the pod answered 503 or 429 itself (overload, not failure).
+	refused bool
+	// retry, when set, is a slot on another pod for the one retry of a
+	// request that never reached this pod's engine (its own refusal before
+	// any body byte, or a dial error); nothing was written to the client.
+	retry Slot
 }
+
+// errRetry ends a forward whose request goes to another pod instead.
+var errRetry = errors.New("proxy: retried on another pod")
 
 type flightKey struct{}
 
@@ -52,6 +62,9 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
 			f := flightFrom(res.Request.Context())
 			f.status = res.StatusCode
 			f.firstByte = h.now()
+			if res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests {
+				return h.podRefused(f, res)
+			}
 			name := f.member.Name // count the usage as the body streams through
 			usage.Watch(res, func(u usage.Tokens) { h.metrics.usage(name, u) })
 			return nil
@@ -74,30 +87,83 @@ func (b *bufferPool) Get() []byte {
 
 func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
+// podRefused handles a pod's own 503 or 429 (vLLM's full queue): overload,
+// not failure. The controller hears of it (the pod's window is cut as if
+// degraded); the request goes once to another pod with room now, else the
+// pod's answer is passed on with Retry-After (the pod's, or ours) and the
+// reason added.
+func (h *Handler) podRefused(f *flight, res *http.Response) error {
+	f.refused = true
+	if h.opts.OnPodRefused != nil {
+		h.opts.OnPodRefused(f.member.Name)
+	}
+	if s := h.retrySlot(f); s != nil {
+		f.retry = s
+		return errRetry // ReverseProxy closes the pod's body and calls proxyError
+	}
+	if res.Header.Get("Retry-After") == "" {
+		res.Header.Set("Retry-After", retryAfterSeconds(f.ex.policy.RetryAfter))
+	}
+	res.Header.Set("X-Gatekeeper-Reason", string(ReasonUpstreamOverloaded))
+	return nil
+}
+
+// retrySlot takes a slot on another pod for f's request, at once or not at
+// all: only a request's first forward is retried, and only where a pod
+// that has not seen it has room now.
+func (h *Handler) retrySlot(f *flight) Slot {
+	ex := f.ex
+	if ex.retried {
+		return nil
+	}
+	return h.opts.Admission.TryAcquire(ex.tokens, []string{f.member.Name})
+}
+
 // proxyError is ReverseProxy's single error writer: a transport error before
-// any response byte reached the client.
+// any response byte reached the client. A request that was never sent (a
+// dial error) goes once to another pod with room, as a pod's own refusal
+// does.
 func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	f := flightFrom(r.Context())
+	if errors.Is(err, errRetry) {
+		return // f.retry carries the request on
+	}
 	f.err = err
 	if r.Context().Err() != nil {
 		return // the client left; nobody to answer
 	}
-	status, msg := http.StatusBadGateway, "the upstream could not be reached"
+	if neverSent(err) {
+		if s := h.retrySlot(f); s != nil {
+			f.retry = s
+			return
+		}
+	}
+	rf := refusal{status: http.StatusBadGateway, reason: ReasonUpstream,
+		message: "the upstream could not be reached; retry later", retryAfter: f.ex.policy.RetryAfter}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
-		status, msg = http.StatusGatewayTimeout, "the upstream did not answer in time"
+		rf = refusal{status: http.StatusGatewayTimeout, reason: ReasonUpstreamTimeout,
+			message: "the upstream did not answer in time"}
 	}
-	writeRefusal(w, refusal{status: status, message: msg})
+	h.metrics.rejected(rf.reason)
+	writeRefusal(w, rf)
+}
+
+// neverSent reports whether err shows that the request never left: the
+// connection to the pod could not be opened.
+func neverSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 // forward sends ex's request to the member dispatch chose and records its
 // outcome when the response body has been copied (not when headers arrive),
 // releasing the slot then.
-func (h *Handler) forward(w http.ResponseWriter, ex *exchange) {
+func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry Slot) {
 	r, m, body := ex.r, ex.member, ex.body
 	ex.upstream = m.Name
 	h.metrics.sent(m.Name, ex.tokens)
-	ex.flight = &flight{member: m}
+	ex.flight = &flight{member: m, ex: ex}
 	out := r.WithContext(context.WithValue(r.Context(), flightKey{}, ex.flight))
 	if body != nil {
 		out.Body = io.NopCloser(bytes.NewReader(body))
@@ -108,26 +174,43 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) {
 	completed := false
 	defer func() {
 		p := recover() // http.ErrAbortHandler when the stream broke mid-copy
-		h.complete(ex, completed)
+		retry = h.complete(ex, completed)
 		if p != nil {
 			panic(p)
 		}
 	}()
 	h.rp.ServeHTTP(w, out)
 	completed = true
+	return nil
 }
 
 // complete turns what happened to ex's request into one outcome, one breaker
 // result and a released slot; completed says the response body was copied to
-// its end.
-func (h *Handler) complete(ex *exchange, completed bool) {
+// its end. A request that goes to another pod instead records no outcome:
+// complete returns the slot it goes on with.
+func (h *Handler) complete(ex *exchange, completed bool) Slot {
 	r, f, done := ex.r, ex.flight, ex.done
 	defer ex.slot.Release()
+	if f.retry != nil {
+		if f.refused {
+			done(Excluded) // the pod's own refusal: overload, not failure
+			h.metrics.response(f.member.Name, f.status)
+		} else {
+			done(Failure) // it could not be reached: a real failure
+			h.metrics.response(f.member.Name, 0)
+		}
+		return f.retry
+	}
 	// A response copied to the end counts as the pod's answer even if the
 	// client closes its connection right after: only a request cut short
 	// by the client is client_closed.
 	delivered := completed && f.err == nil && f.status != 0
 	switch {
+	case delivered && f.refused:
+		done(Excluded) // overload, not failure: the breaker is not fed
+		h.metrics.response(f.member.Name, f.status)
+		h.metrics.rejected(ReasonUpstreamOverloaded)
+		h.finish(r, ex, OutcomeUpstreamOverloaded, f.status)
 	case delivered && f.status >= 500:
 		done(Failure)
 		h.metrics.response(f.member.Name, f.status)
@@ -147,4 +230,5 @@ func (h *Handler) complete(ex *exchange, completed bool) {
 		h.metrics.response(f.member.Name, 0)
 		h.finish(r, ex, OutcomeUpstreamError, http.StatusBadGateway)
 	}
+	return nil
 }

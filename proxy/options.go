@@ -95,6 +95,9 @@ type Options struct {
 	Admission Admission
 	// Levels says which upstreams are at critical pressure. Nil: none is.
 	Levels Levels
+	// OnPodRefused, if set, hears that a pod answered 503 or 429 itself (its
+	// queue is full), so its window can be cut. It must not block.
+	OnPodRefused func(upstream string)
 	// Transport bounds upstream connections.
 	Transport TransportSettings
 	// Health configures the active health check run by Handler.Run.

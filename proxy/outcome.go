@@ -14,12 +14,21 @@ const (
 	OutcomeQueueTimeout  Outcome = "queue_timeout"
 	OutcomeBadRequest    Outcome = "bad_request"
 	OutcomeClientClosed  Outcome = "client_closed"
+	// OutcomeNoUpstream: no pod could take it (failing health checks, open
+	// error breakers): a dead pod, not GPU pressure.
+	OutcomeNoUpstream Outcome = "no_upstream"
+	// OutcomeDraining: refused while gatekeeper shuts down.
+	OutcomeDraining Outcome = "draining"
+	// OutcomeUpstreamOverloaded: the pod refused it itself (its own 503 or
+	// 429: its queue is full), passed on with Retry-After.
+	OutcomeUpstreamOverloaded Outcome = "upstream_overloaded"
 )
 
 // Outcomes lists every outcome, so metrics can pre-create their series.
 var Outcomes = [...]Outcome{
 	OutcomeServed, OutcomeUpstreamError, OutcomeRateLimited, OutcomeOverloaded,
 	OutcomeQueueFull, OutcomeQueueTimeout, OutcomeBadRequest, OutcomeClientClosed,
+	OutcomeNoUpstream, OutcomeDraining, OutcomeUpstreamOverloaded,
 }
 
 // Reason is the X-Gatekeeper-Reason value of a refusal gatekeeper made itself.
@@ -36,6 +45,10 @@ const (
 	ReasonNotFound     Reason = "not_found"
 	ReasonNoUpstream   Reason = "no_upstream"
 	ReasonUpstream     Reason = "upstream_error"
+	// ReasonUpstreamTimeout: the pod sent no response headers in time (504).
+	ReasonUpstreamTimeout Reason = "upstream_timeout"
+	// ReasonUpstreamOverloaded marks a pod's own 503 or 429 passed on.
+	ReasonUpstreamOverloaded Reason = "upstream_overloaded"
 )
 
 // outcome maps a refusal reason onto the outcome it is counted as.
@@ -49,9 +62,15 @@ func (r Reason) outcome() Outcome {
 		return OutcomeQueueTimeout
 	case ReasonBadRequest, ReasonNotFound:
 		return OutcomeBadRequest
-	case ReasonUpstream:
+	case ReasonUpstream, ReasonUpstreamTimeout:
 		return OutcomeUpstreamError
-	default: // overloaded, draining, no upstream: the service could not take work
+	case ReasonNoUpstream:
+		return OutcomeNoUpstream
+	case ReasonDraining:
+		return OutcomeDraining
+	case ReasonUpstreamOverloaded:
+		return OutcomeUpstreamOverloaded
+	default: // overloaded: GPU pressure is critical
 		return OutcomeOverloaded
 	}
 }

@@ -150,6 +150,29 @@ func (p *pool) anyAvailable() bool {
 	return false
 }
 
+// whyDown says why no upstream can take work, for the client's message:
+// failing health checks, open error breakers (recent failures), or both.
+func (p *pool) whyDown() string {
+	unhealthy, open := 0, 0
+	for _, m := range p.list() {
+		switch {
+		case !m.healthy.Load():
+			unhealthy++
+		case m.Gate != nil && m.Gate.State() == GateOpen:
+			open++
+		}
+	}
+	switch {
+	case unhealthy > 0 && open > 0:
+		return "no upstream can take the request: some fail their health check, the others failed recently (error breaker open)"
+	case open > 0:
+		return "no upstream can take the request: every upstream failed recently (error breaker open)"
+	case unhealthy > 0:
+		return "no upstream can take the request: every upstream fails its health check"
+	}
+	return "no upstream can take the request"
+}
+
 // allCritical reports whether every upstream that could otherwise serve is
 // under critical memory pressure (DESIGN §4: refuse new work at once).
 func (p *pool) allCritical() bool {

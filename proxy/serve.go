@@ -25,12 +25,13 @@ type exchange struct {
 	// Set by dispatch for forward and complete, once a pod is chosen. (They
 	// live here rather than in a struct of their own that points to the
 	// exchange: that would move every exchange to the heap.)
-	r      *http.Request // the client's request
-	member *member       // the pod the slot is on
-	slot   Slot          // released by complete, once
-	done   func(Result)  // the pod's error breaker callback, called by complete once
-	body   []byte        // the buffered request body; nil when the route has none
-	flight *flight       // what the reverse proxy learns; set by forward
+	r       *http.Request // the client's request
+	member  *member       // the pod the slot is on
+	slot    Slot          // released by complete, once
+	done    func(Result)  // the pod's error breaker callback, called by complete once
+	body    []byte        // the buffered request body; nil when the route has none
+	flight  *flight       // what the reverse proxy learns; set by forward
+	retried bool          // it went to a second pod (at most once)
 }
 
 // serveTraffic runs the request pipeline of DESIGN §2 for every path that is
@@ -157,7 +158,7 @@ func (h *Handler) admitSlow(w http.ResponseWriter, r *http.Request, ex *exchange
 			message: "GPU memory pressure is critical on every upstream; retry later", retryAfter: ex.policy.RetryAfter})
 	case !h.pool.anyAvailable():
 		return h.decide(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonNoUpstream,
-			message: "no upstream is healthy; retry later", retryAfter: ex.policy.RetryAfter})
+			message: h.pool.whyDown() + "; retry later", retryAfter: ex.policy.RetryAfter})
 	}
 	return true
 }
@@ -181,18 +182,22 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 	ctx, cancel := context.WithTimeout(r.Context(), ex.policy.MaxWait)
 	defer cancel()
 	var exclude []string
+	var slot Slot // a retry's slot, taken on another pod by the forward before
 	for attempt := 0; ; attempt++ {
-		queued := h.now()
-		slot, err := h.opts.Admission.Acquire(ctx, ex.tokens, exclude)
-		if err != nil {
-			h.refuseAdmission(w, r, ex, err)
-			return
+		if slot == nil {
+			queued := h.now()
+			var err error
+			if slot, err = h.opts.Admission.Acquire(ctx, ex.tokens, exclude); err != nil {
+				h.refuseAdmission(w, r, ex, err)
+				return
+			}
+			h.metrics.waited(ex.tokens, h.now().Sub(queued))
 		}
-		h.metrics.waited(ex.tokens, h.now().Sub(queued))
 		m, ok := h.pool.get(slot.Upstream())
 		if !ok { // removed by a reload between dispatch and now
 			slot.Release()
 			exclude = append(exclude, slot.Upstream())
+			slot = nil
 			continue
 		}
 		done := func(Result) {}
@@ -204,6 +209,7 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 				// its last probe went to another request (now Paused: wait
 				// for the verdict). Not excluded: it may take us back.
 				slot.Release()
+				slot = nil
 				if attempt >= 2*len(h.pool.list())+2 { // a bound, not a policy
 					h.refuseAdmission(w, r, ex, ErrNoUpstream)
 					return
@@ -213,8 +219,13 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 			done = d
 		}
 		ex.r, ex.member, ex.slot, ex.done, ex.body = r, m, slot, done, body
-		h.forward(w, ex)
-		return
+		if slot = h.forward(w, ex); slot == nil {
+			return
+		}
+		// The pod refused it before any byte reached the client, or could
+		// not be reached: once more, on the pod whose slot forward took.
+		ex.retried = true
+		exclude = append(exclude, m.Name)
 	}
 }
 

@@ -128,6 +128,18 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	return Grant{}, false, nil
 }
 
+// Take grants r a slot at once when a window it may use has room that no
+// waiter can use, as Enqueue would, and never queues it: granted false means
+// there is no such room now. It is for a retry that must not wait (a pod
+// refused the request; another may take it now or not at all).
+func (c *Core) Take(r Request) (g Grant, granted bool) {
+	if w := c.choose(r.Exclude); w != nil {
+		w.inflight++
+		return Grant{ID: r.ID, Upstream: w.name}, true
+	}
+	return Grant{}, false
+}
+
 // Release gives back one slot on upstream and returns the grants that the
 // freed room allowed. An unknown upstream or one with nothing in flight is a
 // no-op (nil).

@@ -28,6 +28,15 @@ func enqueue(id uint64, tokens int64, exclude ...string) action {
 		}}
 }
 
+func take(id uint64, exclude ...string) action {
+	return action{fmt.Sprintf("Take(%d, exclude %v)", id, exclude), func(c *Core, _ time.Time) ([]Grant, error) {
+		if g, ok := c.Take(Request{ID: id, Exclude: exclude}); ok {
+			return []Grant{g}, nil
+		}
+		return nil, nil
+	}}
+}
+
 func release(up string) action {
 	return action{"Release(" + up + ")", func(c *Core, now time.Time) ([]Grant, error) {
 		return c.Release(now, up), nil
@@ -224,6 +233,18 @@ func TestCoreSteps(t *testing.T) {
 			{act: release("a"), want: []Grant{g(4, "a")}},
 			{act: release("a"), want: []Grant{g(5, "a")}},
 			{act: release("b"), want: []Grant{g(2, "b")}},
+		}},
+		{name: "take grants only room that exists now, and never queues", steps: []step{
+			{act: setWindow("a", 1)},
+			{act: setWindow("b", 1)},
+			{act: enqueue(1, 1), want: []Grant{g(1, "a")}},
+			{act: take(2, "b")},
+			{act: take(3, "a"), want: []Grant{g(3, "b")}},
+			{act: take(4)},
+			{act: stats(0, "a:1/1", "b:1/1")},
+			{act: setAvail("a", Paused)},
+			{act: release("b")},
+			{act: take(5, "b")},
 		}},
 		{name: "a request that excludes every window is refused at once", steps: []step{
 			{act: setWindow("a", 1)},

@@ -78,6 +78,22 @@ func (q *Queue) Acquire(ctx context.Context, r Request) (*Slot, error) {
 	return q.wait(ctx, id, ch)
 }
 
+// TryAcquire takes a slot for r at once when an upstream r may use has room
+// that no waiter can use (see Core.Take), and never waits: nil when there is
+// none, or after Drain.
+func (q *Queue) TryAcquire(r Request) *Slot {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed != nil {
+		return nil
+	}
+	g, ok := q.core.Take(r)
+	if !ok {
+		return nil
+	}
+	return &Slot{q: q, upstream: g.Upstream}
+}
+
 // enqueue admits r and returns either a slot, or the waiter's ID and channel.
 func (q *Queue) enqueue(now time.Time, r Request) (*Slot, uint64, chan result, error) {
 	q.mu.Lock()

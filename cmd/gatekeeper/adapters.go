@@ -40,6 +40,13 @@ func (a admission) Acquire(ctx context.Context, tokens int64, exclude []string) 
 	return nil, err
 }
 
+func (a admission) TryAcquire(tokens int64, exclude []string) proxy.Slot {
+	if s := a.q.TryAcquire(queue.Request{Tokens: tokens, Exclude: exclude}); s != nil {
+		return s
+	}
+	return nil // not a nil *queue.Slot in a non-nil interface
+}
+
 func (a admission) Dispatch() { a.q.Dispatch() }
 
 // gate fits *breaker.ErrorBreaker to proxy.Gate.

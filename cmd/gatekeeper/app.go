@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/gatekeeper-dev/gatekeeper/admin"
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
@@ -120,6 +121,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		Limiter:      a.limiter,
 		Admission:    admission{a.queue},
 		Levels:       a.ctl,
+		OnPodRefused: a.ctl.PodRefused,
 		Transport:    s.transport,
 		Health:       s.health,
 		RoundTripper: opts.transport,
@@ -148,7 +150,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if err := a.newWatcher(); err != nil {
 		return nil, err
 	}
-	a.reg.MustRegister(newStateCollector(a), newPressureCollector(a.pressure.snapshot))
+	a.reg.MustRegister(admin.NewStateCollector(a.snapshot), admin.NewPressureCollector(a.pressure.snapshot))
 	return a, nil
 }
 

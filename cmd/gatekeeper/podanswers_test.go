@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
+)
+
+// scriptPod is a pod on loopback that answers its first len(codes)
+// completions with those statuses (with retryAfter on 503/429 when set),
+// then 200.
+func scriptPod(t *testing.T, retryAfter string, codes ...int) (url string, hits *atomic.Int32) {
+	t.Helper()
+	hits = &atomic.Int32{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		n := int(hits.Add(1))
+		code := 200
+		if n <= len(codes) {
+			code = codes[n-1]
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if retryAfter != "" && (code == 503 || code == 429) {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.WriteHeader(code)
+		_, _ = fmt.Fprintf(w, `{"pod_status":%d}`, code)
+	})
+	return newPodServer(t, mux), hits
+}
+
+func complete(t *testing.T, a *app) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
+		strings.NewReader(`{"model":"m","prompt":"x","max_tokens":4}`)))
+	return rec
+}
+
+func podApp(t *testing.T, upstreams string) *app {
+	t.Helper()
+	a, err := newApp(mustParse(t, "upstreams: "+upstreams+`
+fast_breaker: {qps: 0}
+health_check: {interval: 1h}
+upstream_breaker: {failures: 5, open_for: 1h}
+shed: {retry_after: 3s}
+`), appOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestPodOverloadIsNotFailure: a pod's own 503 (vLLM's full queue) or 429,
+// eight times in a row, does not open its error breaker: each is passed on
+// with the pod's Retry-After (or gatekeeper's) and the reason
+// upstream_overloaded, the next request is served at once, and the pod's
+// window is cut as if it were degraded. 500s still open the breaker.
+func TestPodOverloadIsNotFailure(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		code       int
+		retryAfter string // the pod's
+		wantRA     string
+	}{
+		{name: "503 with Retry-After", code: 503, retryAfter: "7", wantRA: "7"},
+		{name: "429 without Retry-After", code: 429, wantRA: "3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			codes := make([]int, 8)
+			for i := range codes {
+				codes[i] = tt.code
+			}
+			pod, hits := scriptPod(t, tt.retryAfter, codes...)
+			a := podApp(t, `[{name: pod, url: "`+pod+`", max_inflight: 10}]`)
+			for i := range 8 {
+				rec := complete(t, a)
+				if rec.Code != tt.code || rec.Header().Get("Retry-After") != tt.wantRA ||
+					rec.Header().Get("X-Gatekeeper-Reason") != "upstream_overloaded" ||
+					!strings.Contains(rec.Body.String(), `"pod_status"`) {
+					t.Fatalf("request %d = %d Retry-After %q reason %q body %s; want the pod's %d with Retry-After %s",
+						i, rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("X-Gatekeeper-Reason"),
+						rec.Body.String(), tt.code, tt.wantRA)
+				}
+			}
+			if st := a.gates["pod"].b.State(); st != breaker.Closed {
+				t.Fatalf("error breaker %v after 8 refusals, want closed", st)
+			}
+			if rec := complete(t, a); rec.Code != 200 || hits.Load() != 9 {
+				t.Fatalf("9th request = %d (pod saw %d), want 200 at once", rec.Code, hits.Load())
+			}
+			if n := outcomeCounts(t, a)["upstream_overloaded"]; n != 8 {
+				t.Errorf("outcome upstream_overloaded = %v, want 8", n)
+			}
+			a.slow.observe(pressure.State{}) // the next pressure round
+			if st, _, _ := a.ctl.State("pod"); st.Level != breaker.Degraded || st.Limit != 8 {
+				t.Errorf("after the refusals the pod is %v with window %d, want degraded at 8", st.Level, st.Limit)
+			}
+		})
+	}
+	t.Run("500s still open the breaker", func(t *testing.T) {
+		pod, _ := scriptPod(t, "", 500, 500, 500, 500, 500)
+		a := podApp(t, `[{name: pod, url: "`+pod+`"}]`)
+		for range 5 {
+			if rec := complete(t, a); rec.Code != 500 {
+				t.Fatalf("request = %d, want the pod's 500", rec.Code)
+			}
+		}
+		rec := complete(t, a)
+		if st := a.gates["pod"].b.State(); st != breaker.Open || rec.Code != 503 ||
+			rec.Header().Get("X-Gatekeeper-Reason") != "no_upstream" || !strings.Contains(rec.Body.String(), "error breaker open") {
+			t.Fatalf("breaker %v, next request %d %s; want open and 503 no_upstream naming the breaker", st, rec.Code, rec.Body.String())
+		}
+		if n := outcomeCounts(t, a)["no_upstream"]; n != 1 {
+			t.Errorf("outcome no_upstream = %v, want 1 (not overloaded: a dead pod is not GPU pressure)", n)
+		}
+	})
+}
+
+// TestRetryBeforeSendLandsOnceOnTheOtherPod: a request that one pod refused
+// before sending any body byte, or that could not be sent to it at all,
+// goes to the other pod exactly once.
+func TestRetryBeforeSendLandsOnceOnTheOtherPod(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + closed.Addr().String()
+	closed.Close() // nothing listens: a dial error
+	for _, tt := range []struct{ name, first string }{
+		{name: "the pod's own 503", first: "overloaded"},
+		{name: "a connection that could not be opened", first: "dead"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a503, aHits := scriptPod(t, "1", 503, 503, 503)
+			first := a503
+			if tt.first == "dead" {
+				first = deadURL
+			}
+			b, bHits := scriptPod(t, "")
+			app := podApp(t, `[{name: a, url: "`+first+`"}, {name: b, url: "`+b+`"}]`)
+			rec := complete(t, app)
+			if rec.Code != 200 || bHits.Load() != 1 {
+				t.Fatalf("request = %d %s, pod b saw %d; want 200 from b, once", rec.Code, rec.Body.String(), bHits.Load())
+			}
+			if tt.first == "overloaded" && aHits.Load() != 1 {
+				t.Fatalf("pod a saw %d, want 1", aHits.Load())
+			}
+			if n := outcomeCounts(t, app)["served"]; n != 1 {
+				t.Errorf("served = %v, want 1: one outcome for the retried request", n)
+			}
+		})
+	}
+}
