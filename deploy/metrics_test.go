@@ -104,7 +104,7 @@ func eventOnlyMetrics(t *testing.T) map[string]bool {
 	}
 	defer f.Close()
 	var sources strings.Builder
-	for _, dir := range []string{"../cmd/gatekeeper", "../proxy", "../pressure"} {
+	for _, dir := range []string{"../cmd/gatekeeper", "../admin", "../proxy", "../pressure"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

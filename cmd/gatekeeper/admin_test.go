@@ -39,6 +39,8 @@ func TestAdminPprofSwitch(t *testing.T) {
 		{"on heap", &on, "/debug/pprof/heap?debug=1", http.StatusOK, "heap profile"},
 		{"on cmdline", &on, "/debug/pprof/cmdline", http.StatusOK, ""},
 		{"on metrics still served", &on, "/metrics", http.StatusOK, "go_goroutines"},
+		{"on state still served", &on, "/admin/state", http.StatusOK, `"upstreams"`},
+		{"on status page still served", &on, "/admin/", http.StatusOK, `src="app.js"`},
 		{"off again", cfg, "/debug/pprof/", http.StatusNotFound, ""},
 	}
 	for _, tt := range tests { // sequential: each row sets the running policy

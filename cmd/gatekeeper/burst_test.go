@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/admin"
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
@@ -254,8 +255,8 @@ func TestBurstOverHTTP(t *testing.T) {
 	})
 }
 
-// upstreamState is /admin/state's entry for the test's one upstream.
-func soleUpstream(t *testing.T, a *app) upstreamState {
+// soleUpstream is /admin/state's entry for the test's one upstream.
+func soleUpstream(t *testing.T, a *app) admin.Upstream {
 	t.Helper()
 	s := a.snapshot()
 	if len(s.Upstreams) != 1 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -16,23 +17,8 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/sim"
+	"github.com/gatekeeper-dev/gatekeeper/sim/demo"
 	"github.com/gatekeeper-dev/gatekeeper/sim/load"
-	"github.com/gatekeeper-dev/gatekeeper/sim/server"
-)
-
-// The demo's simulated pod (issue 5 item 3): an A10G (24 GB) serving
-// Llama-3-8B, the smallest preset pair, so a few requests per second fill the
-// KV cache and the step buffers' headroom (2.4 GB outside
-// gpu_memory_utilization) and the levels, window and queue visibly move. It
-// runs in real time (Speed 1): latencies are what that GPU would show.
-const (
-	demoGPU         = "A10G"
-	demoModel       = "meta-llama/Meta-Llama-3-8B"
-	demoUpstream    = "vllm-sim"
-	demoMaxSeqs     = 64               // the pod's max_num_seqs = the window's maximum
-	demoSpeed       = 1.0              // virtual seconds per real second
-	demoRestartTime = 20 * time.Second // an OOM'd pod is back in 20 s, not vLLM's minutes
 )
 
 // demoFlags are the -demo command line flags.
@@ -92,7 +78,7 @@ type demoOptions struct {
 	sim            net.Listener // the pod's; nil opens 127.0.0.1:0
 	log            *slog.Logger // nil discards
 	banner         io.Writer    // receives the paste-ready curl lines; nil: none
-	speed          float64      // sim speed; 0 means demoSpeed
+	speed          float64      // sim speed; 0 means demo.Speed
 	drainDelay     time.Duration
 	// load, if set, runs the built-in traffic pattern (its URL, Model,
 	// Logger and State are filled in).
@@ -121,13 +107,14 @@ func serveDemo(ctx context.Context, o demoOptions) error {
 		}
 	}
 	closeAll := func() { o.traffic.Close(); o.admin.Close(); simLn.Close() }
-	pod, err := newDemoPod(o.speed, o.log)
+	speed := cmp.Or(o.speed, demo.Speed)
+	pod, err := demo.NewPod(speed, o.log)
 	if err != nil {
 		closeAll()
-		return err
+		return fmt.Errorf("gatekeeper: demo pod: %w", err)
 	}
 	podURL := "http://" + simLn.Addr().String()
-	cfg, err := config.Parse(demoPolicy(podURL, o.traffic.Addr().String(), o.admin.Addr().String(), o.drainDelay))
+	cfg, err := config.Parse(demo.Policy(podURL, o.traffic.Addr().String(), o.admin.Addr().String(), o.drainDelay))
 	if err != nil {
 		closeAll()
 		return fmt.Errorf("gatekeeper: demo policy: %w", err)
@@ -156,13 +143,13 @@ func serveDemo(ctx context.Context, o demoOptions) error {
 	trafficURL := "http://" + o.traffic.Addr().String()
 	adminURL := "http://" + o.admin.Addr().String()
 	o.log.LogAttrs(ctx, slog.LevelInfo, "demo pod started",
-		slog.String("upstream", demoUpstream), slog.String("url", podURL), slog.String("gpu", demoGPU),
-		slog.String("model", demoModel), slog.Float64("speed", speedOr(o.speed)))
+		slog.String("upstream", demo.Upstream), slog.String("url", podURL), slog.String("gpu", demo.GPU),
+		slog.String("model", demo.Model), slog.Float64("speed", speed))
 	logCurls(ctx, o.log, o.banner, trafficURL, adminURL)
 
 	if o.load != nil {
 		ls := *o.load
-		ls.URL, ls.Model, ls.Logger = trafficURL, demoModel, o.log
+		ls.URL, ls.Model, ls.Logger = trafficURL, demo.Model, o.log
 		ls.State = func() []slog.Attr { return demoStateAttrs(a) }
 		lg, err := load.New(ls)
 		if err != nil {
@@ -188,89 +175,14 @@ func serveDemo(ctx context.Context, o demoOptions) error {
 	return err
 }
 
-// newDemoPod builds the simulated pod.
-func newDemoPod(speed float64, log *slog.Logger) (*server.Server, error) {
-	gpu, err := sim.GPUByName(demoGPU)
-	if err != nil {
-		return nil, fmt.Errorf("gatekeeper: demo pod: %w", err)
-	}
-	model, err := sim.ModelByName(demoModel)
-	if err != nil {
-		return nil, fmt.Errorf("gatekeeper: demo pod: %w", err)
-	}
-	e, err := sim.New(sim.Settings{GPU: gpu, Model: model, MaxNumSeqs: demoMaxSeqs, RestartTime: demoRestartTime})
-	if err != nil {
-		return nil, fmt.Errorf("gatekeeper: demo pod: %w", err)
-	}
-	srv, err := server.New(e, server.Settings{Speed: speedOr(speed), Seed: 1,
-		Logger: log.With(slog.String("upstream", demoUpstream))})
-	if err != nil {
-		return nil, fmt.Errorf("gatekeeper: demo pod: %w", err)
-	}
-	return srv, nil
-}
-
-func speedOr(s float64) float64 {
-	if s == 0 {
-		return demoSpeed
-	}
-	return s
-}
-
-// demoPolicy is the demo's policy file: the defaults of config.yaml except
-// what a one-pod loopback demo needs. It is parsed and validated like a
-// user's file.
-func demoPolicy(podURL, listen, adminListen string, drainDelay time.Duration) []byte {
-	return fmt.Appendf(nil, `# gatekeeper -demo: one simulated vLLM pod on loopback.
-mode: enforce
-server:
-  listen: %q
-  admin_listen: %q
-  drain_delay: %s        # no load balancer to warn in a demo
-  shutdown_timeout: 10s
-upstreams:
-  - name: %s
-    url: %q
-    max_inflight: %d     # = the simulated pod's max_num_seqs
-    min_inflight: 4
-    sources:
-      - {kind: vllm, url: %q}
-      - {kind: memory_blocks, url: %q}
-health_check:
-  interval: 2s
-pressure:
-  interval: 500ms
-  hold: 3s               # leave a level after 3 s below it (default 5 s)
-fast_breaker:
-  qps: 8                 # -demo-load's bursts (8 QPS) meet a few 429s
-  burst: 4
-queue:
-  max_length: 256
-  max_wait: 20s
-hooks:
-  degraded:
-    - {method: POST, url: /v1/internal/empty_cache}   # the pod flushes its allocator cache
-`, listen, adminListen, drainDelay, demoUpstream, podURL, demoMaxSeqs,
-		podURL+"/metrics", podURL+"/v1/internal/metrics")
-}
-
 // demoPressureHook is called after the slow breaker has acted on a pressure
 // poll round: it logs the first reading from both pod sources, once, and
 // passes every round to notify (tests), if set.
 func demoPressureHook(log *slog.Logger, notify func(pressure.State)) func(pressure.State) {
 	var once sync.Once
 	return func(st pressure.State) {
-		us, _ := st.Upstream(demoUpstream)
-		_, kv := us.Signals[pressure.KVCacheUsage]    // from the pod's /metrics
-		_, frag := us.Signals[pressure.Fragmentation] // from its memory_blocks endpoint
-		if kv && frag {
+		if attrs, ok := demo.Reading(st); ok {
 			once.Do(func() {
-				attrs := []slog.Attr{slog.String("upstream", demoUpstream)}
-				for _, sig := range pressure.Signals() {
-					if v, ok := us.Signals[sig]; ok {
-						attrs = append(attrs, slog.Float64(string(sig), v.Value))
-					}
-				}
 				log.LogAttrs(context.Background(), slog.LevelInfo, "demo: first pressure reading", attrs...)
 			})
 		}
@@ -284,34 +196,23 @@ func demoPressureHook(log *slog.Logger, notify func(pressure.State)) func(pressu
 // load generator's summary lines.
 func demoStateAttrs(a *app) []slog.Attr {
 	s := a.snapshot()
-	attrs := []slog.Attr{slog.Int("queue", s.Queue.Length), slog.String("queue_order", s.Queue.Order)}
+	sum := demo.Summary{Queue: s.Queue.Length, QueueOrder: s.Queue.Order}
 	for _, u := range s.Upstreams {
-		if u.Name != demoUpstream {
-			continue
-		}
-		attrs = append(attrs, slog.String("level", u.Level), slog.String("phase", u.Phase),
-			slog.Int("window", u.WindowLimit), slog.Int("inflight", u.InFlight))
-		for _, sig := range []pressure.Signal{pressure.Fragmentation, pressure.KVCacheUsage} {
-			if v, ok := u.Signals[sig]; ok {
-				attrs = append(attrs, slog.Float64(string(sig), v.Value))
-			}
+		if u.Name == demo.Upstream {
+			sum.Pod = &demo.PodSummary{Level: u.Level, Phase: u.Phase, Window: u.WindowLimit, InFlight: u.InFlight, Signals: u.Signals}
 		}
 	}
-	return attrs
+	return sum.Attrs()
 }
 
 // logCurls tells the newcomer where to point curl: JSON log lines, and the
 // same commands as plain text on banner, where they paste as they are.
 func logCurls(ctx context.Context, log *slog.Logger, banner io.Writer, trafficURL, adminURL string) {
-	chat := fmt.Sprintf(`curl -N %s/v1/chat/completions -H 'Content-Type: application/json' -d '{"model":%q,"stream":true,"max_tokens":64,"messages":[{"role":"user","content":"Why do GPUs run out of memory?"}]}'`,
-		trafficURL, demoModel)
-	state := fmt.Sprintf("curl -s %s/admin/state", adminURL)
-	metrics := fmt.Sprintf("curl -s %s/metrics | grep -E '^(gatekeeper|vllm)_'", adminURL)
+	chat, state, metrics := demo.Curls(trafficURL, adminURL)
 	log.LogAttrs(ctx, slog.LevelInfo, "demo ready",
 		slog.String("listen", trafficURL), slog.String("admin_listen", adminURL),
 		slog.String("chat_curl", chat), slog.String("state_curl", state), slog.String("metrics_curl", metrics))
 	if banner != nil {
-		fmt.Fprintf(banner, "gatekeeper demo: traffic %s, admin %s (Ctrl-C to stop)\n\n# a streaming chat completion through gatekeeper\n%s\n\n# gatekeeper's state: levels, signals, window, queue\n%s\n\n# metrics\n%s\n\n",
-			trafficURL, adminURL, chat, state, metrics)
+		fmt.Fprint(banner, demo.Banner(trafficURL, adminURL))
 	}
 }

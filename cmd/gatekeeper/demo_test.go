@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/sim/demo"
 	"github.com/gatekeeper-dev/gatekeeper/sim/load"
 )
 
@@ -98,30 +98,6 @@ func TestRunDemo(t *testing.T) {
 	}
 }
 
-func TestDemoPolicyValidates(t *testing.T) {
-	cfg, err := config.Parse(demoPolicy("http://127.0.0.1:12345", "127.0.0.1:8080", "127.0.0.1:9090", time.Second))
-	if err != nil {
-		t.Fatalf("config.Parse(demoPolicy) = %v", err)
-	}
-	if len(cfg.Upstreams) != 1 || cfg.Upstreams[0].Name != demoUpstream || cfg.Upstreams[0].MaxInflight != demoMaxSeqs {
-		t.Fatalf("upstreams = %+v, want one %s with max_inflight %d", cfg.Upstreams, demoUpstream, demoMaxSeqs)
-	}
-	kinds := map[config.SourceKind]string{}
-	for _, s := range cfg.Upstreams[0].Sources {
-		kinds[s.Kind] = s.URL
-	}
-	if kinds[config.SourceKind("vllm")] != "http://127.0.0.1:12345/metrics" ||
-		kinds[config.SourceKind("memory_blocks")] != "http://127.0.0.1:12345/v1/internal/metrics" {
-		t.Errorf("sources = %v, want vllm /metrics and memory_blocks /v1/internal/metrics on the pod", kinds)
-	}
-	if len(cfg.Hooks.Degraded) != 1 || !strings.HasSuffix(cfg.Hooks.Degraded[0].URL, "/v1/internal/empty_cache") {
-		t.Errorf("degraded hooks = %+v, want the pod's empty_cache", cfg.Hooks.Degraded)
-	}
-	if cfg.Server.DrainDelay != time.Second {
-		t.Errorf("drain_delay = %v, want 1s", cfg.Server.DrainDelay)
-	}
-}
-
 // demoRun is a demo serving on loopback ephemeral ports for one test.
 type demoRun struct {
 	trafficURL, adminURL string
@@ -149,10 +125,7 @@ func startDemo(t *testing.T, ls *load.Settings) *demoRun {
 	o := demoOptions{traffic: listen(), admin: listen(), sim: listen(), speed: 20, load: ls,
 		log: slog.New(slog.NewJSONHandler(d.logs, nil)), banner: d.banner,
 		onPressure: func(st pressure.State) {
-			us, _ := st.Upstream(demoUpstream)
-			_, kv := us.Signals[pressure.KVCacheUsage]
-			_, frag := us.Signals[pressure.Fragmentation]
-			if kv && frag {
+			if _, ok := demo.Reading(st); ok {
 				once.Do(func() { close(d.firstReading) })
 			}
 		},
@@ -213,9 +186,9 @@ func TestDemoServesThroughGatekeeper(t *testing.T) {
 		name, body, want string
 	}{
 		{name: "chat", want: `"object":"chat.completion"`,
-			body: `{"model":"` + demoModel + `","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`},
+			body: `{"model":"` + demo.Model + `","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`},
 		{name: "streaming chat", want: "data: [DONE]",
-			body: `{"model":"` + demoModel + `","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`},
+			body: `{"model":"` + demo.Model + `","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,8 +217,8 @@ func TestDemoServesThroughGatekeeper(t *testing.T) {
 	if err := json.Unmarshal([]byte(fetch(t, d.adminURL+"/admin/state")), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Upstreams) != 1 || st.Upstreams[0].Name != demoUpstream {
-		t.Fatalf("/admin/state upstreams = %+v, want %s", st.Upstreams, demoUpstream)
+	if len(st.Upstreams) != 1 || st.Upstreams[0].Name != demo.Upstream {
+		t.Fatalf("/admin/state upstreams = %+v, want %s", st.Upstreams, demo.Upstream)
 	}
 	for _, sig := range []string{"kv_cache_usage", "fragmentation", "waiting"} {
 		if _, ok := st.Upstreams[0].Signals[sig]; !ok {

@@ -36,6 +36,11 @@ func TestLayering(t *testing.T) {
 		// DNS discovery: expands the policy's discovered upstreams; pure but for
 		// the lookup it is handed, no HTTP, no logging.
 		{pkg: "discovery", own: []string{"config"}, thirdParty: []string{}, banned: []string{"net/http", "log", "log/slog"}},
+		// The admin listener's documents (/admin/state, the scrape-time
+		// collectors, the status page): it reads the packages it reports on
+		// through funcs it is handed; no logging, never sim.
+		{pkg: "admin", own: []string{"config", "control", "breaker", "queue", "pressure", "proxy", "proxy/..."},
+			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}, banned: []string{"log", "log/slog"}},
 		{pkg: "proxy", own: []string{"proxy/classify", "proxy/framing", "proxy/usage"},
 			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus"}},
 		// proxy's parts that need no handler: pure, no logging, none of the
@@ -55,6 +60,9 @@ func TestLayering(t *testing.T) {
 		// demo's load generator (sim/load) adds only HTTP and logging.
 		{pkg: "sim/traffic", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
 		{pkg: "sim/load", own: []string{"sim/traffic"}, thirdParty: []string{}},
+		// The -demo's pod preset, policy and text: it builds the pod with
+		// sim/server and reads pressure.State, but serves nothing itself.
+		{pkg: "sim/demo", own: []string{"sim", "sim/server", "pressure"}, thirdParty: []string{}, banned: []string{"net", "net/http"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {

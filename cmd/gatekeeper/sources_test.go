@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatekeeper-dev/gatekeeper/admin"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 )
 
@@ -77,10 +78,10 @@ server: {drain_delay: 0s}
 `, nil)
 	// Rates need two readings of their source: wait for poll rounds until
 	// nothing is absent (bounded by the stage wait and the round count).
-	var st state
+	var st admin.State
 	for round := 0; ; round++ {
 		r.waitStage(t, "pressure")
-		st = state{}
+		st = admin.State{}
 		if err := json.Unmarshal([]byte(fetch(t, r.admin+"/admin/state")), &st); err != nil {
 			t.Fatal(err)
 		}

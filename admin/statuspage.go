@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"embed"
@@ -19,14 +19,14 @@ var uiFiles embed.FS
 const statusPageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// statusPage serves the live status page on the admin listener: /admin
+// StatusPage serves the live status page on the admin listener: /admin
 // redirects to /admin/, which serves index.html; /admin/app.js and the other
 // embedded assets follow. Mount it at /admin; the page polls /admin/state and
-// /metrics, which stay with adminHandler.
-func (a *app) statusPage() http.Handler {
+// /metrics, which the admin listener serves beside it.
+func StatusPage() http.Handler {
 	ui, err := fs.Sub(uiFiles, "ui")
 	if err != nil {
-		panic("gatekeeper: embedded ui: " + err.Error()) // wiring mistake: the embed pattern names ui/
+		panic("admin: embedded ui: " + err.Error()) // wiring mistake: the embed pattern names ui/
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,11 +18,11 @@ type pressureCollector struct {
 	up, lastSuccess, stale, neverAnswered                        *prometheus.Desc
 }
 
-// newPressureCollector returns a collector that calls snapshot at every
+// NewPressureCollector returns a collector that calls snapshot at every
 // scrape (pass (*pressure.Monitor).Snapshot, or a func that follows the
 // current monitor across reloads). Every family is described even while
 // snapshot yields nothing.
-func newPressureCollector(snapshot func() pressure.State) prometheus.Collector {
+func NewPressureCollector(snapshot func() pressure.State) prometheus.Collector {
 	ug := []string{"upstream", "gpu_id"}
 	ugs := []string{"upstream", "gpu_id", "signal"}
 	src := []string{"source"}
@@ -62,16 +62,10 @@ func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	flag := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
-	}
 	for _, src := range s.Sources {
-		gauge(c.up, flag(src.Up), src.Name)
-		gauge(c.stale, flag(src.Stale), src.Name)
-		gauge(c.neverAnswered, flag(src.NeverAnswered), src.Name)
+		gauge(c.up, boolValue(src.Up), src.Name)
+		gauge(c.stale, boolValue(src.Stale), src.Name)
+		gauge(c.neverAnswered, boolValue(src.NeverAnswered), src.Name)
 		if !src.LastSuccess.IsZero() {
 			gauge(c.lastSuccess, float64(src.LastSuccess.UnixNano())/1e9, src.Name)
 		}

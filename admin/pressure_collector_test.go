@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"strings"
@@ -92,7 +92,7 @@ vllm_gpu_memory_fragmentation{gpu_id="0"} 0.8
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := newPressureCollector(func() pressure.State { return tt.state })
+			c := NewPressureCollector(func() pressure.State { return tt.state })
 			reg := prometheus.NewPedanticRegistry()
 			if err := reg.Register(c); err != nil {
 				t.Fatalf("Register() = %v", err)

@@ -1,0 +1,148 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
+)
+
+// Sources are what Snapshot reads. Every func must be set, but Now. Breaker
+// and Slow are called once per upstream, the others once per snapshot; all
+// must be safe for concurrent use (scrapes and /admin/state requests run in
+// parallel).
+type Sources struct {
+	// Version is the running build's version.
+	Version string
+	// Config returns the running policy.
+	Config func() *config.Config
+	// Ready and Draining report the traffic handler's readiness and drain.
+	Ready, Draining func() bool
+	// Queue returns the admission queue's stats.
+	Queue func() queue.Stats
+	// Upstreams returns the traffic handler's view of each upstream, in
+	// the document's order.
+	Upstreams func() []proxy.UpstreamStatus
+	// Breaker returns the upstream's error breaker state; false when the
+	// upstream has none (the document says "none").
+	Breaker func(name string) (breaker.State, bool)
+	// Slow returns the upstream's slow-path state and its last level
+	// change (nil before the first); false for an unknown upstream.
+	Slow func(name string) (breaker.SlowState, *control.Cause, bool)
+	// Pressure returns the latest pressure readings.
+	Pressure func() pressure.State
+	// Now returns the document's time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// State is the /admin/state document. Its JSON form is read by the status
+// page, by operators' scripts and by the tests: field names are an API.
+type State struct {
+	Version   string                 `json:"version"`
+	Mode      string                 `json:"mode"`
+	Ready     bool                   `json:"ready"`
+	Draining  bool                   `json:"draining"`
+	Time      time.Time              `json:"time"`
+	Upstreams []Upstream             `json:"upstreams"`
+	Queue     Queue                  `json:"queue"`
+	Limits    map[string]float64     `json:"limits"`
+	Sources   []pressure.SourceState `json:"sources"`
+}
+
+// Upstream is one upstream's entry in State.
+type Upstream struct {
+	proxy.UpstreamStatus
+	Breaker     string `json:"breaker"`
+	WindowLimit int    `json:"window_limit"`
+	InFlight    int    `json:"inflight"`
+	MaxInflight int    `json:"max_inflight"`
+	MinInflight int    `json:"min_inflight"`
+	Level       string `json:"level"`
+	Phase       string `json:"phase"`
+	// LastChange is the latest level change and the signal that caused it.
+	LastChange *control.Cause `json:"last_change,omitempty"`
+	// Signals are the pressure readings (worst over the pod's GPUs), each
+	// with its source and age; Absent lists the signals no source provides.
+	Signals map[pressure.Signal]pressure.Value `json:"signals"`
+	Absent  []pressure.Signal                  `json:"absent"`
+	GPUs    []pressure.GPUState                `json:"gpus,omitempty"`
+	Rules   map[string]Rule                    `json:"rules"`
+}
+
+// Rule shows a rule's thresholds next to the signal they judge.
+type Rule struct {
+	Degrade *float64 `json:"degrade,omitempty"`
+	Shed    *float64 `json:"shed,omitempty"`
+}
+
+// Queue is the admission queue's entry in State.
+type Queue struct {
+	Length int    `json:"length"`
+	Tokens int64  `json:"tokens"`
+	Order  string `json:"order"`
+}
+
+// Snapshot assembles the state document from every package's snapshot.
+func Snapshot(src Sources) State {
+	now := time.Now
+	if src.Now != nil {
+		now = src.Now
+	}
+	cfg := src.Config()
+	qs := src.Queue()
+	windows := make(map[string]queue.WindowStats, len(qs.Windows))
+	for _, w := range qs.Windows {
+		windows[w.Name] = w
+	}
+	bounds := map[string][2]int{}
+	for _, u := range cfg.Upstreams {
+		bounds[u.Name] = [2]int{u.MinInflight, u.MaxInflight}
+	}
+	s := State{
+		Version: src.Version, Mode: string(cfg.Mode), Ready: src.Ready(), Draining: src.Draining(),
+		Time:   now().UTC(),
+		Queue:  Queue{Length: qs.Length, Tokens: qs.Tokens, Order: qs.Order.String()},
+		Limits: map[string]float64{"qps": cfg.FastBreaker.QPS, "burst": float64(cfg.FastBreaker.Burst)},
+	}
+	ps := src.Pressure()
+	s.Sources = ps.Sources
+	rules := map[string]Rule{}
+	for sig, r := range cfg.Pressure.Rules {
+		rules[string(sig)] = Rule{Degrade: r.Degrade, Shed: r.Shed}
+	}
+	for _, u := range src.Upstreams() {
+		w := windows[u.Name]
+		us := Upstream{UpstreamStatus: u, WindowLimit: w.Limit, InFlight: w.InFlight,
+			MinInflight: bounds[u.Name][0], MaxInflight: bounds[u.Name][1], Breaker: "none"}
+		if b, ok := src.Breaker(u.Name); ok {
+			us.Breaker = b.String()
+		}
+		if st, cause, ok := src.Slow(u.Name); ok {
+			us.Level, us.Phase, us.LastChange = st.Level.String(), st.Phase.String(), cause
+		}
+		if p, ok := ps.Upstream(u.Name); ok {
+			us.Signals, us.Absent, us.GPUs = p.Signals, p.Absent, p.GPUs
+		}
+		us.Rules = rules
+		s.Upstreams = append(s.Upstreams, us)
+	}
+	return s
+}
+
+// StateHandler serves the document snapshot returns as indented JSON, never
+// cached.
+func StateHandler(snapshot func() State) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(snapshot())
+	})
+}

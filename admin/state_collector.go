@@ -1,0 +1,72 @@
+package admin
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// stateCollector exports the queue, windows and error breakers at scrape time.
+type stateCollector struct {
+	snapshot                           func() State
+	queueLen, queueTokens, limit, infl *prometheus.Desc
+	breakerState, available, level     *prometheus.Desc
+}
+
+// NewStateCollector returns a collector that calls snapshot at every scrape
+// and exports the queue, each upstream's window, in-flight count, error
+// breaker, availability and pressure level from it.
+func NewStateCollector(snapshot func() State) prometheus.Collector {
+	up := []string{"upstream"}
+	return &stateCollector{snapshot: snapshot,
+		queueLen:     prometheus.NewDesc("gatekeeper_queue_length", "Requests waiting for a window slot.", nil, nil),
+		queueTokens:  prometheus.NewDesc("gatekeeper_queue_tokens", "Estimated tokens of the waiting requests.", nil, nil),
+		limit:        prometheus.NewDesc("gatekeeper_window_limit", "The most requests the upstream may run at once (its batch window).", up, nil),
+		infl:         prometheus.NewDesc("gatekeeper_inflight", "Requests running on the upstream now.", up, nil),
+		breakerState: prometheus.NewDesc("gatekeeper_error_breaker_state", "Error breaker state: 0 closed, 1 half-open, 2 open.", up, nil),
+		available:    prometheus.NewDesc("gatekeeper_upstream_available", "1 while the upstream may receive new dispatches.", up, nil),
+		level:        prometheus.NewDesc("gatekeeper_pressure_level", "Pressure level: 0 normal, 1 degraded, 2 critical.", up, nil),
+	}
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.queueLen, c.queueTokens, c.limit, c.infl, c.breakerState, c.available, c.level} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.snapshot()
+	ch <- prometheus.MustNewConstMetric(c.queueLen, prometheus.GaugeValue, float64(s.Queue.Length))
+	ch <- prometheus.MustNewConstMetric(c.queueTokens, prometheus.GaugeValue, float64(s.Queue.Tokens))
+	for _, u := range s.Upstreams {
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(u.WindowLimit), u.Name)
+		ch <- prometheus.MustNewConstMetric(c.infl, prometheus.GaugeValue, float64(u.InFlight), u.Name)
+		ch <- prometheus.MustNewConstMetric(c.breakerState, prometheus.GaugeValue, breakerValue(u.Breaker), u.Name)
+		ch <- prometheus.MustNewConstMetric(c.available, prometheus.GaugeValue, boolValue(u.Available), u.Name)
+		ch <- prometheus.MustNewConstMetric(c.level, prometheus.GaugeValue, levelValue(u.Level), u.Name)
+	}
+}
+
+func breakerValue(s string) float64 {
+	switch s {
+	case "half-open":
+		return 1
+	case "open":
+		return 2
+	}
+	return 0
+}
+
+func levelValue(s string) float64 {
+	switch s {
+	case "degraded":
+		return 1
+	case "critical":
+		return 2
+	}
+	return 0
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,247 @@
+package admin
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
+)
+
+var testTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// fakeSources are two pods: a, degraded by fragmentation with its error
+// breaker half-open and a request waiting for it; b, without an error
+// breaker and unknown to the controller.
+func fakeSources() Sources {
+	cfg, err := config.Parse([]byte(`upstreams:
+  - {name: a, url: "http://a:8000", max_inflight: 8, min_inflight: 2}
+  - {name: b, url: "http://b:8000"}
+`))
+	if err != nil {
+		panic(err) // the test's own policy
+	}
+	frag := pressure.Value{Value: 1.3, Source: "a/alloc", GPU: "0", At: testTime, Age: time.Second}
+	return Sources{
+		Version:  "v1",
+		Config:   func() *config.Config { return cfg },
+		Ready:    func() bool { return true },
+		Draining: func() bool { return false },
+		Queue: func() queue.Stats {
+			return queue.Stats{Length: 1, Tokens: 42, Order: queue.ShortestFirst,
+				Windows: []queue.WindowStats{{Name: "a", Limit: 6, InFlight: 3}, {Name: "b", Limit: 256}}}
+		},
+		Upstreams: func() []proxy.UpstreamStatus {
+			return []proxy.UpstreamStatus{{Name: "a", URL: "http://a:8000", Healthy: true},
+				{Name: "b", URL: "http://b:8000", Healthy: true, Available: true}}
+		},
+		Breaker: func(name string) (breaker.State, bool) { return breaker.HalfOpen, name == "a" },
+		Slow: func(name string) (breaker.SlowState, *control.Cause, bool) {
+			if name != "a" {
+				return breaker.SlowState{}, nil, false
+			}
+			return breaker.SlowState{Level: breaker.Degraded, Phase: breaker.PhaseDegraded, Limit: 6},
+				&control.Cause{From: "normal", To: "degraded", Signal: "fragmentation", Source: "a/alloc", Value: 1.3, At: testTime}, true
+		},
+		Pressure: func() pressure.State {
+			return pressure.State{
+				Upstreams: []pressure.UpstreamState{{Name: "a",
+					Signals: map[pressure.Signal]pressure.Value{pressure.Fragmentation: frag},
+					Absent:  []pressure.Signal{pressure.KVCacheUsage}}},
+				Sources: []pressure.SourceState{{Name: "a/alloc", Up: true, LastSuccess: testTime}},
+			}
+		},
+		Now: func() time.Time { return testTime.In(time.FixedZone("CET", 3600)) },
+	}
+}
+
+// TestStateHandler pins the /admin/state document: the status page and
+// operators' scripts read these names.
+func TestStateHandler(t *testing.T) {
+	t.Parallel()
+	src := fakeSources()
+	rec := httptest.NewRecorder()
+	StateHandler(func() State { return Snapshot(src) }).ServeHTTP(rec, httptest.NewRequest("GET", "/admin/state", nil))
+	if got := rec.Header().Get("Content-Type"); got != "application/json" {
+		t.Errorf("Content-Type = %q, want application/json", got)
+	}
+	if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control = %q, want no-store", got)
+	}
+	if got := rec.Body.String(); got != wantState {
+		t.Errorf("body =\n%s\nwant\n%s", got, wantState)
+	}
+}
+
+const wantState = `{
+  "version": "v1",
+  "mode": "enforce",
+  "ready": true,
+  "draining": false,
+  "time": "2026-01-01T00:00:00Z",
+  "upstreams": [
+    {
+      "name": "a",
+      "url": "http://a:8000",
+      "healthy": true,
+      "breaker_open": false,
+      "critical": false,
+      "available": false,
+      "breaker": "half-open",
+      "window_limit": 6,
+      "inflight": 3,
+      "max_inflight": 8,
+      "min_inflight": 2,
+      "level": "degraded",
+      "phase": "degraded",
+      "last_change": {
+        "from": "normal",
+        "to": "degraded",
+        "signal": "fragmentation",
+        "source": "a/alloc",
+        "value": 1.3,
+        "stale": false,
+        "at": "2026-01-01T00:00:00Z"
+      },
+      "signals": {
+        "fragmentation": {
+          "value": 1.3,
+          "source": "a/alloc",
+          "gpu": "0",
+          "at": "2026-01-01T00:00:00Z",
+          "stale": false,
+          "age_seconds": 1
+        }
+      },
+      "absent": [
+        "kv_cache_usage"
+      ],
+      "rules": {
+        "fragmentation": {
+          "degrade": 1.2,
+          "shed": 1.5
+        },
+        "kv_cache_usage": {
+          "degrade": 0.95
+        },
+        "memory_used": {
+          "degrade": 0.95,
+          "shed": 0.98
+        }
+      }
+    },
+    {
+      "name": "b",
+      "url": "http://b:8000",
+      "healthy": true,
+      "breaker_open": false,
+      "critical": false,
+      "available": true,
+      "breaker": "none",
+      "window_limit": 256,
+      "inflight": 0,
+      "max_inflight": 256,
+      "min_inflight": 4,
+      "level": "",
+      "phase": "",
+      "signals": null,
+      "absent": null,
+      "rules": {
+        "fragmentation": {
+          "degrade": 1.2,
+          "shed": 1.5
+        },
+        "kv_cache_usage": {
+          "degrade": 0.95
+        },
+        "memory_used": {
+          "degrade": 0.95,
+          "shed": 0.98
+        }
+      }
+    }
+  ],
+  "queue": {
+    "length": 1,
+    "tokens": 42,
+    "order": "shortest_first"
+  },
+  "limits": {
+    "burst": 40,
+    "qps": 80
+  },
+  "sources": [
+    {
+      "name": "a/alloc",
+      "kind": "",
+      "up": true,
+      "last_success": "2026-01-01T00:00:00Z",
+      "stale": false,
+      "never_answered": false
+    }
+  ]
+}
+`
+
+func TestStateCollector(t *testing.T) {
+	t.Parallel()
+	src := fakeSources()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(NewStateCollector(func() State { return Snapshot(src) })); err != nil {
+		t.Fatalf("Register() = %v", err)
+	}
+	const want = `
+# HELP gatekeeper_error_breaker_state Error breaker state: 0 closed, 1 half-open, 2 open.
+# TYPE gatekeeper_error_breaker_state gauge
+gatekeeper_error_breaker_state{upstream="a"} 1
+gatekeeper_error_breaker_state{upstream="b"} 0
+# HELP gatekeeper_inflight Requests running on the upstream now.
+# TYPE gatekeeper_inflight gauge
+gatekeeper_inflight{upstream="a"} 3
+gatekeeper_inflight{upstream="b"} 0
+# HELP gatekeeper_pressure_level Pressure level: 0 normal, 1 degraded, 2 critical.
+# TYPE gatekeeper_pressure_level gauge
+gatekeeper_pressure_level{upstream="a"} 1
+gatekeeper_pressure_level{upstream="b"} 0
+# HELP gatekeeper_queue_length Requests waiting for a window slot.
+# TYPE gatekeeper_queue_length gauge
+gatekeeper_queue_length 1
+# HELP gatekeeper_queue_tokens Estimated tokens of the waiting requests.
+# TYPE gatekeeper_queue_tokens gauge
+gatekeeper_queue_tokens 42
+# HELP gatekeeper_upstream_available 1 while the upstream may receive new dispatches.
+# TYPE gatekeeper_upstream_available gauge
+gatekeeper_upstream_available{upstream="a"} 0
+gatekeeper_upstream_available{upstream="b"} 1
+# HELP gatekeeper_window_limit The most requests the upstream may run at once (its batch window).
+# TYPE gatekeeper_window_limit gauge
+gatekeeper_window_limit{upstream="a"} 6
+gatekeeper_window_limit{upstream="b"} 256
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+func ExampleSnapshot() {
+	src := fakeSources()
+	s := Snapshot(src)
+	for _, u := range s.Upstreams {
+		fmt.Printf("%s: breaker %s, level %q, window %d/%d\n", u.Name, u.Breaker, u.Level, u.InFlight, u.WindowLimit)
+	}
+	fmt.Println("queue:", s.Queue.Length, s.Queue.Order)
+	// Output:
+	// a: breaker half-open, level "degraded", window 3/6
+	// b: breaker none, level "", window 0/256
+	// queue: 1 shortest_first
+}
