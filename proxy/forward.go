@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
 )
 
@@ -30,6 +31,8 @@ type flight struct {
 	// request that never reached this pod's engine (its own refusal before
 	// any body byte, or a dial error); nothing was written to the client.
 	retry Slot
+	// streamErr: the 200 stream carried an error event.
+	streamErr bool
 }
 
 // errRetry ends a forward whose request goes to another pod instead.
@@ -65,14 +68,25 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
 			if res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests {
 				return h.podRefused(f, res)
 			}
+			if !reportsUsage(f.ex.kind) {
+				return nil
+			}
 			name := f.member.Name // count the usage as the body streams through
-			usage.Watch(res, func(u usage.Tokens) { h.metrics.usage(name, u) })
+			usage.Watch(res, func(u usage.Tokens) {
+				h.metrics.usage(name, u)
+				f.streamErr = u.StreamError // called on this goroutine, before complete
+			})
 			return nil
 		},
 		ErrorHandler: h.proxyError,
 		BufferPool:   &bufferPool{},
 	}
 }
+
+// reportsUsage reports whether responses of this kind carry a usage object
+// (generated text, embeddings, scores): /v1/models and audio do not, so
+// reading them would only count unknown usages.
+func reportsUsage(k classify.Kind) bool { return k != classify.KindModels && k != classify.KindAudio }
 
 // bufferPool recycles the reverse proxy's 32 KiB copy buffers, which it
 // would otherwise allocate for every response.
@@ -211,6 +225,10 @@ func (h *Handler) complete(ex *exchange, completed bool) Slot {
 		h.metrics.response(f.member.Name, f.status)
 		h.metrics.rejected(ReasonUpstreamOverloaded)
 		h.finish(r, ex, OutcomeUpstreamOverloaded, f.status)
+	case delivered && f.streamErr:
+		done(Failure) // vLLM sends it when generation fails: as a 500 would count
+		h.metrics.response(f.member.Name, f.status)
+		h.finish(r, ex, OutcomeStreamError, f.status)
 	case delivered && f.status >= 500:
 		done(Failure)
 		h.metrics.response(f.member.Name, f.status)

@@ -88,3 +88,43 @@ func TestUsageMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageOnlyWhereResponsesCarryIt: GET /v1/models is not an unknown
+// usage (its answer has none to read), and a 200 stream with an error event
+// is the outcome stream_error and a failure for the pod's breaker, not served.
+func TestUsageOnlyWhereResponsesCarryIt(t *testing.T) {
+	pod := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case "/v1/models":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"m"}]}`)
+		default: // generation fails midway: vLLM's error event inside the 200
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, sseChunk("t", usageOf(5, 1)))
+			_, _ = io.WriteString(w, `data: {"error":{"message":"engine died","type":"InternalServerError","code":500}}`+"\n\n")
+			_, _ = io.WriteString(w, sseDone)
+		}
+	})
+	tp := newTestProxy(t, pod, nil)
+	res, err := http.Get(tp.srv.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	res = post(t, tp.srv.URL, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`, nil)
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	tp.srv.Close()
+	if n := testutil.ToFloat64(tp.h.metrics.usageLost.WithLabelValues("pod-0")); n != 0 {
+		t.Errorf("usage unknown = %v, want 0: /v1/models has no usage to read", n)
+	}
+	got := tp.outcomes(t)
+	if got[OutcomeStreamError] != 1 || got[OutcomeServed] != 1 {
+		t.Errorf("outcomes = %v, want one served (/v1/models) and one stream_error", got)
+	}
+	if r := tp.gate.got(); len(r) != 2 || r[1] != Failure {
+		t.Errorf("breaker results = %v, want the stream's failure last", r)
+	}
+}

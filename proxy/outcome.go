@@ -22,13 +22,16 @@ const (
 	// OutcomeUpstreamOverloaded: the pod refused it itself (its own 503 or
 	// 429: its queue is full), passed on with Retry-After.
 	OutcomeUpstreamOverloaded Outcome = "upstream_overloaded"
+	// OutcomeStreamError: the pod answered 200, then sent an error event in
+	// the stream (generation failed midway).
+	OutcomeStreamError Outcome = "stream_error"
 )
 
 // Outcomes lists every outcome, so metrics can pre-create their series.
 var Outcomes = [...]Outcome{
 	OutcomeServed, OutcomeUpstreamError, OutcomeRateLimited, OutcomeOverloaded,
 	OutcomeQueueFull, OutcomeQueueTimeout, OutcomeBadRequest, OutcomeClientClosed,
-	OutcomeNoUpstream, OutcomeDraining, OutcomeUpstreamOverloaded,
+	OutcomeNoUpstream, OutcomeDraining, OutcomeUpstreamOverloaded, OutcomeStreamError,
 }
 
 // Reason is the X-Gatekeeper-Reason value of a refusal gatekeeper made itself.

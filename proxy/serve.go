@@ -19,6 +19,7 @@ type exchange struct {
 	id       string
 	policy   *Policy
 	tokens   int64
+	kind     classify.Kind // what the route does
 	upstream string
 	recorded bool
 
@@ -54,6 +55,7 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, ex, *rf)
 		return
 	}
+	ex.kind = route.Kind
 	if h.refusing.Load() {
 		h.refuse(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonDraining,
 			message: "gatekeeper is shutting down; retry on another replica", retryAfter: pol.RetryAfter})

@@ -34,7 +34,15 @@ type Tokens struct {
 	// Known is false when the usage could not be read: absent, too large,
 	// compressed or malformed.
 	Known bool
+	// StreamError is true when an SSE data event carried a top-level
+	// "error" object: the pod failed the request after its 200 (vLLM sends
+	// one when generation fails mid-stream).
+	StreamError bool
 }
+
+// errorKey is in every SSE error event; like usageKey it spares the decode
+// of every other chunk.
+const errorKey = `"error"`
 
 // usageFormat says how a response carries its usage.
 type usageFormat uint8
@@ -131,6 +139,7 @@ type scanner struct {
 	lostData bool   // SSE: the line being dropped is a data line
 	over     bool   // JSON: the body is longer than limit
 	last     Tokens // SSE: the last usage seen
+	failed   bool   // SSE: a data event was an error event
 }
 
 // init prepares s for a body of format; size is its Content-Length, -1 if
@@ -166,7 +175,9 @@ func (s *scanner) write(p []byte) {
 func (s *scanner) result(eof bool) Tokens {
 	switch s.format {
 	case formatSSE:
-		return s.last
+		t := s.last
+		t.StreamError = s.failed
+		return t
 	case formatJSON:
 		if eof && !s.over && bytes.Contains(s.buf, []byte(usageKey)) {
 			u, _ := parseUsage(s.buf)
@@ -237,6 +248,9 @@ func (s *scanner) line(l []byte) {
 		return // comments, event names, ids, blank lines
 	}
 	v = bytes.TrimPrefix(v, []byte(" "))
+	if bytes.Contains(v, []byte(errorKey)) && hasTopLevelKey(v, "error") {
+		s.failed = true
+	}
 	if !bytes.Contains(v, []byte(usageKey)) {
 		return // no usage key in it: skip the JSON decode (also [DONE])
 	}
@@ -269,6 +283,27 @@ func parseUsage(doc []byte) (u Tokens, ok bool) {
 		r.Skip()
 	}
 	return Tokens{}, true
+}
+
+// hasTopLevelKey reports whether doc is a JSON object (read as parseUsage
+// reads it) with the key at its top level.
+func hasTopLevelKey(doc []byte, key string) bool {
+	if classify.CheckJSON(doc) != nil {
+		return false
+	}
+	r := classify.NewReader(doc)
+	if r.Peek() != '{' {
+		return false
+	}
+	r.Next()
+	var buf [64]byte
+	for r.More('}') {
+		if string(r.Key(&buf)) == key {
+			return true
+		}
+		r.Skip()
+	}
+	return false
 }
 
 // readUsage reads the value of the "usage" key.

@@ -74,9 +74,13 @@ func usageOfWhole(format usageFormat, limit int, data []byte) Tokens {
 		return u
 	}
 	var last Tokens
+	failed := false
 	lines := bytes.Split(data, []byte("\n"))
 	for _, l := range lines[:len(lines)-1] { // the last piece is unterminated
 		data, isData := bytes.CutPrefix(bytes.TrimSuffix(l, []byte("\r")), []byte("data:"))
+		if isData && len(l) <= limit && hasTopLevelKey(bytes.TrimPrefix(data, []byte(" ")), "error") {
+			failed = true
+		}
 		switch {
 		case len(l) > limit:
 			if bytes.HasPrefix(l, []byte("data:")) {
@@ -91,6 +95,7 @@ func usageOfWhole(format usageFormat, limit int, data []byte) Tokens {
 			}
 		}
 	}
+	last.StreamError = failed
 	return last
 }
 

@@ -51,53 +51,58 @@ var usageCases = []struct {
 }{
 	{name: "sse usage in the last chunk", body: sseChunk("Hel", "null") + sseChunk("lo", "null") +
 		`data: {"id":"chatcmpl-1","choices":[],"usage":` + usageOf(12, 2) + "}\n\n" + sseDone,
-		want: Tokens{12, 2, true}},
+		want: Tokens{Prompt: 12, Completion: 2, Known: true}},
 	{name: "sse usage on every chunk: the last wins", body: sseChunk("a", usageOf(12, 1)) + sseChunk("b", usageOf(12, 2)) +
-		sseChunk("c", usageOf(12, 3)) + sseDone, want: Tokens{12, 3, true}},
+		sseChunk("c", usageOf(12, 3)) + sseDone, want: Tokens{Prompt: 12, Completion: 3, Known: true}},
 	{name: "sse no usage", body: `data: {"choices":[{"delta":{"content":"hi"}}]}` + "\n\n" + sseDone},
 	{name: "sse usage null", body: sseChunk("a", "null") + sseChunk("b", "null") + sseDone},
 	{name: "sse usage then null keeps it", body: sseChunk("a", usageOf(5, 1)) + sseChunk("b", "null") + sseDone,
-		want: Tokens{5, 1, true}},
+		want: Tokens{Prompt: 5, Completion: 1, Known: true}},
 	{name: "sse only [DONE]", body: sseDone},
+	{name: "sse error event mid-stream", body: sseChunk("a", usageOf(6, 1)) +
+		`data: {"error":{"message":"engine died","type":"InternalServerError","code":500}}` + "\n\n" + sseDone,
+		want: Tokens{Prompt: 6, Completion: 1, Known: true, StreamError: true}},
+	{name: "sse content mentioning error is not one", body: sseChunk(`an \"error\" here`, usageOf(2, 1)) + sseDone,
+		want: Tokens{Prompt: 2, Completion: 1, Known: true}},
 	{name: "sse CRLF line ends", body: strings.ReplaceAll(sseChunk("a", usageOf(7, 4))+sseDone, "\n", "\r\n"),
-		want: Tokens{7, 4, true}},
-	{name: "sse no space after data:", body: `data:{"choices":[],"usage":` + usageOf(3, 9) + "}\n\n", want: Tokens{3, 9, true}},
+		want: Tokens{Prompt: 7, Completion: 4, Known: true}},
+	{name: "sse no space after data:", body: `data:{"choices":[],"usage":` + usageOf(3, 9) + "}\n\n", want: Tokens{Prompt: 3, Completion: 9, Known: true}},
 	{name: "sse comments and event fields ignored", body: ": ping\n\nevent: message\nid: 1\n" + sseChunk("a", usageOf(8, 8)) + ": bye\n\n",
-		want: Tokens{8, 8, true}},
+		want: Tokens{Prompt: 8, Completion: 8, Known: true}},
 	{name: "sse content mentioning usage", body: sseChunk("a", usageOf(2, 2)) + sseChunk(`the \"usage\" key`, "null") + sseDone,
-		want: Tokens{2, 2, true}},
+		want: Tokens{Prompt: 2, Completion: 2, Known: true}},
 	{name: "sse unterminated last line is discarded", body: sseChunk("a", "null") + `data: {"usage":` + usageOf(1, 1) + "}"},
 	{name: "sse data line over the cap loses the usage", body: sseChunk("a", usageOf(4, 1)) +
 		sseChunk(strings.Repeat("x", sseLineLimit), usageOf(4, 2)) + sseDone},
 	{name: "sse data line over the cap before the usage", body: sseChunk(strings.Repeat("x", sseLineLimit), "null") +
-		sseChunk("b", usageOf(4, 2)) + sseDone, want: Tokens{4, 2, true}},
+		sseChunk("b", usageOf(4, 2)) + sseDone, want: Tokens{Prompt: 4, Completion: 2, Known: true}},
 	{name: "sse data line over the cap cut by the end forgets nothing", body: sseChunk("a", usageOf(4, 1)) +
-		"data: " + strings.Repeat("x", sseLineLimit), want: Tokens{4, 1, true}},
+		"data: " + strings.Repeat("x", sseLineLimit), want: Tokens{Prompt: 4, Completion: 1, Known: true}},
 	{name: "sse comment over the cap is harmless", body: sseChunk("a", usageOf(4, 1)) + ": " + strings.Repeat("x", sseLineLimit) + "\n\n" + sseDone,
-		want: Tokens{4, 1, true}},
+		want: Tokens{Prompt: 4, Completion: 1, Known: true}},
 	{name: "sse line of exactly the cap is read", body: `data: {"usage":` + usageOf(6, 6) + "," +
 		`"pad":"` + strings.Repeat("x", sseLineLimit-len(`data: {"usage":`+usageOf(6, 6)+`,"pad":""}`)) + `"}` + "\n\n",
-		want: Tokens{6, 6, true}},
+		want: Tokens{Prompt: 6, Completion: 6, Known: true}},
 	{name: "sse malformed usage chunk forgets the usage", body: sseChunk("a", usageOf(4, 1)) + `data: {"usage":{"prompt_tokens":4,` + "\n\n" + sseDone},
 	{name: "sse usage not an object", body: sseChunk("a", usageOf(4, 1)) + sseChunk("b", `"many"`) + sseDone},
 	{name: "sse negative count", body: sseChunk("a", `{"prompt_tokens":-1,"completion_tokens":3}`) + sseDone},
 	{name: "sse content type with charset", contentType: "Text/Event-Stream; charset=utf-8", body: sseChunk("a", usageOf(1, 2)),
-		want: Tokens{1, 2, true}},
+		want: Tokens{Prompt: 1, Completion: 2, Known: true}},
 
 	{name: "json usage", contentType: jsonType, body: `{"id":"cmpl-1","object":"text_completion","choices":[{"text":"hi"}],"usage":` +
-		usageOf(10, 20) + `}`, want: Tokens{10, 20, true}},
+		usageOf(10, 20) + `}`, want: Tokens{Prompt: 10, Completion: 20, Known: true}},
 	{name: "json embeddings usage without completion_tokens", contentType: jsonType,
-		body: `{"data":[{"embedding":[0.1]}],"usage":{"prompt_tokens":9,"total_tokens":9}}`, want: Tokens{9, 0, true}},
+		body: `{"data":[{"embedding":[0.1]}],"usage":{"prompt_tokens":9,"total_tokens":9}}`, want: Tokens{Prompt: 9, Completion: 0, Known: true}},
 	{name: "json no usage", contentType: jsonType, body: `{"id":"x","choices":[]}`},
 	{name: "json usage null", contentType: jsonType, body: `{"id":"x","usage":null}`},
 	{name: "json malformed", contentType: jsonType, body: `{"usage":` + usageOf(1, 1)},
 	{name: "json trailing garbage", contentType: jsonType, body: `{"usage":` + usageOf(1, 1) + `} x`},
 	{name: "json over the cap", contentType: jsonType, body: `{"pad":"` + strings.Repeat("x", jsonBodyLimit) + `","usage":` + usageOf(1, 1) + `}`},
 	{name: "json content type with charset", contentType: "application/json; charset=utf-8", body: `{"usage":` + usageOf(3, 4) + `}`,
-		want: Tokens{3, 4, true}},
+		want: Tokens{Prompt: 3, Completion: 4, Known: true}},
 
 	{name: "gzip is not decoded", encoding: "gzip", body: sseChunk("a", usageOf(1, 1))},
-	{name: "identity encoding is read", encoding: "identity", body: sseChunk("a", usageOf(1, 1)), want: Tokens{1, 1, true}},
+	{name: "identity encoding is read", encoding: "identity", body: sseChunk("a", usageOf(1, 1)), want: Tokens{Prompt: 1, Completion: 1, Known: true}},
 	{name: "other content type is unknown", contentType: "text/plain", body: sseChunk("a", usageOf(1, 1))},
 	{name: "non-200 reports nothing", status: 400, body: sseChunk("a", usageOf(1, 1))},
 	{name: "201 reports nothing", status: 201, contentType: jsonType, body: `{"usage":` + usageOf(1, 1) + `}`},
@@ -160,7 +165,7 @@ func TestUsageReportedOnClose(t *testing.T) {
 		name, contentType, body string
 		want                    Tokens
 	}{
-		{"sse", sseType, sseChunk("a", usageOf(3, 1)) + sseChunk("b", usageOf(3, 2)), Tokens{3, 2, true}},
+		{"sse", sseType, sseChunk("a", usageOf(3, 1)) + sseChunk("b", usageOf(3, 2)), Tokens{Prompt: 3, Completion: 2, Known: true}},
 		{"json", jsonType, `{"usage":` + usageOf(1, 1) + `}`, Tokens{}},
 	}
 	for _, tt := range tests {
@@ -222,7 +227,7 @@ func BenchmarkUsageScanner(b *testing.B) {
 					}
 				}
 				res.Body.Close()
-				if got != (Tokens{512, 200, true}) {
+				if got != (Tokens{Prompt: 512, Completion: 200, Known: true}) {
 					b.Fatalf("usage = %v", got)
 				}
 			}
