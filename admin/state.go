@@ -53,6 +53,18 @@ type State struct {
 	Queue     Queue                  `json:"queue"`
 	Limits    map[string]float64     `json:"limits"`
 	Sources   []pressure.SourceState `json:"sources"`
+	// Classes are the policy's traffic classes, if it has any.
+	Classes []Class `json:"classes,omitempty"`
+}
+
+// Class is one traffic class in State. Waiting counts the queued requests
+// of its priority (classes that share a priority share the count).
+type Class struct {
+	Name      string  `json:"name"`
+	Priority  int     `json:"priority"`
+	Sheddable bool    `json:"sheddable"`
+	QPS       float64 `json:"qps,omitempty"`
+	Waiting   int     `json:"waiting"`
 }
 
 // Upstream is one upstream's entry in State.
@@ -109,6 +121,12 @@ func Snapshot(src Sources) State {
 		Time:   now().UTC(),
 		Queue:  Queue{Length: qs.Length, Tokens: qs.Tokens, Order: qs.Order.String()},
 		Limits: map[string]float64{"qps": cfg.FastBreaker.QPS, "burst": float64(cfg.FastBreaker.Burst)},
+	}
+	if cfg.Classes != nil {
+		for _, c := range cfg.Classes.List {
+			s.Classes = append(s.Classes, Class{Name: c.Name, Priority: c.Priority, Sheddable: c.Sheddable(),
+				QPS: c.QPS, Waiting: qs.ByPriority[c.Priority]})
+		}
 	}
 	ps := src.Pressure()
 	s.Sources = ps.Sources

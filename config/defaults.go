@@ -124,6 +124,9 @@ func (c *Config) fillDerived() {
 	if p := c.FastBreaker.PerClient; p != nil && p.Burst == 0 {
 		p.Burst = secondsWorth(p.QPS)
 	}
+	if c.Classes != nil {
+		c.Classes.fillDerived()
+	}
 	for sig, r := range c.Pressure.Rules {
 		if r.Degrade == nil && r.Shed == nil {
 			delete(c.Pressure.Rules, sig) // `{}` disables the signal's rule, like null

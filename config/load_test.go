@@ -102,6 +102,15 @@ var badFiles = map[string][]string{
 		`line 4: fast_breaker.burst: want an integer, got "1.5"`,
 		`line 5: server: want a mapping, got a list`,
 	},
+	"classes.bad.yaml": {
+		`line 3: classes.header: must be a valid header name, got "bad header"`,
+		`line 4: classes.default: must name a listed class, got "missing"`,
+		`line 6: classes.list[0].routes[0]: must be a path starting with /, got "v1/embeddings"`,
+		`line 6: classes.list[0].client_keys[0]: must be "sha256:" and 64 hex digits, got "md5:abc"`,
+		`line 6: classes.list[0].client_keys: needs fast_breaker.per_client.header`,
+		`line 6: classes.list[0].qps: must be a number ≥ 0`,
+		`line 7: classes.list[1].name: "a" is listed twice`,
+	},
 	"syntax.bad.yaml":   {`config: yaml: line 2:`},
 	"two-docs.bad.yaml": {`config: line 2: more than one YAML document`},
 	"bounds.bad.yaml": {

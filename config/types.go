@@ -33,6 +33,8 @@ type Config struct {
 	UpstreamBreaker UpstreamBreaker `yaml:"upstream_breaker"`
 	// Hooks are the relief calls made on entering a level.
 	Hooks Hooks `yaml:"hooks"`
+	// Classes, if set, are the traffic classes (nil: every request alike).
+	Classes *Classes `yaml:"classes"`
 	// Log configures the process log.
 	Log Log `yaml:"log"`
 
@@ -89,6 +91,11 @@ type Upstream struct {
 	// turns the entry into one upstream per address (a Kubernetes headless
 	// Service): pods that come and go are picked up without a restart.
 	DNSInterval time.Duration `yaml:"dns_interval"`
+	// ForwardPriority adds the request's class to the body it forwards as
+	// vLLM's "priority" field (minus the class priority: vLLM serves lower
+	// values first; needs --scheduling-policy priority), unless the client
+	// set one. Off by default.
+	ForwardPriority bool `yaml:"forward_priority"`
 }
 
 // Source is one place pressure readings come from.

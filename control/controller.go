@@ -188,6 +188,12 @@ func (c *Controller) Critical(name string) bool {
 	return ok && u.slow.Current().Level == breaker.Critical
 }
 
+// Degraded reports whether the upstream named name is degraded or worse.
+func (c *Controller) Degraded(name string) bool {
+	u, ok := (*c.ups.Load())[name]
+	return ok && u.slow.Current().Level >= breaker.Degraded
+}
+
 // State returns an upstream's level, phase and window, its last level
 // change (nil before the first), and whether the upstream is known.
 func (c *Controller) State(name string) (breaker.SlowState, *Cause, bool) {

@@ -16,7 +16,7 @@ type Admission interface {
 	// Acquire returns a slot on an available upstream not named in exclude,
 	// waiting until one frees up or ctx ends. Errors: ErrQueueFull (wrapped),
 	// ErrDraining (wrapped) or ctx's error.
-	Acquire(ctx context.Context, tokens int64, exclude []string) (Slot, error)
+	Acquire(ctx context.Context, tokens int64, priority int, exclude []string) (Slot, error)
 	// TryAcquire returns a slot on an upstream not named in exclude that has
 	// room now, or nil: it never waits (the one retry of a refused request).
 	TryAcquire(tokens int64, exclude []string) Slot
@@ -29,6 +29,9 @@ type Admission interface {
 type Levels interface {
 	// Critical reports whether the upstream must take no new work.
 	Critical(upstream string) bool
+	// Degraded reports whether the upstream is degraded or worse: sheddable
+	// traffic classes are refused while every pod is.
+	Degraded(upstream string) bool
 }
 
 // Slot is one unit of an upstream's batch window. Release it exactly once.

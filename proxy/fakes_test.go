@@ -44,7 +44,7 @@ type fakeSlot struct {
 func (s *fakeSlot) Upstream() string { return s.name }
 func (s *fakeSlot) Release()         { s.once.Do(func() { <-s.sem }) }
 
-func (a *fakeAdmission) Acquire(ctx context.Context, _ int64, exclude []string) (Slot, error) {
+func (a *fakeAdmission) Acquire(ctx context.Context, _ int64, _ int, exclude []string) (Slot, error) {
 	a.mu.Lock()
 	if a.waiting >= a.maxQueue {
 		a.mu.Unlock()
@@ -103,12 +103,28 @@ func (a *fakeAdmission) Dispatch() {}
 type fakeLevels struct {
 	mu       sync.Mutex
 	critical map[string]bool
+	degraded map[string]bool
 }
 
 func (l *fakeLevels) Critical(name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.critical[name]
+}
+
+func (l *fakeLevels) Degraded(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.critical[name] || l.degraded[name]
+}
+
+func (l *fakeLevels) setDegraded(name string, degraded bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.degraded == nil {
+		l.degraded = map[string]bool{}
+	}
+	l.degraded[name] = degraded
 }
 
 func (l *fakeLevels) set(name string, critical bool) {

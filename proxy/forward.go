@@ -176,6 +176,11 @@ func neverSent(err error) bool {
 func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry Slot) {
 	r, m, body := ex.r, ex.member, ex.body
 	ex.upstream = m.Name
+	if ex.policy.ForwardPriority[m.Name] {
+		if b := withPriority(body, ex.class); b != nil {
+			body = b
+		}
+	}
 	h.metrics.sent(m.Name, ex.tokens)
 	ex.flight = &flight{member: m, ex: ex}
 	out := r.WithContext(context.WithValue(r.Context(), flightKey{}, ex.flight))

@@ -21,6 +21,7 @@ type Metrics struct {
 	usageLost   *prometheus.CounterVec
 	upstreamRes *prometheus.CounterVec
 	healthy     *prometheus.GaugeVec
+	classes     *prometheus.CounterVec
 }
 
 // latencyBuckets span a refused request (µs) to a long generation (minutes).
@@ -76,9 +77,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gatekeeper_upstream_healthy",
 			Help: "1 while the pod's active health check passes.",
 		}, []string{"upstream"}),
+		classes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_class_requests_total",
+			Help: "Requests by traffic class and their one outcome (only with classes in the policy).",
+		}, []string{"class", "outcome"}),
 	}
 	reg.MustRegister(m.requests, m.rejections, m.decisions, m.duration, m.ttfb,
-		m.queueWait, m.tokens, m.usedTokens, m.usageLost, m.upstreamRes, m.healthy)
+		m.queueWait, m.tokens, m.usedTokens, m.usageLost, m.upstreamRes, m.healthy, m.classes)
 	for _, o := range Outcomes {
 		m.requests.WithLabelValues(string(o))
 	}
@@ -94,6 +99,12 @@ func (m *Metrics) outcome(o Outcome, d time.Duration) {
 	}
 	m.requests.WithLabelValues(string(o)).Inc()
 	m.duration.WithLabelValues(string(o)).Observe(d.Seconds())
+}
+
+func (m *Metrics) classOutcome(class string, o Outcome) {
+	if m != nil {
+		m.classes.WithLabelValues(class, string(o)).Inc()
+	}
 }
 
 func (m *Metrics) rejected(r Reason) {

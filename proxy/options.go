@@ -28,6 +28,11 @@ type Policy struct {
 	MaxWait time.Duration
 	// RetryAfter is the Retry-After of 503 refusals. 0 means 2s.
 	RetryAfter time.Duration
+	// Classes places requests into traffic classes; nil: none.
+	Classes *Classes
+	// ForwardPriority lists the upstreams whose forwarded bodies carry the
+	// class as vLLM's "priority" field.
+	ForwardPriority map[string]bool
 }
 
 func (p Policy) withDefaults() Policy {
@@ -48,6 +53,11 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.RetryAfter <= 0 {
 		p.RetryAfter = 2 * time.Second
+	}
+	if p.Classes != nil {
+		cs := *p.Classes // the caller's stays untouched
+		cs.compile()
+		p.Classes = &cs
 	}
 	return p
 }
@@ -98,6 +108,8 @@ type Options struct {
 	// OnPodRefused, if set, hears that a pod answered 503 or 429 itself (its
 	// queue is full), so its window can be cut. It must not block.
 	OnPodRefused func(upstream string)
+	// ClassLimiter, if set, is every traffic class's own token bucket.
+	ClassLimiter ClassLimiter
 	// Transport bounds upstream connections.
 	Transport TransportSettings
 	// Health configures the active health check run by Handler.Run.

@@ -25,13 +25,16 @@ const (
 	// OutcomeStreamError: the pod answered 200, then sent an error event in
 	// the stream (generation failed midway).
 	OutcomeStreamError Outcome = "stream_error"
+	// OutcomeShedPriority: a sheddable traffic class refused while its pods
+	// are degraded.
+	OutcomeShedPriority Outcome = "shed_priority"
 )
 
 // Outcomes lists every outcome, so metrics can pre-create their series.
 var Outcomes = [...]Outcome{
 	OutcomeServed, OutcomeUpstreamError, OutcomeRateLimited, OutcomeOverloaded,
 	OutcomeQueueFull, OutcomeQueueTimeout, OutcomeBadRequest, OutcomeClientClosed,
-	OutcomeNoUpstream, OutcomeDraining, OutcomeUpstreamOverloaded, OutcomeStreamError,
+	OutcomeNoUpstream, OutcomeDraining, OutcomeUpstreamOverloaded, OutcomeStreamError, OutcomeShedPriority,
 }
 
 // Reason is the X-Gatekeeper-Reason value of a refusal gatekeeper made itself.
@@ -52,6 +55,8 @@ const (
 	ReasonUpstreamTimeout Reason = "upstream_timeout"
 	// ReasonUpstreamOverloaded marks a pod's own 503 or 429 passed on.
 	ReasonUpstreamOverloaded Reason = "upstream_overloaded"
+	// ReasonShedPriority refuses a sheddable class under pressure.
+	ReasonShedPriority Reason = "shed_priority"
 )
 
 // outcome maps a refusal reason onto the outcome it is counted as.
@@ -73,6 +78,8 @@ func (r Reason) outcome() Outcome {
 		return OutcomeDraining
 	case ReasonUpstreamOverloaded:
 		return OutcomeUpstreamOverloaded
+	case ReasonShedPriority:
+		return OutcomeShedPriority
 	default: // overloaded: GPU pressure is critical
 		return OutcomeOverloaded
 	}

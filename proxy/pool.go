@@ -173,6 +173,22 @@ func (p *pool) whyDown() string {
 	return "no upstream can take the request"
 }
 
+// allDegraded reports whether every upstream that could otherwise serve is
+// degraded or worse: sheddable classes go first then.
+func (p *pool) allDegraded() bool {
+	degraded := false
+	for _, m := range p.list() {
+		if m.failing() {
+			continue
+		}
+		if p.levels == nil || !p.levels.Degraded(m.Name) {
+			return false
+		}
+		degraded = true
+	}
+	return degraded
+}
+
 // allCritical reports whether every upstream that could otherwise serve is
 // under critical memory pressure (DESIGN §4: refuse new work at once).
 func (p *pool) allCritical() bool {

@@ -20,6 +20,7 @@ type exchange struct {
 	policy   *Policy
 	tokens   int64
 	kind     classify.Kind // what the route does
+	class    *Class        // its traffic class; nil without classes
 	upstream string
 	recorded bool
 
@@ -65,6 +66,7 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	ex.class = pol.Classes.place(r, route.Path, h.clientKey(r, pol))
 	if !h.admitFast(w, r, ex) || !h.admitSlow(w, r, ex) {
 		return
 	}
@@ -129,16 +131,25 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 	return body, true
 }
 
-// admitFast asks the fast breaker (token buckets).
+// clientKey is the value of the per-client limit's header, "" without one.
+func (h *Handler) clientKey(r *http.Request, pol *Policy) string {
+	if hdr := pol.ClientKeyHeader; hdr != "" {
+		return r.Header.Get(hdr)
+	}
+	return ""
+}
+
+// admitFast asks the fast breaker (token buckets): the class's own bucket
+// first (a class refusal must not spend the global budget), then the
+// global and per-client ones.
 func (h *Handler) admitFast(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
-	if h.opts.Limiter == nil {
-		return true
+	var err error
+	if ex.class != nil && h.opts.ClassLimiter != nil {
+		err = h.opts.ClassLimiter.Allow(ex.class.Name)
 	}
-	key := ""
-	if hdr := ex.policy.ClientKeyHeader; hdr != "" {
-		key = r.Header.Get(hdr)
+	if err == nil && h.opts.Limiter != nil {
+		err = h.opts.Limiter.Allow(h.clientKey(r, ex.policy))
 	}
-	err := h.opts.Limiter.Allow(key)
 	if err == nil {
 		return true
 	}
@@ -155,6 +166,10 @@ func (h *Handler) admitFast(w http.ResponseWriter, r *http.Request, ex *exchange
 // none can take work at all.
 func (h *Handler) admitSlow(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	switch {
+	case ex.class != nil && ex.class.Sheddable() && h.pool.allDegraded():
+		return h.decide(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonShedPriority,
+			message: "the upstreams are under memory pressure and class " + strconv.Quote(ex.class.Name) +
+				" is shed first; retry later", retryAfter: ex.policy.RetryAfter})
 	case h.pool.allCritical():
 		return h.decide(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonOverloaded,
 			message: "GPU memory pressure is critical on every upstream; retry later", retryAfter: ex.policy.RetryAfter})
@@ -189,7 +204,7 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 		if slot == nil {
 			queued := h.now()
 			var err error
-			if slot, err = h.opts.Admission.Acquire(ctx, ex.tokens, exclude); err != nil {
+			if slot, err = h.opts.Admission.Acquire(ctx, ex.tokens, ex.priority(), exclude); err != nil {
 				h.refuseAdmission(w, r, ex, err)
 				return
 			}
@@ -267,6 +282,9 @@ func (h *Handler) finish(r *http.Request, ex *exchange, o Outcome, status int) {
 	ex.recorded = true
 	d := h.now().Sub(ex.start)
 	h.metrics.outcome(o, d)
+	if ex.class != nil {
+		h.metrics.classOutcome(ex.class.Name, o)
+	}
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
 		h.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 			slog.String("request_id", ex.id), slog.String("upstream", ex.upstream),
@@ -291,4 +309,12 @@ func badRequestFrom(err error) refusal {
 		rf.message, rf.param = e.ClientMessage(), e.Param
 	}
 	return rf
+}
+
+// priority is the queue rank of ex's class; 0 without classes.
+func (ex *exchange) priority() int {
+	if ex.class == nil {
+		return 0
+	}
+	return ex.class.Priority
 }

@@ -18,6 +18,10 @@ type Request struct {
 	// already failed it). The queue keeps the slice while the request waits;
 	// do not modify it.
 	Exclude []string
+	// Priority is the request's traffic class rank: a waiter of a higher
+	// priority always leaves before one of a lower, whatever the order and
+	// aging (which apply within a priority). 0 is the default.
+	Priority int
 }
 
 // Grant says that request ID holds a slot on Upstream; its holder must give
@@ -120,7 +124,7 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	}
 	c.last = now
 	c.seq++
-	it := &item{id: r.ID, seq: c.seq, tokens: tokens, arrival: now, exclude: r.Exclude}
+	it := &item{id: r.ID, priority: r.Priority, seq: c.seq, tokens: tokens, arrival: now, exclude: r.Exclude}
 	c.waiting[r.ID] = it
 	c.fifo.push(it)
 	c.size.push(it)

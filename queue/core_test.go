@@ -28,6 +28,17 @@ func enqueue(id uint64, tokens int64, exclude ...string) action {
 		}}
 }
 
+func enqueueP(id uint64, tokens int64, priority int) action {
+	return action{fmt.Sprintf("Enqueue(%d, %d tokens, priority %d)", id, tokens, priority),
+		func(c *Core, now time.Time) ([]Grant, error) {
+			g, ok, err := c.Enqueue(now, Request{ID: id, Tokens: tokens, Priority: priority})
+			if ok {
+				return []Grant{g}, err
+			}
+			return nil, err
+		}}
+}
+
 func take(id uint64, exclude ...string) action {
 	return action{fmt.Sprintf("Take(%d, exclude %v)", id, exclude), func(c *Core, _ time.Time) ([]Grant, error) {
 		if g, ok := c.Take(Request{ID: id, Exclude: exclude}); ok {
@@ -233,6 +244,17 @@ func TestCoreSteps(t *testing.T) {
 			{act: release("a"), want: []Grant{g(4, "a")}},
 			{act: release("a"), want: []Grant{g(5, "a")}},
 			{act: release("b"), want: []Grant{g(2, "b")}},
+		}},
+		{name: "a higher priority never waits behind a lower one, in either order, aged or not", steps: []step{
+			{act: setWindow("a", 1)},
+			{act: enqueueP(1, 10, 0), want: []Grant{g(1, "a")}},
+			{at: 0, act: enqueueP(2, 10, -1)},                // batch, old
+			{at: time.Second, act: enqueueP(3, 5, -1)},       // batch, short
+			{at: 2 * time.Second, act: enqueueP(4, 900, 10)}, // interactive, long and new
+			{at: 20 * time.Second, act: release("a"), want: []Grant{g(4, "a")}},
+			{at: 20 * time.Second, act: setOrder(ShortestFirst)},
+			{at: 21 * time.Second, act: release("a"), want: []Grant{g(2, "a")}}, // aged within its priority
+			{at: 21 * time.Second, act: release("a"), want: []Grant{g(3, "a")}},
 		}},
 		{name: "take grants only room that exists now, and never queues", steps: []step{
 			{act: setWindow("a", 1)},

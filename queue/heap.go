@@ -5,20 +5,21 @@ import "time"
 // item is one waiting request. It sits in both heaps at once; idx records
 // its position in each so removal is O(log n) without searching.
 type item struct {
-	id      uint64
-	seq     uint64 // arrival order; unique
-	tokens  int64
-	arrival time.Time
-	exclude []string
-	idx     [2]int // position in heap of kind byArrival, bySize; -1 when out
+	id       uint64
+	priority int    // higher leaves first, whatever the order
+	seq      uint64 // arrival order; unique
+	tokens   int64
+	arrival  time.Time
+	exclude  []string
+	idx      [2]int // position in heap of kind byArrival, bySize; -1 when out
 }
 
 // heapKind selects a heap's order and its slot in item.idx.
 type heapKind uint8
 
 const (
-	byArrival heapKind = iota // oldest first
-	bySize                    // fewest estimated tokens first, then oldest
+	byArrival heapKind = iota // highest priority first, then oldest
+	bySize                    // highest priority first, then fewest estimated tokens, then oldest
 )
 
 // heap is a binary min-heap of items with index tracking. The zero value of
@@ -63,6 +64,9 @@ func (h *heap) reset() { h.items = nil }
 
 func (h *heap) less(i, j int) bool {
 	a, b := h.items[i], h.items[j]
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
 	if h.kind == bySize && a.tokens != b.tokens {
 		return a.tokens < b.tokens
 	}

@@ -8,6 +8,8 @@ type Stats struct {
 	Tokens int64
 	// Order is the current order.
 	Order Order
+	// ByPriority counts the waiters of each priority present.
+	ByPriority map[int]int
 	// Windows lists every window, sorted by name.
 	Windows []WindowStats
 }
@@ -31,6 +33,12 @@ func (c *Core) Stats() Stats {
 		Tokens:  c.tokens,
 		Order:   c.order,
 		Windows: make([]WindowStats, len(c.windows)),
+	}
+	for _, it := range c.waiting {
+		if s.ByPriority == nil {
+			s.ByPriority = map[int]int{}
+		}
+		s.ByPriority[it.priority]++
 	}
 	for i, w := range c.windows {
 		s.Windows[i] = WindowStats{Name: w.name, Limit: w.limit, InFlight: w.inflight, Availability: c.state(w)}

@@ -25,8 +25,8 @@ var errDrainingQueue = fmt.Errorf("%w: shutting down", proxy.ErrDraining)
 // admission fits *queue.Queue to proxy.Admission.
 type admission struct{ q *queue.Queue }
 
-func (a admission) Acquire(ctx context.Context, tokens int64, exclude []string) (proxy.Slot, error) {
-	s, err := a.q.Acquire(ctx, queue.Request{Tokens: tokens, Exclude: exclude})
+func (a admission) Acquire(ctx context.Context, tokens int64, priority int, exclude []string) (proxy.Slot, error) {
+	s, err := a.q.Acquire(ctx, queue.Request{Tokens: tokens, Exclude: exclude, Priority: priority})
 	switch {
 	case err == nil:
 		return s, nil

@@ -57,6 +57,7 @@ type app struct {
 	metrics    *appMetrics
 	current    atomic.Pointer[config.Config]
 	limiter    *breaker.Limiter
+	classLimit *classLimiter
 	queue      *queue.Queue
 	handler    *proxy.Handler
 	ctl        *control.Controller
@@ -109,6 +110,11 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if a.queue, err = queue.New(s.queue); err != nil {
 		return nil, err
 	}
+	if err := checkClassLimits(s.classes); err != nil {
+		return nil, err
+	}
+	a.classLimit = &classLimiter{}
+	a.classLimit.set(s.classes)
 	cs := control.FromPolicy(cfg)
 	cs.Now = opts.now
 	if a.ctl, err = control.New(cs); err != nil {
@@ -122,6 +128,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		Admission:    admission{a.queue},
 		Levels:       a.ctl,
 		OnPodRefused: a.ctl.PodRefused,
+		ClassLimiter: a.classLimit,
 		Transport:    s.transport,
 		Health:       s.health,
 		RoundTripper: opts.transport,

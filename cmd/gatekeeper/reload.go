@@ -83,6 +83,9 @@ func (a *app) prepare(raw *config.Config, r discovery.Resolved) (*next, error) {
 	if _, err := queue.NewCore(n.s.queue); err != nil {
 		return nil, err
 	}
+	if err := checkClassLimits(n.s.classes); err != nil {
+		return nil, err
+	}
 	if err := a.ctl.Check(n.ctl); err != nil {
 		return nil, err
 	}
@@ -101,6 +104,7 @@ func (a *app) swap(n *next) {
 	old := a.cfg()
 	a.adminToken.Store(&n.token)
 	_ = a.limiter.Update(n.s.limiter)
+	a.classLimit.set(n.s.classes)
 	_ = a.queue.UpdateSettings(n.s.queue)
 	_ = a.ctl.Update(n.ctl)
 	for _, name := range a.handler.SetUpstreams(a.upstreams(n.s)) {

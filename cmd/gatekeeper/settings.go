@@ -14,6 +14,7 @@ import (
 // the one place where config keys meet package knobs.
 type settings struct {
 	limiter   breaker.LimiterSettings
+	classes   map[string]breaker.LimiterSettings // classes with a token bucket of their own
 	errors    breaker.ErrorSettings
 	queue     queue.Settings
 	policy    proxy.Policy
@@ -73,7 +74,14 @@ func settingsFrom(c *config.Config) (settings, error) {
 		s.limiter.MaxClients, s.limiter.IdleAfter = pc.MaxClients, pc.IdleAfter
 		s.policy.ClientKeyHeader = pc.Header
 	}
+	s.policy.Classes, s.classes = classesFrom(c.Classes)
 	for i, u := range c.Upstreams {
+		if u.ForwardPriority {
+			if s.policy.ForwardPriority == nil {
+				s.policy.ForwardPriority = map[string]bool{}
+			}
+			s.policy.ForwardPriority[u.Name] = true
+		}
 		parsed, err := url.Parse(u.URL)
 		if err != nil {
 			return settings{}, fmt.Errorf("gatekeeper: upstreams[%d].url: %w", i, err)
@@ -82,4 +90,21 @@ func settingsFrom(c *config.Config) (settings, error) {
 			maxInflight: u.MaxInflight, minInflight: u.MinInflight})
 	}
 	return s, nil
+}
+
+// classesFrom maps the policy's traffic classes onto the proxy's, and the
+// classes with a QPS of their own onto limiter settings.
+func classesFrom(c *config.Classes) (*proxy.Classes, map[string]breaker.LimiterSettings) {
+	if c == nil {
+		return nil, nil
+	}
+	out := &proxy.Classes{Header: c.Header, Default: c.Default}
+	limits := map[string]breaker.LimiterSettings{}
+	for _, cl := range c.List {
+		out.List = append(out.List, proxy.Class{Name: cl.Name, Priority: cl.Priority, Routes: cl.Routes, ClientKeys: cl.ClientKeys})
+		if cl.QPS > 0 {
+			limits[cl.Name] = breaker.LimiterSettings{QPS: cl.QPS, Burst: cl.Burst}
+		}
+	}
+	return out, limits
 }

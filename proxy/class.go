@@ -1,0 +1,137 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+
+	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
+)
+
+// Class is one traffic class as the handler places requests into it.
+type Class struct {
+	// Name labels the class in metrics, logs and /admin/state.
+	Name string
+	// Priority orders the queue (higher first); below 0 the class is
+	// sheddable (refused with 503 shed_priority while its pods are degraded).
+	Priority int
+	// Routes are request paths that place a request here.
+	Routes []string
+	// ClientKeys are "sha256:<hex>" hashes of ClientKeyHeader values that
+	// place a request here.
+	ClientKeys []string
+}
+
+// Sheddable reports whether the class is refused first under pressure.
+func (c *Class) Sheddable() bool { return c.Priority < 0 }
+
+// Classes places requests into traffic classes. The zero value (no classes)
+// places nothing: every request is alike. Immutable once built.
+type Classes struct {
+	// Header, if set, names a request header that may name the class.
+	Header string
+	// Default is the class of a request nothing else places.
+	Default string
+	// List holds the classes.
+	List []Class
+
+	byName  map[string]*Class
+	byRoute map[string]*Class
+	byKey   map[string]*Class
+}
+
+// compile indexes the lists; called once, by Policy.withDefaults.
+func (cs *Classes) compile() {
+	cs.byName, cs.byRoute, cs.byKey = map[string]*Class{}, map[string]*Class{}, map[string]*Class{}
+	for i := range cs.List {
+		c := &cs.List[i]
+		cs.byName[c.Name] = c
+		for _, r := range c.Routes {
+			cs.byRoute[r] = c
+		}
+		for _, k := range c.ClientKeys {
+			cs.byKey[k] = c
+		}
+	}
+}
+
+// place returns r's class: the header's, the client key's, the route's,
+// else the default; nil when there are no classes.
+func (cs *Classes) place(r *http.Request, path, clientKey string) *Class {
+	if cs == nil || len(cs.List) == 0 {
+		return nil
+	}
+	if cs.Header != "" {
+		if c, ok := cs.byName[r.Header.Get(cs.Header)]; ok {
+			return c
+		}
+	}
+	if clientKey != "" && len(cs.byKey) > 0 {
+		sum := sha256.Sum256([]byte(clientKey))
+		if c, ok := cs.byKey["sha256:"+hex.EncodeToString(sum[:])]; ok {
+			return c
+		}
+	}
+	if c, ok := cs.byRoute[path]; ok {
+		return c
+	}
+	return cs.byName[cs.Default]
+}
+
+// ClassLimiter is the token bucket of each class that has one. Allow
+// returns nil, or an error that implements RetryAfter() time.Duration.
+type ClassLimiter interface {
+	Allow(class string) error
+}
+
+// withPriority returns body with vLLM's "priority" field set from the
+// class (vLLM serves lower values first, so a higher class is sent lower),
+// unless the body already has one; nil when it is left as it is.
+func withPriority(body []byte, c *Class) []byte {
+	if c == nil || len(body) < 2 || body[0] != '{' || hasTopLevelKey(body, "priority") {
+		return nil
+	}
+	field := `"priority":` + strconv.Itoa(-c.Priority)
+	out := make([]byte, 0, len(body)+len(field)+1)
+	out = append(out, '{')
+	out = append(out, field...)
+	rest := body[1:]
+	if !emptyObject(rest) {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
+}
+
+// emptyObject reports whether rest (a JSON object after its '{') is "}",
+// whitespace aside.
+func emptyObject(rest []byte) bool {
+	for _, b := range rest {
+		switch b {
+		case ' ', '\t', '\n', '\r':
+		case '}':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// hasTopLevelKey reports whether the JSON object body has key at its top
+// level (the body passed classification: it is well formed).
+func hasTopLevelKey(body []byte, key string) bool {
+	r := classify.NewReader(body)
+	if r.Peek() != '{' {
+		return false
+	}
+	r.Next()
+	var buf [64]byte
+	for r.More('}') {
+		if string(r.Key(&buf)) == key {
+			return true
+		}
+		r.Skip()
+	}
+	return false
+}
