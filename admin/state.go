@@ -147,7 +147,7 @@ func Snapshot(src Sources) State {
 		if p, ok := ps.Upstream(u.Name); ok {
 			us.Signals, us.Absent, us.GPUs = p.Signals, p.Absent, p.GPUs
 		}
-		us.Rules = rules
+		us.Rules = rulesFor(rules, cfg, u.Name)
 		s.Upstreams = append(s.Upstreams, us)
 	}
 	return s
@@ -163,4 +163,27 @@ func StateHandler(snapshot func() State) http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(snapshot())
 	})
+}
+
+// rulesFor is the file's rules with the named upstream's own overrides
+// merged over them ({} removes one), as control.SlowSettings merges them.
+func rulesFor(file map[string]Rule, cfg *config.Config, name string) map[string]Rule {
+	for _, u := range cfg.Upstreams {
+		if u.Name != name || len(u.Rules) == 0 {
+			continue
+		}
+		out := make(map[string]Rule, len(file))
+		for sig, r := range file {
+			out[sig] = r
+		}
+		for sig, r := range u.Rules {
+			if r.Degrade == nil && r.Shed == nil {
+				delete(out, string(sig))
+				continue
+			}
+			out[string(sig)] = Rule{Degrade: r.Degrade, Shed: r.Shed}
+		}
+		return out
+	}
+	return file
 }

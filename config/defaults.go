@@ -127,6 +127,12 @@ func (c *Config) fillDerived() {
 	if c.Classes != nil {
 		c.Classes.fillDerived()
 	}
+	for name, l := range c.ModelLimits {
+		if l.Burst == 0 {
+			l.Burst = secondsWorth(l.QPS)
+			c.ModelLimits[name] = l
+		}
+	}
 	for sig, r := range c.Pressure.Rules {
 		if r.Degrade == nil && r.Shed == nil {
 			delete(c.Pressure.Rules, sig) // `{}` disables the signal's rule, like null

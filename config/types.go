@@ -35,6 +35,8 @@ type Config struct {
 	Hooks Hooks `yaml:"hooks"`
 	// Classes, if set, are the traffic classes (nil: every request alike).
 	Classes *Classes `yaml:"classes"`
+	// ModelLimits are optional token buckets per model (the body's "model").
+	ModelLimits map[string]ModelLimit `yaml:"model_limits"`
 	// Log configures the process log.
 	Log Log `yaml:"log"`
 
@@ -91,6 +93,17 @@ type Upstream struct {
 	// turns the entry into one upstream per address (a Kubernetes headless
 	// Service): pods that come and go are picked up without a restart.
 	DNSInterval time.Duration `yaml:"dns_interval"`
+	// Models are the models the pod serves (the request body's "model"); a
+	// request goes only to pods that serve its model. Empty: every model,
+	// unless DiscoverModels.
+	Models []string `yaml:"models"`
+	// DiscoverModels reads the pod's own GET /v1/models at every health
+	// check and routes by what it lists (Models until the first answer).
+	DiscoverModels bool `yaml:"discover_models"`
+	// Rules override pressure.rules for this pod, signal by signal (the
+	// same merge as over the defaults): a pool of pods that serve a large
+	// model can run tighter rules.
+	Rules map[Signal]Rule `yaml:"rules"`
 	// ForwardPriority adds the request's class to the body it forwards as
 	// vLLM's "priority" field (minus the class priority: vLLM serves lower
 	// values first; needs --scheduling-policy priority), unless the client
@@ -240,4 +253,10 @@ type Hook struct {
 // Log configures the process log.
 type Log struct {
 	Level LogLevel `yaml:"level"` // least severe level logged
+}
+
+// ModelLimit is one model's own token bucket.
+type ModelLimit struct {
+	QPS   float64 `yaml:"qps"`   // > 0
+	Burst int     `yaml:"burst"` // 0: qps rounded up
 }

@@ -50,6 +50,29 @@ func (k *checker) upstreams(us []Upstream) {
 				k.add(sp+".kind", "%s reads every GPU of the node; list this pod's GPU ids in %s.gpus", s.Kind, p)
 			}
 		}
+		for j, m := range u.Models {
+			if m == "" {
+				k.add(fmt.Sprintf("%s.models[%d]", p, j), "must not be empty")
+			} else if slices.Index(u.Models, m) < j {
+				k.add(fmt.Sprintf("%s.models[%d]", p, j), "%q is listed twice", m)
+			}
+		}
+		k.upstreamRules(p+".rules", u.Rules)
+	}
+}
+
+func (k *checker) modelLimits(m map[string]ModelLimit) {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p := "model_limits." + name
+		k.positive(p+".qps", m[name].QPS)
+		if m[name].QPS > 0 {
+			k.atLeast(p+".burst", int64(m[name].Burst), 1)
+		}
 	}
 }
 
@@ -121,12 +144,25 @@ func (k *checker) pressure(p Pressure) {
 	}
 	slices.Sort(sigs) // report in a stable order
 	for _, sig := range sigs {
-		k.rule(sig, p.Rules[sig])
+		k.rule("pressure.rules", sig, p.Rules[sig])
 	}
 }
 
-func (k *checker) rule(sig Signal, r Rule) {
-	path := "pressure.rules." + string(sig)
+// upstreamRules checks an upstream's rule overrides; `{}` or null removes
+// a rule for that pod and needs no check.
+func (k *checker) upstreamRules(prefix string, rules map[Signal]Rule) {
+	sigs := make([]Signal, 0, len(rules))
+	for sig := range rules {
+		sigs = append(sigs, sig)
+	}
+	slices.Sort(sigs)
+	for _, sig := range sigs {
+		k.rule(prefix, sig, rules[sig])
+	}
+}
+
+func (k *checker) rule(prefix string, sig Signal, r Rule) {
+	path := prefix + "." + string(sig)
 	if !slices.Contains(Signals(), sig) {
 		k.add(path, "unknown signal; known signals are %v", Signals())
 		return

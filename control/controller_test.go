@@ -265,3 +265,33 @@ func TestPodRefusalsDegrade(t *testing.T) {
 		t.Fatalf("after hold = %s, want b recovering", got)
 	}
 }
+
+// TestUpstreamRules: a pod's own rules merge over pressure.rules, {} removes
+// one; the other pods keep the file's.
+func TestUpstreamRules(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`
+upstreams:
+  - name: big
+    url: "http://127.0.0.1:1"
+    rules: {kv_cache_usage: {degrade: 0.8, shed: 0.9}, memory_used: {}}
+  - {name: small, url: "http://127.0.0.1:2"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	describeRules := func(s breaker.SlowSettings) string {
+		var out []string
+		for _, r := range s.Level.Rules {
+			out = append(out, fmt.Sprintf("%s %.4g/%g", r.Signal, r.Degrade, r.Shed))
+		}
+		return strings.Join(out, "; ")
+	}
+	s := FromPolicy(c)
+	if got, want := describeRules(s.Upstreams[0].Slow), "fragmentation 1.2/1.5; kv_cache_usage 0.8/0.9; pod_overload 1/0"; got != want {
+		t.Errorf("big's rules = %s, want %s", got, want)
+	}
+	if got, want := describeRules(s.Upstreams[1].Slow), "fragmentation 1.2/1.5; kv_cache_usage 0.95/0; memory_used 0.95/0.98; pod_overload 1/0"; got != want {
+		t.Errorf("small's rules = %s, want %s", got, want)
+	}
+}

@@ -3,6 +3,7 @@ package control
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"time"
 
@@ -52,9 +53,10 @@ func FromPolicy(c *config.Config) Settings {
 	return s
 }
 
-// SlowSettings maps the policy onto one upstream's slow breaker: the rules in
-// the stable order of config.Signals (the first names the cause on ties),
-// then the built-in PodOverload rule.
+// SlowSettings maps the policy onto one upstream's slow breaker: the rules
+// (pressure.rules with the upstream's own rules merged over them) in the
+// stable order of config.Signals (the first names the cause on ties), then
+// the built-in PodOverload rule.
 func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 	s := breaker.SlowSettings{
 		Level: breaker.LevelSettings{
@@ -69,8 +71,15 @@ func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 			RampStep: c.Batch.RampStep, RampEvery: c.Batch.RampEvery,
 		},
 	}
+	rules := maps.Clone(c.Pressure.Rules)
+	for sig, r := range u.Rules { // the pod's own overrides; {} removes
+		if rules == nil {
+			rules = map[config.Signal]config.Rule{}
+		}
+		rules[sig] = r
+	}
 	for _, sig := range config.Signals() {
-		r, ok := c.Pressure.Rules[sig]
+		r, ok := rules[sig]
 		if !ok || (r.Degrade == nil && r.Shed == nil) {
 			continue
 		}

@@ -85,6 +85,12 @@ type ClassLimiter interface {
 	Allow(class string) error
 }
 
+// ModelLimiter is the token bucket of each model that has one (the body's
+// "model"). Allow returns nil, or an error that implements RetryAfter.
+type ModelLimiter interface {
+	Allow(model string) error
+}
+
 // withPriority returns body with vLLM's "priority" field set from the
 // class (vLLM serves lower values first, so a higher class is sent lower),
 // unless the body already has one; nil when it is left as it is.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"sync"
 	"time"
 
@@ -130,7 +131,7 @@ func (h *Handler) retrySlot(f *flight) Slot {
 	if ex.retried {
 		return nil
 	}
-	return h.opts.Admission.TryAcquire(ex.tokens, []string{f.member.Name})
+	return h.opts.Admission.TryAcquire(ex.tokens, append(slices.Clip(ex.skip), f.member.Name))
 }
 
 // proxyError is ReverseProxy's single error writer: a transport error before

@@ -36,18 +36,10 @@ func (h *Handler) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	client := &http.Client{Transport: h.rp.Transport, Timeout: s.Timeout}
 	t := time.NewTicker(s.Interval)
 	defer t.Stop()
 	for {
-		var wg sync.WaitGroup
-		for _, m := range h.pool.list() {
-			wg.Go(func() { h.checkOne(ctx, client, s, m) })
-		}
-		wg.Wait()
-		// Availability is read at dispatch: look again now, so a pod whose
-		// error breaker's open time has passed takes its waiters.
-		h.opts.Admission.Dispatch()
+		h.CheckAll(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -56,12 +48,32 @@ func (h *Handler) Run(ctx context.Context) error {
 	}
 }
 
+// CheckAll runs one round of the active health check now, every pod at
+// once, and returns when it is done (Run calls it every interval; a test
+// calls it to act at an exact moment). It also reads the models of pods that
+// discover them.
+func (h *Handler) CheckAll(ctx context.Context) {
+	s := h.opts.Health.withDefaults()
+	client := &http.Client{Transport: h.rp.Transport, Timeout: s.Timeout}
+	var wg sync.WaitGroup
+	for _, m := range h.pool.list() {
+		wg.Go(func() { h.checkOne(ctx, client, s, m) })
+	}
+	wg.Wait()
+	// Availability is read at dispatch: look again now, so a pod whose
+	// error breaker's open time has passed takes its waiters.
+	h.opts.Admission.Dispatch()
+}
+
 // checkOne probes one pod and flips its health after enough consecutive
 // results, logging once per change.
 func (h *Handler) checkOne(ctx context.Context, c *http.Client, s HealthSettings, m *member) {
 	ok := probe(ctx, c, m.URL.JoinPath(s.Path).String())
 	if ctx.Err() != nil {
 		return
+	}
+	if ok && m.DiscoverModels {
+		h.discoverModels(ctx, c, m)
 	}
 	h.metrics.health(m.Name, ok)
 	var flip bool

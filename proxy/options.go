@@ -110,6 +110,8 @@ type Options struct {
 	OnPodRefused func(upstream string)
 	// ClassLimiter, if set, is every traffic class's own token bucket.
 	ClassLimiter ClassLimiter
+	// ModelLimiter, if set, is the token bucket of each model that has one.
+	ModelLimiter ModelLimiter
 	// Transport bounds upstream connections.
 	Transport TransportSettings
 	// Health configures the active health check run by Handler.Run.

@@ -57,6 +57,8 @@ const (
 	ReasonUpstreamOverloaded Reason = "upstream_overloaded"
 	// ReasonShedPriority refuses a sheddable class under pressure.
 	ReasonShedPriority Reason = "shed_priority"
+	// ReasonModelNotFound: no pod serves the request's model (404).
+	ReasonModelNotFound Reason = "model_not_found"
 )
 
 // outcome maps a refusal reason onto the outcome it is counted as.
@@ -68,7 +70,7 @@ func (r Reason) outcome() Outcome {
 		return OutcomeQueueFull
 	case ReasonQueueTimeout:
 		return OutcomeQueueTimeout
-	case ReasonBadRequest, ReasonNotFound:
+	case ReasonBadRequest, ReasonNotFound, ReasonModelNotFound:
 		return OutcomeBadRequest
 	case ReasonUpstream, ReasonUpstreamTimeout:
 		return OutcomeUpstreamError

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/url"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,11 @@ type Upstream struct {
 	URL *url.URL
 	// Gate is the pod's error breaker. Nil admits everything.
 	Gate Gate
+	// Models are the models the pod serves; empty: every model (unless
+	// DiscoverModels finds some).
+	Models []string
+	// DiscoverModels reads the pod's GET /v1/models at every health check.
+	DiscoverModels bool
 }
 
 // member is an upstream plus its health as the active check last saw it.
@@ -25,6 +31,7 @@ type member struct {
 	healthy     atomic.Bool
 	healthFails atomic.Int32
 	healthOKs   atomic.Int32
+	models      atomic.Pointer[modelSet] // nil: serves every model
 }
 
 // Availability is whether an upstream can take new work now.
@@ -77,12 +84,16 @@ func (p *pool) set(ups []Upstream) (removed []string) {
 	for _, u := range ups {
 		m := &member{Upstream: u}
 		m.healthy.Store(true)
+		m.models.Store(staticModels(u.Models))
 		if old, ok := p.members[u.Name]; ok && old.URL.String() == u.URL.String() {
 			// A new member with the old one's state: requests in flight read
 			// the old member's Gate without a lock, so it is never written.
 			m.healthy.Store(old.healthy.Load())
 			m.healthFails.Store(old.healthFails.Load())
 			m.healthOKs.Store(old.healthOKs.Load())
+			if s := old.models.Load(); u.DiscoverModels && s != nil && s.entries != nil {
+				m.models.Store(s) // what the pod said of itself stays
+			}
 		}
 		next[u.Name] = m
 	}
@@ -139,11 +150,11 @@ func (p *pool) availability(m *member) Availability {
 	return Available
 }
 
-// anyAvailable reports whether some upstream can take new work now or soon
-// (none is Down).
-func (p *pool) anyAvailable() bool {
+// anyAvailable reports whether some upstream not in skip can take new work
+// now or soon (none is Down).
+func (p *pool) anyAvailable(skip ...string) bool {
 	for _, m := range p.list() {
-		if !m.failing() {
+		if !m.failing() && !slices.Contains(skip, m.Name) {
 			return true
 		}
 	}
@@ -152,10 +163,11 @@ func (p *pool) anyAvailable() bool {
 
 // whyDown says why no upstream can take work, for the client's message:
 // failing health checks, open error breakers (recent failures), or both.
-func (p *pool) whyDown() string {
+func (p *pool) whyDown(skip ...string) string {
 	unhealthy, open := 0, 0
 	for _, m := range p.list() {
 		switch {
+		case slices.Contains(skip, m.Name):
 		case !m.healthy.Load():
 			unhealthy++
 		case m.Gate != nil && m.Gate.State() == GateOpen:
@@ -175,10 +187,10 @@ func (p *pool) whyDown() string {
 
 // allDegraded reports whether every upstream that could otherwise serve is
 // degraded or worse: sheddable classes go first then.
-func (p *pool) allDegraded() bool {
+func (p *pool) allDegraded(skip ...string) bool {
 	degraded := false
 	for _, m := range p.list() {
-		if m.failing() {
+		if m.failing() || slices.Contains(skip, m.Name) {
 			continue
 		}
 		if p.levels == nil || !p.levels.Degraded(m.Name) {
@@ -191,10 +203,10 @@ func (p *pool) allDegraded() bool {
 
 // allCritical reports whether every upstream that could otherwise serve is
 // under critical memory pressure (DESIGN §4: refuse new work at once).
-func (p *pool) allCritical() bool {
+func (p *pool) allCritical(skip ...string) bool {
 	critical := false
 	for _, m := range p.list() {
-		if m.failing() {
+		if m.failing() || slices.Contains(skip, m.Name) {
 			continue
 		}
 		if !p.critical(m) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,8 @@ type exchange struct {
 	tokens   int64
 	kind     classify.Kind // what the route does
 	class    *Class        // its traffic class; nil without classes
+	model    string        // the body's "model"; "" when it has none
+	skip     []string      // pods that do not serve the model
 	upstream string
 	recorded bool
 
@@ -62,10 +65,21 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 			message: "gatekeeper is shutting down; retry on another replica", retryAfter: pol.RetryAfter})
 		return
 	}
+	if route.Kind == classify.KindModels && h.pool.knowsModels() {
+		h.serveModels(w, r, ex) // the union of the pools, from gatekeeper itself
+		return
+	}
 	body, ok := h.readBody(w, r, ex, route)
 	if !ok {
 		return
 	}
+	skip, served := h.pool.notServing(ex.model)
+	if !served {
+		h.refuse(w, r, ex, refusal{status: http.StatusNotFound, reason: ReasonModelNotFound, errType: "invalid_request_error",
+			message: "The model `" + ex.model + "` does not exist.", param: "model"})
+		return
+	}
+	ex.skip = skip
 	ex.class = pol.Classes.place(r, route.Path, h.clientKey(r, pol))
 	if !h.admitFast(w, r, ex) || !h.admitSlow(w, r, ex) {
 		return
@@ -127,7 +141,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 		h.refuse(w, r, ex, badRequestFrom(err))
 		return nil, false
 	}
-	ex.tokens = c.Estimated
+	ex.tokens, ex.model = c.Estimated, c.Model
 	return body, true
 }
 
@@ -146,6 +160,9 @@ func (h *Handler) admitFast(w http.ResponseWriter, r *http.Request, ex *exchange
 	var err error
 	if ex.class != nil && h.opts.ClassLimiter != nil {
 		err = h.opts.ClassLimiter.Allow(ex.class.Name)
+	}
+	if err == nil && ex.model != "" && h.opts.ModelLimiter != nil {
+		err = h.opts.ModelLimiter.Allow(ex.model)
 	}
 	if err == nil && h.opts.Limiter != nil {
 		err = h.opts.Limiter.Allow(h.clientKey(r, ex.policy))
@@ -166,16 +183,16 @@ func (h *Handler) admitFast(w http.ResponseWriter, r *http.Request, ex *exchange
 // none can take work at all.
 func (h *Handler) admitSlow(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	switch {
-	case ex.class != nil && ex.class.Sheddable() && h.pool.allDegraded():
+	case ex.class != nil && ex.class.Sheddable() && h.pool.allDegraded(ex.skip...):
 		return h.decide(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonShedPriority,
 			message: "the upstreams are under memory pressure and class " + strconv.Quote(ex.class.Name) +
 				" is shed first; retry later", retryAfter: ex.policy.RetryAfter})
-	case h.pool.allCritical():
+	case h.pool.allCritical(ex.skip...):
 		return h.decide(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonOverloaded,
 			message: "GPU memory pressure is critical on every upstream; retry later", retryAfter: ex.policy.RetryAfter})
-	case !h.pool.anyAvailable():
+	case !h.pool.anyAvailable(ex.skip...):
 		return h.decide(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonNoUpstream,
-			message: h.pool.whyDown() + "; retry later", retryAfter: ex.policy.RetryAfter})
+			message: h.pool.whyDown(ex.skip...) + "; retry later", retryAfter: ex.policy.RetryAfter})
 	}
 	return true
 }
@@ -198,8 +215,8 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, ex *exchange, r
 func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange, body []byte) {
 	ctx, cancel := context.WithTimeout(r.Context(), ex.policy.MaxWait)
 	defer cancel()
-	var exclude []string
-	var slot Slot // a retry's slot, taken on another pod by the forward before
+	exclude := slices.Clip(ex.skip) // pods that do not serve the model; appends copy
+	var slot Slot                   // a retry's slot, taken on another pod by the forward before
 	for attempt := 0; ; attempt++ {
 		if slot == nil {
 			queued := h.now()

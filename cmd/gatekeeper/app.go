@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -57,7 +58,8 @@ type app struct {
 	metrics    *appMetrics
 	current    atomic.Pointer[config.Config]
 	limiter    *breaker.Limiter
-	classLimit *classLimiter
+	classLimit *keyedLimiter // per traffic class
+	modelLimit *keyedLimiter // per model
 	queue      *queue.Queue
 	handler    *proxy.Handler
 	ctl        *control.Controller
@@ -110,11 +112,12 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if a.queue, err = queue.New(s.queue); err != nil {
 		return nil, err
 	}
-	if err := checkClassLimits(s.classes); err != nil {
+	if err := errors.Join(checkLimits(s.classes), checkLimits(s.models)); err != nil {
 		return nil, err
 	}
-	a.classLimit = &classLimiter{}
+	a.classLimit, a.modelLimit = &keyedLimiter{}, &keyedLimiter{}
 	a.classLimit.set(s.classes)
+	a.modelLimit.set(s.models)
 	cs := control.FromPolicy(cfg)
 	cs.Now = opts.now
 	if a.ctl, err = control.New(cs); err != nil {
@@ -129,6 +132,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		Levels:       a.ctl,
 		OnPodRefused: a.ctl.PodRefused,
 		ClassLimiter: a.classLimit,
+		ModelLimiter: a.modelLimit,
 		Transport:    s.transport,
 		Health:       s.health,
 		RoundTripper: opts.transport,
@@ -182,7 +186,7 @@ func (a *app) upstreams(s settings) []proxy.Upstream {
 			g = &upstreamGate{s: s.errors, b: a.newErrorBreaker(u.name, s.errors)}
 		}
 		next[u.name] = g
-		up := proxy.Upstream{Name: u.name, URL: u.url}
+		up := proxy.Upstream{Name: u.name, URL: u.url, Models: u.models, DiscoverModels: u.discoverModels}
 		if g.b != nil {
 			up.Gate = gate{g.b}
 		}

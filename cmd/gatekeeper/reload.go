@@ -83,7 +83,7 @@ func (a *app) prepare(raw *config.Config, r discovery.Resolved) (*next, error) {
 	if _, err := queue.NewCore(n.s.queue); err != nil {
 		return nil, err
 	}
-	if err := checkClassLimits(n.s.classes); err != nil {
+	if err := errors.Join(checkLimits(n.s.classes), checkLimits(n.s.models)); err != nil {
 		return nil, err
 	}
 	if err := a.ctl.Check(n.ctl); err != nil {
@@ -105,6 +105,7 @@ func (a *app) swap(n *next) {
 	a.adminToken.Store(&n.token)
 	_ = a.limiter.Update(n.s.limiter)
 	a.classLimit.set(n.s.classes)
+	a.modelLimit.set(n.s.models)
 	_ = a.queue.UpdateSettings(n.s.queue)
 	_ = a.ctl.Update(n.ctl)
 	for _, name := range a.handler.SetUpstreams(a.upstreams(n.s)) {

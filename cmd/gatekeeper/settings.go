@@ -15,6 +15,7 @@ import (
 type settings struct {
 	limiter   breaker.LimiterSettings
 	classes   map[string]breaker.LimiterSettings // classes with a token bucket of their own
+	models    map[string]breaker.LimiterSettings // models with a token bucket of their own
 	errors    breaker.ErrorSettings
 	queue     queue.Settings
 	policy    proxy.Policy
@@ -25,10 +26,12 @@ type settings struct {
 
 // upstreamSpec is one pod as the wiring needs it.
 type upstreamSpec struct {
-	name        string
-	url         *url.URL
-	maxInflight int
-	minInflight int
+	name           string
+	url            *url.URL
+	maxInflight    int
+	minInflight    int
+	models         []string
+	discoverModels bool
 }
 
 // settingsFrom maps a validated policy onto the packages' Settings.
@@ -75,6 +78,12 @@ func settingsFrom(c *config.Config) (settings, error) {
 		s.policy.ClientKeyHeader = pc.Header
 	}
 	s.policy.Classes, s.classes = classesFrom(c.Classes)
+	for model, l := range c.ModelLimits {
+		if s.models == nil {
+			s.models = map[string]breaker.LimiterSettings{}
+		}
+		s.models[model] = breaker.LimiterSettings{QPS: l.QPS, Burst: l.Burst}
+	}
 	for i, u := range c.Upstreams {
 		if u.ForwardPriority {
 			if s.policy.ForwardPriority == nil {
@@ -87,7 +96,7 @@ func settingsFrom(c *config.Config) (settings, error) {
 			return settings{}, fmt.Errorf("gatekeeper: upstreams[%d].url: %w", i, err)
 		}
 		s.upstreams = append(s.upstreams, upstreamSpec{name: u.Name, url: parsed,
-			maxInflight: u.MaxInflight, minInflight: u.MinInflight})
+			maxInflight: u.MaxInflight, minInflight: u.MinInflight, models: u.Models, discoverModels: u.DiscoverModels})
 	}
 	return s, nil
 }

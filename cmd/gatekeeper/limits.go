@@ -7,27 +7,30 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 )
 
-var _ proxy.ClassLimiter = (*classLimiter)(nil)
+var (
+	_ proxy.ClassLimiter = (*keyedLimiter)(nil)
+	_ proxy.ModelLimiter = (*keyedLimiter)(nil)
+)
 
-// classLimiter is the token bucket of each traffic class that has its own
-// qps. A reload keeps a class's bucket (and its tokens) while the class
-// stays; safe for concurrent use.
-type classLimiter struct {
+// keyedLimiter is the token bucket of each traffic class, or each model,
+// that has a qps of its own. A reload keeps a key's bucket (and its tokens)
+// while the key stays; safe for concurrent use.
+type keyedLimiter struct {
 	m atomic.Pointer[map[string]*breaker.Limiter]
 }
 
-// Allow takes a token from the class's bucket; a class without one passes.
-func (c *classLimiter) Allow(class string) error {
+// Allow takes a token from the key's bucket; a key without one passes.
+func (c *keyedLimiter) Allow(key string) error {
 	if m := c.m.Load(); m != nil {
-		if l := (*m)[class]; l != nil {
+		if l := (*m)[key]; l != nil {
 			return l.Allow("")
 		}
 	}
 	return nil
 }
 
-// checkClassLimits reports whether every class's settings make a limiter.
-func checkClassLimits(s map[string]breaker.LimiterSettings) error {
+// checkLimits reports whether every key's settings make a limiter.
+func checkLimits(s map[string]breaker.LimiterSettings) error {
 	for _, ls := range s {
 		if _, err := breaker.NewLimiter(ls); err != nil {
 			return err
@@ -37,8 +40,8 @@ func checkClassLimits(s map[string]breaker.LimiterSettings) error {
 }
 
 // set installs the buckets for s, updating the ones that stay. s was
-// checked with checkClassLimits: nothing fails.
-func (c *classLimiter) set(s map[string]breaker.LimiterSettings) {
+// checked with checkLimits: nothing fails.
+func (c *keyedLimiter) set(s map[string]breaker.LimiterSettings) {
 	old := map[string]*breaker.Limiter{}
 	if m := c.m.Load(); m != nil {
 		old = *m

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// modelPod is a pod on loopback that serves the given models: it records
+// the model of each completion it gets and lists them at /v1/models.
+type modelPod struct {
+	url string
+	// mu guards got.
+	mu  sync.Mutex
+	got []string
+}
+
+func newModelPod(t *testing.T, models ...string) *modelPod {
+	p := &modelPod{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		var data []string
+		for _, m := range models {
+			data = append(data, fmt.Sprintf(`{"id":%q,"object":"model","owned_by":"vllm","max_model_len":8192}`, m))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[`+strings.Join(data, ",")+`]}`)
+	})
+	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Model string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		p.mu.Lock()
+		p.got = append(p.got, body.Model)
+		p.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{}`)
+	})
+	p.url = newPodServer(t, mux)
+	return p
+}
+
+func (p *modelPod) models() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.got)
+}
+
+func sendModel(t *testing.T, a *app, model string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
+		strings.NewReader(`{"model":"`+model+`","prompt":"x","max_tokens":4}`)))
+	return rec
+}
+
+// TestModelPools: two pools serving different models never receive each
+// other's requests (one pool listed in the policy, the other discovered
+// from the pod's own /v1/models); an unknown model is 404 model_not_found
+// without reaching a pod; GET /v1/models answers the union; a model's own
+// limit answers 429.
+func TestModelPools(t *testing.T) {
+	small, big := newModelPod(t, "small-model"), newModelPod(t, "big-model")
+	a, err := newApp(mustParse(t, `
+upstreams:
+  - {name: small, url: "`+small.url+`", models: [small-model]}
+  - {name: big, url: "`+big.url+`", discover_models: true}
+fast_breaker: {qps: 0}
+health_check: {interval: 1h}
+model_limits: {big-model: {qps: 0.001, burst: 3}}
+`), appOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.handler.CheckAll(t.Context()) // a health round: it discovers big's models
+
+	for range 3 {
+		if rec := sendModel(t, a, "small-model"); rec.Code != 200 {
+			t.Fatalf("small-model = %d %s", rec.Code, rec.Body.String())
+		}
+		if rec := sendModel(t, a, "big-model"); rec.Code != 200 {
+			t.Fatalf("big-model = %d %s", rec.Code, rec.Body.String())
+		}
+	}
+	if got := small.models(); len(got) != 3 || slices.Contains(got, "big-model") {
+		t.Errorf("small pod got %v, want only small-model ×3", got)
+	}
+	if got := big.models(); len(got) != 3 || slices.Contains(got, "small-model") {
+		t.Errorf("big pod got %v, want only big-model ×3", got)
+	}
+	if rec := sendModel(t, a, "big-model"); rec.Code != 429 || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("4th big-model = %d, want 429 from its own limit (burst 3)", rec.Code)
+	}
+	rec := sendModel(t, a, "no-such-model")
+	var body struct {
+		Error struct{ Code, Type, Param string }
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	if rec.Code != 404 || body.Error.Code != "model_not_found" || body.Error.Type != "invalid_request_error" ||
+		len(small.models())+len(big.models()) != 6 {
+		t.Errorf("unknown model = %d %s, want 404 model_not_found and no pod reached", rec.Code, rec.Body.String())
+	}
+	list := httptest.NewRecorder()
+	a.handler.ServeHTTP(list, httptest.NewRequest(http.MethodGet, "/v1/models", nil))
+	var models struct {
+		Object string
+		Data   []map[string]any
+	}
+	if err := json.Unmarshal(list.Body.Bytes(), &models); err != nil || list.Code != 200 || models.Object != "list" || len(models.Data) != 2 {
+		t.Fatalf("GET /v1/models = %d %s, want the union of both pools", list.Code, list.Body.String())
+	}
+	byID := map[any]map[string]any{}
+	for _, m := range models.Data {
+		byID[m["id"]] = m
+	}
+	if e := byID["big-model"]; e == nil || e["max_model_len"] != float64(8192) {
+		t.Errorf("discovered entry = %v, want the pod's own object", e)
+	}
+	if e := byID["small-model"]; e == nil || e["object"] != "model" {
+		t.Errorf("listed entry = %v, want an OpenAI model object", e)
+	}
+}
