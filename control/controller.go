@@ -44,14 +44,19 @@ type Change struct {
 	Cause Cause
 	// Hook is the relief hook event to fire, None when the level held.
 	Hook Hook
+	// Order is the order of the requests that may go to this upstream:
+	// shortest first while its window is not in PhaseNormal. A queue applies
+	// it per pool of upstreams (queue.SetWindowOrder).
+	Order queue.Order
 }
 
 // Decision is one round's decisions, for the caller to apply exactly once.
 type Decision struct {
 	// Upstreams holds one Change per upstream, in settings order.
 	Upstreams []Change
-	// Order is the queue's order: shortest first while any upstream's
-	// window is not in PhaseNormal (degraded, critical or recovering).
+	// Order is shortest first while any upstream's window is not in
+	// PhaseNormal (degraded, critical or recovering): the order of a queue in
+	// front of one pool (the replay's).
 	Order queue.Order
 	// OrderChanged says Order differs from the previous round's.
 	OrderChanged bool
@@ -152,7 +157,7 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 			ch.Cause, ch.Hook = u.cause, hookFor(t.To)
 		}
 		if ch.Phase != breaker.PhaseNormal {
-			d.Order = queue.ShortestFirst
+			ch.Order, d.Order = queue.ShortestFirst, queue.ShortestFirst
 		}
 		d.Upstreams = append(d.Upstreams, ch)
 	}

@@ -51,8 +51,8 @@ type Core struct {
 	windows []*window // sorted by name
 	avail   func(upstream string) Availability
 	waiting map[uint64]*item
-	fifo    heap // every waiter, by arrival
-	size    heap // the same waiters, by estimated tokens
+	fifo    heap              // every waiter, by arrival
+	groups  map[string]*group // the same waiters, by the windows they may use
 	tokens  int64
 	seq     uint64
 	last    time.Time // latest arrival; a clock that steps back stands still
@@ -69,7 +69,7 @@ func NewCore(s Settings) (*Core, error) {
 		s:       s,
 		waiting: make(map[uint64]*item),
 		fifo:    heap{kind: byArrival},
-		size:    heap{kind: bySize},
+		groups:  make(map[string]*group),
 	}, nil
 }
 
@@ -84,9 +84,25 @@ func (c *Core) UpdateSettings(s Settings) error {
 	return nil
 }
 
-// SetOrder sets the order in which waiters leave. Both orders index every
-// waiter all the time, so switching loses or duplicates no one.
-func (c *Core) SetOrder(o Order) { c.order = o }
+// SetOrder sets the order of every window, and of windows created later.
+// Every order indexes every waiter all the time, so switching loses or
+// duplicates no one.
+func (c *Core) SetOrder(o Order) {
+	c.order = o
+	for _, w := range c.windows {
+		w.order = o
+	}
+}
+
+// SetWindowOrder sets one window's order: the waiters that may use a window
+// in ShortestFirst are served shortest first, the others by arrival, so a
+// pool of pods under pressure reorders only its own queue. Unknown names
+// are ignored.
+func (c *Core) SetWindowOrder(name string, o Order) {
+	if w, _ := c.find(name); w != nil {
+		w.order = o
+	}
+}
 
 // Len returns how many requests wait.
 func (c *Core) Len() int { return c.fifo.len() }
@@ -124,10 +140,10 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	}
 	c.last = now
 	c.seq++
-	it := &item{id: r.ID, priority: r.Priority, seq: c.seq, tokens: tokens, arrival: now, exclude: r.Exclude}
+	it := &item{id: r.ID, priority: r.Priority, seq: c.seq, tokens: tokens, arrival: now, exclude: r.Exclude,
+		group: c.groupFor(r.Exclude)}
 	c.waiting[r.ID] = it
-	c.fifo.push(it)
-	c.size.push(it)
+	c.link(it)
 	c.tokens += tokens
 	return Grant{}, false, nil
 }
@@ -217,8 +233,7 @@ func (c *Core) grant(now time.Time) []Grant {
 		grants = append(grants, Grant{ID: it.id, Upstream: w.name})
 	}
 	for _, it := range passed {
-		c.fifo.push(it) // same seq: the same place as before
-		c.size.push(it)
+		c.link(it) // same seq: the same place as before
 	}
 	return grants
 }
@@ -235,26 +250,33 @@ func (c *Core) Drain(_ time.Time) []uint64 {
 		c.fifo.remove(it)
 		ids = append(ids, it.id)
 	}
-	c.size.reset()
+	clear(c.groups)
 	clear(c.waiting)
 	c.fifo.reset()
 	c.tokens = 0
 	return ids
 }
 
-// next returns the waiter to consider first at now.
-func (c *Core) next(now time.Time) *item {
-	oldest := c.fifo.top()
-	if c.order != ShortestFirst || now.Sub(oldest.arrival) >= c.s.StarvationAfter {
-		return oldest
+// link puts it in every heap, its group back in the index if it left.
+func (c *Core) link(it *item) {
+	if g := c.groups[it.group.key]; g == nil {
+		c.groups[it.group.key] = it.group
+	} else {
+		it.group = g
 	}
-	return c.size.top()
+	c.fifo.push(it)
+	it.group.fifo.push(it)
+	it.group.size.push(it)
 }
 
-// unlink takes it out of both heaps.
+// unlink takes it out of every heap, and drops its group once empty.
 func (c *Core) unlink(it *item) {
 	c.fifo.remove(it)
-	c.size.remove(it)
+	it.group.fifo.remove(it)
+	it.group.size.remove(it)
+	if it.group.fifo.len() == 0 {
+		delete(c.groups, it.group.key)
+	}
 }
 
 // forget drops it from the index and the token count once it has left.

@@ -39,6 +39,13 @@ func enqueueP(id uint64, tokens int64, priority int) action {
 		}}
 }
 
+func setWindowOrder(name string, o Order) action {
+	return action{fmt.Sprintf("SetWindowOrder(%s, %v)", name, o), func(c *Core, now time.Time) ([]Grant, error) {
+		c.SetWindowOrder(name, o)
+		return c.Dispatch(now), nil
+	}}
+}
+
 func take(id uint64, exclude ...string) action {
 	return action{fmt.Sprintf("Take(%d, exclude %v)", id, exclude), func(c *Core, _ time.Time) ([]Grant, error) {
 		if g, ok := c.Take(Request{ID: id, Exclude: exclude}); ok {
@@ -256,6 +263,22 @@ func TestCoreSteps(t *testing.T) {
 			{at: 21 * time.Second, act: release("a"), want: []Grant{g(2, "a")}}, // aged within its priority
 			{at: 21 * time.Second, act: release("a"), want: []Grant{g(3, "a")}},
 		}},
+		{name: "each pool of windows has its own order", steps: []step{
+			{act: setWindow("a", 1)},
+			{act: setWindow("b", 1)},
+			{act: enqueue(1, 1, "b"), want: []Grant{g(1, "a")}},
+			{act: enqueue(2, 1, "a"), want: []Grant{g(2, "b")}},
+			{at: time.Second, act: enqueue(3, 900, "b")}, // pool a: long, then short
+			{at: 2 * time.Second, act: enqueue(4, 10, "b")},
+			{at: time.Second, act: enqueue(5, 900, "a")}, // pool b: long, then short
+			{at: 2 * time.Second, act: enqueue(6, 10, "a")},
+			{at: 2 * time.Second, act: setWindowOrder("a", ShortestFirst)}, // only pool a is under pressure
+			{at: 3 * time.Second, act: stats(4, "a:1/1", "b:1/1")},
+			{at: 3 * time.Second, act: release("a"), want: []Grant{g(4, "a")}}, // shortest first
+			{at: 3 * time.Second, act: release("b"), want: []Grant{g(5, "b")}}, // by arrival
+			{at: 3 * time.Second, act: release("a"), want: []Grant{g(3, "a")}},
+			{at: 3 * time.Second, act: release("b"), want: []Grant{g(6, "b")}},
+		}},
 		{name: "take grants only room that exists now, and never queues", steps: []step{
 			{act: setWindow("a", 1)},
 			{act: setWindow("b", 1)},
@@ -425,14 +448,14 @@ func TestCoreSteps(t *testing.T) {
 	}
 }
 
-// checkHeaps verifies the heap property, the index tracking and that both
-// heaps and the index hold the same waiters.
+// checkHeaps verifies the heap property, the index tracking and that the
+// heaps and the index hold the same waiters: all of them in the one heap,
+// each once in its group's two.
 func checkHeaps(t *testing.T, c *Core) {
 	t.Helper()
-	var tokens int64
-	for _, h := range []*heap{&c.fifo, &c.size} {
-		if h.len() != len(c.waiting) {
-			t.Fatalf("heap %d holds %d, index %d", h.kind, h.len(), len(c.waiting))
+	check := func(h *heap, want int) {
+		if h.len() != want {
+			t.Fatalf("heap %d holds %d, want %d", h.kind, h.len(), want)
 		}
 		for i, it := range h.items {
 			if it.idx[h.kind] != i || c.waiting[it.id] != it {
@@ -441,13 +464,29 @@ func checkHeaps(t *testing.T, c *Core) {
 			if i > 0 && h.less(i, (i-1)/2) {
 				t.Fatalf("heap %d: order broken at %d", h.kind, i)
 			}
-			if h.kind == byArrival {
-				tokens += it.tokens
-			}
 		}
 	}
-	if tokens != c.tokens {
-		t.Fatalf("tokens = %d, waiters hold %d", c.tokens, tokens)
+	check(&c.fifo, len(c.waiting))
+	var tokens int64
+	for _, it := range c.fifo.items {
+		tokens += it.tokens
+	}
+	inGroups := 0
+	for k, g := range c.groups {
+		if g.fifo.len() == 0 || g.key != k {
+			t.Fatalf("group %q: empty or misfiled", k)
+		}
+		check(&g.fifo, g.fifo.len())
+		check(&g.size, g.fifo.len())
+		for _, it := range g.fifo.items {
+			if it.group != g {
+				t.Fatalf("item %d in group %q points to another", it.id, k)
+			}
+		}
+		inGroups += g.fifo.len()
+	}
+	if inGroups != len(c.waiting) || tokens != c.tokens {
+		t.Fatalf("groups hold %d of %d waiters; tokens %d, counted %d", inGroups, len(c.waiting), tokens, c.tokens)
 	}
 }
 

@@ -2,8 +2,9 @@ package queue
 
 import "time"
 
-// item is one waiting request. It sits in both heaps at once; idx records
-// its position in each so removal is O(log n) without searching.
+// item is one waiting request. It sits in three heaps at once (every
+// waiter's, and its group's two); idx records its position in each so
+// removal is O(log n) without searching.
 type item struct {
 	id       uint64
 	priority int    // higher leaves first, whatever the order
@@ -11,15 +12,17 @@ type item struct {
 	tokens   int64
 	arrival  time.Time
 	exclude  []string
-	idx      [2]int // position in heap of kind byArrival, bySize; -1 when out
+	group    *group
+	idx      [3]int // position in the heap of each kind; -1 when out
 }
 
 // heapKind selects a heap's order and its slot in item.idx.
 type heapKind uint8
 
 const (
-	byArrival heapKind = iota // highest priority first, then oldest
-	bySize                    // highest priority first, then fewest estimated tokens, then oldest
+	byArrival    heapKind = iota // every waiter: highest priority first, then oldest
+	groupArrival                 // a group's waiters, in the same order
+	groupSize                    // a group's waiters: highest priority, then fewest estimated tokens, then oldest
 )
 
 // heap is a binary min-heap of items with index tracking. The zero value of
@@ -67,7 +70,7 @@ func (h *heap) less(i, j int) bool {
 	if a.priority != b.priority {
 		return a.priority > b.priority
 	}
-	if h.kind == bySize && a.tokens != b.tokens {
+	if h.kind == groupSize && a.tokens != b.tokens {
 		return a.tokens < b.tokens
 	}
 	return a.seq < b.seq

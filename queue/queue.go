@@ -194,11 +194,19 @@ func (q *Queue) RemoveWindow(name string) {
 	q.update(func(c *Core) { c.RemoveWindow(name) })
 }
 
-// SetOrder sets the order in which waiters leave.
+// SetOrder sets the order of every window. See Core.SetOrder.
 func (q *Queue) SetOrder(o Order) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.core.SetOrder(o)
+}
+
+// SetWindowOrder sets the order of the waiters that may use one window (a
+// pool's pods). See Core.SetWindowOrder.
+func (q *Queue) SetWindowOrder(name string, o Order) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.core.SetWindowOrder(name, o)
 }
 
 // UpdateSettings applies new bounds and aging (a reload). Bounds apply to new

@@ -6,7 +6,7 @@ type Stats struct {
 	Length int
 	// Tokens is the sum of the waiters' estimated tokens.
 	Tokens int64
-	// Order is the current order.
+	// Order is ShortestFirst when some window serves shortest first.
 	Order Order
 	// ByPriority counts the waiters of each priority present.
 	ByPriority map[int]int
@@ -31,7 +31,7 @@ func (c *Core) Stats() Stats {
 	s := Stats{
 		Length:  c.fifo.len(),
 		Tokens:  c.tokens,
-		Order:   c.order,
+		Order:   c.anyOrder(),
 		Windows: make([]WindowStats, len(c.windows)),
 	}
 	for _, it := range c.waiting {
@@ -44,4 +44,14 @@ func (c *Core) Stats() Stats {
 		s.Windows[i] = WindowStats{Name: w.name, Limit: w.limit, InFlight: w.inflight, Availability: c.state(w)}
 	}
 	return s
+}
+
+// anyOrder is ShortestFirst when some window is in that order.
+func (c *Core) anyOrder() Order {
+	for _, w := range c.windows {
+		if w.order == ShortestFirst {
+			return ShortestFirst
+		}
+	}
+	return c.order
 }

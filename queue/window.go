@@ -40,8 +40,9 @@ func (a Availability) String() string {
 type window struct {
 	name     string
 	limit    int
-	inflight int  // may exceed limit after a cut; new dispatch waits below it
-	removed  bool // RemoveWindow called while slots were still held
+	inflight int   // may exceed limit after a cut; new dispatch waits below it
+	removed  bool  // RemoveWindow called while slots were still held
+	order    Order // for the waiters that may use it (SetWindowOrder)
 }
 
 // state is the window's availability now: Down once removed, else what the
@@ -132,7 +133,7 @@ func (c *Core) SetWindow(name string, limit int) {
 		w.limit = limit
 		return
 	}
-	c.windows = slices.Insert(c.windows, i, &window{name: name, limit: limit})
+	c.windows = slices.Insert(c.windows, i, &window{name: name, limit: limit, order: c.order})
 }
 
 // SetAvailability sets the function that says, at every dispatch, whether an

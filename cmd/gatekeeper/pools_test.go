@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 )
 
 // modelPod is a pod on loopback that serves the given models: it records
@@ -125,4 +128,70 @@ model_limits: {big-model: {qps: 0.001, burst: 3}}
 	if e := byID["small-model"]; e == nil || e["object"] != "model" {
 		t.Errorf("listed entry = %v, want an OpenAI model object", e)
 	}
+}
+
+// hostRouter sends each request to the fake pod of its host.
+type hostRouter map[string]*fakePod
+
+func (h hostRouter) RoundTrip(r *http.Request) (*http.Response, error) { return h[r.URL.Host].RoundTrip(r) }
+
+// TestQueueOrderPerPool: one pool's pressure orders only its own queue:
+// its waiters go shortest first while the other pool's keep arrival order.
+func TestQueueOrderPerPool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		podA, podB := newFakePod(), newFakePod()
+		a, err := newApp(mustParse(t, `
+upstreams:
+  - {name: a, url: "http://a.invalid:8000", models: [ma], max_inflight: 1, min_inflight: 1}
+  - {name: b, url: "http://b.invalid:8000", models: [mb], max_inflight: 1, min_inflight: 1}
+fast_breaker: {qps: 0}
+health_check: {interval: 1h, timeout: 1s}
+queue: {max_wait: 5m, starvation_after: 1m}
+`), appOptions{transport: hostRouter{"a.invalid:8000": podA, "b.invalid:8000": podB}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		send := func(model, prompt string) {
+			wg.Go(func() {
+				rec := httptest.NewRecorder()
+				a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
+					strings.NewReader(`{"model":"`+model+`","prompt":"`+prompt+`","max_tokens":4}`)))
+			})
+			synctest.Wait()
+		}
+		long := strings.Repeat("long ", 400)
+		for _, m := range []string{"ma", "mb"} {
+			send(m, "first")
+			send(m, long)
+			send(m, "short")
+		}
+		// Pool a degrades (its window cannot shrink below 1); b stays normal.
+		a.slow.observe(pressure.State{Upstreams: []pressure.UpstreamState{{Name: "a",
+			Signals: map[pressure.Signal]pressure.Value{pressure.Fragmentation: {Value: 1.3}}}}})
+		for range 3 {
+			podA.release <- struct{}{}
+			podB.release <- struct{}{}
+			synctest.Wait()
+		}
+		wg.Wait()
+		_, _, gotA := podA.stats()
+		_, _, gotB := podB.stats()
+		short := func(s []string) string {
+			out := make([]string, len(s))
+			for i, p := range s {
+				out[i] = p
+				if len(p) > 10 {
+					out[i] = "long"
+				}
+			}
+			return strings.Join(out, ",")
+		}
+		if got := short(gotA); got != "first,short,long" {
+			t.Errorf("pool a (degraded) served %s, want first,short,long", got)
+		}
+		if got := short(gotB); got != "first,long,short" {
+			t.Errorf("pool b (normal) served %s, want first,long,short", got)
+		}
+	})
 }

@@ -32,9 +32,9 @@ func (sp *slowPath) observe(st pressure.State) {
 	d := sp.ctl.Observe(st, a.queue.Stats().Length == 0)
 	for i, ch := range d.Upstreams {
 		sp.apply(cfg, &d.Upstreams[i], ch.Name, enforce)
-	}
-	if enforce {
-		a.queue.SetOrder(d.Order)
+		if enforce { // each pool of pods orders its own waiters
+			a.queue.SetWindowOrder(ch.Name, ch.Order)
+		}
 	}
 	// Availability is read at dispatch: look again now, so a pod that left
 	// critical, or whose error breaker's open time ended, takes its waiters.

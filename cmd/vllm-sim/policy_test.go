@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/control"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
@@ -54,6 +55,7 @@ hooks:
 					{Signal: "kv_cache_usage", Degrade: 0.95}, // the default file's, merged
 					{Signal: "memory_used", Degrade: 0.9, Shed: 0.97},
 					{Signal: "waiting", Degrade: math.Nextafter(50, 0), Shed: 50},
+					{Signal: control.PodOverload, Degrade: 1}, // built in: a pod's own 503/429
 				},
 				Hysteresis: 0.1, Hold: 7 * time.Second, OnStale: breaker.StaleHold,
 			},
