@@ -133,7 +133,9 @@ model_limits: {big-model: {qps: 0.001, burst: 3}}
 // hostRouter sends each request to the fake pod of its host.
 type hostRouter map[string]*fakePod
 
-func (h hostRouter) RoundTrip(r *http.Request) (*http.Response, error) { return h[r.URL.Host].RoundTrip(r) }
+func (h hostRouter) RoundTrip(r *http.Request) (*http.Response, error) {
+	return h[r.URL.Host].RoundTrip(r)
+}
 
 // TestQueueOrderPerPool: one pool's pressure orders only its own queue:
 // its waiters go shortest first while the other pool's keep arrival order.
