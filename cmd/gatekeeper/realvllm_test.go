@@ -197,10 +197,14 @@ pressure:
   stale_after: 1s
 server: {drain_delay: 0s}
 `, nil)
+	// The state shows the monitor's latest readings at once, the level only
+	// once the controller has observed them: wait for both (bounded by the
+	// round count).
 	var v adminView
 	for round := 0; round < 100; round++ {
 		r.waitStage(t, "pressure")
-		if v = readAdmin(t, r.admin); len(v.Upstreams) == 1 && v.Upstreams[0].Signals["fragmentation"].Value > 0 {
+		if v = readAdmin(t, r.admin); len(v.Upstreams) == 1 && v.Upstreams[0].Signals["fragmentation"].Value > 0 &&
+			v.Upstreams[0].LastChange != nil {
 			break
 		}
 	}
