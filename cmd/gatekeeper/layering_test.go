@@ -36,6 +36,10 @@ func TestLayering(t *testing.T) {
 		// DNS discovery: expands the policy's discovered upstreams; pure but for
 		// the lookup it is handed, no HTTP, no logging.
 		{pkg: "discovery", own: []string{"config"}, thirdParty: []string{}, banned: []string{"net/http", "log", "log/slog"}},
+		// Sharing limits and windows between replicas through Redis (issue
+		// 13): a standalone building block; no HTTP, no logging.
+		{pkg: "cluster", own: []string{}, thirdParty: []string{"github.com/redis/go-redis/v9",
+			"github.com/redis/go-redis/v9/maintnotifications"}, banned: []string{"net/http", "log", "log/slog"}},
 		// The admin listener's documents (/admin/state, the scrape-time
 		// collectors, the status page): it reads the packages it reports on
 		// through funcs it is handed; no logging, never sim.

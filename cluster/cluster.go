@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrUnavailable matches the error of a call that could not be decided
+// through Redis: the Cluster is in local mode, or the call failed or timed
+// out. The caller decides that request locally, at its share (see Share).
+var ErrUnavailable = errors.New("cluster: redis unavailable")
+
+// Cluster is one replica's handle on the state the replicas share through
+// Redis: token buckets (NewLimiter), window leases (Acquire, Release) and the
+// replica count (Run, Share). Create one with New, start Run, and Close it
+// when done. Safe for concurrent use; must not be copied.
+type Cluster struct {
+	s       Settings
+	rdb     *redis.Client
+	scripts scripts
+	running atomic.Bool
+	seq     atomic.Uint64 // numbers this replica's leases
+	// up is the mode (true: shared); failures counts consecutive failed calls.
+	up       atomic.Bool
+	failures atomic.Int64
+	replicas atomic.Int64 // the last known replica count, ≥ 1
+
+	beatMu sync.Mutex // serializes Beat
+
+	// notifyMu serializes OnChange calls; notified is the mode last reported.
+	notifyMu sync.Mutex
+	notified bool
+
+	// mu guards the fields below it.
+	mu sync.Mutex
+	// held is the set of live leases of this replica, by pod then id; the
+	// value says whether the lease may be in Redis (a call tried to write
+	// it), so one taken and released in local mode is never sent.
+	held map[string]map[string]bool
+	// pending lists leases released but perhaps still in Redis: their
+	// release failed, or ran while a heartbeat was writing them back.
+	pending []Lease
+	// beating counts the heartbeats whose write is in flight.
+	beating int
+}
+
+// maxPending bounds the releases kept for a later heartbeat; beyond it they
+// are dropped and expire within LeaseTTL instead.
+const maxPending = 100000
+
+// New returns a Cluster for s, or an error naming each invalid field. It
+// does not contact Redis: the Cluster starts in local mode and switches to
+// shared mode at the first heartbeat that succeeds (Run's first act, or
+// Beat).
+func New(s Settings) (*Cluster, error) {
+	s, opt, err := s.normalized()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{
+		s:       s,
+		rdb:     redis.NewClient(opt),
+		scripts: newScripts(),
+		held:    make(map[string]map[string]bool),
+	}
+	c.replicas.Store(int64(s.Replicas))
+	return c, nil
+}
+
+// Close closes the connections to Redis. Calls after Close fail like calls
+// to an unreachable Redis. It does not release leases: release them first,
+// or they expire within LeaseTTL.
+func (c *Cluster) Close() error {
+	if err := c.rdb.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+		return fmt.Errorf("cluster: close: %w", err)
+	}
+	return nil
+}
+
+// ReplicaID returns the id this replica announces.
+func (c *Cluster) ReplicaID() string { return c.s.ReplicaID }
+
+// Up reports whether the Cluster is in shared mode: its last heartbeat
+// succeeded and fewer than DownAfter calls failed in a row since.
+func (c *Cluster) Up() bool { return c.up.Load() }
+
+// Share returns this replica's share of limit: limit divided by the last
+// known number of live replicas (Settings.Replicas before the first
+// heartbeat), never by less than 1. The count cannot change while Redis is
+// unreachable, so in local mode Share is stable.
+func (c *Cluster) Share(limit float64) float64 {
+	return limit / float64(max(1, c.replicas.Load()))
+}
+
+// call runs f under Settings.Timeout and keeps the mode: a failure counts
+// towards DownAfter, a success resets the count. An error of the caller's own
+// context is returned as is, wrapped, and counts for nothing; any other
+// error becomes one that matches ErrUnavailable.
+func (c *Cluster) call(ctx context.Context, f func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, c.s.Timeout)
+	err := f(cctx)
+	cancel()
+	if err == nil {
+		if c.failures.Load() != 0 {
+			c.failures.Store(0)
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("cluster: %w", ctx.Err())
+	}
+	if c.failures.Add(1) >= int64(c.s.DownAfter) && c.up.CompareAndSwap(true, false) {
+		c.notify()
+	}
+	return &unavailableError{cause: err}
+}
+
+// unavailableError is a failed call. It matches ErrUnavailable but does not
+// unwrap to its cause: a timeout here must not read as the caller's own
+// deadline (context.DeadlineExceeded) to code that maps errors to statuses.
+type unavailableError struct{ cause error }
+
+func (e *unavailableError) Error() string        { return ErrUnavailable.Error() + ": " + e.cause.Error() }
+func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// notify reports the current mode to OnChange if it differs from the mode
+// last reported. Serialized, so reports alternate and end at the current
+// mode even when two switches race.
+func (c *Cluster) notify() {
+	if c.s.OnChange == nil {
+		return
+	}
+	c.notifyMu.Lock()
+	defer c.notifyMu.Unlock()
+	up := c.up.Load()
+	if up == c.notified {
+		return
+	}
+	c.notified = up
+	c.s.OnChange(up)
+}
+
+// nowArg is the first argument of every script: the time from Settings.Now
+// in µs, or "" for Redis's clock.
+func (c *Cluster) nowArg() string {
+	if c.s.Now == nil {
+		return ""
+	}
+	return strconv.FormatInt(c.s.Now().UnixMicro(), 10)
+}
+
+// Snapshot is a Cluster's state at one instant, for /admin/state and gauges.
+type Snapshot struct {
+	// Up is the mode: true when shared through Redis.
+	Up bool `json:"up"`
+	// ReplicaID is the id this replica announces.
+	ReplicaID string `json:"replica_id"`
+	// Replicas is the last known number of live replicas.
+	Replicas int `json:"replicas"`
+	// Held counts this replica's live leases by pod (pods without one are
+	// left out).
+	Held map[string]int `json:"held"`
+	// PendingReleases counts released leases that may still be in Redis,
+	// to be removed by the next heartbeat.
+	PendingReleases int `json:"pending_releases"`
+}
+
+// Snapshot returns the current state. It does no I/O.
+func (c *Cluster) Snapshot() Snapshot {
+	s := Snapshot{
+		Up:        c.up.Load(),
+		ReplicaID: c.s.ReplicaID,
+		Replicas:  int(c.replicas.Load()),
+		Held:      make(map[string]int),
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for pod, m := range c.held {
+		s.Held[pod] = len(m)
+	}
+	s.PendingReleases = len(c.pending)
+	return s
+}

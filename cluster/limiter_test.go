@@ -1,0 +1,176 @@
+package cluster
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestLimiterSteps walks the GCRA through a step table on a fake clock, one
+// replica: burst, refusals with their wait, the client bucket before the
+// global one, and that a refusal takes no token from either bucket.
+func TestLimiterSteps(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	clock := newFakeClock()
+	c := replicas(t, r, 1, Settings{Now: clock.Now})[0]
+	l, err := c.NewLimiter(LimiterSettings{QPS: 2, Burst: 2, ClientQPS: 1, ClientBurst: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		advance time.Duration
+		key     string
+		want    Decision
+	}{
+		{"first of a", 0, "a", Decision{Allowed: true}},
+		{"a again: client empty", 0, "a", Decision{Client: true, Wait: time.Second}},
+		{"b takes the second global token", 0, "b", Decision{Allowed: true}},
+		{"c: global empty", 0, "c", Decision{Wait: 500 * time.Millisecond}},
+		{"no key: global empty", 0, "", Decision{Wait: 500 * time.Millisecond}},
+		{"c after a global token: its client bucket was not charged", 500 * time.Millisecond, "c", Decision{Allowed: true}},
+		{"a: client still empty", 0, "a", Decision{Client: true, Wait: 500 * time.Millisecond}},
+		{"d: global empty again", 0, "d", Decision{Wait: 500 * time.Millisecond}},
+		{"a after refill of both", 500 * time.Millisecond, "a", Decision{Allowed: true}},
+		{"idle: full burst back", 10 * time.Second, "", Decision{Allowed: true}},
+		{"second of the burst", 0, "", Decision{Allowed: true}},
+		{"burst spent", 0, "", Decision{Wait: 500 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		clock.Advance(tt.advance)
+		got, err := l.Allow(t.Context(), tt.key)
+		if err != nil || got != tt.want {
+			t.Fatalf("%s: Allow(%q) = %+v, %v, want %+v, nil", tt.name, tt.key, got, err, tt.want)
+		}
+	}
+}
+
+// TestLimiterUnlimited: no bucket, no Redis call, even in local mode.
+func TestLimiterUnlimited(t *testing.T) {
+	t.Parallel()
+	c, err := New(Settings{URL: "redis://127.0.0.1:1/0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.NewLimiter(LimiterSettings{ClientQPS: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := l.Allow(t.Context(), "a"); err != nil || !d.Allowed {
+		t.Fatalf("Allow() = %+v, %v, want allowed", d, err)
+	}
+	if err := l.Update(LimiterSettings{QPS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Allow(t.Context(), "a"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Allow() in local mode = %v, want ErrUnavailable", err)
+	}
+	if _, err := l.Allow(t.Context(), strings.Repeat("k", MaxClientKey+1)); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Allow(long key) = %v, want an error", err)
+	}
+}
+
+func TestLimiterSettingsInvalid(t *testing.T) {
+	t.Parallel()
+	c, err := New(Settings{URL: "redis://127.0.0.1:1/0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.NewLimiter(LimiterSettings{QPS: -1, Burst: -1, ClientQPS: math.NaN(), ClientBurst: -2})
+	for _, field := range []string{"QPS", "Burst", "ClientQPS", "ClientBurst"} {
+		if err == nil || !strings.Contains(err.Error(), "LimiterSettings."+field+" =") {
+			t.Errorf("NewLimiter() = %v, want it to name %s", err, field)
+		}
+	}
+}
+
+// TestLimiterSharedFakeClock: three replicas take turns on one global bucket
+// while a fake clock advances 1 ms per decision; the admitted count is
+// exactly rate × elapsed + burst (± 1 for the edge).
+func TestLimiterSharedFakeClock(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	clock := newFakeClock()
+	cs := replicas(t, r, 3, Settings{Now: clock.Now})
+	const qps, burst, decisions = 100, 10, 3000
+	var ls []*Limiter
+	for _, c := range cs {
+		l, err := c.NewLimiter(LimiterSettings{QPS: qps, Burst: burst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	admitted := 0
+	for i := range decisions {
+		d, err := ls[i%3].Allow(t.Context(), "")
+		if err != nil {
+			t.Fatalf("decision %d: %v", i, err)
+		}
+		if d.Allowed {
+			admitted++
+		} else if d.Wait <= 0 || d.Wait > time.Second/qps {
+			t.Fatalf("decision %d: refused with Wait %v, want in (0, %v]", i, d.Wait, time.Second/qps)
+		}
+		clock.Advance(time.Millisecond)
+	}
+	elapsed := time.Duration(decisions-1) * time.Millisecond
+	want := burst + int(elapsed.Seconds()*qps)
+	if admitted < want-1 || admitted > want+1 {
+		t.Fatalf("admitted %d of %d over %v, want %d ± 1", admitted, decisions, elapsed, want)
+	}
+}
+
+// TestLimiterSharedRealClock: three replicas, four goroutines each, hammer
+// one global bucket on Redis's own clock for about 1.5 s (a bounded number of
+// decisions). Admitted stays within −5 % and +1 of rate × elapsed + burst,
+// elapsed read from Redis's clock around the run.
+func TestLimiterSharedRealClock(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	rc := r.client()
+	cs := replicas(t, r, 3, Settings{})
+	const qps, burst = 200, 50 // a burst of 250 ms absorbs scheduling stalls
+	var admitted, refused, failed atomic.Int64
+	start := r.redisNow(t.Context(), rc)
+	stop := time.Now().Add(1500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		l, err := c.NewLimiter(LimiterSettings{QPS: qps, Burst: burst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			wg.Go(func() {
+				for i := 0; i < 20000 && time.Now().Before(stop); i++ {
+					switch d, err := l.Allow(t.Context(), ""); {
+					case err != nil:
+						failed.Add(1)
+					case d.Allowed:
+						admitted.Add(1)
+					default:
+						refused.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	elapsed := r.redisNow(t.Context(), rc).Sub(start)
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d decisions failed", n)
+	}
+	want := burst + qps*elapsed.Seconds()
+	got := float64(admitted.Load())
+	t.Logf("admitted %v, refused %d over %v (Redis clock): want %.1f", got, refused.Load(), elapsed, want)
+	if got > want+1 || got < 0.95*want {
+		t.Fatalf("admitted %v over %v, want %.1f (−5 %%, +1)", got, elapsed, want)
+	}
+}
