@@ -203,14 +203,16 @@ func (b *ErrorBreaker) State() State {
 // Admits returns the current state (see State) and whether Allow would let
 // a request through now: closed, or half-open with a probe still free. A
 // half-open breaker whose probes are all out admits nothing until one of
-// them reports: callers wait for that verdict rather than give up.
+// them reports: callers wait for that verdict rather than give up. Unlike
+// State it never calls OnChange: it is asked under the admission queue's
+// lock, where no callback may run; a transition it reveals (open to
+// half-open) is delivered by the next Allow, State or done.
 func (b *ErrorBreaker) Admits() (State, bool) {
 	s := fromGobreaker(b.cb.State())
 	ok := s == Closed
 	if s == HalfOpen {
 		ok = b.cb.Counts().Requests < b.probes
 	}
-	b.deliver()
 	return s, ok
 }
 

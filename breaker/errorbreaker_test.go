@@ -269,3 +269,38 @@ func TestErrorBreakerSurvivesPanickingOnChange(t *testing.T) {
 		}
 	})
 }
+
+// TestAdmitsCallsNoCallback: Admits says whether a request would pass (a
+// half-open breaker with its probe out admits nothing) and never runs
+// OnChange, which the admission queue's lock must not hold; the next State
+// delivers the transition it revealed.
+func TestAdmitsCallsNoCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var changes []string
+		b, err := NewErrorBreaker(ErrorSettings{Failures: 1, OpenFor: time.Second, HalfOpenRequests: 1,
+			OnChange: func(from, to State) { changes = append(changes, from.String()+"→"+to.String()) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, _ := b.Allow()
+		done(Failure)
+		if st, ok := b.Admits(); st != Open || ok {
+			t.Fatalf("Admits() = %v %v, want open, no", st, ok)
+		}
+		time.Sleep(time.Second + time.Millisecond)
+		if st, ok := b.Admits(); st != HalfOpen || !ok || len(changes) != 1 {
+			t.Fatalf("Admits() = %v %v with changes %v, want half-open with its probe free, no callback yet", st, ok, changes)
+		}
+		probe, _ := b.Allow() // delivers open→half-open
+		if st, ok := b.Admits(); st != HalfOpen || ok {
+			t.Fatalf("Admits() with the probe out = %v %v, want half-open, no", st, ok)
+		}
+		probe(Success)
+		if st, ok := b.Admits(); st != Closed || !ok {
+			t.Fatalf("Admits() after the probe = %v %v, want closed, yes", st, ok)
+		}
+		if got := strings.Join(changes, " "); got != "closed→open open→half-open half-open→closed" {
+			t.Fatalf("changes = %s", got)
+		}
+	})
+}
