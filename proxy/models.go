@@ -38,12 +38,12 @@ func (m *member) serves(model string) bool {
 // knowsModels reports whether routing by model is on: some pod lists (or
 // has discovered) the models it serves.
 func (p *pool) knowsModels() bool {
-	for _, m := range p.list() {
-		if m.models.Load() != nil {
-			return true
-		}
-	}
-	return false
+	found := false
+	p.each(func(m *member) bool {
+		found = m.models.Load() != nil
+		return !found
+	})
+	return found
 }
 
 // notServing lists the pods that do not serve model, and whether any pod

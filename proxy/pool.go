@@ -114,6 +114,19 @@ func (p *pool) get(name string) (*member, bool) {
 	return m, ok
 }
 
+// each calls f for every member, in no order, under the read lock, until f
+// returns false; it allocates nothing (the request path calls it). f must
+// not call back into the pool.
+func (p *pool) each(f func(m *member) bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, m := range p.members {
+		if !f(m) {
+			return
+		}
+	}
+}
+
 // list returns the members sorted by name.
 func (p *pool) list() []*member {
 	p.mu.RLock()
@@ -153,12 +166,12 @@ func (p *pool) availability(m *member) Availability {
 // anyAvailable reports whether some upstream not in skip can take new work
 // now or soon (none is Down).
 func (p *pool) anyAvailable(skip ...string) bool {
-	for _, m := range p.list() {
-		if !m.failing() && !slices.Contains(skip, m.Name) {
-			return true
-		}
-	}
-	return false
+	found := false
+	p.each(func(m *member) bool {
+		found = !m.failing() && !slices.Contains(skip, m.Name)
+		return !found
+	})
+	return found
 }
 
 // whyDown says why no upstream can take work, for the client's message:
@@ -188,33 +201,37 @@ func (p *pool) whyDown(skip ...string) string {
 // allDegraded reports whether every upstream that could otherwise serve is
 // degraded or worse: sheddable classes go first then.
 func (p *pool) allDegraded(skip ...string) bool {
-	degraded := false
-	for _, m := range p.list() {
+	degraded, all := false, true
+	p.each(func(m *member) bool {
 		if m.failing() || slices.Contains(skip, m.Name) {
-			continue
+			return true
 		}
 		if p.levels == nil || !p.levels.Degraded(m.Name) {
+			all = false
 			return false
 		}
 		degraded = true
-	}
-	return degraded
+		return true
+	})
+	return all && degraded
 }
 
 // allCritical reports whether every upstream that could otherwise serve is
 // under critical memory pressure (DESIGN §4: refuse new work at once).
 func (p *pool) allCritical(skip ...string) bool {
-	critical := false
-	for _, m := range p.list() {
+	critical, all := false, true
+	p.each(func(m *member) bool {
 		if m.failing() || slices.Contains(skip, m.Name) {
-			continue
+			return true
 		}
 		if !p.critical(m) {
+			all = false
 			return false
 		}
 		critical = true
-	}
-	return critical
+		return true
+	})
+	return all && critical
 }
 
 // Availability reports whether the upstream named name may take new work
