@@ -5,7 +5,7 @@
 // that renders them (StatusPage).
 //
 // It reads every other package through the funcs of Sources, so it holds no
-// state of its own and needs no running gatekeeper to test. Routing, the
-// admin bearer token and the profiler stay with the command that serves the
-// listener.
+// state of its own and needs no running gatekeeper to test. RequireToken is
+// the listener's bearer-token check. Routing, reading the token file and the
+// profiler stay with the command that serves the listener.
 package admin

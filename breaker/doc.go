@@ -4,7 +4,9 @@
 //
 //   - Limiter, the fast breaker: a global token bucket plus optional
 //     per-client buckets (golang.org/x/time/rate). A refusal is a *LimitError
-//     that knows when to come back (RetryAfter).
+//     that knows when to come back (RetryAfter). LimiterSet holds one Limiter
+//     per key (a traffic class, a model) and keeps a key's buckets across
+//     reloads.
 //   - ErrorBreaker: a per-upstream circuit breaker fed by request outcomes
 //     (sony/gobreaker/v2). A client that went away counts as neither success
 //     nor failure.

@@ -146,3 +146,23 @@ func ExampleWindow() {
 	// 84 recovering
 	// 100 normal
 }
+
+func ExampleLimiterSet() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	var classes breaker.LimiterSet // the zero value holds no keys
+	if err := classes.Set(map[string]breaker.LimiterSettings{"batch": {QPS: 1, Burst: 1, Now: clock}}); err != nil {
+		panic(err)
+	}
+	fmt.Println("batch:", classes.Allow("batch"))
+	fmt.Println("batch again:", classes.Allow("batch") != nil)
+	// A reload that keeps the key keeps its bucket: no fresh token.
+	_ = classes.Set(map[string]breaker.LimiterSettings{"batch": {QPS: 1, Burst: 1, Now: clock}})
+	fmt.Println("after reload:", classes.Allow("batch") != nil)
+	fmt.Println("interactive:", classes.Allow("interactive")) // no bucket of its own
+	// Output:
+	// batch: <nil>
+	// batch again: true
+	// after reload: true
+	// interactive: <nil>
+}

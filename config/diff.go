@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 )
 
 // Diff returns the key paths whose values differ between old and next, in
@@ -71,4 +72,23 @@ func diff(a, b reflect.Value, path string, out *[]string) {
 	if !a.Equal(b) {
 		*out = append(*out, path)
 	}
+}
+
+// RestartOnly keeps, of the changed paths Diff returned, those a reload
+// cannot apply: the listeners and their http.Server limits, the upstream
+// transport and the health check. (server.max_body_bytes,
+// request_id_header, drain_delay and shutdown_timeout are read per request
+// or at shutdown, so they apply.)
+func RestartOnly(changed []string) []string {
+	var out []string
+	for _, k := range changed {
+		switch {
+		case k == "server.listen", k == "server.admin_listen", k == "server.read_header_timeout",
+			k == "server.idle_timeout", k == "server.max_header_bytes", k == "server.max_concurrent_streams",
+			strings.HasPrefix(k, "server.tls"),
+			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."):
+			out = append(out, k)
+		}
+	}
+	return out
 }

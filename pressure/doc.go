@@ -11,6 +11,10 @@
 // latest State with Snapshot, which never waits on I/O. pressure says how
 // full; deciding what to refuse belongs to package breaker.
 //
+// A Runner owns the running Monitor for a process whose policy reloads: it
+// builds a new Monitor when the settings change (Prepare, which may fail)
+// and swaps it in (Start, which cannot), stopping the old one.
+//
 // Sources sit behind the Source interface so tests (and callers) can feed a
 // Monitor with fakes through SourceSettings.Source. go-nvml sits behind the
 // NVML interface, a subset of nvml.Interface that go-nvml's own

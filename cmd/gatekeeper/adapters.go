@@ -13,10 +13,12 @@ import (
 
 // The thin adapters that fit the concrete packages to proxy's interfaces.
 var (
-	_ proxy.Limiter   = (*breaker.Limiter)(nil)
-	_ proxy.Admission = admission{}
-	_ proxy.Gate      = gate{}
-	_ proxy.Levels    = (*control.Controller)(nil)
+	_ proxy.Limiter      = (*breaker.Limiter)(nil)
+	_ proxy.ClassLimiter = (*breaker.LimiterSet)(nil)
+	_ proxy.ModelLimiter = (*breaker.LimiterSet)(nil)
+	_ proxy.Admission    = admission{}
+	_ proxy.Gate         = gate{}
+	_ proxy.Levels       = (*control.Controller)(nil)
 )
 
 // errDrainingQueue is what queued requests get when shutdown drains the queue.

@@ -19,7 +19,7 @@ type proxyRoundTripper = http.RoundTripper
 // profiler under /debug/pprof/. They are never served on the traffic port.
 func (a *app) adminHandler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(a.adminAuth) // every admin route, when server.admin_token_file is set
+	r.Use(admin.RequireToken(a.token)) // every admin route, when server.admin_token_file is set
 	r.Handle("/metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{
 		ErrorLog: nil, ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: false,
 	}))
@@ -53,7 +53,7 @@ func (a *app) snapshot() admin.State {
 	return admin.Snapshot(admin.Sources{
 		Version: version, Config: a.cfg, Ready: a.handler.Ready, Draining: a.handler.Draining,
 		Queue: a.queue.Stats, Upstreams: a.handler.Upstreams, Breaker: a.breakerState,
-		Slow: a.ctl.State, Pressure: a.pressure.snapshot,
+		Slow: a.ctl.State, Pressure: a.pressure.Snapshot,
 	})
 }
 

@@ -58,13 +58,13 @@ type app struct {
 	metrics    *appMetrics
 	current    atomic.Pointer[config.Config]
 	limiter    *breaker.Limiter
-	classLimit *keyedLimiter // per traffic class
-	modelLimit *keyedLimiter // per model
+	classLimit breaker.LimiterSet // per traffic class
+	modelLimit breaker.LimiterSet // per model
 	queue      *queue.Queue
 	handler    *proxy.Handler
 	ctl        *control.Controller
 	slow       *slowPath
-	pressure   *pressureRunner
+	pressure   *pressure.Runner
 	hooks      *relief.Runner
 	loopsCtx   atomic.Pointer[context.Context] // set by startLoops; reloads restart the monitor under it
 	watcher    *config.Watcher                 // nil when running the embedded default
@@ -112,12 +112,9 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if a.queue, err = queue.New(s.queue); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(checkLimits(s.classes), checkLimits(s.models)); err != nil {
+	if err := errors.Join(a.classLimit.Set(s.classes), a.modelLimit.Set(s.models)); err != nil {
 		return nil, err
 	}
-	a.classLimit, a.modelLimit = &keyedLimiter{}, &keyedLimiter{}
-	a.classLimit.set(s.classes)
-	a.modelLimit.set(s.models)
 	cs := control.FromPolicy(cfg)
 	cs.Now = opts.now
 	if a.ctl, err = control.New(cs); err != nil {
@@ -131,8 +128,8 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		Admission:    admission{a.queue},
 		Levels:       a.ctl,
 		OnPodRefused: a.ctl.PodRefused,
-		ClassLimiter: a.classLimit,
-		ModelLimiter: a.modelLimit,
+		ClassLimiter: &a.classLimit,
+		ModelLimiter: &a.modelLimit,
 		Transport:    s.transport,
 		Health:       s.health,
 		RoundTripper: opts.transport,
@@ -154,14 +151,14 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	}
 	a.queue.SetAvailability(a.availability)
 	a.slow = &slowPath{a: a, ctl: a.ctl, hooks: a.hooks}
-	a.pressure = &pressureRunner{log: a.log, onUpdate: func(st pressure.State) {
+	a.pressure = pressure.NewRunner(pressure.RunnerSettings{Logger: a.log, OnUpdate: func(st pressure.State) {
 		a.slow.observe(st)
 		a.step("pressure")
-	}}
+	}})
 	if err := a.newWatcher(); err != nil {
 		return nil, err
 	}
-	a.reg.MustRegister(admin.NewStateCollector(a.snapshot), admin.NewPressureCollector(a.pressure.snapshot))
+	a.reg.MustRegister(admin.NewStateCollector(a.snapshot), admin.NewPressureCollector(a.pressure.Snapshot))
 	return a, nil
 }
 
@@ -237,12 +234,12 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 	a.loopsCtx.Store(&ctx)
 	wg.Go(func() { _ = a.hooks.Run(ctx) })
 	wg.Go(func() { a.discover(ctx) })
-	if err := a.pressure.apply(ctx, a.pressureSettings(a.cfg())); err != nil {
+	if err := a.pressure.Apply(ctx, a.pressureSettings(a.cfg())); err != nil {
 		return err
 	}
 	wg.Go(func() {
 		<-ctx.Done()
-		a.pressure.stop()
+		a.pressure.Stop()
 	})
 	return nil
 }

@@ -123,7 +123,7 @@ func serveDemo(ctx context.Context, o demoOptions) error {
 	onPressure := demoPressureHook(o.log, o.onPressure)
 	stage := func(name string) {
 		if name == "pressure" {
-			onPressure(a.pressure.snapshot())
+			onPressure(a.pressure.Snapshot())
 		}
 	}
 	a, err = newApp(cfg, appOptions{log: o.log, stage: stage})

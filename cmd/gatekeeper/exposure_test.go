@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -21,8 +20,6 @@ import (
 	"testing"
 	"time"
 )
-
-func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func TestAdminToken(t *testing.T) {
 	pod := http.NewServeMux()
@@ -134,42 +131,6 @@ func TestTLSWithHTTP2(t *testing.T) {
 	}
 	if res.StatusCode != 200 || res.Proto != "HTTP/2.0" {
 		t.Errorf("TLS request = %d over %s, want 200 over HTTP/2.0", res.StatusCode, res.Proto)
-	}
-}
-
-func TestCertLoaderRotation(t *testing.T) {
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	writeCert(t, certFile, keyFile, 1)
-	l, err := newCertLoader(certFile, keyFile, slogDiscard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Unix(1000, 0)
-	l.now = func() time.Time { return now }
-	l.checked = now
-	serial := func() int64 {
-		c, err := l.get(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leaf, _ := x509.ParseCertificate(c.Certificate[0])
-		return leaf.SerialNumber.Int64()
-	}
-	writeCert(t, certFile, keyFile, 2)
-	if got := serial(); got != 1 {
-		t.Errorf("within a second of the last check: serial %d, want 1", got)
-	}
-	now = now.Add(2 * time.Second)
-	if got := serial(); got != 2 {
-		t.Errorf("after rotation: serial %d, want 2", got)
-	}
-	if err := os.WriteFile(certFile, []byte("garbage"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	now = now.Add(2 * time.Second)
-	if got := serial(); got != 2 {
-		t.Errorf("after a broken rotation: serial %d, want the previous 2", got)
 	}
 }
 

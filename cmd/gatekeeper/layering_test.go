@@ -53,6 +53,9 @@ func TestLayering(t *testing.T) {
 		{pkg: "proxy/framing", own: []string{}, thirdParty: []string{}, banned: []string{"net/http", "log", "log/slog"}},
 		{pkg: "proxy/usage", own: []string{"proxy/classify"}, thirdParty: []string{}, banned: []string{"log", "log/slog"}},
 		{pkg: "proxy/relief", own: []string{}, thirdParty: []string{}, banned: []string{"log", "log/slog"}},
+		// The traffic listener's certificate, re-read when rotated: crypto/tls
+		// and the files; it logs a rotation (a logger it is handed), no HTTP.
+		{pkg: "proxy/tlscert", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http"}},
 		{pkg: "sim", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
 		// The replay runs the product's control code on a virtual clock: the
 		// controller (control), what it drives (breaker, queue) and reads

@@ -224,12 +224,3 @@ pressure:
 		t.Errorf("upstream = %+v, want a with gpu 0 and its vllm source at 300ms", u)
 	}
 }
-
-func TestRestartOnly(t *testing.T) {
-	got := restartOnly([]string{"server.listen", "server.max_body_bytes", "transport.dial_timeout",
-		"fast_breaker.qps", "health_check.interval", "server.drain_delay"})
-	want := []string{"server.listen", "transport.dial_timeout", "health_check.interval"}
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("restartOnly() = %v, want %v", got, want)
-	}
-}

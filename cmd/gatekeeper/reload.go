@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
@@ -83,7 +82,7 @@ func (a *app) prepare(raw *config.Config, r discovery.Resolved) (*next, error) {
 	if _, err := queue.NewCore(n.s.queue); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(checkLimits(n.s.classes), checkLimits(n.s.models)); err != nil {
+	if err := errors.Join(breaker.CheckLimiterSet(n.s.classes), breaker.CheckLimiterSet(n.s.models)); err != nil {
 		return nil, err
 	}
 	if err := a.ctl.Check(n.ctl); err != nil {
@@ -91,7 +90,7 @@ func (a *app) prepare(raw *config.Config, r discovery.Resolved) (*next, error) {
 	}
 	n.pressure = a.pressureSettings(n.cfg)
 	if ctx := a.loopsCtx.Load(); ctx != nil {
-		if n.monitor, err = a.pressure.prepare(n.pressure); err != nil {
+		if n.monitor, err = a.pressure.Prepare(n.pressure); err != nil {
 			return nil, err
 		}
 	}
@@ -104,8 +103,8 @@ func (a *app) swap(n *next) {
 	old := a.cfg()
 	a.adminToken.Store(&n.token)
 	_ = a.limiter.Update(n.s.limiter)
-	a.classLimit.set(n.s.classes)
-	a.modelLimit.set(n.s.models)
+	_ = a.classLimit.Set(n.s.classes) // checked by prepare
+	_ = a.modelLimit.Set(n.s.models)
 	_ = a.queue.UpdateSettings(n.s.queue)
 	_ = a.ctl.Update(n.ctl)
 	for _, name := range a.handler.SetUpstreams(a.upstreams(n.s)) {
@@ -122,12 +121,12 @@ func (a *app) swap(n *next) {
 		a.queue.SetWindow(u.name, limit)
 	}
 	if ctx := a.loopsCtx.Load(); ctx != nil {
-		a.pressure.start(*ctx, n.monitor, n.pressure)
+		a.pressure.Start(*ctx, n.monitor, n.pressure)
 	}
 	if a.opts.level != nil {
 		a.opts.level.Set(n.cfg.Log.Level.Slog())
 	}
-	if restart := restartOnly(config.Diff(old, n.cfg)); len(restart) > 0 {
+	if restart := config.RestartOnly(config.Diff(old, n.cfg)); len(restart) > 0 {
 		a.log.LogAttrs(context.Background(), slog.LevelWarn, "these keys take effect only after a restart",
 			slog.String("state", "pending_restart"), slog.Any("keys", restart))
 	}
@@ -208,22 +207,4 @@ func (a *app) watchConfig(ctx context.Context, hup <-chan os.Signal) {
 			a.reload("file_change")
 		}
 	}
-}
-
-// restartOnly keeps the changed keys that a reload cannot apply: the
-// listeners and their http.Server limits, the upstream transport and the
-// health check. (server.max_body_bytes, request_id_header, drain_delay and
-// shutdown_timeout are read per request or at shutdown, so they apply.)
-func restartOnly(changed []string) []string {
-	var out []string
-	for _, k := range changed {
-		switch {
-		case k == "server.listen", k == "server.admin_listen", k == "server.read_header_timeout",
-			k == "server.idle_timeout", k == "server.max_header_bytes", k == "server.max_concurrent_streams",
-			strings.HasPrefix(k, "server.tls"),
-			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."):
-			out = append(out, k)
-		}
-	}
-	return out
 }
