@@ -95,7 +95,7 @@ type ModelLimiter interface {
 // class (vLLM serves lower values first, so a higher class is sent lower),
 // unless the body already has one; nil when it is left as it is.
 func withPriority(body []byte, c *Class) []byte {
-	if c == nil || len(body) < 2 || body[0] != '{' || hasTopLevelKey(body, "priority") {
+	if c == nil || len(body) < 2 || body[0] != '{' || classify.HasTopLevelKey(body, "priority") {
 		return nil
 	}
 	field := `"priority":` + strconv.Itoa(-c.Priority)
@@ -120,24 +120,6 @@ func emptyObject(rest []byte) bool {
 		default:
 			return false
 		}
-	}
-	return false
-}
-
-// hasTopLevelKey reports whether the JSON object body has key at its top
-// level (the body passed classification: it is well formed).
-func hasTopLevelKey(body []byte, key string) bool {
-	r := classify.NewReader(body)
-	if r.Peek() != '{' {
-		return false
-	}
-	r.Next()
-	var buf [64]byte
-	for r.More('}') {
-		if string(r.Key(&buf)) == key {
-			return true
-		}
-		r.Skip()
 	}
 	return false
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
-
-	"github.com/gatekeeper-dev/gatekeeper/config"
 )
 
 const classPolicy = `
@@ -25,18 +23,7 @@ classes:
     - {name: batch, priority: -10, routes: [/v1/embeddings]}
 `
 
-func newClassRig(t *testing.T) *slowRig {
-	cfg, err := config.Parse([]byte(classPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := newFakePod()
-	a, err := newApp(cfg, appOptions{transport: pod})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &slowRig{t: t, a: a, pod: pod}
-}
+func newClassRig(t *testing.T) *slowRig { return newRigWith(t, classPolicy) }
 
 // sendClass starts a completion whose prompt is tag, in class (the X-Class
 // header; "" for none).

@@ -75,8 +75,11 @@ type slowRig struct {
 	wg  sync.WaitGroup
 }
 
-func newSlowRig(t *testing.T) *slowRig {
-	cfg, err := config.Parse([]byte(slowPolicy))
+func newSlowRig(t *testing.T) *slowRig { return newRigWith(t, slowPolicy) }
+
+// newRigWith is a slowRig running policy.
+func newRigWith(t *testing.T, policy string) *slowRig {
+	cfg, err := config.Parse([]byte(policy))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,3 +226,21 @@ func (r *reader) tokenID(name string, i int) (int64, error) {
 	return 0, &Error{Param: indexed(name, i), Code: codeInvalidValue,
 		Message: "token ids must be non-negative integers"}
 }
+
+// HasTopLevelKey reports whether doc, a JSON document that passed
+// CheckJSON, is an object with key at its top level.
+func HasTopLevelKey(doc []byte, key string) bool {
+	r := NewReader(doc)
+	if r.Peek() != '{' {
+		return false
+	}
+	r.Next()
+	var buf [64]byte
+	for r.More('}') {
+		if string(r.Key(&buf)) == key {
+			return true
+		}
+		r.Skip()
+	}
+	return false
+}

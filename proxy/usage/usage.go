@@ -288,22 +288,7 @@ func parseUsage(doc []byte) (u Tokens, ok bool) {
 // hasTopLevelKey reports whether doc is a JSON object (read as parseUsage
 // reads it) with the key at its top level.
 func hasTopLevelKey(doc []byte, key string) bool {
-	if classify.CheckJSON(doc) != nil {
-		return false
-	}
-	r := classify.NewReader(doc)
-	if r.Peek() != '{' {
-		return false
-	}
-	r.Next()
-	var buf [64]byte
-	for r.More('}') {
-		if string(r.Key(&buf)) == key {
-			return true
-		}
-		r.Skip()
-	}
-	return false
+	return classify.CheckJSON(doc) == nil && classify.HasTopLevelKey(doc, key)
 }
 
 // readUsage reads the value of the "usage" key.
