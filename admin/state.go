@@ -37,6 +37,9 @@ type Sources struct {
 	Slow func(name string) (breaker.SlowState, *control.Cause, bool)
 	// Pressure returns the latest pressure readings.
 	Pressure func() pressure.State
+	// Cluster, if set, returns the state shared with other replicas (a
+	// JSON value: cluster.Snapshot); nil without cluster mode.
+	Cluster func() any
 	// Now returns the document's time. Nil means time.Now.
 	Now func() time.Time
 }
@@ -55,6 +58,8 @@ type State struct {
 	Sources   []pressure.SourceState `json:"sources"`
 	// Classes are the policy's traffic classes, if it has any.
 	Classes []Class `json:"classes,omitempty"`
+	// Cluster is the state shared with the other replicas, in cluster mode.
+	Cluster any `json:"cluster,omitempty"`
 }
 
 // Class is one traffic class in State. Waiting counts the queued requests
@@ -127,6 +132,9 @@ func Snapshot(src Sources) State {
 			s.Classes = append(s.Classes, Class{Name: c.Name, Priority: c.Priority, Sheddable: c.Sheddable(),
 				QPS: c.QPS, Waiting: qs.ByPriority[c.Priority]})
 		}
+	}
+	if src.Cluster != nil {
+		s.Cluster = src.Cluster()
 	}
 	ps := src.Pressure()
 	s.Sources = ps.Sources

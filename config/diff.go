@@ -76,7 +76,7 @@ func diff(a, b reflect.Value, path string, out *[]string) {
 
 // RestartOnly keeps, of the changed paths Diff returned, those a reload
 // cannot apply: the listeners and their http.Server limits, the upstream
-// transport and the health check. (server.max_body_bytes,
+// transport, the health check and the cluster (Redis) section. (server.max_body_bytes,
 // request_id_header, drain_delay and shutdown_timeout are read per request
 // or at shutdown, so they apply.)
 func RestartOnly(changed []string) []string {
@@ -86,7 +86,8 @@ func RestartOnly(changed []string) []string {
 		case k == "server.listen", k == "server.admin_listen", k == "server.read_header_timeout",
 			k == "server.idle_timeout", k == "server.max_header_bytes", k == "server.max_concurrent_streams",
 			strings.HasPrefix(k, "server.tls"),
-			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."):
+			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."),
+			k == "cluster", strings.HasPrefix(k, "cluster."):
 			out = append(out, k)
 		}
 	}

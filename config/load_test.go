@@ -111,6 +111,18 @@ var badFiles = map[string][]string{
 		`line 6: classes.list[0].qps: must be a number ≥ 0`,
 		`line 7: classes.list[1].name: "a" is listed twice`,
 	},
+	"cluster.bad.yaml": {
+		`config: line 4: cluster.redis.url: must be a redis://, rediss:// or unix:// URL, got "http://redis:6379/0"`,
+		`config: line 5: cluster.redis.ca_file: needs a rediss:// url`,
+		`config: line 6: cluster.timeout: must be 0 (5ms) or at most 1s, got 2s`,
+		`config: line 7: cluster.lease_ttl: must be at least 3 × cluster.heartbeat (1s), got 2s`,
+	},
+	"cluster-negative.bad.yaml": {
+		`config: line 3: cluster.redis.url: is required (redis://host:port/db)`,
+		`config: line 5: cluster.timeout: must be 0 (5ms) or at most 1s, got -5ms`,
+		`config: line 6: cluster.lease_ttl: must not be negative, got -10s`,
+		`config: line 7: cluster.heartbeat: must not be negative, got -1s`,
+	},
 	"syntax.bad.yaml":   {`config: yaml: line 2:`},
 	"two-docs.bad.yaml": {`config: line 2: more than one YAML document`},
 	"bounds.bad.yaml": {

@@ -37,6 +37,9 @@ type Config struct {
 	Classes *Classes `yaml:"classes"`
 	// ModelLimits are optional token buckets per model (the body's "model").
 	ModelLimits map[string]ModelLimit `yaml:"model_limits"`
+	// Cluster, if set, shares limits and windows with the other replicas
+	// through Redis (nil: this replica decides alone).
+	Cluster *Cluster `yaml:"cluster"`
 	// Log configures the process log.
 	Log Log `yaml:"log"`
 

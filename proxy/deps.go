@@ -25,6 +25,16 @@ type Admission interface {
 	Dispatch()
 }
 
+// SharedWindow is the part of each pod's window that other gatekeeper
+// replicas hold too (cluster mode): a slot taken locally runs only with a
+// lease on the pod's shared window.
+type SharedWindow interface {
+	// Acquire takes a lease on upstream's shared window without waiting:
+	// ok false when every slot summed over the replicas is taken. When ok,
+	// the caller calls release exactly once, when the request is over.
+	Acquire(ctx context.Context, upstream string) (release func(), ok bool)
+}
+
 // Levels reports the pressure level of each upstream (the slow breaker).
 type Levels interface {
 	// Critical reports whether the upstream must take no new work.

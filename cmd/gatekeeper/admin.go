@@ -50,11 +50,15 @@ func (a *app) pprofEnabled(next http.Handler) http.Handler {
 
 // snapshot assembles the /admin/state document from the running app.
 func (a *app) snapshot() admin.State {
-	return admin.Snapshot(admin.Sources{
+	src := admin.Sources{
 		Version: version, Config: a.cfg, Ready: a.handler.Ready, Draining: a.handler.Draining,
 		Queue: a.queue.Stats, Upstreams: a.handler.Upstreams, Breaker: a.breakerState,
 		Slow: a.ctl.State, Pressure: a.pressure.Snapshot,
-	})
+	}
+	if a.shared != nil {
+		src.Cluster = func() any { return a.shared.c.Snapshot() }
+	}
+	return admin.Snapshot(src)
 }
 
 // breakerState returns the upstream's error breaker state; false when it

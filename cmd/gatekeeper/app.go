@@ -34,6 +34,9 @@ type appOptions struct {
 	// sources, if set, is the pressure sources' HTTP client (tests). Nil
 	// means the pressure package's own.
 	sources *http.Client
+	// sharedRetry, if set, is how often a request whose pod's shared window
+	// is full asks Redis again (tests). 0 means the proxy's default.
+	sharedRetry time.Duration
 	// now, if set, is the slow breaker's clock (tests). Nil means time.Now.
 	now func() time.Time
 	// lookup, if set, resolves discovery hosts (tests). Nil means the
@@ -41,7 +44,8 @@ type appOptions struct {
 	lookup discovery.Lookup
 	// stage, if set, is called as the app passes a lifecycle step: "draining",
 	// "refusing", "reloaded", "reload_refused", "pressure" after each
-	// pressure poll round has been acted on, and "hook" after a relief hook call. Tests use it to act at the
+	// pressure poll round has been acted on, "hook" after a relief hook call,
+	// and "cluster_up" / "cluster_down" when Redis mode switches. Tests use it to act at the
 	// exact moment; it runs on the goroutine making the step.
 	stage func(name string)
 }
@@ -63,6 +67,7 @@ type app struct {
 	queue      *queue.Queue
 	handler    *proxy.Handler
 	ctl        *control.Controller
+	shared     *shared // nil without a cluster section
 	slow       *slowPath
 	pressure   *pressure.Runner
 	hooks      *relief.Runner
@@ -121,10 +126,20 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		return nil, err
 	}
 	a.setWindows(s.upstreams)
+	var limiter proxy.Limiter = a.limiter
+	var sharedWindow proxy.SharedWindow
+	if cfg.Cluster != nil { // several replicas: buckets and windows through Redis
+		if a.shared, err = newShared(cfg, s.limiter, a.windowOf, a.log, a.reg, a.step); err != nil {
+			return nil, err
+		}
+		limiter, sharedWindow = a.shared, a.shared
+	}
 	a.handler, err = proxy.New(proxy.Options{
 		Policy:       s.policy,
 		Upstreams:    a.upstreams(s),
-		Limiter:      a.limiter,
+		Limiter:      limiter,
+		Shared:       sharedWindow,
+		SharedRetry:  opts.sharedRetry,
 		Admission:    admission{a.queue},
 		Levels:       a.ctl,
 		OnPodRefused: a.ctl.PodRefused,
@@ -234,6 +249,9 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 	a.loopsCtx.Store(&ctx)
 	wg.Go(func() { _ = a.hooks.Run(ctx) })
 	wg.Go(func() { a.discover(ctx) })
+	if a.shared != nil {
+		wg.Go(func() { a.shared.run(ctx) })
+	}
 	if err := a.pressure.Apply(ctx, a.pressureSettings(a.cfg())); err != nil {
 		return err
 	}
@@ -242,6 +260,15 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 		a.pressure.Stop()
 	})
 	return nil
+}
+
+// windowOf is a pod's window as the controller sets it: the limit that the
+// replicas share in cluster mode.
+func (a *app) windowOf(pod string) int {
+	if st, _, ok := a.ctl.State(pod); ok {
+		return st.Limit
+	}
+	return 0
 }
 
 // hookResult logs and counts one relief hook call.

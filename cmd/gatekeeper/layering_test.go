@@ -40,6 +40,8 @@ func TestLayering(t *testing.T) {
 		// 13): a standalone building block; no HTTP, no logging.
 		{pkg: "cluster", own: []string{}, thirdParty: []string{"github.com/redis/go-redis/v9",
 			"github.com/redis/go-redis/v9/maintnotifications"}, banned: []string{"net/http", "log", "log/slog"}},
+		// A real redis-server for the tests of cluster and of the replicas.
+		{pkg: "cluster/clustertest", own: []string{}, thirdParty: []string{}, banned: []string{"net/http", "log/slog"}},
 		// The admin listener's documents (/admin/state, the scrape-time
 		// collectors, the status page): it reads the packages it reports on
 		// through funcs it is handed; no logging, never sim.

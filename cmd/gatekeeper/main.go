@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // version is set at link time (-ldflags "-X main.version=..."); it is never
@@ -23,6 +25,9 @@ import (
 var version = "dev"
 
 func main() {
+	// go-redis logs through a global logger of its own; its dial failures
+	// are what gatekeeper reports once, as a switch to local mode (cluster).
+	redis.SetLogger(quietRedis{})
 	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errReported) {
 			fmt.Fprintln(os.Stderr, "gatekeeper:", err)
@@ -30,6 +35,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// quietRedis drops go-redis's own log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // errReported means run already printed what went wrong.
 var errReported = errors.New("gatekeeper: error already reported")

@@ -103,6 +103,9 @@ func (a *app) swap(n *next) {
 	old := a.cfg()
 	a.adminToken.Store(&n.token)
 	_ = a.limiter.Update(n.s.limiter)
+	if a.shared != nil {
+		_ = a.shared.update(n.s.limiter) // same rules as the local limiter's, checked in prepare
+	}
 	_ = a.classLimit.Set(n.s.classes) // checked by prepare
 	_ = a.modelLimit.Set(n.s.models)
 	_ = a.queue.UpdateSettings(n.s.queue)

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/gatekeeper-dev/gatekeeper/cluster/clustertest"
+)
+
+// busyPod is a pod on loopback whose completions take work long; it
+// records how many run at once over time.
+type busyPod struct {
+	url  string
+	work time.Duration
+
+	// mu guards the fields below.
+	mu       sync.Mutex
+	inflight int
+	max      int
+	arrivals int
+	changes  []podChange
+}
+
+type podChange struct {
+	at       time.Time
+	inflight int
+	arrival  int // the arrival count then
+}
+
+func newBusyPod(t *testing.T, work time.Duration) *busyPod {
+	p := &busyPod{work: work}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		p.mu.Lock()
+		p.inflight++
+		p.arrivals++
+		p.max = max(p.max, p.inflight)
+		p.changes = append(p.changes, podChange{time.Now(), p.inflight, p.arrivals})
+		p.mu.Unlock()
+		select { // the engine's work
+		case <-time.After(p.work):
+		case <-r.Context().Done():
+		}
+		p.mu.Lock()
+		p.inflight--
+		p.changes = append(p.changes, podChange{time.Now(), p.inflight, p.arrivals})
+		p.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{}`)
+	})
+	p.url = newPodServer(t, mux)
+	return p
+}
+
+// meanInflight is the time-weighted number of requests running between the
+// arrivals from and to (1-based).
+func (p *busyPod) meanInflight(from, to int) float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var start, last time.Time
+	cur, area := 0, 0.0
+	for _, c := range p.changes {
+		switch {
+		case c.arrival < from:
+		case start.IsZero():
+			start = c.at
+		default:
+			area += float64(cur) * c.at.Sub(last).Seconds()
+		}
+		if c.arrival >= to {
+			return area / c.at.Sub(start).Seconds()
+		}
+		cur, last = c.inflight, c.at
+	}
+	return 0
+}
+
+// quietRedisOnce silences go-redis's global logger once per test binary.
+var quietRedisOnce sync.Once
+
+// replicaApps builds n gatekeeper replicas sharing one Redis (its URL is in
+// policy), each heard by the others (two heartbeats each). Their switches
+// between shared and local mode arrive on stages.
+func replicaApps(t *testing.T, n int, policy string) (apps []*app, stages chan string) {
+	t.Helper()
+	stages = make(chan string, 1024)
+	quietRedisOnce.Do(func() { goredis.SetLogger(quietRedis{}) }) // as main does
+	apps = make([]*app, n)
+	for i := range apps {
+		a, err := newApp(mustParse(t, strings.ReplaceAll(policy, "REPLICA", "r"+string(rune('0'+i)))),
+			appOptions{sharedRetry: 5 * time.Millisecond, stage: func(name string) {
+				if strings.HasPrefix(name, "cluster_") {
+					select {
+					case stages <- name:
+					default: // nobody listens: drop
+					}
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.shared.c.Close() })
+		apps[i] = a
+	}
+	for range 2 {
+		for _, a := range apps {
+			if err := a.shared.c.Beat(t.Context()); err != nil {
+				t.Fatalf("Beat: %v", err)
+			}
+		}
+	}
+	return apps, stages
+}
+
+func clusterPolicy(redis *clustertest.Server, podURL, extra string) string {
+	return `
+upstreams: [{name: pod, url: "` + podURL + `", max_inflight: 20, min_inflight: 20}]
+health_check: {interval: 1h}
+queue: {max_length: 1000, max_wait: 60s, starvation_after: 30s}
+cluster: {redis: {url: "` + redis.URL() + `"}, timeout: 500ms, heartbeat: 200ms, lease_ttl: 10s, replica_id: REPLICA}
+` + extra
+}
+
+// TestReplicasShareTheWindow: three replicas in front of one pod with a
+// window of 20 and 200 concurrent long requests spread over them: the pod
+// never runs more than 20 at once, and runs at least 18 on average while
+// work is queued (the shared window is used, not wasted).
+func TestReplicasShareTheWindow(t *testing.T) {
+	t.Parallel()
+	redis := clustertest.StartRedis(t)
+	pod := newBusyPod(t, 400*time.Millisecond) // long: a hand-over costs a poll of Redis (5 ms), a small part of it
+	apps, _ := replicaApps(t, 3, clusterPolicy(redis, pod.url, "fast_breaker: {qps: 0}\n"))
+	var wg sync.WaitGroup
+	codes := make([]int, 200)
+	for i := range 200 {
+		wg.Go(func() {
+			rec := httptest.NewRecorder()
+			apps[i%3].handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
+				strings.NewReader(`{"model":"m","prompt":"x","max_tokens":4}`)))
+			codes[i] = rec.Code
+		})
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Fatalf("request %d = %d, want 200", i, c)
+		}
+	}
+	if pod.max > 20 {
+		t.Fatalf("the pod ran %d at once, want ≤ 20 over three replicas", pod.max)
+	}
+	if m := pod.meanInflight(21, 180); m < 18 {
+		t.Errorf("the pod ran %.1f on average while work was queued, want ≥ 18", m)
+	}
+	t.Logf("pod: at most %d at once, %.1f on average while queued", pod.max, pod.meanInflight(21, 180))
+}
+
+// TestReplicasShareTheRate: a global limit of 20/s over three replicas for
+// 10 s admits 20/s × 10 s + the burst, within 5 %, however the requests are
+// spread.
+func TestReplicasShareTheRate(t *testing.T) {
+	t.Parallel()
+	redis := clustertest.StartRedis(t)
+	pod := newBusyPod(t, 0)
+	apps, _ := replicaApps(t, 3, clusterPolicy(redis, pod.url, "fast_breaker: {qps: 20, burst: 5}\n"))
+	start := time.Now()
+	var mu sync.Mutex
+	admitted, refused := 0, 0
+	var wg sync.WaitGroup
+	for i := 0; time.Since(start) < 10*time.Second && i < 100000; i++ { // ~60/s offered
+		wg.Go(func() {
+			rec := httptest.NewRecorder()
+			apps[i%3].handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
+				strings.NewReader(`{"model":"m","prompt":"x","max_tokens":4}`)))
+			mu.Lock()
+			defer mu.Unlock()
+			switch rec.Code {
+			case 200:
+				admitted++
+			case 429:
+				refused++
+				if rec.Header().Get("Retry-After") == "" {
+					t.Error("429 without Retry-After")
+				}
+			default:
+				t.Errorf("request = %d", rec.Code)
+			}
+		})
+		time.Sleep(16 * time.Millisecond) // the offered load's pace, not a wait for state
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	want := 20*elapsed + 5
+	if float64(admitted) < 0.95*want || float64(admitted) > 1.05*want || refused == 0 {
+		t.Fatalf("admitted %d (refused %d) over %.2fs, want %.0f ± 5 %% over three replicas", admitted, refused, elapsed, want)
+	}
+	t.Logf("admitted %d of %d over %.2fs (limit: %.0f)", admitted, admitted+refused, elapsed, want)
+}
+
+// TestRedisOutageEveryRequestAnswered: Redis stopped mid-run and started
+// again: every request is answered (served, or 429 with Retry-After), the
+// replicas fall back to their share and say so once, and shared mode
+// resumes at the next heartbeat.
+func TestRedisOutageEveryRequestAnswered(t *testing.T) {
+	t.Parallel()
+	redis := clustertest.StartRedis(t)
+	pod := newBusyPod(t, 20*time.Millisecond)
+	apps, stages := replicaApps(t, 3, clusterPolicy(redis, pod.url, "fast_breaker: {qps: 300, burst: 30}\n"))
+	send := func(n int) map[int]int {
+		codes := map[int]int{}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				rec := httptest.NewRecorder()
+				apps[i%3].handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
+					strings.NewReader(`{"model":"m","prompt":"x","max_tokens":4}`)))
+				mu.Lock()
+				codes[rec.Code]++
+				mu.Unlock()
+				if rec.Code != 200 && rec.Header().Get("Retry-After") == "" {
+					t.Errorf("%d without Retry-After", rec.Code)
+				}
+			})
+		}
+		wg.Wait()
+		return codes
+	}
+	before := send(60)
+	redis.Stop()
+	during := send(60)
+	for _, a := range apps {
+		if a.shared.c.Up() {
+			t.Fatal("a replica still in shared mode with Redis down")
+		}
+	}
+	for len(stages) > 0 { // only the switches after the restart count below
+		<-stages
+	}
+	redis.Start()
+	// The heartbeats notice: each replica switches back once (go-redis may
+	// refuse dials for about a second after an outage).
+	ctx, cancel := context.WithCancel(t.Context())
+	var loops sync.WaitGroup
+	defer func() { cancel(); loops.Wait() }()
+	for _, a := range apps {
+		loops.Go(func() { a.shared.run(ctx) })
+	}
+	for up := 0; up < len(apps); {
+		select {
+		case s := <-stages:
+			if s == "cluster_up" {
+				up++
+			}
+		case <-time.After(20 * time.Second): // a bound, not a wait for state
+			t.Fatalf("%d of %d replicas back in shared mode after 20 s", up, len(apps))
+		}
+	}
+	after := send(60)
+	total := 0
+	for _, a := range apps {
+		for _, n := range outcomeCounts(t, a) {
+			total += n
+		}
+	}
+	if total != 180 || before[200] == 0 || during[200] == 0 || after[200] == 0 || pod.max > 20 {
+		t.Fatalf("outcomes %d of 180; before %v, during %v, after %v; pod at most %d", total, before, during, after, pod.max)
+	}
+	t.Logf("before %v, during the outage %v, after %v", before, during, after)
+}
