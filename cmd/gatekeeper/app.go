@@ -127,12 +127,16 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	}
 	a.setWindows(s.upstreams)
 	var limiter proxy.Limiter = a.limiter
+	var classLimits proxy.ClassLimiter = &a.classLimit
+	var modelLimits proxy.ModelLimiter = &a.modelLimit
 	var sharedWindow proxy.SharedWindow
 	if cfg.Cluster != nil { // several replicas: buckets and windows through Redis
 		if a.shared, err = newShared(cfg, s.limiter, a.windowOf, a.log, a.reg, a.step); err != nil {
 			return nil, err
 		}
+		a.shared.setKeyed(s.classes, s.models)
 		limiter, sharedWindow = a.shared, a.shared
+		classLimits, modelLimits = a.shared.classes, a.shared.models
 	}
 	a.handler, err = proxy.New(proxy.Options{
 		Policy:       s.policy,
@@ -143,8 +147,8 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		Admission:    admission{a.queue},
 		Levels:       a.ctl,
 		OnPodRefused: a.ctl.PodRefused,
-		ClassLimiter: &a.classLimit,
-		ModelLimiter: &a.modelLimit,
+		ClassLimiter: classLimits,
+		ModelLimiter: modelLimits,
 		Transport:    s.transport,
 		Health:       s.health,
 		RoundTripper: opts.transport,

@@ -30,6 +30,8 @@ var (
 type shared struct {
 	c      *cluster.Cluster
 	lim    *cluster.Limiter
+	// classes and models are the traffic classes' and models' own buckets.
+	classes, models *sharedKeyed
 	window func(pod string) int // the pod's window now (the controller's)
 	log    *slog.Logger
 	up     prometheus.Gauge
@@ -69,7 +71,15 @@ func newShared(cfg *config.Config, limits breaker.LimiterSettings, window func(s
 	if s.local, err = breaker.NewLimiter(s.shareOf(limits)); err != nil {
 		return nil, err
 	}
+	s.classes = &sharedKeyed{c: s.c, kind: "class"}
+	s.models = &sharedKeyed{c: s.c, kind: "model"}
 	return s, nil
+}
+
+// setKeyed installs the class and model buckets (a start or a reload).
+func (s *shared) setKeyed(classes, models map[string]breaker.LimiterSettings) {
+	s.classes.set(s, classes)
+	s.models.set(s, models)
 }
 
 func sharedLimits(l breaker.LimiterSettings) cluster.LimiterSettings {
@@ -117,6 +127,11 @@ func (s *shared) changed(up bool) {
 	s.mu.Lock()
 	_ = s.local.Update(s.shareOf(s.full)) // validated when set
 	s.mu.Unlock()
+	for _, k := range []*sharedKeyed{s.classes, s.models} {
+		k.mu.Lock()
+		k.reshare(s)
+		k.mu.Unlock()
+	}
 	s.log.LogAttrs(context.Background(), slog.LevelWarn, "cluster: Redis unreachable; this replica takes its share of every limit",
 		slog.String("state", "local"), slog.Int("replicas", s.c.LastReplicas()))
 }

@@ -278,3 +278,41 @@ func TestRedisOutageEveryRequestAnswered(t *testing.T) {
 	}
 	t.Logf("before %v, during the outage %v, after %v", before, during, after)
 }
+
+// TestReplicasShareClassAndModelBuckets: a class's and a model's own
+// buckets are summed over the replicas too: burst 3 admits 3 in all, not 3
+// per replica.
+func TestReplicasShareClassAndModelBuckets(t *testing.T) {
+	t.Parallel()
+	redis := clustertest.StartRedis(t)
+	pod := newBusyPod(t, 0)
+	apps, _ := replicaApps(t, 3, clusterPolicy(redis, pod.url, `fast_breaker: {qps: 0}
+model_limits: {m: {qps: 0.001, burst: 3}}
+classes:
+  header: X-Class
+  default: interactive
+  list:
+    - {name: interactive, priority: 1}
+    - {name: batch, priority: -1, qps: 0.001, burst: 3}
+`))
+	count := func(model, class string) int {
+		admitted := 0
+		for i := range 9 {
+			req := httptest.NewRequest(http.MethodPost, "/v1/completions",
+				strings.NewReader(`{"model":"`+model+`","prompt":"x","max_tokens":4}`))
+			req.Header.Set("X-Class", class)
+			rec := httptest.NewRecorder()
+			apps[i%3].handler.ServeHTTP(rec, req)
+			if rec.Code == 200 {
+				admitted++
+			}
+		}
+		return admitted
+	}
+	if n := count("other", "batch"); n != 3 {
+		t.Errorf("class batch admitted %d over three replicas, want 3 (its burst)", n)
+	}
+	if n := count("m", "interactive"); n != 3 {
+		t.Errorf("model m admitted %d over three replicas, want 3 (its burst)", n)
+	}
+}
