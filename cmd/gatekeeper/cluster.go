@@ -28,14 +28,14 @@ var (
 // replica's share of them while Redis is unreachable. Safe for concurrent
 // use; must not be copied.
 type shared struct {
-	c      *cluster.Cluster
-	lim    *cluster.Limiter
+	c   *cluster.Cluster
+	lim *cluster.Limiter
 	// classes and models are the traffic classes' and models' own buckets.
 	classes, models *sharedKeyed
-	window func(pod string) int // the pod's window now (the controller's)
-	log    *slog.Logger
-	up     prometheus.Gauge
-	step   func(name string) // the app's lifecycle hook: "cluster_up", "cluster_down"
+	window          func(pod string) int // the pod's window now (the controller's)
+	log             *slog.Logger
+	up              prometheus.Gauge
+	step            func(name string) // the app's lifecycle hook: "cluster_up", "cluster_down"
 
 	// mu guards full and local: the policy's limits and the fallback bucket
 	// at this replica's share of them.
