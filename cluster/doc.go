@@ -59,6 +59,12 @@
 //     is removed by a later heartbeat or expires within LeaseTTL. So no slot
 //     is counted twice or left held across the switch.
 //
+// Gate puts these blocks together for the request path: the fast breaker
+// (Allow), each traffic class's and model's own bucket (Classes, Models) and
+// each pod's window (Acquire), deciding through Redis and otherwise with
+// breaker's buckets at this replica's share, resized by Reshare when
+// OnChange reports local mode.
+//
 // Limits of the fallback: while one replica is cut off from Redis and the
 // others are not, the pod may see up to that replica's share on top of the
 // shared limit; a replica that stalls longer than LeaseTTL (a long pause)

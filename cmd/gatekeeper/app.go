@@ -134,9 +134,11 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		if a.shared, err = newShared(cfg, s.limiter, a.windowOf, a.log, a.reg, a.step); err != nil {
 			return nil, err
 		}
-		a.shared.setKeyed(s.classes, s.models)
-		limiter, sharedWindow = a.shared, a.shared
-		classLimits, modelLimits = a.shared.classes, a.shared.models
+		if err := a.shared.gate.SetKeyed(s.classes, s.models); err != nil {
+			return nil, err
+		}
+		limiter, sharedWindow = a.shared.gate, a.shared.gate
+		classLimits, modelLimits = a.shared.gate.Classes(), a.shared.gate.Models()
 	}
 	a.handler, err = proxy.New(proxy.Options{
 		Policy:       s.policy,

@@ -104,8 +104,8 @@ func (a *app) swap(n *next) {
 	a.adminToken.Store(&n.token)
 	_ = a.limiter.Update(n.s.limiter)
 	if a.shared != nil {
-		_ = a.shared.update(n.s.limiter) // same rules as the local limiter's, checked in prepare
-		a.shared.setKeyed(n.s.classes, n.s.models)
+		_ = a.shared.gate.Update(n.s.limiter) // same rules as the local limiter's, checked in prepare
+		_ = a.shared.gate.SetKeyed(n.s.classes, n.s.models)
 	}
 	_ = a.classLimit.Set(n.s.classes) // checked by prepare
 	_ = a.modelLimit.Set(n.s.models)
