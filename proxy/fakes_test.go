@@ -103,7 +103,6 @@ func (a *fakeAdmission) Dispatch() {}
 type fakeLevels struct {
 	mu       sync.Mutex
 	critical map[string]bool
-	degraded map[string]bool
 }
 
 func (l *fakeLevels) Critical(name string) bool {
@@ -115,16 +114,7 @@ func (l *fakeLevels) Critical(name string) bool {
 func (l *fakeLevels) Degraded(name string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.critical[name] || l.degraded[name]
-}
-
-func (l *fakeLevels) setDegraded(name string, degraded bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.degraded == nil {
-		l.degraded = map[string]bool{}
-	}
-	l.degraded[name] = degraded
+	return l.critical[name]
 }
 
 func (l *fakeLevels) set(name string, critical bool) {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -162,19 +161,4 @@ func newTransport(s TransportSettings) *http.Transport {
 		ResponseHeaderTimeout: def(s.ResponseHeaderTimeout, 10*time.Minute),
 		ExpectContinueTimeout: time.Second,
 	}
-}
-
-// ctxKey is the type of request-scoped context keys.
-type ctxKey int
-
-const targetKey ctxKey = iota
-
-// withTarget records the chosen upstream for the reverse proxy's Rewrite.
-func withTarget(ctx context.Context, m *member) context.Context {
-	return context.WithValue(ctx, targetKey, m)
-}
-
-func targetFrom(ctx context.Context) *member {
-	m, _ := ctx.Value(targetKey).(*member)
-	return m
 }
