@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +54,32 @@ func TestReplayDecidesAsGatekeeper(t *testing.T) {
 				t.Fatalf("%d rounds, %d changes: the trace must move the controller", len(rounds), changes)
 			}
 		})
+	}
+}
+
+// TestReplayJSON: -json prints one object per run with the fields a script
+// reads.
+func TestReplayJSON(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	if err := runReplay([]string{"-hours", "0.02", "-policies", "unprotected,gatekeeper", "-json"}, &out, &errOut); err != nil {
+		t.Fatalf("replay -json: %v (%s)", err, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("replay -json printed %d lines, want 2:\n%s", len(lines), out.String())
+	}
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		for _, k := range []string{"horizon_hours", "policy", "gpu_memory_utilization", "oom_events",
+			"goodput_tokens_per_s", "slo_goodput_tokens_per_s", "p99_short_s", "time_degraded_fraction",
+			"time_critical_fraction", "refused_fraction"} {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("record lacks %s: %s", k, l)
+			}
+		}
 	}
 }

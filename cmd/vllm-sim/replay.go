@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"cmp"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +28,9 @@ type replayOptions struct {
 	longPrompt int
 	out        string
 	policy     string
+	json       bool
+	ttftShort  time.Duration
+	ttftLong   time.Duration
 	base       replay.Settings
 }
 
@@ -56,6 +60,10 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.IntVar(&o.base.Limiter.Burst, "qps-burst", 40, "fast breaker bucket size")
 	fs.DurationVar(&o.base.MaxWait, "max-wait", 30*time.Second, "longest wait in gatekeeper's queue")
 	fs.BoolVar(&o.base.EmptyCacheOnDegraded, "empty-cache-on-degraded", false, "gatekeeper fires the allocator's empty_cache hook when the level rises")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per run (a line each) instead of the table")
+	fs.DurationVar(&o.ttftShort, "slo-ttft-short", 2*time.Second, "SLO goodput: time-to-first-token deadline of short requests, from arrival")
+	fs.DurationVar(&o.ttftLong, "slo-ttft-long", 10*time.Second, "SLO goodput: time-to-first-token deadline of long requests (and any other class)")
+	fs.DurationVar(&o.base.SLO.TPOT, "slo-tpot", 100*time.Millisecond, "SLO goodput: deadline on the mean time per output token after the first")
 	fs.StringVar(&o.policy, "policy", "", "gatekeeper policy `file` (config.yaml) for the qps-only and gatekeeper runs; -qps-limit, -qps-burst, -max-wait and -empty-cache-on-degraded, when given, override it")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -83,6 +91,11 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if o.ttftShort <= 0 || o.ttftLong <= 0 || o.base.SLO.TPOT <= 0 {
+		return nil, fmt.Errorf("-slo-ttft-short, -slo-ttft-long and -slo-tpot must be positive")
+	}
+	o.base.SLO.TTFT = map[string]time.Duration{"short": o.ttftShort, "long": o.ttftLong}
+	o.base.SLO.DefaultTTFT = o.ttftLong
 	if o.parallel < 0 {
 		return nil, fmt.Errorf("-parallel = %d, want >= 0 (0: every run at once)", o.parallel)
 	}
@@ -157,6 +170,15 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		if err := writeSeries(o.out, results); err != nil {
 			return err
 		}
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		for _, r := range results {
+			if err := enc.Encode(r.Record()); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	es := o.base.Engine
 	traffic := fmt.Sprintf("seed %d; %g QPS with bursts to %g (%v every %v)", o.base.Trace.Seed,

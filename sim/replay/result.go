@@ -20,6 +20,11 @@ type Result struct {
 	Downtime time.Duration
 	// GeneratedTokens counts the output tokens of served requests.
 	GeneratedTokens int64
+	// SLOTokens counts the output tokens of served requests that met their
+	// deadlines (Settings.SLO).
+	SLOTokens int64
+	// GPUMemoryUtilization is the engine's gpu_memory_utilization.
+	GPUMemoryUtilization float64
 	// Classes holds the latency percentiles per trace class.
 	Classes []ClassLatency
 	// EffectiveUtilization is the mean over samples of the memory that does
@@ -37,6 +42,55 @@ type Result struct {
 
 // Goodput is generated tokens of served requests per virtual second.
 func (r Result) Goodput() float64 { return float64(r.GeneratedTokens) / r.Horizon.Seconds() }
+
+// SLOGoodput is the tokens of requests that met their deadlines per virtual
+// second.
+func (r Result) SLOGoodput() float64 { return float64(r.SLOTokens) / r.Horizon.Seconds() }
+
+// Record is one run as a JSON object (vllm-sim replay -json).
+type Record struct {
+	HorizonHours         float64 `json:"horizon_hours"`
+	Policy               string  `json:"policy"`
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization"`
+	OOMEvents            int64   `json:"oom_events"`
+	DowntimeS            float64 `json:"downtime_s"`
+	Arrivals             int64   `json:"arrivals"`
+	Served               int64   `json:"served"`
+	GoodputTokensPerS    float64 `json:"goodput_tokens_per_s"`
+	SLOGoodputTokensPerS float64 `json:"slo_goodput_tokens_per_s"`
+	P99ShortS            float64 `json:"p99_short_s"`
+	P99LongS             float64 `json:"p99_long_s"`
+	TimeDegradedFraction float64 `json:"time_degraded_fraction"`
+	TimeCriticalFraction float64 `json:"time_critical_fraction"`
+	RefusedFraction      float64 `json:"refused_fraction"`
+	MeanWindow           float64 `json:"mean_window"`
+}
+
+// Record returns r as the -json object. p99_short_s and p99_long_s are the
+// p99 of the classes so named (0 when the trace has none).
+func (r Result) Record() Record {
+	rec := Record{
+		HorizonHours: r.Horizon.Hours(), Policy: r.Policy.String(), GPUMemoryUtilization: r.GPUMemoryUtilization,
+		OOMEvents: r.OOMs, DowntimeS: r.Downtime.Seconds(), Arrivals: r.Arrivals, Served: r.Outcomes.Served,
+		GoodputTokensPerS: r.Goodput(), SLOGoodputTokensPerS: r.SLOGoodput(),
+		TimeDegradedFraction: r.LevelTime[1].Seconds() / r.Horizon.Seconds(),
+		TimeCriticalFraction: r.LevelTime[2].Seconds() / r.Horizon.Seconds(),
+		MeanWindow:           r.MeanWindow,
+	}
+	if r.Arrivals > 0 {
+		o := r.Outcomes
+		rec.RefusedFraction = float64(o.RateLimited+o.Overloaded+o.QueueFull+o.QueueTimeout) / float64(r.Arrivals)
+	}
+	for _, c := range r.Classes {
+		switch c.Name {
+		case "short":
+			rec.P99ShortS = c.P99.Seconds()
+		case "long":
+			rec.P99LongS = c.P99.Seconds()
+		}
+	}
+	return rec
+}
 
 // ClassLatency is the end-to-end latency (arrival to last token, queueing
 // included) of one class's served requests.

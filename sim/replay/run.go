@@ -82,6 +82,9 @@ type Settings struct {
 	// EmptyCacheOnDegraded fires the allocator's empty_cache relief hook
 	// each time the level rises to degraded or critical (Gatekeeper).
 	EmptyCacheOnDegraded bool
+	// SLO is the deadlines behind SLO goodput; the zero value selects the
+	// defaults (short 2s, long 10s to the first token; 100ms per token).
+	SLO SLO
 	// Observer, if set, is called after every pressure round (Gatekeeper),
 	// so a test can hold the replay's decisions against gatekeeper's.
 	Observer func(Round)
@@ -113,6 +116,7 @@ func (s Settings) withDefaults() Settings {
 	if s.Interval == 0 {
 		s.Interval = 500 * time.Millisecond
 	}
+	s.SLO = s.SLO.withDefaults()
 	return s
 }
 
@@ -128,27 +132,28 @@ type request struct {
 
 // runner holds one run's state. Not safe for concurrent use.
 type runner struct {
-	s       Settings
-	e       *sim.Engine
-	lim     *breaker.Limiter
-	ctl     *control.Controller // the product's slow path (Gatekeeper)
-	mon     *pressure.Monitor   // the product's pressure sources, polled on the virtual clock
-	core    *queue.Core
-	epoch   time.Time
-	t       time.Duration
-	bySeq   map[*sim.Seq]*request
-	byID    map[uint64]*request
-	expiry  []*request // waiters in enqueue order, for max_wait
-	nextID  uint64
-	avail   bool
-	res     Result
-	hists   []hist
-	recov   []hist // per class, arrivals during degraded or recovering
-	phase   breaker.Phase
-	utilSum float64
-	samples int64
-	dead    time.Duration
-	winSum  float64
+	s          Settings
+	e          *sim.Engine
+	lim        *breaker.Limiter
+	ctl        *control.Controller // the product's slow path (Gatekeeper)
+	mon        *pressure.Monitor   // the product's pressure sources, polled on the virtual clock
+	core       *queue.Core
+	epoch      time.Time
+	t          time.Duration
+	bySeq      map[*sim.Seq]*request
+	byID       map[uint64]*request
+	expiry     []*request // waiters in enqueue order, for max_wait
+	nextID     uint64
+	avail      bool
+	res        Result
+	hists      []hist
+	recov      []hist // per class, arrivals during degraded or recovering
+	phase      breaker.Phase
+	classNames []string // the trace's class names, by index
+	utilSum    float64
+	samples    int64
+	dead       time.Duration
+	winSum     float64
 	// nextRecord is when the next Sample is due.
 	nextRecord time.Duration
 }
@@ -171,6 +176,7 @@ func Run(s Settings) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	r.classNames = classes
 	a, more := src.Next()
 	tick := s.Interval
 	for {
@@ -221,6 +227,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	r := &runner{s: s, e: e, epoch: time.Unix(0, 0).UTC(), bySeq: map[*sim.Seq]*request{},
 		byID: map[uint64]*request{}, avail: true, hists: make([]hist, classes), recov: make([]hist, classes)}
 	r.res.Policy = s.Policy
+	r.res.GPUMemoryUtilization = e.Settings().GPUMemoryUtilization
 	if s.Policy == None {
 		return r, nil
 	}
@@ -275,6 +282,9 @@ func (r *runner) advance(t time.Duration) {
 		if s.State() == sim.SeqFinished {
 			r.res.Outcomes.Served++
 			r.res.GeneratedTokens += int64(s.Generated())
+			if r.s.SLO.met(r.classNames[rq.a.Class], rq.a.At, s) {
+				r.res.SLOTokens += int64(s.Generated())
+			}
 			r.hists[rq.a.Class].add(s.FinishedAt() - rq.a.At)
 			if rq.recovery {
 				r.recov[rq.a.Class].add(s.FinishedAt() - rq.a.At)

@@ -31,6 +31,7 @@ func WriteTable(w io.Writer, results []Result) error {
 		return fmt.Sprint(r.Outcomes.Overloaded + r.Outcomes.QueueFull + r.Outcomes.QueueTimeout)
 	})
 	row("goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.Goodput()) })
+	row("SLO goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.SLOGoodput()) })
 	if len(results) > 0 {
 		for i, c := range results[0].Classes {
 			row("p50 "+c.Name, func(r Result) string { return fmtDur(r.Classes[i].P50) })
