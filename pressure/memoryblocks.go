@@ -25,6 +25,27 @@ type memoryBlock struct {
 	AllocRetryCount    *float64        `json:"alloc_retry_count"`
 }
 
+// MemoryBlock is one GPU's allocator figures with every field present, for
+// a caller that has them in hand rather than as JSON (the replay reads its
+// simulated pod this way): MemoryBlockReading turns it into exactly the
+// GPUReading ParseMemoryBlocks yields for the same figures.
+type MemoryBlock struct {
+	ID                                                      string
+	TotalBytes, UsedBytes, FreeBytes, LargestFreeBlockBytes float64
+	ReservedBytes, AllocatedBytes                           float64
+	FragmentationRatio, AllocRetryCount                     float64
+}
+
+// MemoryBlockReading is ParseMemoryBlocks' reading of one block, without
+// the JSON.
+func MemoryBlockReading(b MemoryBlock) GPUReading {
+	v := [8]float64{b.TotalBytes, b.UsedBytes, b.FreeBytes, b.LargestFreeBlockBytes,
+		b.ReservedBytes, b.AllocatedBytes, b.FragmentationRatio, b.AllocRetryCount}
+	mb := memoryBlock{TotalBytes: &v[0], UsedBytes: &v[1], FreeBytes: &v[2], LargestFreeBlock: &v[3],
+		ReservedBytes: &v[4], AllocatedBytes: &v[5], FragmentationRatio: &v[6], AllocRetryCount: &v[7]}
+	return mb.reading(b.ID)
+}
+
 // ErrNoMemoryBlocks reports an allocator answer without any GPU.
 var ErrNoMemoryBlocks = errors.New("pressure: memory_blocks: no gpu in answer")
 

@@ -1,11 +1,13 @@
 package pressure
 
 import (
+	"encoding/json"
 	"errors"
 	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -220,4 +222,23 @@ func FuzzParseDCGMMetrics(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMemoryBlockReadingMatchesTheParser: the same figures, given in hand or
+// as the endpoint's JSON, give the same reading.
+func TestMemoryBlockReadingMatchesTheParser(t *testing.T) {
+	t.Parallel()
+	b := MemoryBlock{ID: "0", TotalBytes: 85899345920, UsedBytes: 68719476736, FreeBytes: 17179869184,
+		LargestFreeBlockBytes: 11453246122, ReservedBytes: 60129542144, AllocatedBytes: 51539607552,
+		FragmentationRatio: 0.6666666666666666, AllocRetryCount: 4}
+	doc, _ := json.Marshal(map[string]any{"gpu_id": b.ID, "total_bytes": b.TotalBytes, "used_bytes": b.UsedBytes,
+		"free_bytes": b.FreeBytes, "largest_free_block_bytes": b.LargestFreeBlockBytes, "reserved_bytes": b.ReservedBytes,
+		"allocated_bytes": b.AllocatedBytes, "fragmentation_ratio": b.FragmentationRatio, "alloc_retry_count": b.AllocRetryCount})
+	rd, err := ParseMemoryBlocks(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := MemoryBlockReading(b); !reflect.DeepEqual(got, rd.GPUs[0]) {
+		t.Fatalf("MemoryBlockReading = %+v, the parser reads %+v", got, rd.GPUs[0])
+	}
 }

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
@@ -17,7 +16,9 @@ import (
 var errPodDown = errors.New("replay: pod down")
 
 // blocksSource reads the engine's allocator endpoint as gatekeeper does: the
-// JSON the simulated pod serves, through pressure's own parser.
+// figures the simulated pod serves, through pressure's own reading of them
+// (MemoryBlockReading is ParseMemoryBlocks without the JSON, which cost a
+// sixth of a run).
 type blocksSource struct{ e *sim.Engine }
 
 func (blocksSource) Name() string { return upstream + "/memory_blocks" }
@@ -26,11 +27,13 @@ func (b blocksSource) Read(context.Context) (pressure.Reading, error) {
 	if !b.e.Alive() {
 		return pressure.Reading{}, errPodDown
 	}
-	data, err := json.Marshal(map[string][]sim.MemoryBlocks{"memory_blocks": {b.e.MemoryBlocks("0")}})
-	if err != nil {
-		return pressure.Reading{}, err
-	}
-	return pressure.ParseMemoryBlocks(data)
+	mb := b.e.MemoryBlocks("0")
+	return pressure.Reading{GPUs: []pressure.GPUReading{pressure.MemoryBlockReading(pressure.MemoryBlock{
+		ID: mb.GPUID, TotalBytes: float64(mb.TotalBytes), UsedBytes: float64(mb.UsedBytes),
+		FreeBytes: float64(mb.FreeBytes), LargestFreeBlockBytes: float64(mb.LargestFreeBlockBytes),
+		ReservedBytes: float64(mb.ReservedBytes), AllocatedBytes: float64(mb.AllocatedBytes),
+		FragmentationRatio: mb.FragmentationRatio, AllocRetryCount: float64(mb.AllocRetryCount),
+	})}}, nil
 }
 
 // vllmSource reads what the engine's /metrics carries, as pressure's vllm
