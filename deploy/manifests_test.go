@@ -33,15 +33,12 @@ type (
 		FailureThreshold int `yaml:"failureThreshold"`
 	}
 	container struct {
-		Image string   `yaml:"image"`
-		Args  []string `yaml:"args"`
-		Ports []struct {
-			Name          string `yaml:"name"`
-			ContainerPort int    `yaml:"containerPort"`
-		} `yaml:"ports"`
-		StartupProbe   *probe `yaml:"startupProbe"`
-		LivenessProbe  *probe `yaml:"livenessProbe"`
-		ReadinessProbe *probe `yaml:"readinessProbe"`
+		Image          string          `yaml:"image"`
+		Args           []string        `yaml:"args"`
+		Ports          []containerPort `yaml:"ports"`
+		StartupProbe   *probe          `yaml:"startupProbe"`
+		LivenessProbe  *probe          `yaml:"livenessProbe"`
+		ReadinessProbe *probe          `yaml:"readinessProbe"`
 		Lifecycle      struct {
 			PreStop struct {
 				Sleep struct {
@@ -49,18 +46,32 @@ type (
 				} `yaml:"sleep"`
 			} `yaml:"preStop"`
 		} `yaml:"lifecycle"`
-		Resources struct {
-			Requests map[string]string `yaml:"requests"`
-			Limits   map[string]string `yaml:"limits"`
-		} `yaml:"resources"`
-		SecurityContext struct {
-			AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
-			ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
-			Capabilities             struct {
-				Drop []string `yaml:"drop"`
-			} `yaml:"capabilities"`
-		} `yaml:"securityContext"`
-		VolumeMounts []volumeMount `yaml:"volumeMounts"`
+		Resources       resources         `yaml:"resources"`
+		SecurityContext containerSecurity `yaml:"securityContext"`
+		VolumeMounts    []volumeMount     `yaml:"volumeMounts"`
+	}
+	// The parts of a container and its pod that both components' tests read.
+	containerPort struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	}
+	resources struct {
+		Requests map[string]string `yaml:"requests"`
+		Limits   map[string]string `yaml:"limits"`
+	}
+	containerSecurity struct {
+		AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+		ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
+		Capabilities             struct {
+			Drop []string `yaml:"drop"`
+		} `yaml:"capabilities"`
+	}
+	podSecurity struct {
+		RunAsNonRoot   *bool `yaml:"runAsNonRoot"`
+		RunAsUser      int   `yaml:"runAsUser"`
+		SeccompProfile struct {
+			Type string `yaml:"type"`
+		} `yaml:"seccompProfile"`
 	}
 	volumeMount struct {
 		Name      string `yaml:"name"`
@@ -79,16 +90,10 @@ type (
 			Template struct {
 				Metadata meta `yaml:"metadata"`
 				Spec     struct {
-					TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
-					SecurityContext               struct {
-						RunAsNonRoot   *bool `yaml:"runAsNonRoot"`
-						RunAsUser      int   `yaml:"runAsUser"`
-						SeccompProfile struct {
-							Type string `yaml:"type"`
-						} `yaml:"seccompProfile"`
-					} `yaml:"securityContext"`
-					Containers []container `yaml:"containers"`
-					Volumes    []struct {
+					TerminationGracePeriodSeconds int         `yaml:"terminationGracePeriodSeconds"`
+					SecurityContext               podSecurity `yaml:"securityContext"`
+					Containers                    []container `yaml:"containers"`
+					Volumes                       []struct {
 						Name      string `yaml:"name"`
 						ConfigMap *struct {
 							Name string `yaml:"name"`

@@ -38,34 +38,16 @@ type (
 			Template struct {
 				Metadata meta `yaml:"metadata"`
 				Spec     struct {
-					AutomountServiceAccountToken *bool `yaml:"automountServiceAccountToken"`
-					SecurityContext              struct {
-						RunAsNonRoot   *bool `yaml:"runAsNonRoot"`
-						RunAsUser      int   `yaml:"runAsUser"`
-						SeccompProfile struct {
-							Type string `yaml:"type"`
-						} `yaml:"seccompProfile"`
-					} `yaml:"securityContext"`
-					Containers []struct {
-						Image string   `yaml:"image"`
-						Args  []string `yaml:"args"`
-						Ports []struct {
-							Name          string `yaml:"name"`
-							ContainerPort int    `yaml:"containerPort"`
-						} `yaml:"ports"`
-						ReadinessProbe *tcpProbe `yaml:"readinessProbe"`
-						LivenessProbe  *tcpProbe `yaml:"livenessProbe"`
-						Resources      struct {
-							Requests map[string]string `yaml:"requests"`
-							Limits   map[string]string `yaml:"limits"`
-						} `yaml:"resources"`
-						SecurityContext struct {
-							AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
-							ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
-							Capabilities             struct {
-								Drop []string `yaml:"drop"`
-							} `yaml:"capabilities"`
-						} `yaml:"securityContext"`
+					AutomountServiceAccountToken *bool       `yaml:"automountServiceAccountToken"`
+					SecurityContext              podSecurity `yaml:"securityContext"`
+					Containers                   []struct {
+						Image           string            `yaml:"image"`
+						Args            []string          `yaml:"args"`
+						Ports           []containerPort   `yaml:"ports"`
+						ReadinessProbe  *tcpProbe         `yaml:"readinessProbe"`
+						LivenessProbe   *tcpProbe         `yaml:"livenessProbe"`
+						Resources       resources         `yaml:"resources"`
+						SecurityContext containerSecurity `yaml:"securityContext"`
 					} `yaml:"containers"`
 				} `yaml:"spec"`
 			} `yaml:"template"`
