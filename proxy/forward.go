@@ -19,9 +19,15 @@ import (
 
 // flight is what the reverse proxy learns about one forwarded request. It
 // travels in the request context because ReverseProxy's hooks see only the
-// request.
+// request. It is that context (the client's, plus itself as the value of
+// flightKey: a context, not a struct storing one), and it holds the
+// forwarded body's reader and the usage watcher, so that one allocation
+// serves what took six (issue 16).
 type flight struct {
+	context.Context // the client's request context, read-only once built
+
 	member    *member
+	metrics   *Metrics
 	status    int   // pod's status, 0 if none arrived
 	err       error // transport error, nil if a response arrived
 	firstByte time.Time
@@ -34,7 +40,31 @@ type flight struct {
 	retry Slot
 	// streamErr: the 200 stream carried an error event.
 	streamErr bool
+
+	body  bodyReader // the buffered request body, as the pod reads it
+	usage usage.Body // the response body, when its usage is read
 }
+
+// Value returns f for flightKey and asks the client's context otherwise.
+func (f *flight) Value(key any) any {
+	if key == (flightKey{}) {
+		return f
+	}
+	return f.Context.Value(key)
+}
+
+// ReportUsage counts the usage a 200 response reported as its body streamed
+// through; usage.Body calls it on the handler goroutine, before complete.
+func (f *flight) ReportUsage(u usage.Tokens) {
+	f.metrics.usage(f.member.Name, u)
+	f.streamErr = u.StreamError
+}
+
+// bodyReader is a buffered request body that needs no Close.
+type bodyReader struct{ bytes.Reader }
+
+// Close does nothing.
+func (*bodyReader) Close() error { return nil }
 
 // errRetry ends a forward whose request goes to another pod instead.
 var errRetry = errors.New("proxy: retried on another pod")
@@ -72,11 +102,7 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
 			if !reportsUsage(f.ex.kind) {
 				return nil
 			}
-			name := f.member.Name // count the usage as the body streams through
-			usage.Watch(res, func(u usage.Tokens) {
-				h.metrics.usage(name, u)
-				f.streamErr = u.StreamError // called on this goroutine, before complete
-			})
+			f.usage.Watch(res, f) // count the usage as the body streams through
 			return nil
 		},
 		ErrorHandler: h.proxyError,
@@ -89,18 +115,28 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
 // reading them would only count unknown usages.
 func reportsUsage(k classify.Kind) bool { return k != classify.KindModels && k != classify.KindAudio }
 
-// bufferPool recycles the reverse proxy's 32 KiB copy buffers, which it
-// would otherwise allocate for every response.
+// copyBufferSize is the size of the reverse proxy's copy buffers, its own
+// default.
+const copyBufferSize = 32 << 10
+
+// bufferPool recycles the reverse proxy's copy buffers, which it would
+// otherwise allocate for every response. It pools pointers to arrays, which
+// a slice converts back to without allocating (a *[]byte made in Put would
+// cost an allocation per response).
 type bufferPool struct{ p sync.Pool }
 
 func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+	if a, ok := b.p.Get().(*[copyBufferSize]byte); ok {
+		return a[:]
 	}
-	return make([]byte, 32<<10)
+	return new([copyBufferSize]byte)[:]
 }
 
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) == copyBufferSize {
+		b.p.Put((*[copyBufferSize]byte)(buf))
+	}
+}
 
 // podRefused handles a pod's own 503 or 429 (vLLM's full queue): overload,
 // not failure. The controller hears of it (the pod's window is cut as if
@@ -183,10 +219,12 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry Slot) {
 		}
 	}
 	h.metrics.sent(m.Name, ex.tokens)
-	ex.flight = &flight{member: m, ex: ex}
-	out := r.WithContext(context.WithValue(r.Context(), flightKey{}, ex.flight))
+	f := &flight{Context: r.Context(), member: m, metrics: h.metrics, ex: ex}
+	ex.flight = f
+	out := r.WithContext(f)
 	if body != nil {
-		out.Body = io.NopCloser(bytes.NewReader(body))
+		f.body.Reset(body)
+		out.Body = &f.body
 		out.ContentLength = int64(len(body))
 		out.TransferEncoding = nil // the buffered body goes out framed by Content-Length alone
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }

@@ -20,8 +20,10 @@ func newIDSource() *idSource {
 	return &idSource{prefix: hex.EncodeToString(b[:]) + "-"}
 }
 
+// next returns a new id; it allocates only the string it returns.
 func (s *idSource) next() string {
-	return s.prefix + strconv.FormatUint(s.n.Add(1), 36)
+	var b [32]byte // a 13-byte prefix and at most 13 base-36 digits
+	return string(strconv.AppendUint(append(b[:0], s.prefix...), s.n.Add(1), 36))
 }
 
 // validRequestID accepts a client-supplied id only if it is short and made of

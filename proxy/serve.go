@@ -50,8 +50,11 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	if !validRequestID(ex.id) {
 		ex.id = h.ids.next()
 	}
-	r.Header.Set(pol.RequestIDHeader, ex.id)
-	w.Header().Set(pol.RequestIDHeader, ex.id)
+	// One slice for both headers, as Header.Set would make for each: nothing
+	// appends to a header's slice in place (its cap is 1) or writes into it.
+	ids, key := []string{ex.id}, http.CanonicalHeaderKey(pol.RequestIDHeader)
+	r.Header[key] = ids
+	w.Header()[key] = ids
 
 	route, rf := lookupRoute(r.Method, r.URL.EscapedPath())
 	if rf != nil {
@@ -278,16 +281,22 @@ func (h *Handler) refuseAdmission(w http.ResponseWriter, r *http.Request, ex *ex
 		return
 	}
 	status, reason := statusFor(err)
-	msg := map[Reason]string{
-		ReasonQueueFull:    "the admission queue is full; retry later",
-		ReasonQueueTimeout: "waited too long for capacity; retry later",
-		ReasonDraining:     "gatekeeper is shutting down; retry on another replica",
-		ReasonNoUpstream:   "no upstream can take the request; retry later",
-	}[reason]
-	if msg == "" {
-		msg = "could not admit the request"
+	h.refuse(w, r, ex, refusal{status: status, reason: reason, message: admissionMessage(reason), retryAfter: ex.policy.RetryAfter})
+}
+
+// admissionMessage is the client's message for a failed Acquire.
+func admissionMessage(reason Reason) string {
+	switch reason {
+	case ReasonQueueFull:
+		return "the admission queue is full; retry later"
+	case ReasonQueueTimeout:
+		return "waited too long for capacity; retry later"
+	case ReasonDraining:
+		return "gatekeeper is shutting down; retry on another replica"
+	case ReasonNoUpstream:
+		return "no upstream can take the request; retry later"
 	}
-	h.refuse(w, r, ex, refusal{status: status, reason: reason, message: msg, retryAfter: ex.policy.RetryAfter})
+	return "could not admit the request"
 }
 
 // refuse writes a refusal and records its outcome.

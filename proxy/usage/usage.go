@@ -69,34 +69,60 @@ func usageFormatOf(h http.Header) usageFormat {
 	return formatNone
 }
 
-// usageBody passes a pod's response body through unchanged while a
-// scanner watches it, and calls report once with the result at EOF or
-// Close. Closed before EOF (the client left, the stream broke), an SSE body
-// reports the last Tokens seen, since those tokens were spent, and a JSON body
-// unknown. Read and Close must not be called concurrently (ReverseProxy calls
-// both from the handler's goroutine). It implements no io.WriterTo, so every
-// byte goes through Read and each Read is flushed on at once.
-type usageBody struct {
+// Reporter receives the usage of one watched response body.
+type Reporter interface {
+	// ReportUsage is called once, on the goroutine that reads or closes the
+	// body, at its EOF or Close.
+	ReportUsage(Tokens)
+}
+
+// ReportFunc adapts a function to a Reporter.
+type ReportFunc func(Tokens)
+
+// ReportUsage calls f(t).
+func (f ReportFunc) ReportUsage(t Tokens) { f(t) }
+
+// Body passes a pod's response body through unchanged while a scanner
+// watches it, and reports its usage once, at EOF or Close. Closed before EOF
+// (the client left, the stream broke), an SSE body reports the last Tokens
+// seen, since those tokens were spent, and a JSON body unknown. Read and
+// Close must not be called concurrently (ReverseProxy calls both from the
+// handler's goroutine). It implements no io.WriterTo, so every byte goes
+// through Read and each Read is flushed on at once.
+//
+// The zero value is ready for one Watch; a Body must not be copied or reused
+// after it. A caller with a per-request struct embeds one there, which spares
+// the allocation that the function Watch makes.
+type Body struct {
 	rc     io.ReadCloser
 	scan   scanner
 	eof    bool
-	report func(Tokens) // nil once called
+	report Reporter // nil once called
 }
 
 // Watch wraps the body of a 200 response so that report is called once with
-// its usage, at EOF or Close (see usageBody for a body closed early); other
+// its usage, at EOF or Close (see Body for a body closed early); other
 // responses are left alone. The wrapped body must not be read and closed
 // concurrently, as ReverseProxy does not.
 func Watch(res *http.Response, report func(Tokens)) {
 	if res.StatusCode != http.StatusOK {
 		return
 	}
-	b := &usageBody{rc: res.Body, report: report}
+	new(Body).Watch(res, ReportFunc(report))
+}
+
+// Watch makes b res's body, as the function Watch does, when res is a 200
+// response; other responses are left alone.
+func (b *Body) Watch(res *http.Response, report Reporter) {
+	if res.StatusCode != http.StatusOK {
+		return
+	}
+	b.rc, b.report = res.Body, report
 	b.scan.init(usageFormatOf(res.Header), res.ContentLength)
 	res.Body = b
 }
 
-func (b *usageBody) Read(p []byte) (int, error) {
+func (b *Body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if n > 0 {
 		b.scan.write(p[:n])
@@ -108,16 +134,16 @@ func (b *usageBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *usageBody) Close() error {
+func (b *Body) Close() error {
 	b.finish()
 	return b.rc.Close()
 }
 
-func (b *usageBody) finish() {
+func (b *Body) finish() {
 	if b.report != nil {
 		report := b.report
 		b.report = nil
-		report(b.scan.result(b.eof))
+		report.ReportUsage(b.scan.result(b.eof))
 	}
 }
 
