@@ -45,3 +45,33 @@ func TestUnknownLengthStreamsFlush(t *testing.T) {
 		})
 	}
 }
+
+// TestBodiesLargerThanTheCopyBuffer checks that a response body longer than
+// the reverse proxy's copy buffer (4 KiB for streams, 32 KiB otherwise)
+// reaches the client unchanged, whichever buffer the request gets.
+func TestBodiesLargerThanTheCopyBuffer(t *testing.T) {
+	event := "data: " + strings.Repeat("x", 3*streamBufferSize) + "\n\n"
+	for _, tt := range []struct {
+		name, ct, body, req string
+	}{
+		{"stream", "text/event-stream", strings.Repeat(event, 20),
+			`{"model":"m","prompt":"x","stream":true}`},
+		{"json", "application/json", `{"text":"` + strings.Repeat("y", 3*copyBufferSize) + `"}`,
+			`{"model":"m","prompt":"x"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pod := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tt.ct)
+				_, _ = io.WriteString(w, tt.body)
+			})
+			tp := newTestProxy(t, pod, nil)
+			res := post(t, tp.srv.URL, "/v1/completions", tt.req, nil)
+			defer res.Body.Close()
+			got, err := io.ReadAll(res.Body)
+			if err != nil || string(got) != tt.body {
+				t.Errorf("body: %d bytes, %v; want the pod's %d bytes", len(got), err, len(tt.body))
+			}
+		})
+	}
+}

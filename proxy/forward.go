@@ -76,9 +76,10 @@ func flightFrom(ctx context.Context) *flight {
 	return f
 }
 
-// newReverseProxy builds the one ReverseProxy shared by every upstream; the
-// target is chosen per request and carried in the context.
-func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
+// newReverseProxy builds a ReverseProxy shared by every upstream; the target
+// is chosen per request and carried in the context. The Handler has two,
+// which differ only in the copy buffers they take from buffers.
+func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferPool) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			f := flightFrom(pr.In.Context())
@@ -106,7 +107,7 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
 			return nil
 		},
 		ErrorHandler: h.proxyError,
-		BufferPool:   &bufferPool{},
+		BufferPool:   buffers,
 	}
 }
 
@@ -115,14 +116,23 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper) *httputil.ReverseProxy {
 // reading them would only count unknown usages.
 func reportsUsage(k classify.Kind) bool { return k != classify.KindModels && k != classify.KindAudio }
 
-// copyBufferSize is the size of the reverse proxy's copy buffers, its own
-// default.
-const copyBufferSize = 32 << 10
+// Sizes of the reverse proxy's copy buffers. A response holds one for as
+// long as its body is copied, so an open token stream holds one for its
+// whole life: a 32 KiB buffer was a third of what a stream costs gatekeeper
+// (issue 16, BenchmarkOpenStreams). SSE events are a few hundred bytes and
+// every read is flushed on at once, so streams use a 4 KiB buffer, the size
+// of the transport's read buffer behind it (a read as large reads the
+// socket directly); other bodies keep ReverseProxy's default, 32 KiB, so a
+// large JSON body still goes out in few writes.
+const (
+	copyBufferSize   = 32 << 10
+	streamBufferSize = 4 << 10
+)
 
 // bufferPool recycles the reverse proxy's copy buffers, which it would
 // otherwise allocate for every response. It pools pointers to arrays, which
 // a slice converts back to without allocating (a *[]byte made in Put would
-// cost an allocation per response).
+// cost an allocation per response). The zero value is ready to use.
 type bufferPool struct{ p sync.Pool }
 
 func (b *bufferPool) Get() []byte {
@@ -135,6 +145,22 @@ func (b *bufferPool) Get() []byte {
 func (b *bufferPool) Put(buf []byte) {
 	if len(buf) == copyBufferSize {
 		b.p.Put((*[copyBufferSize]byte)(buf))
+	}
+}
+
+// streamBufferPool is bufferPool for the copy buffers of streamed responses.
+type streamBufferPool struct{ p sync.Pool }
+
+func (b *streamBufferPool) Get() []byte {
+	if a, ok := b.p.Get().(*[streamBufferSize]byte); ok {
+		return a[:]
+	}
+	return new([streamBufferSize]byte)[:]
+}
+
+func (b *streamBufferPool) Put(buf []byte) {
+	if len(buf) == streamBufferSize {
+		b.p.Put((*[streamBufferSize]byte)(buf))
 	}
 }
 
@@ -237,7 +263,11 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry Slot) {
 			panic(p)
 		}
 	}()
-	h.rp.ServeHTTP(w, out)
+	rp := h.rp
+	if ex.stream {
+		rp = h.rpStream // the small copy buffer: it is held while the stream lasts
+	}
+	rp.ServeHTTP(w, out)
 	completed = true
 	return nil
 }

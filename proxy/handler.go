@@ -21,9 +21,12 @@ type Handler struct {
 	metrics *Metrics
 	policy  atomic.Pointer[Policy]
 	pool    *pool
-	rp      *httputil.ReverseProxy
-	router  http.Handler
-	ids     *idSource
+	rp      *httputil.ReverseProxy // 32 KiB copy buffers
+	// rpStream forwards requests that ask for a stream; it is rp with 4 KiB
+	// copy buffers.
+	rpStream *httputil.ReverseProxy
+	router   http.Handler
+	ids      *idSource
 
 	ready    atomic.Bool // false before Start... and once draining begins
 	draining atomic.Bool // /readyz answers 503
@@ -52,7 +55,8 @@ func New(opts Options) (*Handler, error) {
 	if rt == nil {
 		rt = newTransport(opts.Transport)
 	}
-	h.rp = h.newReverseProxy(rt)
+	h.rp = h.newReverseProxy(rt, &bufferPool{})
+	h.rpStream = h.newReverseProxy(rt, &streamBufferPool{})
 	h.router = h.routes()
 	h.ready.Store(true)
 	return h, nil

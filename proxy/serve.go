@@ -24,6 +24,7 @@ type exchange struct {
 	kind     classify.Kind // what the route does
 	class    *Class        // its traffic class; nil without classes
 	model    string        // the body's "model"; "" when it has none
+	stream   bool          // the body's "stream": the response is a token stream
 	skip     []string      // pods that do not serve the model
 	upstream string
 	recorded bool
@@ -146,7 +147,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 		h.refuse(w, r, ex, badRequestFrom(err))
 		return nil, false
 	}
-	ex.tokens, ex.model = c.Estimated, c.Model
+	ex.tokens, ex.model, ex.stream = c.Estimated, c.Model, c.Stream
 	return body, true
 }
 
