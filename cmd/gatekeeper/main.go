@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/gatekeeper-dev/gatekeeper/memlimit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,6 +29,9 @@ func main() {
 	// go-redis logs through a global logger of its own; its dial failures
 	// are what gatekeeper reports once, as a switch to local mode (cluster).
 	redis.SetLogger(quietRedis{})
+	// GOMEMLIMIT from the container's memory limit, unless the environment
+	// sets it (README, Performance tuning).
+	memlimit.Set(os.Getenv, os.DirFS("/sys/fs/cgroup"))
 	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errReported) {
 			fmt.Fprintln(os.Stderr, "gatekeeper:", err)
