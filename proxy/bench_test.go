@@ -38,13 +38,22 @@ func benchHandler(b *testing.B, limiter Limiter) *Handler {
 // BenchmarkServeHTTP is one chat completion through the whole pipeline
 // (route, JSON check, classification, admission, reverse proxy) to a static
 // transport: gatekeeper's own cost per request.
-func BenchmarkServeHTTP(b *testing.B) {
+func BenchmarkServeHTTP(b *testing.B) { benchServeHTTP(b, "") }
+
+// BenchmarkServeHTTPClientID is BenchmarkServeHTTP with a request id sent by
+// the client, as a gateway in front of gatekeeper sends one.
+func BenchmarkServeHTTPClientID(b *testing.B) { benchServeHTTP(b, "3f9a1c2e-client-id") }
+
+func benchServeHTTP(b *testing.B, id string) {
 	h := benchHandler(b, nil)
 	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("hello ", 100) + `"}],"max_tokens":64}`
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+			if id != "" {
+				req.Header["X-Request-Id"] = []string{id}
+			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if rec.Code != 200 {

@@ -21,6 +21,7 @@ type exchange struct {
 	id       string
 	policy   *Policy
 	tokens   int64
+	memory   int64         // estimated transient memory per vocabulary entry (classify.Request.Memory)
 	kind     classify.Kind // what the route does
 	class    *Class        // its traffic class; nil without classes
 	model    string        // the body's "model"; "" when it has none
@@ -47,13 +48,21 @@ type exchange struct {
 func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	pol := h.policy.Load()
 	ex := &exchange{start: h.now(), policy: pol}
-	ex.id = r.Header.Get(pol.RequestIDHeader)
+	key := http.CanonicalHeaderKey(pol.RequestIDHeader)
+	ids := r.Header[key]
+	if len(ids) > 0 {
+		ex.id = ids[0]
+	}
 	if !validRequestID(ex.id) {
 		ex.id = h.ids.next()
 	}
-	// One slice for both headers, as Header.Set would make for each: nothing
-	// appends to a header's slice in place (its cap is 1) or writes into it.
-	ids, key := []string{ex.id}, http.CanonicalHeaderKey(pol.RequestIDHeader)
+	// One slice for both headers where Header.Set would make one for each,
+	// and none when the client sent just the id: capped at 1, nothing can
+	// append to the shared slice in place, and nothing writes into it.
+	if len(ids) != 1 || ids[0] != ex.id {
+		ids = []string{ex.id}
+	}
+	ids = ids[:1:1]
 	r.Header[key] = ids
 	w.Header()[key] = ids
 
@@ -142,12 +151,13 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 		return nil, false
 	}
 	body := buf.Bytes()
-	c, err := classify.Parse(route.Kind, body, classify.Estimator{CharsPerToken: pol.CharsPerToken, DefaultMaxTokens: pol.DefaultMaxTokens})
+	c, err := classify.Parse(route.Kind, body, classify.Estimator{CharsPerToken: pol.CharsPerToken,
+		DefaultMaxTokens: pol.DefaultMaxTokens, BytesPerLogit: pol.BytesPerLogit})
 	if err != nil {
 		h.refuse(w, r, ex, badRequestFrom(err))
 		return nil, false
 	}
-	ex.tokens, ex.model, ex.stream = c.Estimated, c.Model, c.Stream
+	ex.tokens, ex.memory, ex.model, ex.stream = c.Estimated, c.Memory, c.Model, c.Stream
 	return body, true
 }
 
@@ -227,7 +237,7 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 		if slot == nil {
 			queued := h.now()
 			var err error
-			if slot, err = h.opts.Admission.Acquire(ctx, ex.tokens, ex.priority(), exclude); err != nil {
+			if slot, err = h.opts.Admission.Acquire(ctx, ex.tokens, ex.memory, ex.priority(), exclude); err != nil {
 				h.refuseAdmission(w, r, ex, err)
 				return
 			}
