@@ -2,6 +2,11 @@
 // directly and through gatekeeper, nginx and HAProxy with vegeta, alternating
 // the targets round by round, measures gatekeeper's refusal path and the
 // memory of its queue, and prints one Markdown report.
+//
+// With -streams N it instead holds N paced SSE streams open through each
+// target in turn (streams.go) and prints the scenario as JSON; with
+// -stream-report it turns such JSON files into the report's "Open streams"
+// section (streamreport.go).
 package main
 
 import (
@@ -46,8 +51,45 @@ func main() {
 		waiters     = flag.Int("waiters", 10000, "waiting requests")
 		profAdmin   = flag.String("profile-admin", "", "gatekeeper admin URL with server.pprof on: profile a saturation run (empty: skip)")
 		profOut     = flag.String("profile-out", "cpu.pprof", "where the CPU profile goes (allocs next to it)")
+		streams     = flag.Int("streams", 0, "stream mode: hold this many streams open through each target, print JSON")
+		chunks      = flag.Int("stream-chunks", 200, "stream mode: content chunks per stream")
+		interval    = flag.Duration("stream-interval", 50*time.Millisecond, "stream mode: between two chunks")
+		chunkBytes  = flag.Int("stream-chunk-bytes", 200, "stream mode: bytes of one content event")
+		promptBytes = flag.Int("prompt-bytes", 4096, "stream mode: prompt size")
+		ramp        = flag.Duration("ramp", 2*time.Second, "stream mode: the streams open evenly over this")
+		pids        = flag.String("stream-pids", "", "stream mode: name=pid,… of the proxies (nginx: its master)")
+		first       = flag.Int("stream-first", 0, "stream mode: index of the target measured first (direct, gatekeeper, nginx, haproxy)")
+		streamRep   = flag.String("stream-report", "", "comma-separated stream-mode JSON files: print their Markdown section")
 	)
 	flag.Parse()
+	if *streamRep != "" {
+		scs, err := loadStreams(strings.Split(*streamRep, ","))
+		if err != nil {
+			log.Fatal(err)
+		}
+		writeStreams(os.Stdout, scs)
+		return
+	}
+	if *streams > 0 {
+		pid := map[string]int{}
+		for _, kv := range strings.Split(*pids, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					log.Fatalf("driver: bad -stream-pids entry %q", kv)
+				}
+				pid[k] = n
+			}
+		}
+		sites := []streamSite{{"direct", *direct, 0}, {"gatekeeper", *gk, pid["gatekeeper"]},
+			{"nginx", *nginx, pid["nginx"]}, {"haproxy", *haproxy, pid["haproxy"]}}
+		sh := streamShape{Streams: *streams, Chunks: *chunks, IntervalMS: float64(*interval) / 1e6,
+			ChunkBytes: *chunkBytes, PromptBytes: *promptBytes, RampS: ramp.Seconds()}
+		if err := runStreams(os.Stdout, sites, *first, sh); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	targets := []*attacker{
 		newAttacker("direct", *direct, *satWorkers),
 		newAttacker("gatekeeper", *gk, *satWorkers),

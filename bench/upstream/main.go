@@ -3,7 +3,9 @@
 // It does no work beyond reading the body, so what a proxy in front of it
 // adds is what the benchmark sees. A request for the model "hold" is kept
 // open until the client leaves or -hold passes (the queue measurement parks
-// one request on a one-slot window with it).
+// one request on a one-slot window with it). A request whose query names a
+// chunk count (?chunks=200&interval=50ms&bytes=200) gets a chat stream paced
+// like a decoding model instead (paced.go; the open-stream scenarios).
 package main
 
 import (
@@ -36,6 +38,14 @@ func main() {
 	mux.HandleFunc("POST /v1/", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
+			return
+		}
+		if p, ok, err := paceOf(r.URL.Query()); ok {
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			streamPaced(w, r, p)
 			return
 		}
 		if bytes.Contains(body, []byte(`"model":"hold"`)) {
