@@ -127,16 +127,15 @@ const wantState = `{
         "kv_cache_usage"
       ],
       "rules": {
+        "alloc_retry_rate": {
+          "degrade": 0.01
+        },
         "fragmentation": {
           "degrade": 1.2,
           "shed": 1.5
         },
         "kv_cache_usage": {
           "degrade": 0.95
-        },
-        "memory_used": {
-          "degrade": 0.95,
-          "shed": 0.98
         }
       }
     },
@@ -157,16 +156,15 @@ const wantState = `{
       "signals": null,
       "absent": null,
       "rules": {
+        "alloc_retry_rate": {
+          "degrade": 0.01
+        },
         "fragmentation": {
           "degrade": 1.2,
           "shed": 1.5
         },
         "kv_cache_usage": {
           "degrade": 0.95
-        },
-        "memory_used": {
-          "degrade": 0.95,
-          "shed": 0.98
         }
       }
     }

@@ -40,8 +40,8 @@ batch:
 	// Output:
 	// 10.0.0.5:8000 4 128 500ms
 	// fragmentation 1.2 true
-	// memory_used 0.95 true
 	// waiting 64 false
+	// alloc_retry_rate 0.01 false
 	// config: line 4: unknown key "lisen" in server (did you mean "listen"?)
 	// config: line 6: batch.cut: must be above 0 and below 1, got 1.2
 }

@@ -112,6 +112,12 @@ type Upstream struct {
 	// values first; needs --scheduling-policy priority), unless the client
 	// set one. Off by default.
 	ForwardPriority bool `yaml:"forward_priority"`
+	// VocabSize is the served model's vocabulary size (e.g. 128256 for
+	// Llama 3). Above 0 it turns on memory admission for the pod: the
+	// in-flight requests' estimated sampler and prompt-logprob memory
+	// stays within batch.memory_share of the free memory its memory_blocks
+	// source reports. 0: off.
+	VocabSize int64 `yaml:"vocab_size"`
 }
 
 // Source is one place pressure readings come from.
@@ -206,6 +212,10 @@ type Batch struct {
 	WorseBy   float64       `yaml:"worse_by"`   // rise since the last cut, as a fraction of the value then, that counts as worsening; 0 < WorseBy < 1
 	RampStep  float64       `yaml:"ramp_step"`  // fraction of max_inflight added per RampEvery; 0 < RampStep ≤ 1
 	RampEvery time.Duration `yaml:"ramp_every"` // between ramp steps once normal
+	// MemoryShare is the fraction of a pod's reported free memory that the
+	// in-flight requests' estimated memory may take (upstreams[].vocab_size
+	// turns it on); 0 < MemoryShare ≤ 1.
+	MemoryShare float64 `yaml:"memory_share"`
 }
 
 // Queue bounds the admission queue.
@@ -220,6 +230,10 @@ type Queue struct {
 type Estimate struct {
 	CharsPerToken    float64 `yaml:"chars_per_token"`    // prompt characters per estimated token
 	DefaultMaxTokens int     `yaml:"default_max_tokens"` // completion tokens assumed when max_tokens is absent
+	// BytesPerLogit is the memory one sampled sequence needs per vocabulary
+	// entry during an engine step (the sampler's logits, probabilities and
+	// top-p/top-k sort buffers): the unit of memory admission.
+	BytesPerLogit int `yaml:"bytes_per_logit"`
 }
 
 // Shed is what a refused client is told.

@@ -40,6 +40,7 @@ func (c *Config) validate() []error {
 	k.batchQueue(c.Batch, c.Queue)
 	k.positive("estimate.chars_per_token", c.Estimate.CharsPerToken)
 	k.atLeast("estimate.default_max_tokens", int64(c.Estimate.DefaultMaxTokens), 1)
+	k.atLeast("estimate.bytes_per_logit", int64(c.Estimate.BytesPerLogit), 1)
 	if c.Shed.RetryAfter < time.Second {
 		k.add("shed.retry_after", "must be at least 1s (Retry-After is sent in whole seconds), got %v", c.Shed.RetryAfter)
 	}
@@ -173,6 +174,7 @@ func (k *checker) batchQueue(b Batch, q Queue) {
 	k.fraction("batch.worse_by", b.WorseBy, false)
 	k.fraction("batch.ramp_step", b.RampStep, true)
 	k.duration("batch.ramp_every", b.RampEvery)
+	k.fraction("batch.memory_share", b.MemoryShare, true)
 	k.atLeast("queue.max_length", int64(q.MaxLength), 1)
 	k.atLeast("queue.max_tokens", q.MaxTokens, 1)
 	k.duration("queue.max_wait", q.MaxWait)

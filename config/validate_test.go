@@ -22,11 +22,11 @@ func TestRulesMerge(t *testing.T) {
 		{"null section keeps defaults", "rules: null", defaults},
 		{"empty map keeps defaults", "rules: {}", defaults},
 		{"a signal replaces its default rule entirely", "rules: {fragmentation: {degrade: 1.3}}", map[Signal]Rule{
-			SignalFragmentation: {Degrade: f64(1.3)},
-			SignalKVCacheUsage:  defaults[SignalKVCacheUsage],
-			SignalMemoryUsed:    defaults[SignalMemoryUsed],
+			SignalFragmentation:  {Degrade: f64(1.3)},
+			SignalKVCacheUsage:   defaults[SignalKVCacheUsage],
+			SignalAllocRetryRate: defaults[SignalAllocRetryRate],
 		}},
-		{"{} and null remove a rule; new signals add one", "rules: {kv_cache_usage: {}, memory_used: null, waiting: {shed: 100}}", map[Signal]Rule{
+		{"{} and null remove a rule; new signals add one", "rules: {kv_cache_usage: {}, alloc_retry_rate: null, waiting: {shed: 100}}", map[Signal]Rule{
 			SignalFragmentation: defaults[SignalFragmentation],
 			SignalWaiting:       {Shed: f64(100)},
 		}},

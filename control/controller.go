@@ -48,6 +48,11 @@ type Change struct {
 	// shortest first while its window is not in PhaseNormal. A queue applies
 	// it per pool of upstreams (queue.SetWindowOrder).
 	Order queue.Order
+	// MemoryBudget bounds the estimated memory of the requests in flight to
+	// this upstream, in the queue's unit (queue.SetMemoryBudget); 0 means
+	// no bound. MemoryBudgetChanged says it differs from the last round's.
+	MemoryBudget        int64
+	MemoryBudgetChanged bool
 }
 
 // Decision is one round's decisions, for the caller to apply exactly once.
@@ -65,6 +70,8 @@ type Decision struct {
 // upstream is one upstream's slow breaker and its last level change.
 type upstream struct {
 	slow     *breaker.Slow
+	memory   Memory
+	budget   int64 // the last round's memory budget
 	cause    Cause
 	caused   bool
 	refusals atomic.Int64 // the pod's own 503/429 since the last round
@@ -120,11 +127,12 @@ func (c *Controller) Update(s Settings) error {
 		names = append(names, u.Name)
 		if prev, ok := old[u.Name]; ok {
 			_ = prev.slow.Update(u.Slow) // validated above
+			prev.memory = u.Memory       // only ObserveAt reads it, under mu
 			next[u.Name] = prev
 			continue
 		}
 		sl, _ := breaker.NewSlow(u.Slow) // validated above
-		next[u.Name] = &upstream{slow: sl}
+		next[u.Name] = &upstream{slow: sl, memory: u.Memory}
 	}
 	c.names = names
 	c.ups.Store(&next)
@@ -159,6 +167,8 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 		if ch.Phase != breaker.PhaseNormal {
 			ch.Order, d.Order = queue.ShortestFirst, queue.ShortestFirst
 		}
+		ch.MemoryBudget = u.memory.budget(us)
+		ch.MemoryBudgetChanged, u.budget = ch.MemoryBudget != u.budget, ch.MemoryBudget
 		d.Upstreams = append(d.Upstreams, ch)
 	}
 	d.OrderChanged = d.Order != c.order

@@ -227,12 +227,12 @@ shed: {retry_after: 6s}
 	for _, r := range got.Level.Rules {
 		rules = append(rules, fmt.Sprintf("%s %.4g/%g", r.Signal, r.Degrade, r.Shed))
 	}
-	want := "fragmentation 1.3/1.6; kv_cache_usage 0.95/0; memory_used 0.95/0.98; waiting 50/50; pod_overload 1/0"
+	want := "fragmentation 1.3/1.6; kv_cache_usage 0.95/0; waiting 50/50; alloc_retry_rate 0.01/0; pod_overload 1/0"
 	if strings.Join(rules, "; ") != want || got.Level.OnStale != breaker.StaleIgnore ||
 		got.Window.MaxInflight != 64 || got.Window.Cut != 0.5 || got.Window.Worsening != 0.03 {
 		t.Fatalf("FromPolicy = %+v, rules %s\nwant rules %s", got, strings.Join(rules, "; "), want)
 	}
-	if r := got.Level.Rules[3]; !(r.Degrade < r.Shed) {
+	if r := got.Level.Rules[2]; !(r.Degrade < r.Shed) {
 		t.Fatalf("shed-only rule %+v: degrade must sit just below shed", r)
 	}
 }
@@ -274,7 +274,7 @@ func TestUpstreamRules(t *testing.T) {
 upstreams:
   - name: big
     url: "http://127.0.0.1:1"
-    rules: {kv_cache_usage: {degrade: 0.8, shed: 0.9}, memory_used: {}}
+    rules: {kv_cache_usage: {degrade: 0.8, shed: 0.9}, alloc_retry_rate: {}}
   - {name: small, url: "http://127.0.0.1:2"}
 `))
 	if err != nil {
@@ -291,7 +291,7 @@ upstreams:
 	if got, want := describeRules(s.Upstreams[0].Slow), "fragmentation 1.2/1.5; kv_cache_usage 0.8/0.9; pod_overload 1/0"; got != want {
 		t.Errorf("big's rules = %s, want %s", got, want)
 	}
-	if got, want := describeRules(s.Upstreams[1].Slow), "fragmentation 1.2/1.5; kv_cache_usage 0.95/0; memory_used 0.95/0.98; pod_overload 1/0"; got != want {
+	if got, want := describeRules(s.Upstreams[1].Slow), "fragmentation 1.2/1.5; kv_cache_usage 0.95/0; alloc_retry_rate 0.01/0; pod_overload 1/0"; got != want {
 		t.Errorf("small's rules = %s, want %s", got, want)
 	}
 }

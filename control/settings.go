@@ -25,6 +25,8 @@ type Upstream struct {
 	Name string
 	// Slow holds the rules, hysteresis, hold, stale policy and window.
 	Slow breaker.SlowSettings
+	// Memory is memory admission; the zero value is off.
+	Memory Memory
 }
 
 // validate returns every problem of s, each naming its field.
@@ -39,6 +41,9 @@ func (s Settings) validate() error {
 		if _, err := breaker.NewSlow(u.Slow); err != nil {
 			errs = append(errs, fmt.Errorf("control: Upstreams[%d] (%s): %w", i, u.Name, err))
 		}
+		if m := u.Memory; m.VocabSize < 0 || m.VocabSize > 0 && !(m.Share > 0 && m.Share <= 1) {
+			errs = append(errs, fmt.Errorf("control: Upstreams[%d] (%s).Memory = %+v: want VocabSize ≥ 0 and, when > 0, 0 < Share ≤ 1", i, u.Name, m))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -48,7 +53,8 @@ func (s Settings) validate() error {
 func FromPolicy(c *config.Config) Settings {
 	s := Settings{Upstreams: make([]Upstream, 0, len(c.Upstreams))}
 	for _, u := range c.Upstreams {
-		s.Upstreams = append(s.Upstreams, Upstream{Name: u.Name, Slow: SlowSettings(c, u)})
+		s.Upstreams = append(s.Upstreams, Upstream{Name: u.Name, Slow: SlowSettings(c, u),
+			Memory: Memory{VocabSize: u.VocabSize, Share: c.Batch.MemoryShare}})
 	}
 	return s
 }

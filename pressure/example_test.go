@@ -46,5 +46,5 @@ func ExampleMonitor() {
 	}
 	// Output:
 	// kv_cache_usage 0.8125 from vllm-0/vllm, stale false
-	// absent: [fragmentation memory_used preemption_rate running alloc_retry_rate fragmentation_growth effective_utilization]
+	// absent: [fragmentation memory_used preemption_rate running alloc_retry_rate fragmentation_growth effective_utilization free_memory_bytes]
 }

@@ -39,6 +39,7 @@ func TestGoldenMemoryBlocks(t *testing.T) {
 				Fragmentation:        (11.5*gib + 513) / (11.5 * gib),
 				MemoryUsed:           72.0 / 80,
 				EffectiveUtilization: (64*gib + 512 + 400 + 1) / (68.5*gib + 1000 + 2),
+				FreeMemory:           (11.5*gib + 513) * (1 << 20),
 			},
 		},
 		{
@@ -48,6 +49,7 @@ func TestGoldenMemoryBlocks(t *testing.T) {
 			values: map[Signal]float64{
 				Fragmentation:        (2.5*gib + 8*640) / (2.5 * gib),
 				MemoryUsed:           78.0 / 80,
+				FreeMemory:           (2.5*gib + 8*640) * (1 << 20),
 				EffectiveUtilization: (60*gib + 8*384) / (68.5 * gib),
 			},
 			retries: 3,

@@ -58,6 +58,7 @@ var ErrNoMemoryBlocks = errors.New("pressure: memory_blocks: no gpu in answer")
 //     above 1; ignored when not positive);
 //   - MemoryUsed = used_bytes ÷ total_bytes;
 //   - EffectiveUtilization = allocated_bytes ÷ reserved_bytes (reserved > 0);
+//   - FreeMemory = free_bytes;
 //   - Counters[AllocRetryRate] = alloc_retry_count.
 //
 // A missing, negative or inconsistent field leaves its signal absent. A block
@@ -164,6 +165,9 @@ func (b memoryBlock) reading(id string) GPUReading {
 		g.Values[Fragmentation] = math.Max(1, free/largest)
 	case hasRatio && ratio > 0:
 		g.Values[Fragmentation] = 1 / math.Min(1, ratio)
+	}
+	if hasFree {
+		g.Values[FreeMemory] = free
 	}
 	if used, ok := nonNegative(b.UsedBytes); ok {
 		if total, ok := nonNegative(b.TotalBytes); ok && total > 0 {

@@ -228,7 +228,7 @@ func TestMonitorSignalsPerUpstream(t *testing.T) {
 		if c, ok := a.GPUs[1].ClassicFragmentation(); !ok || c.Value != 0.5 {
 			t.Errorf("ClassicFragmentation() = %v, %v, want 0.5", c, ok)
 		}
-		wantAbsent := []Signal{KVCacheUsage, PreemptionRate, Waiting, Running, AllocRetryRate, FragmentationGrowth}
+		wantAbsent := []Signal{KVCacheUsage, PreemptionRate, Waiting, Running, AllocRetryRate, FragmentationGrowth, FreeMemory}
 		if !slices.Equal(a.Absent, wantAbsent) {
 			t.Errorf("a.Absent = %v, want %v", a.Absent, wantAbsent)
 		}

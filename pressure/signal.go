@@ -32,6 +32,12 @@ const (
 	// GPU, from memory_blocks. Lower is not "worse" for the breaker; an
 	// upstream reports its lowest GPU.
 	EffectiveUtilization Signal = "effective_utilization"
+	// FreeMemory is the bytes the serving process can still allocate:
+	// memory_blocks' free_bytes (driver free plus the caching allocator's
+	// free cached blocks). Per GPU, from memory_blocks. Lower is worse; an
+	// upstream reports its lowest GPU. It feeds memory admission (the
+	// windows' memory budgets), not a rule.
+	FreeMemory Signal = "free_memory_bytes"
 )
 
 // Signals lists every signal in a fixed order (the order of State.Absent).
@@ -39,7 +45,7 @@ const (
 func Signals() []Signal {
 	return []Signal{
 		Fragmentation, KVCacheUsage, MemoryUsed, PreemptionRate, Waiting,
-		Running, AllocRetryRate, FragmentationGrowth, EffectiveUtilization,
+		Running, AllocRetryRate, FragmentationGrowth, EffectiveUtilization, FreeMemory,
 	}
 }
 
@@ -57,9 +63,10 @@ func ParseSignal(name string) (Signal, bool) {
 }
 
 // worse reports whether a is worse than b for signal s: higher for every
-// signal except EffectiveUtilization, where the lower value is reported.
+// signal except EffectiveUtilization and FreeMemory, where the lower value is
+// reported.
 func (s Signal) worse(a, b float64) bool {
-	if s == EffectiveUtilization {
+	if s == EffectiveUtilization || s == FreeMemory {
 		return a < b
 	}
 	return a > b

@@ -14,12 +14,13 @@ type Limiter interface {
 // Admission hands out window slots on upstreams, queueing when none is free.
 type Admission interface {
 	// Acquire returns a slot on an available upstream not named in exclude,
-	// waiting until one frees up or ctx ends. Errors: ErrQueueFull (wrapped),
-	// ErrDraining (wrapped) or ctx's error.
-	Acquire(ctx context.Context, tokens int64, priority int, exclude []string) (Slot, error)
+	// waiting until one frees up or ctx ends. tokens and memory are the
+	// request's estimates (classify.Request's Estimated and Memory). Errors:
+	// ErrQueueFull, ErrDraining, ErrNoUpstream (each wrapped) or ctx's error.
+	Acquire(ctx context.Context, tokens, memory int64, priority int, exclude []string) (Slot, error)
 	// TryAcquire returns a slot on an upstream not named in exclude that has
 	// room now, or nil: it never waits (the one retry of a refused request).
-	TryAcquire(tokens int64, exclude []string) Slot
+	TryAcquire(tokens, memory int64, exclude []string) Slot
 	// Dispatch asks the queue to look at every upstream's Availability
 	// again (after a health check changed a pod's state).
 	Dispatch()

@@ -24,6 +24,9 @@ type Policy struct {
 	CharsPerToken float64
 	// DefaultMaxTokens is the output estimate when a request sets none. 0 means 256.
 	DefaultMaxTokens int64
+	// BytesPerLogit is a sampled sequence's memory per vocabulary entry,
+	// the unit of memory admission (classify.Estimator). 0 means 32.
+	BytesPerLogit int64
 	// MaxWait bounds the time a request waits for a window slot. 0 means 30s.
 	MaxWait time.Duration
 	// RetryAfter is the Retry-After of 503 refusals. 0 means 2s.

@@ -18,6 +18,11 @@ type Request struct {
 	// already failed it). The queue keeps the slice while the request waits;
 	// do not modify it.
 	Exclude []string
+	// Memory is the request's estimated transient GPU memory, in the unit of
+	// the windows' memory budgets (SetMemoryBudget): a window starts it only
+	// while its in-flight requests' Memory plus this stays within the budget.
+	// Negative counts as 0.
+	Memory int64
 	// Priority is the request's traffic class rank: a waiter of a higher
 	// priority always leaves before one of a lower, whatever the order and
 	// aging (which apply within a priority). 0 is the default.
@@ -30,7 +35,9 @@ type Request struct {
 type Grant struct {
 	ID       uint64
 	Upstream string
-	Err      error
+	// Memory is the request's Memory, which its Release gives back.
+	Memory int64
+	Err    error
 }
 
 // Core is the queue's logic without concurrency: windows, waiters, order,
@@ -122,14 +129,18 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 		return Grant{}, false, ErrDuplicateID
 	}
 	// Every waiter is blocked after each dispatch (no window with room it may
-	// use), so taking room here overtakes no one who could have used it.
-	if w := c.choose(r.Exclude); w != nil {
-		w.inflight++
-		return Grant{ID: r.ID, Upstream: w.name}, true, nil
+	// use, or one it reserved for its memory), so taking room here overtakes
+	// no one who could have used it.
+	mem := max(r.Memory, 0)
+	if w := c.choose(r.Exclude, mem); w != nil {
+		w.take(mem)
+		return Grant{ID: r.ID, Upstream: w.name, Memory: mem}, true, nil
 	}
 	switch {
 	case len(c.windows) > 0 && !c.reachable(r.Exclude):
 		return Grant{}, false, ErrUnavailable
+	case len(c.windows) > 0 && !c.canFit(r.Exclude, mem):
+		return Grant{}, false, ErrNoMemory
 	case c.fifo.len() >= c.s.MaxLength:
 		return Grant{}, false, ErrFull
 	case c.tokens+tokens > c.s.MaxTokens:
@@ -140,10 +151,11 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	}
 	c.last = now
 	c.seq++
-	it := &item{id: r.ID, priority: r.Priority, seq: c.seq, tokens: tokens, arrival: now, exclude: r.Exclude,
+	it := &item{id: r.ID, priority: r.Priority, seq: c.seq, tokens: tokens, memory: mem, arrival: now, exclude: r.Exclude,
 		group: c.groupFor(r.Exclude)}
 	c.waiting[r.ID] = it
 	c.link(it)
+	c.reserve(it)
 	c.tokens += tokens
 	return Grant{}, false, nil
 }
@@ -153,22 +165,27 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 // there is no such room now. It is for a retry that must not wait (a pod
 // refused the request; another may take it now or not at all).
 func (c *Core) Take(r Request) (g Grant, granted bool) {
-	if w := c.choose(r.Exclude); w != nil {
-		w.inflight++
-		return Grant{ID: r.ID, Upstream: w.name}, true
+	mem := max(r.Memory, 0)
+	if w := c.choose(r.Exclude, mem); w != nil {
+		w.take(mem)
+		return Grant{ID: r.ID, Upstream: w.name, Memory: mem}, true
 	}
 	return Grant{}, false
 }
 
-// Release gives back one slot on upstream and returns the grants that the
-// freed room allowed. An unknown upstream or one with nothing in flight is a
-// no-op (nil).
-func (c *Core) Release(now time.Time, upstream string) []Grant {
+// Release gives back one slot on upstream, granted to a request of the given
+// Memory, and returns the grants that the freed room allowed. An unknown
+// upstream or one with nothing in flight is a no-op (nil).
+func (c *Core) Release(now time.Time, upstream string, memory int64) []Grant {
 	w, i := c.find(upstream)
 	if w == nil || w.inflight == 0 {
 		return nil
 	}
 	w.inflight--
+	w.held = max(w.held-max(memory, 0), 0)
+	if w.inflight == 0 {
+		w.held = 0
+	}
 	if w.removed && w.inflight == 0 {
 		c.windows = slices.Delete(c.windows, i, i+1)
 		return nil
@@ -216,21 +233,29 @@ func (c *Core) Dispatch(now time.Time) []Grant {
 	return grants
 }
 
-// grant hands room to waiters in order; see Dispatch.
+// grant hands room to waiters in order; see Dispatch. A waiter that a window
+// has room for but whose Memory does not fit its budget now reserves that
+// window until the next dispatch: nobody behind it, and no newcomer,
+// overtakes it there, so a large request starts as soon as enough in-flight
+// memory is given back instead of being passed over by every small one.
 func (c *Core) grant(now time.Time) []Grant {
 	var grants []Grant
 	var passed []*item
+	for _, w := range c.windows {
+		w.reserved = false
+	}
 	for c.fifo.len() > 0 && c.anyRoom() {
 		it := c.next(now)
 		c.unlink(it)
-		w := c.choose(it.exclude)
+		w := c.choose(it.exclude, it.memory)
 		if w == nil {
 			passed = append(passed, it)
+			c.reserve(it)
 			continue
 		}
 		c.forget(it)
-		w.inflight++
-		grants = append(grants, Grant{ID: it.id, Upstream: w.name})
+		w.take(it.memory)
+		grants = append(grants, Grant{ID: it.id, Upstream: w.name, Memory: it.memory})
 	}
 	for _, it := range passed {
 		c.link(it) // same seq: the same place as before

@@ -57,7 +57,7 @@ func take(id uint64, exclude ...string) action {
 
 func release(up string) action {
 	return action{"Release(" + up + ")", func(c *Core, now time.Time) ([]Grant, error) {
-		return c.Release(now, up), nil
+		return c.Release(now, up, 0), nil
 	}}
 }
 

@@ -25,4 +25,9 @@ var (
 	// ErrUnavailable means every upstream the request may use is Down (see
 	// Availability): refused at once rather than held to its deadline.
 	ErrUnavailable = errors.New("queue: no upstream can take the request")
+	// ErrNoMemory means the request's Memory exceeds the whole memory budget
+	// of every upstream it may use: it would not fit even on an idle pod as
+	// the pods report their free memory now. Refused at once; retrying later
+	// may succeed once a pod reports more free memory.
+	ErrNoMemory = errors.New("queue: request needs more memory than any upstream has free")
 )

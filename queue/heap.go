@@ -10,6 +10,7 @@ type item struct {
 	priority int    // higher leaves first, whatever the order
 	seq      uint64 // arrival order; unique
 	tokens   int64
+	memory   int64 // Request.Memory
 	arrival  time.Time
 	exclude  []string
 	group    *group

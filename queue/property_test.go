@@ -219,7 +219,7 @@ func (d *driver) step(i int) {
 		up := d.held[j]
 		d.held = slices.Delete(d.held, j, j+1)
 		op = "Release(" + up + ")"
-		got := c.Release(d.now, up)
+		got := c.Release(d.now, up, 0)
 		var want []Grant
 		if w, wi := m.win(up); w != nil && w.inflight > 0 {
 			w.inflight--

@@ -47,6 +47,7 @@ func New(s Settings) (*Queue, error) {
 type Slot struct {
 	q        *Queue
 	upstream string
+	memory   int64 // the request's Memory, given back on Release
 	done     atomic.Bool
 }
 
@@ -58,7 +59,7 @@ func (s *Slot) Release() {
 	if s.done.Swap(true) {
 		return
 	}
-	s.q.release(s.upstream)
+	s.q.release(s.upstream, s.memory)
 }
 
 // Acquire takes a slot for r (r.ID is ignored), at once if a window has room
@@ -91,7 +92,7 @@ func (q *Queue) TryAcquire(r Request) *Slot {
 	if !ok {
 		return nil
 	}
-	return &Slot{q: q, upstream: g.Upstream}
+	return &Slot{q: q, upstream: g.Upstream, memory: g.Memory}
 }
 
 // enqueue admits r and returns either a slot, or the waiter's ID and channel.
@@ -108,7 +109,7 @@ func (q *Queue) enqueue(now time.Time, r Request) (*Slot, uint64, chan result, e
 	case err != nil:
 		return nil, 0, nil, err
 	case granted:
-		return &Slot{q: q, upstream: g.Upstream}, 0, nil, nil
+		return &Slot{q: q, upstream: g.Upstream, memory: g.Memory}, 0, nil, nil
 	}
 	ch := make(chan result, 1)
 	q.waiters[r.ID] = ch
@@ -140,11 +141,11 @@ func (q *Queue) wait(ctx context.Context, id uint64, ch chan result) (*Slot, err
 }
 
 // release gives back a slot on upstream and hands the freed room on.
-func (q *Queue) release(upstream string) {
+func (q *Queue) release(upstream string, memory int64) {
 	now := q.now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.deliver(q.core.Release(now, upstream))
+	q.deliver(q.core.Release(now, upstream, memory))
 }
 
 // deliver sends each grant to its waiter. Must hold mu; the sends never
@@ -157,7 +158,7 @@ func (q *Queue) deliver(grants []Grant) {
 			ch <- result{err: g.Err}
 			continue
 		}
-		ch <- result{slot: &Slot{q: q, upstream: g.Upstream}}
+		ch <- result{slot: &Slot{q: q, upstream: g.Upstream, memory: g.Memory}}
 	}
 }
 
@@ -174,6 +175,12 @@ func (q *Queue) update(change func(c *Core)) {
 // and starts waiters if it grew. See Core.SetWindow.
 func (q *Queue) SetWindow(name string, limit int) {
 	q.update(func(c *Core) { c.SetWindow(name, limit) })
+}
+
+// SetMemoryBudget bounds the memory of an upstream's in-flight requests and
+// starts waiters if it grew. See Core.SetMemoryBudget.
+func (q *Queue) SetMemoryBudget(name string, budget int64) {
+	q.update(func(c *Core) { c.SetMemoryBudget(name, budget) })
 }
 
 // SetAvailability sets the function that decides, at every dispatch, whether

@@ -21,6 +21,9 @@ type WindowStats struct {
 	Limit int
 	// InFlight is how many slots are held; it may exceed Limit after a cut.
 	InFlight int
+	// MemoryBudget bounds the in-flight requests' Memory (0: no bound);
+	// MemoryHeld is theirs.
+	MemoryBudget, MemoryHeld int64
 	// Availability is what the Availability func says now; Down for a
 	// removed window that still has slots held.
 	Availability Availability
@@ -41,7 +44,8 @@ func (c *Core) Stats() Stats {
 		s.ByPriority[it.priority]++
 	}
 	for i, w := range c.windows {
-		s.Windows[i] = WindowStats{Name: w.name, Limit: w.limit, InFlight: w.inflight, Availability: c.state(w)}
+		s.Windows[i] = WindowStats{Name: w.name, Limit: w.limit, InFlight: w.inflight,
+			MemoryBudget: w.budget, MemoryHeld: w.held, Availability: c.state(w)}
 	}
 	return s
 }

@@ -43,6 +43,25 @@ type window struct {
 	inflight int   // may exceed limit after a cut; new dispatch waits below it
 	removed  bool  // RemoveWindow called while slots were still held
 	order    Order // for the waiters that may use it (SetWindowOrder)
+	// budget bounds the Memory of the requests in flight (0: no bound);
+	// held is theirs. Like inflight after a cut, held may exceed a budget
+	// that shrank.
+	budget, held int64
+	// reserved: a waiter that fits the budget but not what is left of it
+	// now waits for this window, and nobody overtakes it here until the next
+	// dispatch (which recomputes it).
+	reserved bool
+}
+
+// take counts one more request of the given memory in flight.
+func (w *window) take(memory int64) {
+	w.inflight++
+	w.held += memory
+}
+
+// fits reports whether a request of the given memory fits w's budget now.
+func (w *window) fits(memory int64) bool {
+	return w.budget == 0 || w.held+memory <= w.budget
 }
 
 // state is the window's availability now: Down once removed, else what the
@@ -77,23 +96,48 @@ func (c *Core) find(name string) (*window, int) {
 	return c.windows[i], i
 }
 
-// choose returns the window a request excluding exclude should take now: the
-// one with the most room; ties go to the first by name. Nil means none.
-func (c *Core) choose(exclude []string) *window {
+// choose returns the window a request of the given memory, excluding
+// exclude, should take now: of those with room whose budget it fits and that
+// no waiter has reserved, the one with the most room; ties go to the first
+// by name. Nil means none.
+func (c *Core) choose(exclude []string, memory int64) *window {
 	var best *window
 	bestRoom := 0
 	for _, w := range c.windows {
-		if r := c.room(w); r > bestRoom && !slices.Contains(exclude, w.name) {
+		if r := c.room(w); r > bestRoom && w.fits(memory) && !w.reserved && !slices.Contains(exclude, w.name) {
 			best, bestRoom = w, r
 		}
 	}
 	return best
 }
 
-// anyRoom reports whether some window could start a request now.
+// reserve marks every window it may use that has room but not the memory
+// for it, when it could fit there once in-flight memory is given back (its
+// memory is within the budget).
+func (c *Core) reserve(it *item) {
+	for _, w := range c.windows {
+		if c.room(w) > 0 && !w.fits(it.memory) && it.memory <= w.budget && !slices.Contains(it.exclude, w.name) {
+			w.reserved = true
+		}
+	}
+}
+
+// canFit reports whether a request of the given memory excluding exclude fits
+// the whole budget of some window it may use that is not Down.
+func (c *Core) canFit(exclude []string, memory int64) bool {
+	for _, w := range c.windows {
+		if c.state(w) != Down && (w.budget == 0 || memory <= w.budget) && !slices.Contains(exclude, w.name) {
+			return true
+		}
+	}
+	return false
+}
+
+// anyRoom reports whether some window that no waiter has reserved could
+// start a request now.
 func (c *Core) anyRoom() bool {
 	for _, w := range c.windows {
-		if c.room(w) > 0 {
+		if c.room(w) > 0 && !w.reserved {
 			return true
 		}
 	}
@@ -134,6 +178,16 @@ func (c *Core) SetWindow(name string, limit int) {
 		return
 	}
 	c.windows = slices.Insert(c.windows, i, &window{name: name, limit: limit, order: c.order})
+}
+
+// SetMemoryBudget bounds the Memory of the requests in flight on the window
+// named name (0 or negative: no bound), from the free memory its pod reports.
+// A budget below what is held cancels nothing: new dispatch waits until
+// enough is given back. Unknown names are ignored. Call Dispatch afterwards.
+func (c *Core) SetMemoryBudget(name string, budget int64) {
+	if w, _ := c.find(name); w != nil {
+		w.budget = max(budget, 0)
+	}
 }
 
 // SetAvailability sets the function that says, at every dispatch, whether an

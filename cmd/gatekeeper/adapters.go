@@ -27,8 +27,8 @@ var errDrainingQueue = fmt.Errorf("%w: shutting down", proxy.ErrDraining)
 // admission fits *queue.Queue to proxy.Admission.
 type admission struct{ q *queue.Queue }
 
-func (a admission) Acquire(ctx context.Context, tokens int64, priority int, exclude []string) (proxy.Slot, error) {
-	s, err := a.q.Acquire(ctx, queue.Request{Tokens: tokens, Exclude: exclude, Priority: priority})
+func (a admission) Acquire(ctx context.Context, tokens, memory int64, priority int, exclude []string) (proxy.Slot, error) {
+	s, err := a.q.Acquire(ctx, queue.Request{Tokens: tokens, Memory: memory, Exclude: exclude, Priority: priority})
 	switch {
 	case err == nil:
 		return s, nil
@@ -36,14 +36,14 @@ func (a admission) Acquire(ctx context.Context, tokens int64, priority int, excl
 		return nil, fmt.Errorf("%w: %w", proxy.ErrQueueFull, err)
 	case errors.Is(err, queue.ErrClosed):
 		return nil, fmt.Errorf("%w: %w", proxy.ErrDraining, err)
-	case errors.Is(err, queue.ErrUnavailable):
+	case errors.Is(err, queue.ErrUnavailable), errors.Is(err, queue.ErrNoMemory):
 		return nil, fmt.Errorf("%w: %w", proxy.ErrNoUpstream, err)
 	}
 	return nil, err
 }
 
-func (a admission) TryAcquire(tokens int64, exclude []string) proxy.Slot {
-	if s := a.q.TryAcquire(queue.Request{Tokens: tokens, Exclude: exclude}); s != nil {
+func (a admission) TryAcquire(tokens, memory int64, exclude []string) proxy.Slot {
+	if s := a.q.TryAcquire(queue.Request{Tokens: tokens, Memory: memory, Exclude: exclude}); s != nil {
 		return s
 	}
 	return nil // not a nil *queue.Slot in a non-nil interface

@@ -54,6 +54,7 @@ func settingsFrom(c *config.Config) (settings, error) {
 			RequestIDHeader:  c.Server.RequestIDHeader,
 			CharsPerToken:    c.Estimate.CharsPerToken,
 			DefaultMaxTokens: int64(c.Estimate.DefaultMaxTokens),
+			BytesPerLogit:    int64(c.Estimate.BytesPerLogit),
 			MaxWait:          c.Queue.MaxWait,
 			RetryAfter:       c.Shed.RetryAfter,
 		},

@@ -50,6 +50,14 @@ func (sp *slowPath) apply(cfg *config.Config, ch *control.Change, name string, e
 			a.queue.SetWindow(name, ch.Limit)
 		}
 	}
+	if ch.MemoryBudgetChanged || !enforce {
+		// observe mode bounds nothing; a switch back to enforce sets it anew
+		budget := ch.MemoryBudget
+		if !enforce {
+			budget = 0
+		}
+		a.queue.SetMemoryBudget(name, budget)
+	}
 	if !ch.LevelChanged {
 		return
 	}

@@ -34,6 +34,8 @@ func applyPolicy(c *config.Config, s replay.Settings) replay.Settings {
 		u = c.Upstreams[0]
 	}
 	s.Slow = control.SlowSettings(c, u)
+	s.Memory = control.Memory{VocabSize: u.VocabSize, Share: c.Batch.MemoryShare}
+	s.BytesPerLogit = int64(c.Estimate.BytesPerLogit)
 	s.Queue = queue.Settings{
 		MaxLength:       c.Queue.MaxLength,
 		MaxTokens:       c.Queue.MaxTokens,

@@ -20,7 +20,7 @@ import (
 func TestApplyPolicyMapsEveryKey(t *testing.T) {
 	c, err := config.Parse([]byte(`
 upstreams:
-  - {name: a, url: "http://127.0.0.1:1", max_inflight: 64, min_inflight: 2}
+  - {name: a, url: "http://127.0.0.1:1", max_inflight: 64, min_inflight: 2, vocab_size: 1000}
   - {name: b, url: "http://127.0.0.1:2", max_inflight: 8, min_inflight: 1}
 pressure:
   interval: 250ms
@@ -32,7 +32,8 @@ pressure:
     fragmentation: {degrade: 1.5, shed: 2.0}
     waiting: {shed: 50}
 fast_breaker: {qps: 12, burst: 3}
-batch: {cut: 0.5, cut_every: 3s, worse_by: 0.03, ramp_step: 0.25, ramp_every: 2s}
+batch: {cut: 0.5, cut_every: 3s, worse_by: 0.03, ramp_step: 0.25, ramp_every: 2s, memory_share: 0.5}
+estimate: {bytes_per_logit: 40}
 queue: {max_length: 10, max_tokens: 5000, max_wait: 9s, starvation_after: 4s}
 shed: {retry_after: 6s}
 hooks:
@@ -55,13 +56,16 @@ hooks:
 					{Signal: "kv_cache_usage", Degrade: 0.95}, // the default file's, merged
 					{Signal: "memory_used", Degrade: 0.9, Shed: 0.97},
 					{Signal: "waiting", Degrade: math.Nextafter(50, 0), Shed: 50},
-					{Signal: control.PodOverload, Degrade: 1}, // built in: a pod's own 503/429
+					{Signal: "alloc_retry_rate", Degrade: 0.01}, // the default file's
+					{Signal: control.PodOverload, Degrade: 1},   // built in: a pod's own 503/429
 				},
 				Hysteresis: 0.1, Hold: 7 * time.Second, OnStale: breaker.StaleHold,
 			},
 			Window: breaker.WindowSettings{MaxInflight: 64, MinInflight: 2, Cut: 0.5, CutEvery: 3 * time.Second, Worsening: 0.03,
 				RampStep: 0.25, RampEvery: 2 * time.Second},
 		},
+		Memory:               control.Memory{VocabSize: 1000, Share: 0.5},
+		BytesPerLogit:        40,
 		Queue:                queue.Settings{MaxLength: 10, MaxTokens: 5000, StarvationAfter: 4 * time.Second},
 		MaxWait:              9 * time.Second,
 		Interval:             250 * time.Millisecond,
@@ -166,8 +170,8 @@ func TestTestdataPolicies(t *testing.T) {
 	}
 }
 
-// high-util.yaml swaps the memory_used rule for an alloc_retry_rate one and
-// turns the flush hook on; everything else stays config.yaml's.
+// high-util.yaml keeps config.yaml's rules (no memory_used rule, allocation
+// retries cut the batch) and turns the flush hook on.
 func TestHighUtilPolicy(t *testing.T) {
 	c, err := config.LoadFile("testdata/high-util.yaml")
 	if err != nil {

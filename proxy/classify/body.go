@@ -16,10 +16,12 @@ const (
 	fInstructions
 	fTools
 	fFunctions
+	fPromptLogprobs
 )
 
 var topFields = [...]string{"model", "stream", "n", "best_of", "max_tokens", "max_completion_tokens",
-	"max_output_tokens", "prompt", "prompt_embeds", "messages", "input", "instructions", "tools", "functions"}
+	"max_output_tokens", "prompt", "prompt_embeds", "messages", "input", "instructions", "tools", "functions",
+	"prompt_logprobs"}
 
 // bodyParser holds one classification's progress.
 type bodyParser struct {
@@ -35,6 +37,7 @@ type bodyParser struct {
 	maxTokens, maxCompletion, maxOutput int64
 	hasMax, hasOutput                   bool // completion's max_tokens may be 0; chat's 0 means unset
 	n, bestOf                           int64
+	promptLogprobs                      bool // a prompt_logprobs that is not null
 	hasInput, hasMessages               bool
 }
 
@@ -71,6 +74,8 @@ func (p *bodyParser) top(idx int) error {
 		p.n, _, err = r.intValue("n", 1)
 	case idx == fBestOf && (k == KindCompletion || k == KindChat):
 		p.bestOf, _, err = r.intValue("best_of", 1)
+	case idx == fPromptLogprobs && (k == KindCompletion || k == KindChat):
+		_, p.promptLogprobs, err = r.intValue("prompt_logprobs", -1) // -1: the whole vocabulary
 	case idx == fMaxTokens && (k == KindCompletion || k == KindChat):
 		p.maxTokens, p.hasMax, err = r.intValue("max_tokens", 0)
 	case idx == fMaxCompletionTokens && k == KindChat:
@@ -132,5 +137,6 @@ func (p *bodyParser) finish() (Request, error) {
 		c.MaxTokens, c.DefaultMax = p.est.DefaultMaxTokens, true
 	}
 	c.Estimated = estimate(c)
+	c.Memory = p.est.memory(c, p.promptLogprobs)
 	return c, nil
 }

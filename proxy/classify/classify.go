@@ -33,6 +33,13 @@ type Request struct {
 	// child request in vLLM V1 that holds its own KV cache; prefix caching
 	// may share the prompt's blocks, so this is an upper bound.
 	Estimated int64
+	// Memory is the request's estimated transient GPU memory per vocabulary
+	// entry (multiply by the model's vocabulary size for bytes): each of the
+	// Prompts×N sequences it samples takes Estimator.BytesPerLogit in every
+	// engine step's sampler, and prompt_logprobs adds PromptLogprobBytes
+	// per prompt token (logits over the whole prompt). 0 for routes that
+	// generate nothing. Saturates at math.MaxInt64.
+	Memory int64
 }
 
 // Parse checks body with CheckJSON and classifies it as a request of kind.

@@ -154,6 +154,9 @@ func TestClassify(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse(%s, %.80s) error = %v", tt.path, tt.body, err)
 			}
+			if tt.want.MaxTokens > 0 && tt.want.Memory == 0 { // no prompt_logprobs in these bodies
+				tt.want.Memory = int64(tt.want.Prompts*tt.want.N) * 32
+			}
 			if got != tt.want {
 				t.Errorf("Parse(%s, %.80s)\n got %+v\nwant %+v", tt.path, tt.body, got, tt.want)
 			}
@@ -181,8 +184,8 @@ func TestClassifyWithoutBody(t *testing.T) {
 func TestEstimatorDefaults(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("x", 36) + `"},{"type":"image_url","image_url":{"url":"https://x"}}]}]}`)
-	want := Request{Prompts: 1, PromptTokens: 10 + 1024, MaxTokens: 256, DefaultMax: true, N: 1, Media: 1, Estimated: 10 + 1024 + 256}
-	for _, est := range []Estimator{{}, {CharsPerToken: -1, DefaultMaxTokens: -1, MediaTokens: -1}, {CharsPerToken: math.NaN()}, {CharsPerToken: math.Inf(1)}} {
+	want := Request{Prompts: 1, PromptTokens: 10 + 1024, MaxTokens: 256, DefaultMax: true, N: 1, Media: 1, Estimated: 10 + 1024 + 256, Memory: 32}
+	for _, est := range []Estimator{{}, {CharsPerToken: -1, DefaultMaxTokens: -1, MediaTokens: -1, BytesPerLogit: -1}, {CharsPerToken: math.NaN()}, {CharsPerToken: math.Inf(1)}} {
 		got, err := Parse(kindOf(t, "/v1/chat/completions"), body, est)
 		if err != nil || got != want {
 			t.Errorf("Parse with %+v = %+v, %v; want %+v", est, got, err, want)
@@ -298,13 +301,13 @@ func TestClassifyFiles(t *testing.T) {
 		want       Request
 	}{
 		{"chat-4k.json", "/v1/chat/completions", Request{Model: "Qwen/Qwen2.5-7B-Instruct", Stream: true, Prompts: 1,
-			PromptTokens: 886, MaxTokens: 512, N: 1, Estimated: 1398}},
+			PromptTokens: 886, MaxTokens: 512, N: 1, Estimated: 1398, Memory: 32}},
 		{"chat-multimodal.json", "/v1/chat/completions", Request{Model: "Qwen/Qwen2.5-VL-7B-Instruct", Prompts: 1,
-			PromptTokens: 1026, MaxTokens: 300, N: 1, Media: 2, Estimated: 1326}},
+			PromptTokens: 1026, MaxTokens: 300, N: 1, Media: 2, Estimated: 1326, Memory: 32}},
 		{"responses-items.json", "/v1/responses", Request{Model: "openai/gpt-oss-20b", Stream: true, Prompts: 1,
-			PromptTokens: 24, MaxTokens: 200, N: 1, Estimated: 224}},
+			PromptTokens: 24, MaxTokens: 200, N: 1, Estimated: 224, Memory: 32}},
 		{"completions-batch.json", "/v1/completions", Request{Model: "fake-model", Prompts: 3,
-			PromptTokens: 13, MaxTokens: 16, N: 2, Estimated: 122}},
+			PromptTokens: 13, MaxTokens: 16, N: 2, Estimated: 122, Memory: 192}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

@@ -19,6 +19,27 @@ type Estimator struct {
 	// each data: URL, whose real cost depends on the model's processor.
 	// 0 (or less) means 1024.
 	MediaTokens int64
+	// BytesPerLogit is the sampler's memory per vocabulary entry for each
+	// sequence sampled in an engine step: logits (bf16 and fp32),
+	// probabilities, and the top-p/top-k sort's values, indices, cumulative
+	// sums and mask, about 32 bytes in vLLM V1. 0 (or less) means 32.
+	BytesPerLogit int64
+}
+
+// PromptLogprobBytes is the memory per vocabulary entry and prompt token of
+// prompt_logprobs: the prompt's fp32 logits and their log-softmax.
+const PromptLogprobBytes = 8
+
+// memory computes Request.Memory.
+func (e Estimator) memory(c Request, promptLogprobs bool) int64 {
+	if c.MaxTokens == 0 {
+		return 0
+	}
+	m := satMul(satMul(int64(c.Prompts), int64(c.N)), e.BytesPerLogit)
+	if promptLogprobs {
+		m = satAdd(m, satMul(c.PromptTokens, PromptLogprobBytes))
+	}
+	return m
 }
 
 func (e Estimator) withDefaults() Estimator {
@@ -30,6 +51,9 @@ func (e Estimator) withDefaults() Estimator {
 	}
 	if e.MediaTokens <= 0 {
 		e.MediaTokens = 1024
+	}
+	if e.BytesPerLogit <= 0 {
+		e.BytesPerLogit = 32
 	}
 	return e
 }

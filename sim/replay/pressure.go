@@ -125,6 +125,9 @@ func (r *runner) sample() {
 	if up.LimitChanged {
 		r.core.SetWindow(upstream, up.Limit)
 	}
+	if up.MemoryBudgetChanged {
+		r.core.SetMemoryBudget(upstream, up.MemoryBudget)
+	}
 	r.phase = up.Phase
 	if d.OrderChanged {
 		r.core.SetOrder(d.Order)
@@ -140,8 +143,8 @@ func (r *runner) sample() {
 }
 
 // controllerFor is the replay's one upstream under the product's controller.
-func controllerFor(ss breaker.SlowSettings) control.Settings {
-	return control.Settings{Upstreams: []control.Upstream{{Name: upstream, Slow: ss}}}
+func controllerFor(ss breaker.SlowSettings, m control.Memory) control.Settings {
+	return control.Settings{Upstreams: []control.Upstream{{Name: upstream, Slow: ss, Memory: m}}}
 }
 
 // effective is the memory doing work ÷ the memory the process holds: live

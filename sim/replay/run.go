@@ -62,9 +62,16 @@ type Settings struct {
 	LimiterOff bool
 	// Slow is the slow breaker (Gatekeeper). Zero Rules mean the policy
 	// file's defaults (fragmentation 1.2/1.5, kv_cache_usage 0.95,
-	// memory_used 0.95/0.98, hysteresis 0.05, hold 5s); a zero MaxInflight
+	// alloc_retry_rate 0.01, hysteresis 0.05, hold 5s); a zero MaxInflight
 	// means the engine's max_num_seqs, a zero MinInflight 4.
 	Slow breaker.SlowSettings
+	// Memory is memory admission (Gatekeeper), the policy's
+	// upstreams[].vocab_size and batch.memory_share; the zero value is off.
+	Memory control.Memory
+	// BytesPerLogit is each request's memory estimate per vocabulary entry
+	// (the policy's estimate.bytes_per_logit; the trace has no n, best_of
+	// or prompt_logprobs). 0 means 32.
+	BytesPerLogit int64
 	// Queue bounds the admission queue (Gatekeeper); zero fields take the
 	// queue's defaults.
 	Queue queue.Settings
@@ -107,11 +114,14 @@ func (s Settings) withDefaults() Settings {
 		s.Slow.Level = breaker.LevelSettings{Rules: []breaker.Rule{
 			{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5},
 			{Signal: "kv_cache_usage", Degrade: 0.95},
-			{Signal: "memory_used", Degrade: 0.95, Shed: 0.98},
+			{Signal: "alloc_retry_rate", Degrade: 0.01},
 		}, Hysteresis: 0.05, Hold: 5 * time.Second}
 	}
 	if s.MaxWait == 0 {
 		s.MaxWait = 30 * time.Second
+	}
+	if s.BytesPerLogit == 0 {
+		s.BytesPerLogit = 32
 	}
 	if s.Interval == 0 {
 		s.Interval = 500 * time.Millisecond
@@ -125,6 +135,7 @@ type request struct {
 	a        Arrival
 	id       uint64
 	deadline time.Duration
+	memory   int64 // its memory estimate, given back with its slot
 	waiting  bool
 	// recovery: it arrived while the window was degraded or recovering.
 	recovery bool
@@ -246,7 +257,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	if ss.Window.MinInflight == 0 {
 		ss.Window.MinInflight = min(4, ss.Window.MaxInflight)
 	}
-	cs := controllerFor(ss)
+	cs := controllerFor(ss, s.Memory)
 	cs.Now = r.now
 	if r.ctl, err = control.New(cs); err != nil {
 		return nil, err
@@ -293,7 +304,7 @@ func (r *runner) advance(t time.Duration) {
 			r.res.Outcomes.UpstreamError++
 		}
 		if r.core != nil {
-			r.grant(r.core.Release(r.now(), upstream))
+			r.grant(r.core.Release(r.now(), upstream, rq.memory))
 		}
 	}
 	for len(r.expiry) > 0 && r.expiry[0].deadline <= t {
@@ -331,11 +342,12 @@ func (r *runner) arrive(a Arrival) {
 	}
 	r.nextID++
 	rq.id = r.nextID
-	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: int64(a.Prompt + a.MaxToken)})
+	rq.memory = r.s.BytesPerLogit
+	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: int64(a.Prompt + a.MaxToken), Memory: rq.memory})
 	switch {
 	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
 		r.res.Outcomes.QueueFull++
-	case errors.Is(err, queue.ErrUnavailable):
+	case errors.Is(err, queue.ErrUnavailable), errors.Is(err, queue.ErrNoMemory):
 		r.res.Outcomes.Overloaded++
 	case err != nil:
 		panic(fmt.Sprintf("replay: queue refused a fresh id: %v", err)) // ids are unique by construction
@@ -363,7 +375,7 @@ func (r *runner) submit(rq *request) bool {
 
 func (r *runner) submitGranted(rq *request, g queue.Grant) {
 	if !r.submit(rq) {
-		r.grant(r.core.Release(r.now(), g.Upstream))
+		r.grant(r.core.Release(r.now(), g.Upstream, g.Memory))
 	}
 }
 
@@ -380,7 +392,7 @@ func (r *runner) grant(gs []queue.Grant) {
 			continue
 		}
 		if !r.submit(rq) {
-			gs = append(gs, r.core.Release(r.now(), g.Upstream)...)
+			gs = append(gs, r.core.Release(r.now(), g.Upstream, g.Memory)...)
 		}
 	}
 }
