@@ -73,7 +73,9 @@ func newBurstPod(t *testing.T, util float64) *burstPod {
 func (p *burstPod) RoundTrip(r *http.Request) (*http.Response, error) {
 	rec := httptest.NewRecorder()
 	p.srv.ServeHTTP(rec, r)
-	return rec.Result(), nil
+	res := rec.Result()
+	res.Request = r // as net/http's Transport sets it
+	return res, nil
 }
 
 // get serves GET path on the pod and returns the status and body.
@@ -161,13 +163,15 @@ func sendBurst(t *testing.T, h http.Handler) burstResult {
 }
 
 // burstPolicy is config.yaml's defaults for one simulated pod with its two
-// sources. No rate limit (the burst is the point) and no relief hooks (the
-// hook runner dials real sockets, which a synctest bubble must not wait on).
+// sources and memory admission on (vocab_size: the simulated Llama 3's). No
+// rate limit (the burst is the point) and no relief hooks (the hook runner
+// dials real sockets, which a synctest bubble must not wait on).
 const burstPolicy = `
 upstreams:
   - name: pod
     url: http://pod.test:8000
     max_inflight: 256
+    vocab_size: 128256
     sources:
       - {kind: vllm, url: "http://pod.test:8000/metrics"}
       - {kind: memory_blocks, url: "http://pod.test:8000/v1/internal/metrics"}
@@ -190,7 +194,7 @@ func TestBurstOverHTTP(t *testing.T) {
 		})
 	})
 
-	t.Run("through gatekeeper no OOM, window cut, every refusal says when to retry", func(t *testing.T) {
+	t.Run("through gatekeeper no OOM, the burst served, every refusal says when to retry", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			pod := newBurstPod(t, 0.99)
 			defer pod.stop()
@@ -236,20 +240,14 @@ func TestBurstOverHTTP(t *testing.T) {
 			if answered != burstSize {
 				t.Errorf("%d answered, want %d", answered, burstSize)
 			}
+			// Why, pinned so the README and this test change together: each
+			// request's sampler memory is counted against the free memory the
+			// pod reports, so the burst waits for room instead of growing the
+			// step past the device; no default rule reads memory_used (≥ 0.98
+			// from boot at 0.99), so the pod is never critical.
 			us = soleUpstream(t, a)
-			if us.WindowLimit >= burstMaxSeqs {
-				t.Errorf("window %d, want it cut below %d", us.WindowLimit, burstMaxSeqs)
-			}
-			// Why, pinned so the README and this test change together: at
-			// 0.99 the process holds ≥ 98 % of the device from boot (weights,
-			// the pre-allocated KV cache, the CUDA context), so config.yaml's
-			// memory_used shed threshold (0.98) holds the pod critical and
-			// the burst is refused, not served.
-			if us.Level != "critical" || us.Signals[pressure.MemoryUsed].Value < 0.98 {
-				t.Errorf("level %s, memory_used %.4f; README says critical from memory_used ≥ 0.98", us.Level, us.Signals[pressure.MemoryUsed].Value)
-			}
-			if res.reasons["overloaded"] == 0 {
-				t.Errorf("reasons %v, want 503 overloaded", res.reasons)
+			if us.Level == "critical" || res.statuses[http.StatusOK] < burstSize*9/10 {
+				t.Errorf("level %s, %d of %d served; want not critical and at least 90 %% served", us.Level, res.statuses[http.StatusOK], burstSize)
 			}
 		})
 	})
