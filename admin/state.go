@@ -80,8 +80,13 @@ type Upstream struct {
 	InFlight    int    `json:"inflight"`
 	MaxInflight int    `json:"max_inflight"`
 	MinInflight int    `json:"min_inflight"`
-	Level       string `json:"level"`
-	Phase       string `json:"phase"`
+	// MemoryBudgetBytes bounds the estimated memory of the requests in
+	// flight (memory admission, upstreams[].vocab_size); MemoryHeldBytes is
+	// theirs. Both absent while memory admission bounds nothing.
+	MemoryBudgetBytes int64  `json:"memory_budget_bytes,omitempty"`
+	MemoryHeldBytes   int64  `json:"memory_held_bytes,omitempty"`
+	Level             string `json:"level"`
+	Phase             string `json:"phase"`
 	// LastChange is the latest level change and the signal that caused it.
 	LastChange *control.Cause `json:"last_change,omitempty"`
 	// Signals are the pressure readings (worst over the pod's GPUs), each
@@ -118,8 +123,10 @@ func Snapshot(src Sources) State {
 		windows[w.Name] = w
 	}
 	bounds := map[string][2]int{}
+	vocab := map[string]int64{}
 	for _, u := range cfg.Upstreams {
 		bounds[u.Name] = [2]int{u.MinInflight, u.MaxInflight}
+		vocab[u.Name] = u.VocabSize
 	}
 	s := State{
 		Version: src.Version, Mode: string(cfg.Mode), Ready: src.Ready(), Draining: src.Draining(),
@@ -146,6 +153,9 @@ func Snapshot(src Sources) State {
 		w := windows[u.Name]
 		us := Upstream{UpstreamStatus: u, WindowLimit: w.Limit, InFlight: w.InFlight,
 			MinInflight: bounds[u.Name][0], MaxInflight: bounds[u.Name][1], Breaker: "none"}
+		if w.MemoryBudget > 0 { // the queue counts bytes per vocabulary entry
+			us.MemoryBudgetBytes, us.MemoryHeldBytes = w.MemoryBudget*vocab[u.Name], w.MemoryHeld*vocab[u.Name]
+		}
 		if b, ok := src.Breaker(u.Name); ok {
 			us.Breaker = b.String()
 		}

@@ -7,6 +7,7 @@ type stateCollector struct {
 	snapshot                           func() State
 	queueLen, queueTokens, limit, infl *prometheus.Desc
 	breakerState, available, level     *prometheus.Desc
+	memBudget, memHeld                 *prometheus.Desc
 }
 
 // NewStateCollector returns a collector that calls snapshot at every scrape
@@ -22,11 +23,15 @@ func NewStateCollector(snapshot func() State) prometheus.Collector {
 		breakerState: prometheus.NewDesc("gatekeeper_error_breaker_state", "Error breaker state: 0 closed, 1 half-open, 2 open.", up, nil),
 		available:    prometheus.NewDesc("gatekeeper_upstream_available", "1 while the upstream may receive new dispatches.", up, nil),
 		level:        prometheus.NewDesc("gatekeeper_pressure_level", "Pressure level: 0 normal, 1 degraded, 2 critical.", up, nil),
+		memBudget: prometheus.NewDesc("gatekeeper_memory_budget_bytes",
+			"Memory admission: the estimated memory the upstream's in-flight requests may hold (a share of the free memory it reports). Absent while it bounds nothing.", up, nil),
+		memHeld: prometheus.NewDesc("gatekeeper_memory_held_bytes",
+			"Memory admission: the estimated memory of the upstream's in-flight requests. Absent while it bounds nothing.", up, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queueLen, c.queueTokens, c.limit, c.infl, c.breakerState, c.available, c.level} {
+	for _, d := range []*prometheus.Desc{c.queueLen, c.queueTokens, c.limit, c.infl, c.breakerState, c.available, c.level, c.memBudget, c.memHeld} {
 		ch <- d
 	}
 }
@@ -41,6 +46,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.breakerState, prometheus.GaugeValue, breakerValue(u.Breaker), u.Name)
 		ch <- prometheus.MustNewConstMetric(c.available, prometheus.GaugeValue, boolValue(u.Available), u.Name)
 		ch <- prometheus.MustNewConstMetric(c.level, prometheus.GaugeValue, levelValue(u.Level), u.Name)
+		if u.MemoryBudgetBytes > 0 {
+			ch <- prometheus.MustNewConstMetric(c.memBudget, prometheus.GaugeValue, float64(u.MemoryBudgetBytes), u.Name)
+			ch <- prometheus.MustNewConstMetric(c.memHeld, prometheus.GaugeValue, float64(u.MemoryHeldBytes), u.Name)
+		}
 	}
 }
 

@@ -243,3 +243,39 @@ func ExampleSnapshot() {
 	// b: breaker none, level "", window 0/256
 	// queue: 1 shortest_first
 }
+
+// TestMemoryAdmissionState: with vocab_size set and a memory budget on the
+// window, /admin/state and /metrics show budget and held memory in bytes
+// (the queue counts bytes per vocabulary entry).
+func TestMemoryAdmissionState(t *testing.T) {
+	t.Parallel()
+	src := fakeSources()
+	cfg, err := config.Parse([]byte(`upstreams:
+  - {name: a, url: "http://a:8000", max_inflight: 8, min_inflight: 2, vocab_size: 1000}
+  - {name: b, url: "http://b:8000"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Config = func() *config.Config { return cfg }
+	src.Queue = func() queue.Stats {
+		return queue.Stats{Windows: []queue.WindowStats{{Name: "a", Limit: 6, InFlight: 3, MemoryBudget: 500, MemoryHeld: 96},
+			{Name: "b", Limit: 256}}}
+	}
+	s := Snapshot(src)
+	if a, b := s.Upstreams[0], s.Upstreams[1]; a.MemoryBudgetBytes != 500_000 || a.MemoryHeldBytes != 96_000 || b.MemoryBudgetBytes != 0 {
+		t.Fatalf("a: budget %d held %d, b: budget %d; want 500000, 96000 and 0", a.MemoryBudgetBytes, a.MemoryHeldBytes, b.MemoryBudgetBytes)
+	}
+	want := `
+# HELP gatekeeper_memory_budget_bytes Memory admission: the estimated memory the upstream's in-flight requests may hold (a share of the free memory it reports). Absent while it bounds nothing.
+# TYPE gatekeeper_memory_budget_bytes gauge
+gatekeeper_memory_budget_bytes{upstream="a"} 500000
+# HELP gatekeeper_memory_held_bytes Memory admission: the estimated memory of the upstream's in-flight requests. Absent while it bounds nothing.
+# TYPE gatekeeper_memory_held_bytes gauge
+gatekeeper_memory_held_bytes{upstream="a"} 96000
+`
+	c := NewStateCollector(func() State { return Snapshot(src) })
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "gatekeeper_memory_budget_bytes", "gatekeeper_memory_held_bytes"); err != nil {
+		t.Fatal(err)
+	}
+}
