@@ -101,6 +101,16 @@ type Upstream struct {
 type Rule struct {
 	Degrade *float64 `json:"degrade,omitempty"`
 	Shed    *float64 `json:"shed,omitempty"`
+	// Horizon is a trend rule's projection, as a Go duration ("2s").
+	Horizon string `json:"horizon,omitempty"`
+}
+
+func ruleOf(r config.Rule) Rule {
+	out := Rule{Degrade: r.Degrade, Shed: r.Shed}
+	if r.Horizon > 0 {
+		out.Horizon = r.Horizon.String()
+	}
+	return out
 }
 
 // Queue is the admission queue's entry in State.
@@ -147,7 +157,7 @@ func Snapshot(src Sources) State {
 	s.Sources = ps.Sources
 	rules := map[string]Rule{}
 	for sig, r := range cfg.Pressure.Rules {
-		rules[string(sig)] = Rule{Degrade: r.Degrade, Shed: r.Shed}
+		rules[string(sig)] = ruleOf(r)
 	}
 	for _, u := range src.Upstreams() {
 		w := windows[u.Name]
@@ -199,7 +209,7 @@ func rulesFor(file map[string]Rule, cfg *config.Config, name string) map[string]
 				delete(out, string(sig))
 				continue
 			}
-			out[string(sig)] = Rule{Degrade: r.Degrade, Shed: r.Shed}
+			out[string(sig)] = ruleOf(r)
 		}
 		return out
 	}

@@ -85,6 +85,13 @@ type Rule struct {
 	// Shed is the value at or above which it is critical. 0 means the rule
 	// never sheds (it only cuts the window); otherwise finite and > Degrade.
 	Shed float64
+	// Horizon, when above 0, makes it a trend rule: the rule judges the
+	// value projected this far ahead along its rise since the previous
+	// fresh reading (value + slope × Horizon), so a signal climbing fast
+	// reaches its level before the value itself does. A falling or flat
+	// signal is judged as it is: the projection only raises, never lowers.
+	// 0 means the value as read; otherwise > 0.
+	Horizon time.Duration
 }
 
 // LevelSettings configures a LevelMachine. The zero value has no rules and
@@ -131,6 +138,9 @@ func (s LevelSettings) validate() error {
 		}
 		if r.Shed != 0 && (!finite(r.Shed) || r.Shed <= r.Degrade) {
 			bad(fmt.Sprintf("Rules[%d].Shed", i), r.Shed, fmt.Sprintf("0 or a finite value > Degrade (%v)", r.Degrade))
+		}
+		if r.Horizon < 0 {
+			bad(fmt.Sprintf("Rules[%d].Horizon", i), r.Horizon, "≥ 0")
 		}
 	}
 	if !(s.Hysteresis >= 0 && s.Hysteresis < 1) { // also refuses NaN

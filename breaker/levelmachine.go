@@ -22,6 +22,15 @@ type LevelMachine struct {
 	causeValue  float64
 	causeStale  bool
 	causeSource string
+	// last[i] is rule i's previous fresh reading, for trend rules (Horizon).
+	last []lastReading
+}
+
+// lastReading is one rule's previous fresh value and when it was read.
+type lastReading struct {
+	ok    bool
+	value float64
+	at    time.Time
 }
 
 // NewLevelMachine returns a LevelMachine at Normal, or an error naming each
@@ -31,7 +40,7 @@ func NewLevelMachine(s LevelSettings) (*LevelMachine, error) {
 		return nil, err
 	}
 	s.Rules = append([]Rule(nil), s.Rules...)
-	return &LevelMachine{s: s, cause: -1}, nil
+	return &LevelMachine{s: s, cause: -1, last: make([]lastReading, len(s.Rules))}, nil
 }
 
 // Level returns the current level.
@@ -69,7 +78,7 @@ type evaluation struct {
 // without a reading count as absent (they neither raise nor hold a level).
 // When a signal has several readings, the worst fresh one counts.
 func (m *LevelMachine) Observe(now time.Time, readings []Reading) (Transition, bool) {
-	e := m.evaluate(readings)
+	e := m.evaluate(now, readings)
 	for k := Degraded; k <= Critical; k++ {
 		switch {
 		case !e.clear[k] || e.frozen:
@@ -115,8 +124,9 @@ func (m *LevelMachine) setCause(i int, rr ruleReading) {
 }
 
 // evaluate applies the stale policy and thresholds to one round of readings.
-func (m *LevelMachine) evaluate(readings []Reading) evaluation {
+func (m *LevelMachine) evaluate(now time.Time, readings []Reading) evaluation {
 	e := evaluation{attainedIdx: -1, bandIdx: -1, values: m.pick(readings)}
+	m.project(now, e.values)
 	e.clear[Degraded], e.clear[Critical] = true, true
 	band := Normal
 	for i, r := range m.s.Rules {
@@ -150,6 +160,30 @@ func (m *LevelMachine) evaluate(readings []Reading) evaluation {
 		}
 	}
 	return e
+}
+
+// project replaces each trend rule's fresh value by its projection Horizon
+// ahead along the rise since the rule's previous fresh reading, when that
+// is higher, and remembers the value as read for the next round. A missing
+// or stale reading forgets the previous one: a slope is taken only between
+// two fresh readings in a row.
+func (m *LevelMachine) project(now time.Time, values []ruleReading) {
+	for i, r := range m.s.Rules {
+		rr := &values[i]
+		prev := m.last[i]
+		if !rr.found || rr.stale {
+			m.last[i] = lastReading{}
+			continue
+		}
+		m.last[i] = lastReading{ok: true, value: rr.value, at: now}
+		if r.Horizon <= 0 || !prev.ok || !now.After(prev.at) || rr.value <= prev.value {
+			continue
+		}
+		slope := (rr.value - prev.value) / now.Sub(prev.at).Seconds()
+		if p := rr.value + slope*r.Horizon.Seconds(); finite(p) {
+			rr.value = p
+		}
+	}
 }
 
 // band is the highest level k whose exit value (threshold × (1 − Hysteresis))
@@ -187,6 +221,7 @@ func (m *LevelMachine) update(s LevelSettings) {
 	signal, _ := m.Cause()
 	m.s = s
 	m.s.Rules = append([]Rule(nil), s.Rules...)
+	m.last = make([]lastReading, len(s.Rules)) // a slope starts afresh
 	m.cause = -1
 	for i, r := range m.s.Rules {
 		if r.Signal == signal {

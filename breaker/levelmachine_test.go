@@ -215,6 +215,32 @@ func TestLevelMachineSteps(t *testing.T) {
 			{advance: s, readings: []Reading{staleRd("fragmentation", 1.3)}, level: Degraded},
 			{advance: 5 * s, readings: []Reading{staleRd("fragmentation", 1.3)}, level: Normal, transition: "degraded→normal fragmentation=1.3 stale"},
 		}},
+		// A trend rule judges value + slope × horizon: 1 → 1.0625 in 0.5 s
+		// projects 1.3125 two seconds ahead, degraded while the value itself
+		// is far under 1.2.
+		{name: "trend rule acts on the projection", rules: []Rule{{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5, Horizon: 2 * s}}, steps: []levelStep{
+			{readings: frag(1), level: Normal},
+			{advance: s / 2, readings: frag(1.0625), level: Degraded, transition: "normal→degraded fragmentation=1.3125"},
+			// flat: judged as read, and left after hold as any level
+			{advance: s / 2, readings: frag(1.0625), level: Degraded},
+			{advance: 5 * s, readings: frag(1.0625), level: Normal, transition: "degraded→normal fragmentation=1.0625"},
+		}},
+		{name: "trend rule: a slow rise stays under", rules: []Rule{{Signal: "fragmentation", Degrade: 1.2, Horizon: 2 * s}}, steps: []levelStep{
+			{readings: frag(1.1), level: Normal},
+			{advance: s / 2, readings: frag(1.11), level: Normal},  // projects 1.15
+			{advance: s / 2, readings: frag(1.125), level: Normal}, // projects 1.185
+		}},
+		{name: "trend rule: a stale or missing reading breaks the slope", rules: []Rule{{Signal: "fragmentation", Degrade: 1.2, Horizon: 2 * s}}, onStale: StaleIgnore, steps: []levelStep{
+			{readings: frag(1.0), level: Normal},
+			{advance: s / 2, readings: []Reading{staleRd("fragmentation", 1.05)}, level: Normal},
+			{advance: s / 2, readings: frag(1.15), level: Normal}, // no fresh predecessor: judged as read
+			{advance: s / 2, readings: nil, level: Normal},
+			{advance: s / 2, readings: frag(1.19), level: Normal},
+		}},
+		{name: "without a horizon a rise is judged as read", rules: []Rule{{Signal: "fragmentation", Degrade: 1.2}}, steps: []levelStep{
+			{readings: frag(1.0), level: Normal},
+			{advance: s / 2, readings: frag(1.19), level: Normal},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,6 +296,7 @@ func TestNewLevelMachineRejectsInvalidSettings(t *testing.T) {
 		{"nan hysteresis", LevelSettings{Hysteresis: nan()}, "Hysteresis"},
 		{"infinite hysteresis", LevelSettings{Hysteresis: inf()}, "Hysteresis"},
 		{"negative hold", LevelSettings{Hold: -time.Second}, "Hold"},
+		{"negative horizon", LevelSettings{Rules: []Rule{{Signal: "a", Degrade: 1, Horizon: -time.Second}}}, "Rules[0].Horizon"},
 		{"unknown stale policy", LevelSettings{OnStale: 7}, "OnStale"},
 	}
 	for _, tt := range tests {

@@ -134,7 +134,7 @@ func (c *Config) fillDerived() {
 		}
 	}
 	for sig, r := range c.Pressure.Rules {
-		if r.Degrade == nil && r.Shed == nil {
+		if r.Degrade == nil && r.Shed == nil && r.Horizon == 0 {
 			delete(c.Pressure.Rules, sig) // `{}` disables the signal's rule, like null
 		}
 	}

@@ -187,6 +187,9 @@ type Pressure struct {
 type Rule struct {
 	Degrade *float64 `yaml:"degrade"` // value ≥ Degrade: degraded (the window is cut)
 	Shed    *float64 `yaml:"shed"`    // value ≥ Shed: critical (new work refused); > Degrade
+	// Horizon, above 0, judges the value projected this far ahead along its
+	// rise since the previous reading (a trend rule); 0: the value as read.
+	Horizon time.Duration `yaml:"horizon"`
 }
 
 // FastBreaker is the QPS limit.

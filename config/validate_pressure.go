@@ -187,6 +187,12 @@ func (k *checker) rule(prefix string, sig Signal, r Rule) {
 			k.add(path+"."+t.name, "must be positive, got %v", v)
 		}
 	}
+	switch {
+	case r.Horizon < 0 || r.Horizon > time.Minute:
+		k.add(path+".horizon", "must be between 0 and 1m (a projection further ahead is a guess), got %v", r.Horizon)
+	case r.Horizon > 0 && r.Degrade == nil && r.Shed == nil:
+		k.add(path+".horizon", "needs a degrade or shed threshold to project against")
+	}
 	finite := func(v *float64) bool { return !math.IsNaN(*v) && !math.IsInf(*v, 0) }
 	if r.Degrade != nil && r.Shed != nil && finite(r.Degrade) && finite(r.Shed) && *r.Shed <= *r.Degrade {
 		k.add(path+".shed", "must be above degrade (%v), got %v", *r.Degrade, *r.Shed)

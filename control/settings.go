@@ -89,7 +89,7 @@ func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 		if !ok || (r.Degrade == nil && r.Shed == nil) {
 			continue
 		}
-		rule := breaker.Rule{Signal: string(sig)}
+		rule := breaker.Rule{Signal: string(sig), Horizon: r.Horizon}
 		if r.Shed != nil {
 			rule.Shed = *r.Shed
 		}
