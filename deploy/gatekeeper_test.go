@@ -284,7 +284,9 @@ vllm:num_preemptions_total{engine="0",model_name="m"} 0
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"memory_blocks":[{"gpu_id":0,"total_bytes":%d,"used_bytes":%d,"free_bytes":%d,
 "largest_free_block_bytes":%d,"reserved_bytes":%d,"allocated_bytes":%d,"alloc_retry_count":%d}]}`,
-			80*gib, 70*gib, 10*gib, 9*gib-min(n, 1000)*(1<<20), 68*gib, 60*gib, n)
+			// retries stay at 3: a pod that keeps retrying is degraded by the
+			// default alloc_retry_rate rule, and this one must stay normal
+			80*gib, 70*gib, 10*gib, 9*gib-min(n, 1000)*(1<<20), 68*gib, 60*gib, 3)
 	})
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
