@@ -118,6 +118,10 @@ type Upstream struct {
 	// stays within batch.memory_share of the free memory its memory_blocks
 	// source reports. 0: off.
 	VocabSize int64 `yaml:"vocab_size"`
+	// MaxInflightTokens, above 0, is the token-budget window: the estimated
+	// tokens (prompt + max output) in flight to the pod at most, cut and
+	// ramped with the request window. 0: off.
+	MaxInflightTokens int64 `yaml:"max_inflight_tokens"`
 }
 
 // Source is one place pressure readings come from.

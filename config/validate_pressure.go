@@ -34,6 +34,7 @@ func (k *checker) upstreams(us []Upstream) {
 		k.atLeast(p+".max_inflight", int64(u.MaxInflight), 1)
 		k.atLeast(p+".min_inflight", int64(u.MinInflight), 1)
 		k.atLeast(p+".vocab_size", u.VocabSize, 0)
+		k.atLeast(p+".max_inflight_tokens", u.MaxInflightTokens, 0)
 		if u.MinInflight > u.MaxInflight && u.MaxInflight >= 1 {
 			k.add(p+".min_inflight", "must not exceed max_inflight (%d), got %d", u.MaxInflight, u.MinInflight)
 		}

@@ -53,6 +53,11 @@ type Change struct {
 	// no bound. MemoryBudgetChanged says it differs from the last round's.
 	MemoryBudget        int64
 	MemoryBudgetChanged bool
+	// TokenLimit is the token-budget window (queue.SetTokenLimit), scaled
+	// with Limit; 0 means no bound. TokenLimitChanged says it differs from
+	// the last round's.
+	TokenLimit        int64
+	TokenLimitChanged bool
 }
 
 // Decision is one round's decisions, for the caller to apply exactly once.
@@ -72,6 +77,9 @@ type upstream struct {
 	slow     *breaker.Slow
 	memory   Memory
 	budget   int64 // the last round's memory budget
+	tokens   int64 // MaxInflightTokens
+	tokenLim int64 // the last round's token limit
+	maxInfl  int   // the window's MaxInflight
 	cause    Cause
 	caused   bool
 	refusals atomic.Int64 // the pod's own 503/429 since the last round
@@ -127,12 +135,13 @@ func (c *Controller) Update(s Settings) error {
 		names = append(names, u.Name)
 		if prev, ok := old[u.Name]; ok {
 			_ = prev.slow.Update(u.Slow) // validated above
-			prev.memory = u.Memory       // only ObserveAt reads it, under mu
+			prev.memory = u.Memory       // only ObserveAt reads these, under mu
+			prev.tokens, prev.maxInfl = u.MaxInflightTokens, u.Slow.Window.MaxInflight
 			next[u.Name] = prev
 			continue
 		}
 		sl, _ := breaker.NewSlow(u.Slow) // validated above
-		next[u.Name] = &upstream{slow: sl, memory: u.Memory}
+		next[u.Name] = &upstream{slow: sl, memory: u.Memory, tokens: u.MaxInflightTokens, maxInfl: u.Slow.Window.MaxInflight}
 	}
 	c.names = names
 	c.ups.Store(&next)
@@ -169,6 +178,8 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 		}
 		ch.MemoryBudget = u.memory.budget(us)
 		ch.MemoryBudgetChanged, u.budget = ch.MemoryBudget != u.budget, ch.MemoryBudget
+		ch.TokenLimit = tokenLimit(u.tokens, ch.Limit, u.maxInfl)
+		ch.TokenLimitChanged, u.tokenLim = ch.TokenLimit != u.tokenLim, ch.TokenLimit
 		d.Upstreams = append(d.Upstreams, ch)
 	}
 	d.OrderChanged = d.Order != c.order

@@ -31,3 +31,13 @@ func (m Memory) budget(us pressure.UpstreamState) int64 {
 	b := math.Floor(v.Value * m.Share / float64(m.VocabSize))
 	return int64(max(1, min(b, math.MaxInt64/2)))
 }
+
+// tokenLimit is the token-budget window for a request window of limit out of
+// maxInflight: maxTokens scaled by the same fraction, rounded up, so a cut
+// of the window cuts it too. 0 (no bound) while maxTokens is 0.
+func tokenLimit(maxTokens int64, limit, maxInflight int) int64 {
+	if maxTokens <= 0 || maxInflight <= 0 {
+		return 0
+	}
+	return max(1, int64(math.Ceil(float64(maxTokens)*float64(limit)/float64(maxInflight))))
+}

@@ -27,6 +27,11 @@ type Upstream struct {
 	Slow breaker.SlowSettings
 	// Memory is memory admission; the zero value is off.
 	Memory Memory
+	// MaxInflightTokens is the token-budget window at its full size: the
+	// estimated tokens (prompt + max output) in flight, cut and ramped with
+	// the request window (TokenLimit = MaxInflightTokens × Limit ÷
+	// MaxInflight). 0: off.
+	MaxInflightTokens int64
 }
 
 // validate returns every problem of s, each naming its field.
@@ -41,6 +46,9 @@ func (s Settings) validate() error {
 		if _, err := breaker.NewSlow(u.Slow); err != nil {
 			errs = append(errs, fmt.Errorf("control: Upstreams[%d] (%s): %w", i, u.Name, err))
 		}
+		if u.MaxInflightTokens < 0 {
+			errs = append(errs, fmt.Errorf("control: Upstreams[%d] (%s).MaxInflightTokens = %d, want ≥ 0", i, u.Name, u.MaxInflightTokens))
+		}
 		if m := u.Memory; m.VocabSize < 0 || m.VocabSize > 0 && !(m.Share > 0 && m.Share <= 1) {
 			errs = append(errs, fmt.Errorf("control: Upstreams[%d] (%s).Memory = %+v: want VocabSize ≥ 0 and, when > 0, 0 < Share ≤ 1", i, u.Name, m))
 		}
@@ -54,7 +62,7 @@ func FromPolicy(c *config.Config) Settings {
 	s := Settings{Upstreams: make([]Upstream, 0, len(c.Upstreams))}
 	for _, u := range c.Upstreams {
 		s.Upstreams = append(s.Upstreams, Upstream{Name: u.Name, Slow: SlowSettings(c, u),
-			Memory: Memory{VocabSize: u.VocabSize, Share: c.Batch.MemoryShare}})
+			Memory: Memory{VocabSize: u.VocabSize, Share: c.Batch.MemoryShare}, MaxInflightTokens: u.MaxInflightTokens})
 	}
 	return s
 }

@@ -65,7 +65,7 @@ func BenchmarkCoreEnqueueRelease(b *testing.B) {
 			for b.Loop() {
 				now = now.Add(time.Millisecond)
 				enq()
-				if g := c.Release(now, "a", 0); len(g) != 1 {
+				if g := c.Release(now, "a", Cost{}); len(g) != 1 {
 					b.Fatalf("Release() = %v, want one grant", g)
 				}
 			}

@@ -29,15 +29,26 @@ type Request struct {
 	Priority int
 }
 
+// Cost is what a running request holds on its window besides its slot:
+// its estimated tokens and memory (Request.Tokens and Memory, negative as 0).
+type Cost struct {
+	Tokens, Memory int64
+}
+
+func (r Request) cost() Cost { return Cost{Tokens: max(r.Tokens, 0), Memory: max(r.Memory, 0)} }
+
+func (it *item) cost() Cost { return Cost{Tokens: it.tokens, Memory: it.memory} }
+
 // Grant says that request ID holds a slot on Upstream; its holder must give
 // the slot back with Release exactly once. A Grant with Err set instead says
 // the request left the queue refused (ErrUnavailable) and holds nothing.
 type Grant struct {
 	ID       uint64
 	Upstream string
-	// Memory is the request's Memory, which its Release gives back.
-	Memory int64
-	Err    error
+	// Cost is what the request holds on the window while it runs, which
+	// its Release gives back.
+	Cost Cost
+	Err  error
 }
 
 // Core is the queue's logic without concurrency: windows, waiters, order,
@@ -131,15 +142,15 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	// Every waiter is blocked after each dispatch (no window with room it may
 	// use, or one it reserved for its memory), so taking room here overtakes
 	// no one who could have used it.
-	mem := max(r.Memory, 0)
-	if w := c.choose(r.Exclude, mem); w != nil {
-		w.take(mem)
-		return Grant{ID: r.ID, Upstream: w.name, Memory: mem}, true, nil
+	cost := r.cost()
+	if w := c.choose(r.Exclude, cost); w != nil {
+		w.take(cost)
+		return Grant{ID: r.ID, Upstream: w.name, Cost: cost}, true, nil
 	}
 	switch {
 	case len(c.windows) > 0 && !c.reachable(r.Exclude):
 		return Grant{}, false, ErrUnavailable
-	case len(c.windows) > 0 && !c.canFit(r.Exclude, mem):
+	case len(c.windows) > 0 && !c.canFit(r.Exclude, cost.Memory):
 		return Grant{}, false, ErrNoMemory
 	case c.fifo.len() >= c.s.MaxLength:
 		return Grant{}, false, ErrFull
@@ -151,7 +162,7 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	}
 	c.last = now
 	c.seq++
-	it := &item{id: r.ID, priority: r.Priority, seq: c.seq, tokens: tokens, memory: mem, arrival: now, exclude: r.Exclude,
+	it := &item{id: r.ID, priority: r.Priority, seq: c.seq, tokens: tokens, memory: cost.Memory, arrival: now, exclude: r.Exclude,
 		group: c.groupFor(r.Exclude)}
 	c.waiting[r.ID] = it
 	c.link(it)
@@ -165,27 +176,23 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 // there is no such room now. It is for a retry that must not wait (a pod
 // refused the request; another may take it now or not at all).
 func (c *Core) Take(r Request) (g Grant, granted bool) {
-	mem := max(r.Memory, 0)
-	if w := c.choose(r.Exclude, mem); w != nil {
-		w.take(mem)
-		return Grant{ID: r.ID, Upstream: w.name, Memory: mem}, true
+	cost := r.cost()
+	if w := c.choose(r.Exclude, cost); w != nil {
+		w.take(cost)
+		return Grant{ID: r.ID, Upstream: w.name, Cost: cost}, true
 	}
 	return Grant{}, false
 }
 
-// Release gives back one slot on upstream, granted to a request of the given
-// Memory, and returns the grants that the freed room allowed. An unknown
-// upstream or one with nothing in flight is a no-op (nil).
-func (c *Core) Release(now time.Time, upstream string, memory int64) []Grant {
+// Release gives back one slot on upstream and the cost its grant held
+// (Grant.Cost), and returns the grants that the freed room allowed. An
+// unknown upstream or one with nothing in flight is a no-op (nil).
+func (c *Core) Release(now time.Time, upstream string, cost Cost) []Grant {
 	w, i := c.find(upstream)
 	if w == nil || w.inflight == 0 {
 		return nil
 	}
-	w.inflight--
-	w.held = max(w.held-max(memory, 0), 0)
-	if w.inflight == 0 {
-		w.held = 0
-	}
+	w.give(cost)
 	if w.removed && w.inflight == 0 {
 		c.windows = slices.Delete(c.windows, i, i+1)
 		return nil
@@ -234,10 +241,10 @@ func (c *Core) Dispatch(now time.Time) []Grant {
 }
 
 // grant hands room to waiters in order; see Dispatch. A waiter that a window
-// has room for but whose Memory does not fit its budget now reserves that
-// window until the next dispatch: nobody behind it, and no newcomer,
-// overtakes it there, so a large request starts as soon as enough in-flight
-// memory is given back instead of being passed over by every small one.
+// has room for but whose cost does not fit its memory budget or token limit
+// now reserves that window until the next dispatch: nobody behind it, and no
+// newcomer, overtakes it there, so a large request starts as soon as enough
+// is given back instead of being passed over by every small one.
 func (c *Core) grant(now time.Time) []Grant {
 	var grants []Grant
 	var passed []*item
@@ -247,15 +254,15 @@ func (c *Core) grant(now time.Time) []Grant {
 	for c.fifo.len() > 0 && c.anyRoom() {
 		it := c.next(now)
 		c.unlink(it)
-		w := c.choose(it.exclude, it.memory)
+		w := c.choose(it.exclude, it.cost())
 		if w == nil {
 			passed = append(passed, it)
 			c.reserve(it)
 			continue
 		}
 		c.forget(it)
-		w.take(it.memory)
-		grants = append(grants, Grant{ID: it.id, Upstream: w.name, Memory: it.memory})
+		w.take(it.cost())
+		grants = append(grants, Grant{ID: it.id, Upstream: w.name, Cost: it.cost()})
 	}
 	for _, it := range passed {
 		c.link(it) // same seq: the same place as before

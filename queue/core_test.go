@@ -57,7 +57,7 @@ func take(id uint64, exclude ...string) action {
 
 func release(up string) action {
 	return action{"Release(" + up + ")", func(c *Core, now time.Time) ([]Grant, error) {
-		return c.Release(now, up, 0), nil
+		return c.Release(now, up, Cost{}), nil
 	}}
 }
 
@@ -438,6 +438,9 @@ func TestCoreSteps(t *testing.T) {
 				got, err := st.act.run(c, t0.Add(st.at))
 				if !errors.Is(err, st.err) || (st.err == nil && err != nil) {
 					t.Fatalf("step %d: %s error = %v, want %v", i, st.act.desc, err, st.err)
+				}
+				for i := range got { // costs are checked in memory_test.go
+					got[i].Cost = Cost{}
 				}
 				if !slices.Equal(got, st.want) {
 					t.Fatalf("step %d: %s = %v, want %v", i, st.act.desc, got, st.want)

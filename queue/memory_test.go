@@ -21,7 +21,7 @@ func enqueueM(id uint64, memory int64, exclude ...string) action {
 
 func releaseM(up string, memory int64) action {
 	return action{fmt.Sprintf("Release(%s, memory %d)", up, memory), func(c *Core, now time.Time) ([]Grant, error) {
-		return c.Release(now, up, memory), nil
+		return c.Release(now, up, Cost{Tokens: 1, Memory: memory}), nil
 	}}
 }
 
@@ -47,7 +47,9 @@ func held(name string, budget, want int64) action {
 	}}
 }
 
-func gm(id uint64, up string, memory int64) Grant { return Grant{ID: id, Upstream: up, Memory: memory} }
+func gm(id uint64, up string, memory int64) Grant {
+	return Grant{ID: id, Upstream: up, Cost: Cost{Tokens: 1, Memory: memory}}
+}
 
 func TestCoreMemoryBudget(t *testing.T) {
 	t.Parallel()
@@ -167,4 +169,86 @@ func TestQueueSlotGivesMemoryBack(t *testing.T) {
 		t.Fatalf("held %d, want 40", w.MemoryHeld)
 	}
 	s2.Release()
+}
+
+func enqueueT(id uint64, tokens int64) action {
+	return action{fmt.Sprintf("Enqueue(%d, %d tokens)", id, tokens),
+		func(c *Core, now time.Time) ([]Grant, error) {
+			g, ok, err := c.Enqueue(now, Request{ID: id, Tokens: tokens})
+			if ok {
+				return []Grant{g}, err
+			}
+			return nil, err
+		}}
+}
+
+func releaseT(up string, tokens int64) action {
+	return action{fmt.Sprintf("Release(%s, %d tokens)", up, tokens), func(c *Core, now time.Time) ([]Grant, error) {
+		return c.Release(now, up, Cost{Tokens: tokens}), nil
+	}}
+}
+
+func setTokenLimit(name string, limit int64) action {
+	return action{fmt.Sprintf("SetTokenLimit(%s, %d)", name, limit), func(c *Core, now time.Time) ([]Grant, error) {
+		c.SetTokenLimit(name, limit)
+		return c.Dispatch(now), nil
+	}}
+}
+
+func gt(id uint64, up string, tokens int64) Grant {
+	return Grant{ID: id, Upstream: up, Cost: Cost{Tokens: tokens}}
+}
+
+func TestCoreTokenLimit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{name: "the limit holds back a long prompt, not the count", steps: []step{
+			{act: setWindow("a", 10)},
+			{act: setTokenLimit("a", 1000)},
+			{act: enqueueT(1, 600), want: []Grant{gt(1, "a", 600)}},
+			{act: enqueueT(2, 300), want: []Grant{gt(2, "a", 300)}},
+			{act: enqueueT(3, 500)}, // 900 in flight: waits
+			{act: enqueueT(4, 50)},  // fits, but 3 reserved the window
+			{act: releaseT("a", 600), want: []Grant{gt(3, "a", 500), gt(4, "a", 50)}},
+		}},
+		{name: "larger than the whole limit runs alone", steps: []step{
+			{act: setWindow("a", 10)},
+			{act: setTokenLimit("a", 100)},
+			{act: enqueueT(1, 50), want: []Grant{gt(1, "a", 50)}},
+			{act: enqueueT(2, 5000)},
+			{act: releaseT("a", 50), want: []Grant{gt(2, "a", 5000)}},
+			{act: enqueueT(3, 1)},
+			{act: releaseT("a", 5000), want: []Grant{gt(3, "a", 1)}},
+		}},
+		{name: "a cut limit holds new work until enough ends", steps: []step{
+			{act: setWindow("a", 10)},
+			{act: enqueueT(1, 400), want: []Grant{gt(1, "a", 400)}},
+			{act: enqueueT(2, 400), want: []Grant{gt(2, "a", 400)}},
+			{act: setTokenLimit("a", 500)},
+			{act: enqueueT(3, 100)},
+			{act: releaseT("a", 400), want: []Grant{gt(3, "a", 100)}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := NewCore(Settings{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, st := range tt.steps {
+				got, err := st.act.run(c, t0.Add(st.at))
+				if !errors.Is(err, st.err) {
+					t.Fatalf("step %d: %s error = %v, want %v", i, st.act.desc, err, st.err)
+				}
+				if !slices.Equal(got, st.want) {
+					t.Fatalf("step %d: %s = %v, want %v", i, st.act.desc, got, st.want)
+				}
+				checkHeaps(t, c)
+			}
+		})
+	}
 }

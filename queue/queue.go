@@ -47,7 +47,7 @@ func New(s Settings) (*Queue, error) {
 type Slot struct {
 	q        *Queue
 	upstream string
-	memory   int64 // the request's Memory, given back on Release
+	cost     Cost // what the request holds, given back on Release
 	done     atomic.Bool
 }
 
@@ -59,7 +59,7 @@ func (s *Slot) Release() {
 	if s.done.Swap(true) {
 		return
 	}
-	s.q.release(s.upstream, s.memory)
+	s.q.release(s.upstream, s.cost)
 }
 
 // Acquire takes a slot for r (r.ID is ignored), at once if a window has room
@@ -92,7 +92,7 @@ func (q *Queue) TryAcquire(r Request) *Slot {
 	if !ok {
 		return nil
 	}
-	return &Slot{q: q, upstream: g.Upstream, memory: g.Memory}
+	return &Slot{q: q, upstream: g.Upstream, cost: g.Cost}
 }
 
 // enqueue admits r and returns either a slot, or the waiter's ID and channel.
@@ -109,7 +109,7 @@ func (q *Queue) enqueue(now time.Time, r Request) (*Slot, uint64, chan result, e
 	case err != nil:
 		return nil, 0, nil, err
 	case granted:
-		return &Slot{q: q, upstream: g.Upstream, memory: g.Memory}, 0, nil, nil
+		return &Slot{q: q, upstream: g.Upstream, cost: g.Cost}, 0, nil, nil
 	}
 	ch := make(chan result, 1)
 	q.waiters[r.ID] = ch
@@ -141,11 +141,11 @@ func (q *Queue) wait(ctx context.Context, id uint64, ch chan result) (*Slot, err
 }
 
 // release gives back a slot on upstream and hands the freed room on.
-func (q *Queue) release(upstream string, memory int64) {
+func (q *Queue) release(upstream string, cost Cost) {
 	now := q.now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.deliver(q.core.Release(now, upstream, memory))
+	q.deliver(q.core.Release(now, upstream, cost))
 }
 
 // deliver sends each grant to its waiter. Must hold mu; the sends never
@@ -158,7 +158,7 @@ func (q *Queue) deliver(grants []Grant) {
 			ch <- result{err: g.Err}
 			continue
 		}
-		ch <- result{slot: &Slot{q: q, upstream: g.Upstream, memory: g.Memory}}
+		ch <- result{slot: &Slot{q: q, upstream: g.Upstream, cost: g.Cost}}
 	}
 }
 
@@ -181,6 +181,12 @@ func (q *Queue) SetWindow(name string, limit int) {
 // starts waiters if it grew. See Core.SetMemoryBudget.
 func (q *Queue) SetMemoryBudget(name string, budget int64) {
 	q.update(func(c *Core) { c.SetMemoryBudget(name, budget) })
+}
+
+// SetTokenLimit bounds the estimated tokens of an upstream's in-flight
+// requests and starts waiters if it grew. See Core.SetTokenLimit.
+func (q *Queue) SetTokenLimit(name string, limit int64) {
+	q.update(func(c *Core) { c.SetTokenLimit(name, limit) })
 }
 
 // SetAvailability sets the function that decides, at every dispatch, whether

@@ -24,6 +24,9 @@ type WindowStats struct {
 	// MemoryBudget bounds the in-flight requests' Memory (0: no bound);
 	// MemoryHeld is theirs.
 	MemoryBudget, MemoryHeld int64
+	// TokenLimit bounds the in-flight requests' Tokens (0: no bound);
+	// TokensHeld is theirs.
+	TokenLimit, TokensHeld int64
 	// Availability is what the Availability func says now; Down for a
 	// removed window that still has slots held.
 	Availability Availability
@@ -45,7 +48,8 @@ func (c *Core) Stats() Stats {
 	}
 	for i, w := range c.windows {
 		s.Windows[i] = WindowStats{Name: w.name, Limit: w.limit, InFlight: w.inflight,
-			MemoryBudget: w.budget, MemoryHeld: w.held, Availability: c.state(w)}
+			MemoryBudget: w.budget, MemoryHeld: w.held, TokenLimit: w.tokenLimit, TokensHeld: w.tokens,
+			Availability: c.state(w)}
 	}
 	return s
 }

@@ -44,24 +44,39 @@ type window struct {
 	removed  bool  // RemoveWindow called while slots were still held
 	order    Order // for the waiters that may use it (SetWindowOrder)
 	// budget bounds the Memory of the requests in flight (0: no bound);
-	// held is theirs. Like inflight after a cut, held may exceed a budget
-	// that shrank.
-	budget, held int64
+	// held is theirs. tokenLimit and tokens do the same for their Tokens.
+	// Like inflight after a cut, what is held may exceed a bound that shrank.
+	budget, held       int64
+	tokenLimit, tokens int64
 	// reserved: a waiter that fits the budget but not what is left of it
 	// now waits for this window, and nobody overtakes it here until the next
 	// dispatch (which recomputes it).
 	reserved bool
 }
 
-// take counts one more request of the given memory in flight.
-func (w *window) take(memory int64) {
+// take counts one more request of the given cost in flight.
+func (w *window) take(c Cost) {
 	w.inflight++
-	w.held += memory
+	w.held += c.Memory
+	w.tokens += c.Tokens
 }
 
-// fits reports whether a request of the given memory fits w's budget now.
-func (w *window) fits(memory int64) bool {
-	return w.budget == 0 || w.held+memory <= w.budget
+// give takes one request of the given cost out of flight.
+func (w *window) give(c Cost) {
+	w.inflight--
+	w.held = max(w.held-c.Memory, 0)
+	w.tokens = max(w.tokens-c.Tokens, 0)
+	if w.inflight == 0 {
+		w.held, w.tokens = 0, 0
+	}
+}
+
+// fits reports whether a request of the given cost fits w's memory budget
+// and token limit now. A request above the whole token limit still runs
+// alone (the limit moves with cuts; its memory is bounded by the budget).
+func (w *window) fits(c Cost) bool {
+	return (w.budget == 0 || w.held+c.Memory <= w.budget) &&
+		(w.tokenLimit == 0 || w.tokens+c.Tokens <= w.tokenLimit || w.inflight == 0)
 }
 
 // state is the window's availability now: Down once removed, else what the
@@ -96,27 +111,28 @@ func (c *Core) find(name string) (*window, int) {
 	return c.windows[i], i
 }
 
-// choose returns the window a request of the given memory, excluding
-// exclude, should take now: of those with room whose budget it fits and that
-// no waiter has reserved, the one with the most room; ties go to the first
-// by name. Nil means none.
-func (c *Core) choose(exclude []string, memory int64) *window {
+// choose returns the window a request of the given cost, excluding exclude,
+// should take now: of those with room whose bounds it fits and that no
+// waiter has reserved, the one with the most room; ties go to the first by
+// name. Nil means none.
+func (c *Core) choose(exclude []string, cost Cost) *window {
 	var best *window
 	bestRoom := 0
 	for _, w := range c.windows {
-		if r := c.room(w); r > bestRoom && w.fits(memory) && !w.reserved && !slices.Contains(exclude, w.name) {
+		if r := c.room(w); r > bestRoom && w.fits(cost) && !w.reserved && !slices.Contains(exclude, w.name) {
 			best, bestRoom = w, r
 		}
 	}
 	return best
 }
 
-// reserve marks every window it may use that has room but not the memory
-// for it, when it could fit there once in-flight memory is given back (its
-// memory is within the budget).
+// reserve marks every window it may use that has room but not the memory or
+// tokens for it, when it could fit there once what is in flight is given
+// back (its memory is within the budget).
 func (c *Core) reserve(it *item) {
 	for _, w := range c.windows {
-		if c.room(w) > 0 && !w.fits(it.memory) && it.memory <= w.budget && !slices.Contains(it.exclude, w.name) {
+		if c.room(w) > 0 && !w.fits(it.cost()) && (w.budget == 0 || it.memory <= w.budget) &&
+			!slices.Contains(it.exclude, w.name) {
 			w.reserved = true
 		}
 	}
@@ -187,6 +203,17 @@ func (c *Core) SetWindow(name string, limit int) {
 func (c *Core) SetMemoryBudget(name string, budget int64) {
 	if w, _ := c.find(name); w != nil {
 		w.budget = max(budget, 0)
+	}
+}
+
+// SetTokenLimit bounds the estimated Tokens of the requests in flight on the
+// window named name (0 or negative: no bound): the token-budget window, cut
+// and ramped with the request window by its caller. A request above the
+// whole limit runs when nothing else is in flight. Unknown names are
+// ignored. Call Dispatch afterwards.
+func (c *Core) SetTokenLimit(name string, limit int64) {
+	if w, _ := c.find(name); w != nil {
+		w.tokenLimit = max(limit, 0)
 	}
 }
 

@@ -50,14 +50,15 @@ func (sp *slowPath) apply(cfg *config.Config, ch *control.Change, name string, e
 			a.queue.SetWindow(name, ch.Limit)
 		}
 	}
-	if ch.MemoryBudgetChanged || !enforce {
-		// observe mode bounds nothing; a switch back to enforce sets it anew
-		budget := ch.MemoryBudget
-		if !enforce {
-			budget = 0
-		}
-		a.queue.SetMemoryBudget(name, budget)
+	// Set every round, not only on change: observe mode bounds nothing, and
+	// a reload back to enforce must restore both (two short dispatches per
+	// upstream per round).
+	budget, tokens := ch.MemoryBudget, ch.TokenLimit
+	if !enforce {
+		budget, tokens = 0, 0
 	}
+	a.queue.SetMemoryBudget(name, budget)
+	a.queue.SetTokenLimit(name, tokens)
 	if !ch.LevelChanged {
 		return
 	}

@@ -128,6 +128,9 @@ func (r *runner) sample() {
 	if up.MemoryBudgetChanged {
 		r.core.SetMemoryBudget(upstream, up.MemoryBudget)
 	}
+	if up.TokenLimitChanged {
+		r.core.SetTokenLimit(upstream, up.TokenLimit)
+	}
 	r.phase = up.Phase
 	if d.OrderChanged {
 		r.core.SetOrder(d.Order)
@@ -143,8 +146,8 @@ func (r *runner) sample() {
 }
 
 // controllerFor is the replay's one upstream under the product's controller.
-func controllerFor(ss breaker.SlowSettings, m control.Memory) control.Settings {
-	return control.Settings{Upstreams: []control.Upstream{{Name: upstream, Slow: ss, Memory: m}}}
+func controllerFor(ss breaker.SlowSettings, m control.Memory, maxTokens int64) control.Settings {
+	return control.Settings{Upstreams: []control.Upstream{{Name: upstream, Slow: ss, Memory: m, MaxInflightTokens: maxTokens}}}
 }
 
 // effective is the memory doing work ÷ the memory the process holds: live

@@ -68,6 +68,9 @@ type Settings struct {
 	// Memory is memory admission (Gatekeeper), the policy's
 	// upstreams[].vocab_size and batch.memory_share; the zero value is off.
 	Memory control.Memory
+	// MaxInflightTokens is the token-budget window (Gatekeeper), the
+	// policy's upstreams[].max_inflight_tokens; 0 is off.
+	MaxInflightTokens int64
 	// BytesPerLogit is each request's memory estimate per vocabulary entry
 	// (the policy's estimate.bytes_per_logit; the trace has no n, best_of
 	// or prompt_logprobs). 0 means 32.
@@ -135,7 +138,7 @@ type request struct {
 	a        Arrival
 	id       uint64
 	deadline time.Duration
-	memory   int64 // its memory estimate, given back with its slot
+	cost     queue.Cost // its token and memory estimates, given back with its slot
 	waiting  bool
 	// recovery: it arrived while the window was degraded or recovering.
 	recovery bool
@@ -257,7 +260,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	if ss.Window.MinInflight == 0 {
 		ss.Window.MinInflight = min(4, ss.Window.MaxInflight)
 	}
-	cs := controllerFor(ss, s.Memory)
+	cs := controllerFor(ss, s.Memory, s.MaxInflightTokens)
 	cs.Now = r.now
 	if r.ctl, err = control.New(cs); err != nil {
 		return nil, err
@@ -304,7 +307,7 @@ func (r *runner) advance(t time.Duration) {
 			r.res.Outcomes.UpstreamError++
 		}
 		if r.core != nil {
-			r.grant(r.core.Release(r.now(), upstream, rq.memory))
+			r.grant(r.core.Release(r.now(), upstream, rq.cost))
 		}
 	}
 	for len(r.expiry) > 0 && r.expiry[0].deadline <= t {
@@ -342,8 +345,8 @@ func (r *runner) arrive(a Arrival) {
 	}
 	r.nextID++
 	rq.id = r.nextID
-	rq.memory = r.s.BytesPerLogit
-	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: int64(a.Prompt + a.MaxToken), Memory: rq.memory})
+	rq.cost = queue.Cost{Tokens: int64(a.Prompt + a.MaxToken), Memory: r.s.BytesPerLogit}
+	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory})
 	switch {
 	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
 		r.res.Outcomes.QueueFull++
@@ -375,7 +378,7 @@ func (r *runner) submit(rq *request) bool {
 
 func (r *runner) submitGranted(rq *request, g queue.Grant) {
 	if !r.submit(rq) {
-		r.grant(r.core.Release(r.now(), g.Upstream, g.Memory))
+		r.grant(r.core.Release(r.now(), g.Upstream, g.Cost))
 	}
 }
 
@@ -392,7 +395,7 @@ func (r *runner) grant(gs []queue.Grant) {
 			continue
 		}
 		if !r.submit(rq) {
-			gs = append(gs, r.core.Release(r.now(), g.Upstream, g.Memory)...)
+			gs = append(gs, r.core.Release(r.now(), g.Upstream, g.Cost)...)
 		}
 	}
 }
