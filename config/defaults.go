@@ -49,6 +49,7 @@ func builtin() *Config {
 			RequestIDHeader:      "X-Request-Id",
 			Pprof:                false,
 			MaxConcurrentStreams: 250,
+			MaxConnections:       10000,
 		},
 		Transport: Transport{
 			DialTimeout:           2 * time.Second,

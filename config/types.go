@@ -65,6 +65,10 @@ type Server struct {
 	AdminTokenFile string `yaml:"admin_token_file"`
 	// MaxConcurrentStreams caps HTTP/2 streams per client connection.
 	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+	// MaxConnections is the most client connections the traffic listener
+	// holds at once (TLS or plain); beyond it new connections wait in the
+	// kernel's accept backlog until one closes. 0: no limit. Needs a restart.
+	MaxConnections int `yaml:"max_connections"`
 	// TLS, if set, serves the traffic listener over TLS with HTTP/2.
 	TLS *TLS `yaml:"tls"`
 }

@@ -117,6 +117,7 @@ func (k *checker) server(s Server) {
 		k.add("server.request_id_header", "must be a valid header name, got %q", s.RequestIDHeader)
 	}
 	k.atLeast("server.max_concurrent_streams", int64(s.MaxConcurrentStreams), 1)
+	k.atLeast("server.max_connections", int64(s.MaxConnections), 0) // 0: no limit
 	if t := s.TLS; t != nil {
 		if t.CertFile == "" {
 			k.add("server.tls.cert_file", "is required with server.tls")

@@ -49,6 +49,8 @@ func main() {
 		qAdmin      = flag.String("queue-admin", "", "its admin base URL")
 		qPID        = flag.Int("queue-pid", 0, "its process id")
 		waiters     = flag.Int("waiters", 10000, "waiting requests")
+		queueOnly   = flag.Bool("queue-only", false, "measure only the queue (needs -queue); print its section")
+		queueProf   = flag.String("queue-profile", "", "with the waiters queued, save the queue gatekeeper's heap and goroutine profiles here (needs server.pprof)")
 		profAdmin   = flag.String("profile-admin", "", "gatekeeper admin URL with server.pprof on: profile a saturation run (empty: skip)")
 		profOut     = flag.String("profile-out", "cpu.pprof", "where the CPU profile goes (allocs next to it)")
 		streams     = flag.Int("streams", 0, "stream mode: hold this many streams open through each target, print JSON")
@@ -68,6 +70,14 @@ func main() {
 			log.Fatal(err)
 		}
 		writeStreams(os.Stdout, scs)
+		return
+	}
+	if *queueOnly {
+		q, err := queueMemory(*qURL, *qAdmin, *qPID, *waiters, *queueProf)
+		if err != nil {
+			log.Printf("queue: %v", err)
+		}
+		(&report{queue: q}).writeQueue(os.Stdout)
 		return
 	}
 	if *streams > 0 {
@@ -129,7 +139,7 @@ func main() {
 		log.Printf("refusal path done")
 	}
 	if *qURL != "" {
-		q, err := queueMemory(*qURL, *qAdmin, *qPID, *waiters)
+		q, err := queueMemory(*qURL, *qAdmin, *qPID, *waiters, *queueProf)
 		if err != nil {
 			log.Printf("queue: %v", err)
 		}

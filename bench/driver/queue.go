@@ -5,17 +5,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
 
 // queueResult is the memory a waiting request costs gatekeeper.
 type queueResult struct {
-	waiters        int
-	reached        int
-	rssKB          [2]int64   // before, with every waiter queued
-	heap, stack    [2]float64 // Go heap in use, goroutine stacks in use; bytes
+	waiters     int
+	reached     int
+	rssKB       [2]int64   // before, with every waiter queued
+	heap, stack [2]float64 // Go heap in use, goroutine stacks in use; bytes
+	goroutines  [2]float64
+	// afterGC: RSS (kB), heap and stacks in use with the waiters still
+	// queued, after the heap profile's forced GC; zero without a profile.
+	afterGC        [3]float64
 	drained        bool
 	waitedToFill   time.Duration
 	clientFailures int
@@ -24,8 +31,10 @@ type queueResult struct {
 // queueMemory parks one request on a one-slot upstream window (the
 // upstream holds model "hold"), then opens n more requests, one connection
 // each, which all wait in gatekeeper's queue; it reads RSS and the Go heap
-// before and once the queue holds them, then lets the clients go.
-func queueMemory(url, adminURL string, pid, n int) (*queueResult, error) {
+// before and once the queue holds them, then lets the clients go. With
+// profDir set it saves gatekeeper's heap and goroutine profiles there while
+// the waiters are queued (queue-heap.pprof, queue-goroutine.pprof).
+func queueMemory(url, adminURL string, pid, n int, profDir string) (*queueResult, error) {
 	res := &queueResult{waiters: n}
 	tr := &http.Transport{MaxIdleConnsPerHost: n + 1, MaxConnsPerHost: 0, DisableCompression: true}
 	client := &http.Client{Transport: tr}
@@ -54,6 +63,7 @@ func queueMemory(url, adminURL string, pid, n int) (*queueResult, error) {
 	res.rssKB[0], _ = procKB(pid, "VmRSS")
 	res.heap[0], _ = goMem(admin, adminURL+"/metrics", "go_memstats_heap_inuse_bytes")
 	res.stack[0], _ = goMem(admin, adminURL+"/metrics", "go_memstats_stack_inuse_bytes")
+	res.goroutines[0], _ = goMem(admin, adminURL+"/metrics", "go_goroutines")
 	start := time.Now()
 	for i := range n {
 		wg.Go(send)
@@ -67,6 +77,19 @@ func queueMemory(url, adminURL string, pid, n int) (*queueResult, error) {
 	res.rssKB[1], _ = procKB(pid, "VmRSS")
 	res.heap[1], _ = goMem(admin, adminURL+"/metrics", "go_memstats_heap_inuse_bytes")
 	res.stack[1], _ = goMem(admin, adminURL+"/metrics", "go_memstats_stack_inuse_bytes")
+	res.goroutines[1], _ = goMem(admin, adminURL+"/metrics", "go_goroutines")
+	if profDir != "" {
+		for _, p := range []string{"heap?gc=1", "goroutine"} { // gc=1: the heap profile of live objects
+			name := "queue-" + strings.TrimSuffix(p, "?gc=1") + ".pprof"
+			if err := fetch(adminURL+"/debug/pprof/"+p, filepath.Join(profDir, name)); err != nil {
+				log.Printf("queue profile: %v", err)
+			}
+		}
+		rss, _ := procKB(pid, "VmRSS")
+		res.afterGC[0] = float64(rss)
+		res.afterGC[1], _ = goMem(admin, adminURL+"/metrics", "go_memstats_heap_inuse_bytes")
+		res.afterGC[2], _ = goMem(admin, adminURL+"/metrics", "go_memstats_stack_inuse_bytes")
+	}
 	cancel()
 	wg.Wait()
 	st, _ = waitQueue(admin, adminURL, func(s adminState) bool { return s.Queue.Length == 0 }, 20*time.Second)

@@ -97,6 +97,11 @@ func (r *report) write(w io.Writer) {
 			float64(f.sat.sent)/f.sat.dur.Seconds(), f.sat.rate(), ms(f.sat.q(0.5)), ms(f.sat.q(0.99)), ms(f.sat.q(0.999)))
 		fmt.Fprintf(w, "\nGatekeeper peak RSS over the whole refusal run (VmHWM): %.1f MiB.\n", float64(f.peakRSSKB)/1024)
 	}
+	r.writeQueue(w)
+}
+
+// writeQueue prints the queue section, if the run measured the queue.
+func (r *report) writeQueue(w io.Writer) {
 	if q := r.queue; q != nil {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "### Queue: %d waiting requests (one connection each) behind a one-slot window\n\n", q.waiters)
@@ -110,6 +115,12 @@ func (r *report) write(w io.Writer) {
 			v    [2]float64
 		}{{"Go heap in use (MiB)", q.heap}, {"goroutine stacks (MiB)", q.stack}} {
 			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f KiB |\n", m.name, m.v[0]/(1<<20), m.v[1]/(1<<20), (m.v[1]-m.v[0])/n/1024)
+		}
+		fmt.Fprintf(w, "| goroutines | %.0f | %.0f | %.2f |\n", q.goroutines[0], q.goroutines[1], (q.goroutines[1]-q.goroutines[0])/n)
+		if g := q.afterGC; g[1] > 0 {
+			fmt.Fprintf(w, "| after a forced GC, waiters still queued: RSS / heap / stacks (MiB) | | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f KiB |\n",
+				g[0]/1024, g[1]/(1<<20), g[2]/(1<<20),
+				(g[0]-float64(q.rssKB[0]))/n, (g[1]-q.heap[0])/n/1024, (g[2]-q.stack[0])/n/1024)
 		}
 		fmt.Fprintf(w, "\n%d of %d queued after %v; client errors %d; queue empty after the clients left: %v.\n",
 			q.reached, q.waiters, q.waitedToFill.Round(time.Millisecond), q.clientFailures, q.drained)

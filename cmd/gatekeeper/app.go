@@ -60,6 +60,7 @@ type app struct {
 	log        *slog.Logger
 	reg        *prometheus.Registry
 	metrics    *appMetrics
+	conns      *clientConns // the traffic listener's open connections
 	current    atomic.Pointer[config.Config]
 	limiter    *breaker.Limiter
 	classLimit breaker.LimiterSet // per traffic class
@@ -111,6 +112,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = newAppMetrics(a.reg)
+	a.conns = newClientConns(a.reg)
 	if a.limiter, err = breaker.NewLimiter(s.limiter); err != nil {
 		return nil, err
 	}

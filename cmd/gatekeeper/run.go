@@ -104,6 +104,7 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 		MaxHeaderBytes:    s.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 		ConnContext:       framing.ConnContext, // ambiguous framing → 400 (framing.Guard)
+		ConnState:         a.conns.track,       // gatekeeper_client_connections
 		// No WriteTimeout: streams last minutes; each request has its own context.
 	}
 	as := &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
@@ -128,6 +129,11 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 		traffic.Close()
 		admin.Close()
 		return err
+	}
+	traffic = limitConns(traffic, s.MaxConnections) // under TLS and framing.Guard alike
+	if limit, low := fileLimitLow(s.MaxConnections); low {
+		a.log.LogAttrs(ctx, slog.LevelWarn, "open-file limit (ulimit -n) is below server.max_connections + 1024",
+			slog.Uint64("open_file_limit", limit), slog.Int("max_connections", s.MaxConnections))
 	}
 	go func() {
 		if useTLS {
