@@ -32,7 +32,7 @@ type demoFlags struct {
 // register declares the demo flags on fs.
 func (d *demoFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.on, "demo", false, "run a simulated vLLM pod (A10G, Llama-3-8B, real time) behind gatekeeper on loopback, with a demo policy; no -config")
-	fs.BoolVar(&d.load, "demo-load", false, "with the demo, send a built-in traffic pattern (2 QPS steady, then 4× bursts, mixed chat and long documents); implies -demo")
+	fs.BoolVar(&d.load, "demo-load", false, "with the demo, send a built-in traffic pattern (2 QPS of mixed chats and long documents, a 4× burst, then a burst of documents only, repeating); implies -demo")
 	fs.StringVar(&d.listen, "demo-listen", "127.0.0.1:8080", "demo traffic `address` (the OpenAI API, /healthz, /readyz)")
 	fs.StringVar(&d.adminListen, "demo-admin-listen", "127.0.0.1:9090", "demo admin `address` (/metrics, /admin/state)")
 }
@@ -88,6 +88,9 @@ type demoOptions struct {
 	onPressure func(pressure.State)
 	// onLoadDone, if set, receives the load generator's final counts.
 	onLoadDone func(load.Stats)
+	// now is the clock of the pod's path (time at each level). Nil means
+	// time.Now.
+	now func() time.Time
 }
 
 // serveDemo runs the simulated pod, gatekeeper in front of it and, when
@@ -119,11 +122,17 @@ func serveDemo(ctx context.Context, o demoOptions) error {
 		closeAll()
 		return fmt.Errorf("gatekeeper: demo policy: %w", err)
 	}
+	now := o.now
+	if now == nil {
+		now = time.Now
+	}
 	var a *app // set before the app's loops start, so before stage runs
+	var path demo.PathRecorder
 	onPressure := demoPressureHook(o.log, o.onPressure)
 	stage := func(name string) {
 		if name == "pressure" {
 			onPressure(a.pressure.Snapshot())
+			recordPath(&path, a, now())
 		}
 	}
 	a, err = newApp(cfg, appOptions{log: o.log, stage: stage})
@@ -150,7 +159,7 @@ func serveDemo(ctx context.Context, o demoOptions) error {
 	if o.load != nil {
 		ls := *o.load
 		ls.URL, ls.Model, ls.Logger = trafficURL, demo.Model, o.log
-		ls.State = func() []slog.Attr { return demoStateAttrs(a) }
+		ls.State = func() []slog.Attr { return demoStateAttrs(a, &path) }
 		lg, err := load.New(ls)
 		if err != nil {
 			o.traffic.Close()
@@ -192,17 +201,28 @@ func demoPressureHook(log *slog.Logger, notify func(pressure.State)) func(pressu
 	}
 }
 
-// demoStateAttrs summarises the demo upstream's slow-breaker state for the
-// load generator's summary lines.
-func demoStateAttrs(a *app) []slog.Attr {
+// demoStateAttrs summarises the demo upstream's slow-breaker state and its
+// path so far for the load generator's summary lines.
+func demoStateAttrs(a *app, path *demo.PathRecorder) []slog.Attr {
 	s := a.snapshot()
 	sum := demo.Summary{Queue: s.Queue.Length, QueueOrder: s.Queue.Order}
 	for _, u := range s.Upstreams {
 		if u.Name == demo.Upstream {
-			sum.Pod = &demo.PodSummary{Level: u.Level, Phase: u.Phase, Window: u.WindowLimit, InFlight: u.InFlight, Signals: u.Signals}
+			sum.Pod = &demo.PodSummary{Level: u.Level, Phase: u.Phase, Window: u.WindowLimit, InFlight: u.InFlight,
+				Signals: u.Signals, Path: path.Path()}
 		}
 	}
 	return sum.Attrs()
+}
+
+// recordPath adds the demo upstream's level and signals after a pressure
+// round to path.
+func recordPath(path *demo.PathRecorder, a *app, now time.Time) {
+	for _, u := range a.snapshot().Upstreams {
+		if u.Name == demo.Upstream {
+			path.Observe(now, u.Level, u.Signals)
+		}
+	}
 }
 
 // logCurls tells the newcomer where to point curl: JSON log lines, and the

@@ -264,6 +264,19 @@ func TestDemoLoad(t *testing.T) {
 	if !strings.Contains(d.logs.String(), `"msg":"load stopped"`) || !strings.Contains(d.logs.String(), `"msg":"load phase changed"`) {
 		t.Errorf("logs lack the load's phase and final lines:\n%s", d.logs.String())
 	}
+	// The final line says what the pod went through: the time at each
+	// level (peaks once a reading came) and the 503s with Retry-After.
+	var stopped string
+	for _, line := range strings.Split(d.logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"load stopped"`) {
+			stopped = line
+		}
+	}
+	for _, want := range []string{`"retry_after_503":`, `"time_degraded":"`, `"time_critical":"`} {
+		if !strings.Contains(stopped, want) {
+			t.Errorf("the load's final line lacks %s: %s", want, stopped)
+		}
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.

@@ -39,17 +39,29 @@ func NewPod(speed float64, log *slog.Logger) (*server.Server, error) {
 	if speed == 0 {
 		speed = Speed
 	}
-	gpu, err := sim.GPUByName(GPU)
+	ps, err := PodSettings()
 	if err != nil {
 		return nil, err
 	}
-	model, err := sim.ModelByName(Model)
-	if err != nil {
-		return nil, err
-	}
-	e, err := sim.New(sim.Settings{GPU: gpu, Model: model, MaxNumSeqs: MaxSeqs, RestartTime: RestartTime})
+	e, err := sim.New(ps)
 	if err != nil {
 		return nil, err
 	}
 	return server.New(e, server.Settings{Speed: speed, Seed: 1, Logger: log.With(slog.String("upstream", Upstream))})
+}
+
+// PodSettings are the demo pod's engine settings: GPU serving Model with
+// MaxSeqs and RestartTime, everything else vLLM's and PyTorch's defaults
+// (gpu_memory_utilization 0.9, no max_split_size, no expandable segments).
+// Its errors are sim's, unwrapped.
+func PodSettings() (sim.Settings, error) {
+	gpu, err := sim.GPUByName(GPU)
+	if err != nil {
+		return sim.Settings{}, err
+	}
+	model, err := sim.ModelByName(Model)
+	if err != nil {
+		return sim.Settings{}, err
+	}
+	return sim.Settings{GPU: gpu, Model: model, MaxNumSeqs: MaxSeqs, RestartTime: RestartTime}, nil
 }

@@ -3,6 +3,7 @@ package demo
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 )
@@ -61,11 +62,15 @@ type PodSummary struct {
 	Level, Phase     string
 	Window, InFlight int
 	Signals          map[pressure.Signal]pressure.Value
+	// Path is the run so far (peaks, time degraded and critical).
+	Path Path
 }
 
 // Attrs are s as log attributes: queue and queue_order, then, when the pod is
 // listed, its level, phase, window, inflight, fragmentation and
-// kv_cache_usage (each signal only when read).
+// kv_cache_usage (each signal only when read), then its path:
+// peak_fragmentation and peak_kv_cache_usage (when read), time_degraded and
+// time_critical.
 func (s Summary) Attrs() []slog.Attr {
 	attrs := []slog.Attr{slog.Int("queue", s.Queue), slog.String("queue_order", s.QueueOrder)}
 	if p := s.Pod; p != nil {
@@ -76,6 +81,15 @@ func (s Summary) Attrs() []slog.Attr {
 				attrs = append(attrs, slog.Float64(string(sig), v.Value))
 			}
 		}
+		if p.Path.HasFragmentation {
+			attrs = append(attrs, slog.Float64("peak_fragmentation", p.Path.PeakFragmentation))
+		}
+		if p.Path.HasKVCacheUsage {
+			attrs = append(attrs, slog.Float64("peak_kv_cache_usage", p.Path.PeakKVCacheUsage))
+		}
+		// Durations as text ("12.5s"): JSON logs would print nanoseconds.
+		attrs = append(attrs, slog.String("time_degraded", p.Path.Degraded.Round(100*time.Millisecond).String()),
+			slog.String("time_critical", p.Path.Critical.Round(100*time.Millisecond).String()))
 	}
 	return attrs
 }

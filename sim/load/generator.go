@@ -1,7 +1,8 @@
 // Package load is the demo's traffic generator (gatekeeper -demo-load): it
-// sends a pattern of steady and burst phases of OpenAI chat requests to a
-// URL in real time and logs what came back. The pattern, the request mix and
-// the bodies are sim/traffic's, shared with the replay's synthetic trace.
+// sends a repeating cycle of steady, burst and document-burst phases of
+// OpenAI chat requests to a URL in real time and logs what came back,
+// phase by phase. The arrivals, the request mix and the bodies are
+// sim/traffic's, shared with the replay's synthetic trace.
 package load
 
 import (
@@ -9,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -20,16 +20,16 @@ import (
 // Generator sends the demo's traffic. Create one with New; Run it once.
 // Safe for concurrent use; must not be copied.
 type Generator struct {
-	s    Settings
-	mix  traffic.Mix
-	rng  *rand.Rand        // used only by Run's goroutine
-	arr  *traffic.Arrivals // draws from rng
-	sem  chan struct{}
-	long string // the longest prompt; a request's is a prefix of it
+	s      Settings
+	phases []Phase
+	arr    *Arrivals // used only by Run's goroutine
+	sem    chan struct{}
+	long   string // the longest prompt; a request's is a prefix of it
 
-	// mu guards stats.
+	// mu guards stats and cur.
 	mu    sync.Mutex
 	stats Stats
+	cur   phaseResults // what ended during the current phase
 }
 
 // New returns a generator for s, or an error naming what is out of range.
@@ -38,30 +38,33 @@ func New(s Settings) (*Generator, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Generator{s: s, mix: s.mix(), rng: rand.New(rand.NewPCG(s.Seed, 0x6761746b)),
+	phases := s.phases()
+	g := &Generator{s: s, phases: phases, arr: newArrivals(phases, s.Seed),
 		sem: make(chan struct{}, s.MaxConcurrent), stats: Stats{Statuses: map[int]int64{}, Reasons: map[string]int64{}}}
-	g.arr = traffic.NewArrivals(s.pattern(), g.rng)
 	longest := 0
-	for _, c := range g.mix {
-		longest = max(longest, c.Prompt.Max)
+	for _, p := range g.phases {
+		for _, c := range p.Mix {
+			longest = max(longest, c.Prompt.Max)
+		}
 	}
 	g.long = traffic.Filler(longest)
 	return g, nil
 }
 
-// Run sends the pattern until ctx ends or MaxRequests have arrived, then
-// waits for the requests in flight (ctx cancels them) and logs a last
-// summary. It returns nil.
+// Run sends the cycle of phases (the sequence Settings.Arrivals yields)
+// until ctx ends or MaxRequests have arrived, then waits for the requests
+// in flight (ctx cancels them) and logs a last summary. Each phase's end is
+// logged with what ended during it. It returns nil.
 func (g *Generator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	start := g.s.Now()
-	burst := false
-	phaseEnd := start.Add(g.s.Steady)
+	i := 0
+	phaseEnd := start.Add(g.phases[0].Duration)
 	nextReport := start.Add(g.s.ReportEvery)
-	next := start.Add(g.arr.Next())
-	g.logPhase(ctx, burst)
+	a := g.arr.Next()
+	g.logPhase(ctx, g.phases[0])
 	for arrivals := 0; arrivals < g.s.MaxRequests; {
-		wake := minTime(next, phaseEnd, nextReport)
+		wake := minTime(start.Add(a.At), phaseEnd, nextReport)
 		t := time.NewTimer(wake.Sub(g.s.Now()))
 		select {
 		case <-ctx.Done():
@@ -71,19 +74,20 @@ func (g *Generator) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		now := g.s.Now()
+		for at := start.Add(a.At); !now.Before(at) && at.Before(phaseEnd) && arrivals < g.s.MaxRequests; at = start.Add(a.At) {
+			arrivals++
+			g.arrive(ctx, &wg, a)
+			a = g.arr.Next()
+		}
 		if !now.Before(phaseEnd) {
-			burst = !burst
-			phaseEnd = phaseEnd.Add(g.phaseLen(burst))
-			g.logPhase(ctx, burst)
+			g.logPhaseEnd(ctx, g.phases[i])
+			i = (i + 1) % len(g.phases)
+			phaseEnd = phaseEnd.Add(g.phases[i].Duration)
+			g.logPhase(ctx, g.phases[i])
 		}
 		if !now.Before(nextReport) {
 			nextReport = nextReport.Add(g.s.ReportEvery)
 			g.logSummary(ctx, "load summary")
-		}
-		for !now.Before(next) && arrivals < g.s.MaxRequests {
-			arrivals++
-			g.arrive(ctx, &wg)
-			next = start.Add(g.arr.Next())
 		}
 	}
 	g.finish(&wg)
@@ -100,22 +104,8 @@ func (g *Generator) finish(wg *sync.WaitGroup) {
 	g.logSummary(context.Background(), "load stopped")
 }
 
-func (g *Generator) phaseLen(burst bool) time.Duration {
-	if burst {
-		return g.s.Burst
-	}
-	return g.s.Steady
-}
-
-func (g *Generator) rate(burst bool) float64 {
-	if burst {
-		return g.s.QPS * g.s.BurstFactor
-	}
-	return g.s.QPS
-}
-
-// arrive sends one request if the concurrency bound allows.
-func (g *Generator) arrive(ctx context.Context, wg *sync.WaitGroup) {
+// arrive sends a if the concurrency bound allows.
+func (g *Generator) arrive(ctx context.Context, wg *sync.WaitGroup, a Arrival) {
 	g.mu.Lock()
 	g.stats.Arrivals++
 	g.mu.Unlock()
@@ -127,69 +117,89 @@ func (g *Generator) arrive(ctx context.Context, wg *sync.WaitGroup) {
 		g.mu.Unlock()
 		return
 	}
-	body, err := g.request()
+	body, err := g.request(a)
 	g.mu.Lock()
 	g.stats.Sent++
 	g.stats.InFlight++
 	g.mu.Unlock()
 	wg.Go(func() {
 		defer func() { <-g.sem }()
-		status, reason := g.send(ctx, body, err)
+		start := g.s.Now()
+		r := g.send(ctx, body, err)
+		took := g.s.Now().Sub(start)
 		g.mu.Lock()
 		g.stats.InFlight--
 		switch {
-		case status == 0 && ctx.Err() != nil:
+		case r.status == 0 && ctx.Err() != nil:
 			g.stats.Canceled++
-		case status == 0:
+		case r.status == 0:
 			g.stats.Errors++
 		default:
-			g.stats.Statuses[status]++
+			g.stats.Statuses[r.status]++
 		}
-		if reason != "" {
-			g.stats.Reasons[reason]++
+		if r.reason != "" {
+			g.stats.Reasons[r.reason]++
 		}
+		if r.status == http.StatusServiceUnavailable && r.retryAfter {
+			g.stats.RetryAfter503++
+		}
+		g.cur.add(a.Class, r, took)
 		g.mu.Unlock()
 		if g.s.OnResult != nil {
-			g.s.OnResult(status)
+			g.s.OnResult(r.status)
 		}
 	})
 }
 
-// request draws the next request from the mix: a long document to
-// summarise (answered whole) or a short chat (streamed). Its drawn output
-// length goes out as max_tokens.
-func (g *Generator) request() ([]byte, error) {
-	c := g.mix[g.mix.Pick(g.rng)]
-	prompt, out := c.Prompt.Draw(g.rng), c.Output.Draw(g.rng)
-	content := g.long[:prompt*traffic.CharsPerToken]
-	if !c.Stream {
-		content = "Summarise this document:\n" + content
-	}
-	return json.Marshal(traffic.Chat(g.s.Model, content, out, c.Stream))
+// chatBody is a chat request with an optional top_p.
+type chatBody struct {
+	traffic.ChatRequest
+	TopP *float64 `json:"top_p,omitempty"`
 }
 
-// send posts one chat completion and reads the answer to its end. It
-// returns the status (0 on a transport error) and X-Gatekeeper-Reason.
-func (g *Generator) send(ctx context.Context, body []byte, buildErr error) (int, string) {
+// request builds a's body: a long document to summarise (answered whole)
+// or a short chat (streamed), with top_p 0.9 when a asks for it.
+func (g *Generator) request(a Arrival) ([]byte, error) {
+	content := g.long[:a.Prompt*traffic.CharsPerToken]
+	if !a.Stream {
+		content = "Summarise this document:\n" + content
+	}
+	body := chatBody{ChatRequest: traffic.Chat(g.s.Model, content, a.MaxTokens, a.Stream)}
+	if a.TopP {
+		topP := 0.9
+		body.TopP = &topP
+	}
+	return json.Marshal(body)
+}
+
+// result is how one request ended.
+type result struct {
+	status     int    // 0 on a transport error or a stream cut short
+	reason     string // X-Gatekeeper-Reason
+	retryAfter bool   // the response carried Retry-After
+}
+
+// send posts one chat completion and reads the answer to its end.
+func (g *Generator) send(ctx context.Context, body []byte, buildErr error) result {
 	if buildErr != nil {
-		return 0, ""
+		return result{}
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.s.RequestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.s.URL+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return 0, ""
+		return result{}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	res, err := g.s.Client.Do(req)
 	if err != nil {
-		return 0, ""
+		return result{}
 	}
 	defer res.Body.Close()
 	if _, err := io.Copy(io.Discard, io.LimitReader(res.Body, 64<<20)); err != nil && res.StatusCode < 300 {
-		return 0, "" // a stream cut short is not a success
+		return result{} // a stream cut short is not a success
 	}
-	return res.StatusCode, res.Header.Get("X-Gatekeeper-Reason")
+	return result{status: res.StatusCode, reason: res.Header.Get("X-Gatekeeper-Reason"), retryAfter: res.Header.Get("Retry-After") != ""}
 }
 
 func minTime(ts ...time.Time) time.Time {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,16 +29,23 @@ type sent struct {
 	at       []time.Duration // since the start of the bubble
 	streamed int
 	long     int
-	odd      []string // bodies outside both classes' ranges
+	topP     []time.Duration // when the requests with top_p 0.9 were sent
+	odd      []string        // bodies outside both classes' ranges
 }
 
 func (s *sent) add(r *http.Request, start time.Time) {
-	var body traffic.ChatRequest
+	var body struct {
+		traffic.ChatRequest
+		TopP *float64 `json:"top_p"`
+	}
 	b, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(b, &body)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.at = append(s.at, time.Since(start))
+	if body.TopP != nil && *body.TopP == 0.9 {
+		s.topP = append(s.topP, time.Since(start))
+	}
 	if body.Stream {
 		s.streamed++
 	}
@@ -100,7 +108,7 @@ func TestGenerator(t *testing.T) {
 	}{
 		{
 			name: "steady then burst, repeating",
-			s:    Settings{QPS: 10, BurstFactor: 3, Steady: 10 * time.Second, Burst: 5 * time.Second, ReportEvery: 5 * time.Second},
+			s:    Settings{QPS: 10, BurstFactor: 3, Steady: 10 * time.Second, Burst: 5 * time.Second, Documents: -1, ReportEvery: 5 * time.Second},
 			run:  29 * time.Second, // ends inside the second burst, not on a phase boundary
 			reply: func(int, *http.Request) (*http.Response, error) {
 				return response(200, "", strings.NewReader("{}")), nil
@@ -121,8 +129,74 @@ func TestGenerator(t *testing.T) {
 				if st.Statuses[200] != st.Sent || st.Skipped != 0 {
 					t.Errorf("stats %+v, want every request answered 200, none skipped", st)
 				}
-				if rec.long == 0 || rec.streamed == 0 || rec.long+rec.streamed != len(rec.at) {
-					t.Errorf("%d long and %d streamed of %d, want both kinds (long ones not streamed)", rec.long, rec.streamed, len(rec.at))
+				if rec.long == 0 || rec.streamed == 0 || rec.long+rec.streamed != len(rec.at) || len(rec.topP) != 0 {
+					t.Errorf("%d long, %d streamed, %d top_p of %d, want both kinds (long ones not streamed), no top_p", rec.long, rec.streamed, len(rec.topP), len(rec.at))
+				}
+			},
+		},
+		{
+			name: "steady, burst, steady, documents",
+			s:    Settings{QPS: 10, BurstFactor: 3, Steady: 10 * time.Second, Burst: 5 * time.Second, Documents: 5 * time.Second, DocumentQPS: 20},
+			run:  31 * time.Second, // one cycle, then the next steady phase
+			reply: func(int, *http.Request) (*http.Response, error) {
+				return response(200, "", strings.NewReader("{}")), nil
+			},
+			check: func(t *testing.T, st Stats, rec *sent, logs string) {
+				docs := rec.inWindow(25*time.Second, 30*time.Second)
+				others := len(rec.at) - docs
+				// 5 s at 20/s, all documents, half of them with top_p; top_p nowhere else.
+				inDocs := 0
+				for _, at := range rec.topP {
+					if at >= 25*time.Second && at < 30*time.Second {
+						inDocs++
+					}
+				}
+				if docs < 60 || docs > 140 || inDocs != len(rec.topP) || inDocs < docs/4 || inDocs > 3*docs/4 {
+					t.Errorf("%d sent in the document burst, %d with top_p (%d in all), want about 100, half of them, none elsewhere", docs, inDocs, len(rec.topP))
+				}
+				if rec.long < docs || others-(rec.long-docs) != rec.streamed {
+					t.Errorf("%d long, %d streamed of %d (%d in the burst), want documents only in the burst", rec.long, rec.streamed, len(rec.at), docs)
+				}
+				for _, want := range []string{`"state":"steady"`, `"state":"burst"`, `"state":"documents"`} {
+					if !strings.Contains(logs, `"msg":"load phase changed",`+want) || !strings.Contains(logs, `"msg":"load phase ended",`+want) {
+						t.Errorf("logs lack the change and the end of %s:\n%s", want, logs)
+					}
+				}
+				if !strings.Contains(logs, `"msg":"load phase ended","state":"documents","short_served":0,"short_p99":"0s","long_served":`) {
+					t.Errorf("the documents' end line does not count long answers only:\n%s", logs)
+				}
+				if st.Statuses[200] != st.Sent {
+					t.Errorf("stats %+v, want every request answered 200", st)
+				}
+			},
+		},
+		{
+			name: "sends what Arrivals yields",
+			s:    Settings{QPS: 10, Steady: 5 * time.Second, Burst: 2 * time.Second, Documents: 3 * time.Second},
+			run:  21 * time.Second, // two cycles and a second
+			reply: func(int, *http.Request) (*http.Response, error) {
+				return response(200, "", strings.NewReader("{}")), nil
+			},
+			check: func(t *testing.T, _ Stats, rec *sent, _ string) {
+				arr, err := Settings{QPS: 10, Steady: 5 * time.Second, Burst: 2 * time.Second, Documents: 3 * time.Second, Seed: 1}.Arrivals()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want, wantTopP []time.Duration
+				long := 0
+				for a := arr.Next(); a.At < 21*time.Second; a = arr.Next() {
+					want = append(want, a.At)
+					if a.TopP {
+						wantTopP = append(wantTopP, a.At)
+					}
+					if a.Class == "long" {
+						long++
+					}
+				}
+				slices.Sort(rec.at)
+				slices.Sort(rec.topP)
+				if !slices.Equal(rec.at, want) || !slices.Equal(rec.topP, wantTopP) || rec.long != long {
+					t.Errorf("sent at %v (top_p %v, %d long), want Arrivals' %v (top_p %v, %d long)", rec.at, rec.topP, rec.long, want, wantTopP, long)
 				}
 			},
 		},
@@ -190,7 +264,11 @@ func TestGenerator(t *testing.T) {
 				case 1:
 					return response(429, "rate_limited", strings.NewReader("{}")), nil
 				case 2:
-					return response(503, "queue_full", strings.NewReader("{}")), nil
+					r := response(503, "queue_full", strings.NewReader("{}"))
+					if n%10 == 2 {
+						r.Header.Set("Retry-After", "2")
+					}
+					return r, nil
 				case 3:
 					return response(200, "", failingReader{strings.NewReader("data: {}\n\n")}), nil
 				}
@@ -208,7 +286,10 @@ func TestGenerator(t *testing.T) {
 					t.Errorf("stats %+v, want %d, %d, %d of 200, 429, 503 and %d errors", st,
 						count(0), count(1), count(2), count(3)+count(4))
 				}
-				if !strings.Contains(logs, `"msg":"load stopped"`) || !strings.Contains(logs, `"status_429":`) {
+				if st.RetryAfter503 != (st.Sent+7)/10 {
+					t.Errorf("stats %+v, want %d 503s with Retry-After (every other one)", st, (st.Sent+7)/10)
+				}
+				if !strings.Contains(logs, `"msg":"load stopped"`) || !strings.Contains(logs, `"status_429":`) || !strings.Contains(logs, `"retry_after_503":`) {
 					t.Errorf("no final summary with the 429 count:\n%s", logs)
 				}
 			},
@@ -265,6 +346,7 @@ func TestNewRejects(t *testing.T) {
 		{name: "burst factor below 1", s: Settings{URL: "http://x", Model: "m", BurstFactor: 0.5}},
 		{name: "long fraction above 1", s: Settings{URL: "http://x", Model: "m", LongFraction: 1.5}},
 		{name: "negative qps", s: Settings{URL: "http://x", Model: "m", QPS: -1}},
+		{name: "negative document qps", s: Settings{URL: "http://x", Model: "m", DocumentQPS: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

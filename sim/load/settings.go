@@ -13,9 +13,11 @@ import (
 )
 
 // Settings configures the demo's built-in traffic pattern (gatekeeper
-// -demo-load): open-loop Poisson arrivals at QPS for Steady, then at
-// BurstFactor × QPS for Burst, repeating; a mix of short streaming chats and
-// long documents. The zero value plus URL and Model selects the defaults.
+// -demo-load): open-loop Poisson arrivals in a repeating cycle of phases
+// (Phases): Steady at QPS, Burst at BurstFactor × QPS, Steady again, then a
+// burst of long documents only (Documents at DocumentQPS, half of them
+// sampling with top_p); a mix of short streaming chats and long documents
+// otherwise. The zero value plus URL and Model selects the defaults.
 type Settings struct {
 	// URL is gatekeeper's traffic base URL ("http://127.0.0.1:8080").
 	URL string
@@ -28,6 +30,16 @@ type Settings struct {
 	BurstFactor float64
 	// Steady and Burst are the phase lengths. 0 means 30s and 15s.
 	Steady, Burst time.Duration
+	// Documents is the length of the document burst that closes every
+	// cycle: long documents only, half of them with top_p 0.9 (the shapes
+	// that fill the KV cache and widen the sampler's buffers). 0 means 15s;
+	// negative means none (the cycle is then steady, burst).
+	Documents time.Duration
+	// DocumentQPS is the arrival rate during the document burst. 0 means
+	// QPS ÷ 2: at the default 1/s, 15 s of documents (≈ 45 000 prompt
+	// tokens) fill the demo pod's KV cache (44 480 tokens) and leave the
+	// steady phase after it to recover in.
+	DocumentQPS float64
 	// LongFraction is the share of long documents (2 000–4 000 prompt
 	// tokens, up to 512 out); the rest are short chats (50–200 tokens, up to
 	// 128 out, streamed). 0 means 0.2; negative means none; at most 1.
@@ -77,6 +89,13 @@ func (s Settings) withDefaults() (Settings, error) {
 	}
 	s.Steady = orDuration(s.Steady, 30*time.Second)
 	s.Burst = orDuration(s.Burst, 15*time.Second)
+	if s.Documents == 0 {
+		s.Documents = 15 * time.Second
+	}
+	s.DocumentQPS = orFloat(s.DocumentQPS, s.QPS/2)
+	if s.DocumentQPS < 0 {
+		return s, fmt.Errorf("load: document qps %g out of range", s.DocumentQPS)
+	}
 	s.RequestTimeout = orDuration(s.RequestTimeout, 2*time.Minute)
 	s.ReportEvery = orDuration(s.ReportEvery, 5*time.Second)
 	if s.MaxConcurrent <= 0 {
@@ -97,18 +116,10 @@ func (s Settings) withDefaults() (Settings, error) {
 	return s, nil
 }
 
-// pattern is the arrival rate over time: steady first, then the burst.
-func (s Settings) pattern() traffic.Pattern {
-	return traffic.Pattern{BaseQPS: s.QPS, BurstQPS: s.QPS * s.BurstFactor, Steady: s.Steady, Burst: s.Burst}
-}
-
 // mix is the request mix: LongFraction long documents (answered whole), the
 // rest short streamed chats. Lengths are in tokens.
 func (s Settings) mix() traffic.Mix {
-	long := traffic.Class{Name: "long", Weight: s.LongFraction, Prompt: traffic.Range{Min: 2000, Max: 4000},
-		Output: traffic.Range{Min: 128, Max: 512}, MaxTokens: 512}
-	short := traffic.Class{Name: "short", Weight: 1 - s.LongFraction, Prompt: traffic.Range{Min: 50, Max: 200},
-		Output: traffic.Range{Min: 16, Max: 128}, MaxTokens: 128, Stream: true}
+	long, short := longClass(s.LongFraction), shortClass(1-s.LongFraction)
 	switch {
 	case s.LongFraction <= 0:
 		return traffic.Mix{short}
@@ -116,6 +127,19 @@ func (s Settings) mix() traffic.Mix {
 		return traffic.Mix{long}
 	}
 	return traffic.Mix{long, short}
+}
+
+// longClass is a document to summarise: 2 000–4 000 prompt tokens, up to
+// 512 out, answered whole.
+func longClass(weight float64) traffic.Class {
+	return traffic.Class{Name: "long", Weight: weight, Prompt: traffic.Range{Min: 2000, Max: 4000},
+		Output: traffic.Range{Min: 128, Max: 512}, MaxTokens: 512}
+}
+
+// shortClass is a chat: 50–200 prompt tokens, up to 128 out, streamed.
+func shortClass(weight float64) traffic.Class {
+	return traffic.Class{Name: "short", Weight: weight, Prompt: traffic.Range{Min: 50, Max: 200},
+		Output: traffic.Range{Min: 16, Max: 128}, MaxTokens: 128, Stream: true}
 }
 
 // NewClient returns the generator's default client: its own transport sized

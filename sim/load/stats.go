@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/sim/traffic"
 )
 
 // Stats are the load generator's counters. Arrivals = Sent + Skipped,
@@ -20,6 +23,34 @@ type Stats struct {
 	Statuses map[int]int64
 	// Reasons counts refusals by X-Gatekeeper-Reason.
 	Reasons map[string]int64
+	// RetryAfter503 counts the 503s that carried Retry-After (all of
+	// gatekeeper's do; a pod's own may not).
+	RetryAfter503 int64
+}
+
+// phaseResults are the requests that ended during one phase.
+type phaseResults struct {
+	short, long []time.Duration // latencies of the 2xx answers, send to last byte
+	status503   int64
+	retryAfter  int64 // 503s with Retry-After
+	refused     int64 // 429s and 503s
+}
+
+func (p *phaseResults) add(class string, r result, took time.Duration) {
+	switch {
+	case r.status >= 200 && r.status < 300 && class == "long":
+		p.long = append(p.long, took)
+	case r.status >= 200 && r.status < 300:
+		p.short = append(p.short, took)
+	case r.status == http.StatusTooManyRequests:
+		p.refused++
+	case r.status == http.StatusServiceUnavailable:
+		p.refused++
+		p.status503++
+		if r.retryAfter {
+			p.retryAfter++
+		}
+	}
 }
 
 // Finished is the number of requests that ended.
@@ -40,13 +71,24 @@ func (g *Generator) Stats() Stats {
 	return s
 }
 
-func (g *Generator) logPhase(ctx context.Context, burst bool) {
-	phase := "steady"
-	if burst {
-		phase = "burst"
-	}
-	g.s.Logger.LogAttrs(ctx, slog.LevelInfo, "load phase changed", slog.String("state", phase),
-		slog.Float64("qps", g.rate(burst)), slog.Duration("duration", g.phaseLen(burst)))
+func (g *Generator) logPhase(ctx context.Context, p Phase) {
+	g.s.Logger.LogAttrs(ctx, slog.LevelInfo, "load phase changed", slog.String("state", p.Name),
+		slog.Float64("qps", p.QPS), slog.Duration("duration", p.Duration))
+}
+
+// logPhaseEnd logs what ended during phase p and starts the next phase's
+// count: the answers' p99 latency by class (the steady phase after a burst
+// is the recovery: its short p99 against its long p99 shows the queue
+// draining shortest first), the 503s and how many carried Retry-After.
+func (g *Generator) logPhaseEnd(ctx context.Context, p Phase) {
+	g.mu.Lock()
+	r := g.cur
+	g.cur = phaseResults{}
+	g.mu.Unlock()
+	g.s.Logger.LogAttrs(ctx, slog.LevelInfo, "load phase ended", slog.String("state", p.Name),
+		slog.Int("short_served", len(r.short)), slog.String("short_p99", seconds(traffic.Quantile(r.short, 0.99))),
+		slog.Int("long_served", len(r.long)), slog.String("long_p99", seconds(traffic.Quantile(r.long, 0.99))),
+		slog.Int64("refused", r.refused), slog.Int64("status_503", r.status503), slog.Int64("retry_after_503", r.retryAfter))
 }
 
 func (g *Generator) logSummary(ctx context.Context, msg string) {
@@ -54,7 +96,7 @@ func (g *Generator) logSummary(ctx context.Context, msg string) {
 	attrs := []slog.Attr{slog.Int64("arrivals", s.Arrivals), slog.Int64("sent", s.Sent),
 		slog.Int64("skipped", s.Skipped), slog.Int64("pending", s.InFlight), slog.Int64("errors", s.Errors), slog.Int64("canceled", s.Canceled),
 		slog.Int64("status_429", s.Statuses[http.StatusTooManyRequests]),
-		slog.Int64("status_503", s.Statuses[http.StatusServiceUnavailable])}
+		slog.Int64("status_503", s.Statuses[http.StatusServiceUnavailable]), slog.Int64("retry_after_503", s.RetryAfter503)}
 	var statuses, reasons []any
 	for _, code := range slices.Sorted(maps.Keys(s.Statuses)) {
 		statuses = append(statuses, slog.Int64(strconv.Itoa(code), s.Statuses[code]))
@@ -76,3 +118,7 @@ func attrsToAny(attrs []slog.Attr) []any {
 	}
 	return out
 }
+
+// seconds writes d as text to 10 ms ("2.35s"): JSON logs would print
+// nanoseconds.
+func seconds(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
