@@ -47,8 +47,8 @@ func TestDiff(t *testing.T) {
 func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	got := RestartOnly([]string{"server.listen", "server.max_body_bytes", "transport.dial_timeout",
-		"fast_breaker.qps", "health_check.interval", "server.drain_delay"})
-	want := []string{"server.listen", "transport.dial_timeout", "health_check.interval"}
+		"fast_breaker.qps", "health_check.interval", "server.drain_delay", "server.max_connections"})
+	want := []string{"server.listen", "transport.dial_timeout", "health_check.interval", "server.max_connections"}
 	if !slices.Equal(got, want) {
 		t.Errorf("RestartOnly() = %v, want %v", got, want)
 	}
