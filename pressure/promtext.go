@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -25,6 +26,14 @@ func parseFamilies(data []byte, names ...string) (map[string]*dto.MetricFamily, 
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(keepFamilies(data, names)))
 	if err != nil {
 		return nil, fmt.Errorf("pressure: parsing metrics: %w", err)
+	}
+	// The line filter judges a name by its legal characters; the parser also
+	// reads quoted (UTF-8) names, so a kept line can still name another
+	// family (`name"00" 1` is family name00): keep only what was asked for.
+	for n := range fams {
+		if !slices.Contains(names, n) {
+			delete(fams, n)
+		}
 	}
 	return fams, nil
 }
