@@ -195,3 +195,25 @@ func TestHighUtilPolicy(t *testing.T) {
 		t.Error("the empty_cache hook is off")
 	}
 }
+
+// The H100-defaults policies load and map a window of 1024; the memory one
+// turns memory admission on for Llama 3.
+func TestH100DefaultsPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		vocab int64
+	}{
+		{"testdata/h100-defaults.yaml", 0},
+		{"testdata/memory-h100-defaults.yaml", 128256},
+		{"testdata/memory.yaml", 128256},
+	} {
+		c, err := config.LoadFile(tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := applyPolicy(c, replay.Settings{})
+		if got.Memory.VocabSize != tc.vocab || (tc.file != "testdata/memory.yaml" && got.Slow.Window.MaxInflight != 1024) {
+			t.Errorf("%s: vocab %d, window %d", tc.file, got.Memory.VocabSize, got.Slow.Window.MaxInflight)
+		}
+	}
+}
