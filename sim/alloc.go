@@ -98,6 +98,7 @@ type block struct {
 	small      bool
 	gen        uint32 // bumped when the record is recycled
 	id         int32  // the record's permanent index in Allocator.records
+	at         int32  // where its pool entry was last put (a hint for pool.find)
 }
 
 func (b *block) split() bool { return b.prev != nil || b.next != nil }
@@ -155,7 +156,7 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 	if isSmall {
 		p = &a.small
 	}
-	b := a.freeBlock(p, size)
+	b, at := a.freeBlock(p, size) // at: b's index in the pool
 	cached := b != nil
 	if !cached {
 		take := func() *block { return a.newSegment(segmentSize(size), isSmall) }
@@ -177,7 +178,6 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 	}
 	switch {
 	case a.shouldSplit(b, size):
-		old := entry{b.size, b.addr, b.id}
 		if cached && b.split() {
 			a.inactSplit -= b.size
 		}
@@ -194,12 +194,15 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 		}
 		a.inactSplit += rest.size // rest has b before it: split
 		if cached {
-			p.move(old, rest) // the rest takes b's place in the pool: one short memmove
+			p.move(at, rest) // the rest takes b's place in the pool: one short memmove
 		} else {
 			p.insert(rest)
 		}
 	case cached:
-		a.takeFree(p, b)
+		if b.split() {
+			a.inactSplit -= b.size
+		}
+		p.removeAt(at)
 	}
 	b.allocated = true
 	a.allocated += b.size
@@ -208,24 +211,25 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 	return Buffer{b: b, gen: b.gen, req: n}, nil
 }
 
-// freeBlock finds the best-fitting cached block, applying max_split_size's two
-// refusals (an oversize block is not handed to a small request, and not to a
-// large request it would exceed by a whole large buffer).
-func (a *Allocator) freeBlock(p *pool, size int64) *block {
-	id := p.lowerBound(size)
+// freeBlock finds the best-fitting cached block and its index in the pool,
+// applying max_split_size's two refusals (an oversize block is not handed to
+// a small request, and not to a large request it would exceed by a whole
+// large buffer).
+func (a *Allocator) freeBlock(p *pool, size int64) (*block, int) {
+	i, id := p.lowerBound(size)
 	if id < 0 {
-		return nil
+		return nil, -1
 	}
 	b := a.records[id]
 	if ms := a.maxSplit(); ms != maxInt64 {
 		if size < ms && b.size >= ms {
-			return nil
+			return nil, -1
 		}
 		if size >= ms && b.size >= size+largeBuffer {
-			return nil
+			return nil, -1
 		}
 	}
-	return b
+	return b, i
 }
 
 func (a *Allocator) shouldSplit(b *block, size int64) bool {
@@ -286,7 +290,7 @@ func (a *Allocator) Free(buf Buffer) error {
 	} else if pr != nil {
 		a.takeFree(p, pr)
 	}
-	old := entry{last.size, last.addr, last.id}
+	at := p.find(last)
 	a.inactSplit -= last.size // a free neighbour of b is in a split segment
 	if pr != nil {
 		b.addr = pr.addr
@@ -308,7 +312,7 @@ func (a *Allocator) Free(buf Buffer) error {
 			e.last = b
 		}
 	}
-	p.move(old, b)
+	p.move(at, b)
 	if b.split() {
 		a.inactSplit += b.size
 	}

@@ -281,6 +281,11 @@ func checkInvariants(t *testing.T, step int, a *Allocator, live []Buffer) {
 		blocks++
 	}
 	for _, p := range []*pool{&a.small, &a.large} {
+		for i := 1; i < len(p.blocks); i++ {
+			if p.blocks[i].before(p.blocks[i-1].size, p.blocks[i-1].addr) {
+				t.Fatalf("step %d: pool out of order at %d", step, i)
+			}
+		}
 		for _, en := range p.blocks {
 			b := a.records[en.id]
 			if en.size != b.size || en.addr != b.addr {

@@ -226,6 +226,42 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
+// TestGolden pins a digest of every finished request and of the metrics
+// every 10 virtual seconds, per setting, to the figures of the code before
+// issue 15 step 6's speed-ups: a faster allocator or scheduler must not
+// change a single result (OOMs, retries, preemptions, block counts).
+func TestGolden(t *testing.T) {
+	h100, _ := GPUByName("H100-80G")
+	tests := []struct {
+		name string
+		s    Settings
+		want uint64
+	}{
+		{"defaults", Settings{}, 0xf2e1d1eeff49c631},
+		{"0.99 retries", Settings{GPUMemoryUtilization: 0.99}, 0xce572d345aa6d074},
+		{"max split size", Settings{GPUMemoryUtilization: 0.97, MaxSplitSize: 200 * mib}, 0x74c65422f09eba79},
+		{"expandable segments", Settings{ExpandableSegments: true}, 0xc6a5b9140d2b2e64},
+		{"cuda graphs", Settings{CUDAGraphMaxTokens: 512}, 0xd1f5eaeed18488a8},
+		{"H100 at 0.99 OOMs", Settings{GPU: h100, GPUMemoryUtilization: 0.99}, 0xc0308fc01a919183},
+		{"small KV cache preempts", Settings{NumGPUBlocksOverride: 3000}, 0x98d91cffbb994f83},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEngine(t, tt.s)
+			w := &workload{r: rand.New(rand.NewPCG(5, 5)), qps: 60}
+			h := fnv.New64a()
+			for end := 10 * time.Second; end <= 5*time.Minute; end += 10 * time.Second {
+				d, n := drive(e, w, end)
+				fmt.Fprintf(h, "%x %d %+v|", d, n, e.Metrics())
+			}
+			if got := h.Sum64(); got != tt.want {
+				t.Fatalf("digest = %#x, want %#x (metrics at the end: %+v)", got, tt.want, e.Metrics())
+			}
+		})
+	}
+}
+
 // TestStepMemoChangesNothing runs the same workload with and without the
 // memo of repeated steps: every figure must agree, and the memo must fire.
 func TestStepMemoChangesNothing(t *testing.T) {
