@@ -2,17 +2,25 @@ package sim
 
 import "time"
 
-// scheduled is one sequence's share of a step.
+// scheduled is one sequence's share of a step. The batch is a prefix of
+// e.running in the same order (schedule takes the running requests in order
+// and admits waiting ones only when every running one is in the batch), so
+// batch[i] is e.running[i]'s share and holds no pointer to write.
 type scheduled struct {
-	s      *Seq
 	tokens int
+	sample bool // the step computes the sequence's pending tokens and samples one
 }
 
 // stepScratch is reused across steps to keep the hot loop free of allocations.
 type stepScratch struct {
 	batch []scheduled
 	run   stepRun
-	fresh []*Seq
+	// the step's shape, accumulated while the batch is built (schedule reads
+	// every sequence once; shape finishes the figures)
+	shape    stepShape
+	kvTokens int64
+	maxCtx   int
+	fresh    []*Seq
 	// memo of the last step's buffers: replaying the same shape on the same
 	// allocator state (nothing allocated, freed or flushed since, and the
 	// step took no new segment) ends in the same state, so it is skipped.
@@ -31,7 +39,7 @@ func (e *Engine) runStep() bool {
 	if len(batch) == 0 {
 		return false
 	}
-	sh, dur := e.shape(batch)
+	sh, dur := e.shape()
 	if err := e.allocate(sh); err != nil {
 		e.die(err)
 		return true
@@ -50,11 +58,14 @@ func (e *Engine) runStep() bool {
 func (e *Engine) schedule() []scheduled {
 	budget := e.s.MaxNumBatchedTokens
 	batch := e.step.batch[:0]
-	e.step.fresh = e.step.fresh[:0]
+	st := &e.step
+	st.fresh = st.fresh[:0]
+	st.shape, st.kvTokens, st.maxCtx = stepShape{}, 0, 0
 	preempted := e.c.Preemptions
 	for i := 0; i < len(e.running) && budget > 0; i++ {
 		s := e.running[i]
-		n := min(s.pending(), budget)
+		p := s.pending()
+		n := min(p, budget)
 		need := 0
 		if s.computed+n > s.blocks*e.s.BlockSize { // most decodes fit the last block
 			need = e.blocksFor(s.computed+n) - s.blocks
@@ -68,7 +79,8 @@ func (e *Engine) schedule() []scheduled {
 		}
 		e.freeBlocks -= need
 		s.blocks += need
-		batch = append(batch, scheduled{s, n})
+		batch = append(batch, scheduled{n, n == p})
+		st.add(s, n, n == p)
 		budget -= n
 	}
 	// Like V1, a step that preempted admits no waiting request.
@@ -78,7 +90,8 @@ func (e *Engine) schedule() []scheduled {
 			e.waiting.popFront() // aborted while queued
 			continue
 		}
-		n := min(s.pending(), budget)
+		p := s.pending()
+		n := min(p, budget)
 		need := e.blocksFor(n)
 		if need > e.freeBlocks {
 			break
@@ -88,12 +101,29 @@ func (e *Engine) schedule() []scheduled {
 		s.blocks = need
 		s.state = SeqRunning
 		e.running = append(e.running, s)
-		e.step.fresh = append(e.step.fresh, s)
-		batch = append(batch, scheduled{s, n})
+		st.fresh = append(st.fresh, s)
+		batch = append(batch, scheduled{n, n == p})
+		st.add(s, n, n == p)
 		budget -= n
 	}
-	e.step.batch = batch
+	st.batch = batch
 	return batch
+}
+
+// add counts a scheduled sequence into the step's shape. s.computed is
+// read before the step: the context after it is computed + tokens.
+func (st *stepScratch) add(s *Seq, tokens int, sample bool) {
+	sh := &st.shape
+	sh.tokens += tokens
+	sh.seqs++
+	ctx := s.computed + tokens
+	st.kvTokens += int64(ctx)
+	st.maxCtx = max(st.maxCtx, ctx)
+	if sample {
+		sh.samples++
+		sh.sort = sh.sort || s.req.TopP
+		sh.logprobs = sh.logprobs || s.req.Logprobs
+	}
 }
 
 // preempt sends a running request back to the head of the queue; its KV
@@ -130,25 +160,11 @@ func (e *Engine) removeRunning(s *Seq) {
 // shape sizes the step's buffers and its duration from the roofline: the
 // step reads all weights plus the KV context of every sequence at the memory
 // bandwidth, and computes 2 × params FLOPs per token at PrefillEfficiency of
-// peak; it takes the longer of the two.
-func (e *Engine) shape(batch []scheduled) (stepShape, time.Duration) {
-	var sh stepShape
-	var kvTokens int64
-	maxCtx := 0
-	for _, b := range batch {
-		s := b.s
-		sh.tokens += b.tokens
-		sh.seqs++
-		ctx := s.computed + b.tokens
-		kvTokens += int64(ctx)
-		maxCtx = max(maxCtx, ctx)
-		if b.tokens == s.pending() {
-			sh.samples++
-			sh.sort = sh.sort || s.req.TopP
-			sh.logprobs = sh.logprobs || s.req.Logprobs
-		}
-	}
-	sh.maxBlocks = e.blocksFor(maxCtx)
+// peak; it takes the longer of the two. It finishes the figures schedule
+// accumulated for the batch it returned.
+func (e *Engine) shape() (stepShape, time.Duration) {
+	sh, kvTokens := e.step.shape, e.step.kvTokens
+	sh.maxBlocks = e.blocksFor(e.step.maxCtx)
 	sh.eagerIn = e.s.CUDAGraphMaxTokens == 0
 	sh.graphed = sh.tokens <= e.s.CUDAGraphMaxTokens
 	m := e.s.Model
@@ -173,53 +189,57 @@ func (e *Engine) allocate(sh stepShape) error {
 		st.skipped++
 		return nil
 	}
-	before := e.alloc.Stats()
+	a := e.alloc
+	reserved, retries := a.reserved, a.retries
 	r := &st.run
-	r.a, r.err = e.alloc, nil
+	r.a, r.err = a, nil
 	stepBuffers(r, e.s.Model, sh)
-	after := e.alloc.Stats()
-	st.lastShape, st.lastVersion = sh, e.alloc.version
-	st.lastClean = r.err == nil && after.ReservedBytes == before.ReservedBytes && after.NumAllocRetries == before.NumAllocRetries
+	st.lastShape, st.lastVersion = sh, a.version
+	st.lastClean = r.err == nil && a.reserved == reserved && a.retries == retries
 	return r.err
 }
 
 // commit applies a finished step: KV grows by the computed tokens, sequences
-// that completed their pending tokens sample one, and finished requests leave.
+// that completed their pending tokens sample one, and finished requests leave
+// e.running in the same pass (batch[i] is e.running[i]'s share).
 func (e *Engine) commit(batch []scheduled) {
-	done := false
-	for _, b := range batch {
-		s := b.s
-		sample := b.tokens == s.pending()
+	w := 0 // e.running[:w] are the batch's requests still running
+	for i, b := range batch {
+		s := e.running[i]
 		s.computed += b.tokens
-		if !sample {
+		if b.sample && e.sample(s) {
 			continue
 		}
-		if !s.counted {
-			s.counted = true
-			e.c.PromptTokens += int64(s.req.PromptTokens)
+		if w != i {
+			e.running[w] = s
 		}
-		s.generated++
-		e.c.GenerationTokens++
-		if s.generated == 1 {
-			s.firstToken = e.now
-		}
-		if s.generated >= s.req.OutputTokens {
-			s.state = SeqFinished
-			s.finishedAt = e.now
-			e.release(s)
-			e.c.RequestSuccess++
-			e.finished = append(e.finished, s)
-			done = true
-		}
+		w++
 	}
-	if done {
-		kept := e.running[:0]
-		for _, s := range e.running {
-			if s.state == SeqRunning {
-				kept = append(kept, s)
-			}
-		}
-		clear(e.running[len(kept):])
-		e.running = kept
+	if w < len(batch) {
+		n := copy(e.running[w:], e.running[len(batch):])
+		clear(e.running[w+n:])
+		e.running = e.running[:w+n]
 	}
+}
+
+// sample gives s the token its step computed and reports whether s finished.
+func (e *Engine) sample(s *Seq) bool {
+	if !s.counted {
+		s.counted = true
+		e.c.PromptTokens += int64(s.req.PromptTokens)
+	}
+	s.generated++
+	e.c.GenerationTokens++
+	if s.generated == 1 {
+		s.firstToken = e.now
+	}
+	if s.generated < s.req.OutputTokens {
+		return false
+	}
+	s.state = SeqFinished
+	s.finishedAt = e.now
+	e.release(s)
+	e.c.RequestSuccess++
+	e.finished = append(e.finished, s)
+	return true
 }

@@ -51,15 +51,17 @@ func (s SeqState) String() string {
 // Seq is one request inside the engine. Its getters may be read only under
 // whatever serialises the Engine's calls.
 type Seq struct {
-	id         uint64
+	// What every step reads comes first, in the object's first 64 bytes:
+	// the scheduler walks every running request each step (issue 15 step 6).
 	req        Request
-	state      SeqState
-	err        error
-	computed   int // tokens whose KV is in the cache
-	generated  int // output tokens sampled so far
-	blocks     int // KV blocks held
-	buf        Buffer
+	computed   int  // tokens whose KV is in the cache
+	generated  int  // output tokens sampled so far
+	blocks     int  // KV blocks held
 	counted    bool // prompt tokens added to the counter
+	state      SeqState
+	id         uint64
+	err        error
+	buf        Buffer
 	arrival    time.Duration
 	firstToken time.Duration
 	finishedAt time.Duration
