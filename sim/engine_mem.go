@@ -99,6 +99,9 @@ type stepShape struct {
 	logprobs  bool // some request wants log-probabilities
 	graphed   bool // the forward pass replays a captured CUDA graph
 	eagerIn   bool // input tensors are built fresh each step (no persistent buffers)
+	// promptLogits is the most prompt tokens one prompt_logprobs request
+	// computes in the step (vLLM V1 takes such requests one at a time).
+	promptLogits int
 }
 
 // stepRun allocates and frees one step's buffers, stopping at the first error.
@@ -163,6 +166,9 @@ func stepBuffers(r *stepRun, m Model, sh stepShape) {
 	if !sh.graphed {
 		forwardBuffers(r, T, H, I, qkvWidth, dt)
 	}
+	if sh.promptLogits > 0 {
+		promptLogprobBuffers(r, int64(sh.promptLogits), V, dt)
+	}
 	if S > 0 {
 		samplerBuffers(r, sh, S, H, V, dt)
 	}
@@ -186,6 +192,18 @@ func forwardBuffers(r *stepRun, T, H, I, qkvWidth, dt int64) {
 	r.put(act)
 	r.put(o)
 	r.put(down)
+}
+
+// promptLogprobBuffers are one prompt_logprobs request's: the LM head's
+// logits over its prompt tokens in this step and their float32 log-softmax
+// (vLLM V1's GPUModelRunner._get_prompt_logprobs_dict: compute_logits on
+// the chunk's hidden states, then the sampler's compute_logprobs), freed
+// before the next such request and before sampling.
+func promptLogprobBuffers(r *stepRun, P, V, dt int64) {
+	logits := r.get(P * V * dt)
+	lp := r.get(P * V * 4)
+	r.put(logits)
+	r.put(lp)
 }
 
 // samplerBuffers are the LM head's logits and the sampler's copies for the S

@@ -119,6 +119,9 @@ func (st *stepScratch) add(s *Seq, tokens int, sample bool) {
 	ctx := s.computed + tokens
 	st.kvTokens += int64(ctx)
 	st.maxCtx = max(st.maxCtx, ctx)
+	if s.req.PromptLogprobs && s.computed < s.req.PromptTokens {
+		sh.promptLogits = max(sh.promptLogits, min(ctx, s.req.PromptTokens)-s.computed)
+	}
 	if sample {
 		sh.samples++
 		sh.sort = sh.sort || s.req.TopP

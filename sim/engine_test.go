@@ -316,3 +316,20 @@ func TestCUDAGraphsLeaveOnlyTheSampler(t *testing.T) {
 		t.Fatalf("graphs changed the KV cache: %d vs %d blocks", e.Plan().NumGPUBlocks, eager.Plan().NumGPUBlocks)
 	}
 }
+
+// TestPromptLogprobsBuffers: a step that computes a prompt_logprobs
+// request's prompt also holds the LM head's logits over those tokens (bf16)
+// and their float32 log-softmax: 100 tokens × 128 256 × (2 + 4) bytes on a
+// Llama 3, far above its one sampling sequence's buffers.
+func TestPromptLogprobsBuffers(t *testing.T) {
+	e := newEngine(t, Settings{CUDAGraphMaxTokens: 512})
+	base := e.Metrics().Allocator.AllocatedBytes
+	if _, err := e.Submit(Request{PromptTokens: 100, MaxTokens: 5, PromptLogprobs: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.Advance(time.Minute)
+	want := base + 1024 + 100*128256*2 + 100*128256*4 // request tensor, then both logits tensors at once
+	if got := e.Metrics().Allocator.PeakAllocatedBytes; got != want {
+		t.Fatalf("PeakAllocatedBytes = %d, want %d", got, want)
+	}
+}

@@ -17,6 +17,10 @@ type Request struct {
 	// Logprobs marks a request that asks for log-probabilities: the sampler
 	// keeps a float32 log-softmax copy of the logits.
 	Logprobs bool
+	// PromptLogprobs marks a request that asks for prompt_logprobs: every
+	// step that computes part of its prompt also computes the LM head's
+	// logits and their float32 log-softmax over those prompt tokens.
+	PromptLogprobs bool
 }
 
 // SeqState is where a request is in the engine.

@@ -62,8 +62,9 @@ func TestLayering(t *testing.T) {
 		{pkg: "sim", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
 		// The replay runs the product's control code on a virtual clock: the
 		// controller (control), what it drives (breaker, queue) and reads
-		// (pressure), and the policy it is built from (config).
-		{pkg: "sim/replay", own: []string{"sim", "sim/...", "control", "breaker", "queue", "pressure", "config"}, thirdParty: []string{},
+		// (pressure), the policy it is built from (config) and the request
+		// estimate's constants (proxy/classify).
+		{pkg: "sim/replay", own: []string{"sim", "sim/...", "control", "breaker", "queue", "pressure", "config", "proxy/classify"}, thirdParty: []string{},
 			banned: []string{"net/http"}},
 		{pkg: "sim/server", own: []string{"sim"}, thirdParty: []string{}},
 		// What the four traffic generators share (sim/traffic) is pure; the

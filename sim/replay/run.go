@@ -8,6 +8,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/control"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
@@ -346,6 +347,9 @@ func (r *runner) arrive(a Arrival) {
 	r.nextID++
 	rq.id = r.nextID
 	rq.cost = queue.Cost{Tokens: int64(a.Prompt + a.MaxToken), Memory: r.s.BytesPerLogit}
+	if a.PromptLogprobs { // as classify estimates it
+		rq.cost.Memory += int64(a.Prompt) * classify.PromptLogprobBytes
+	}
 	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory})
 	switch {
 	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
@@ -367,7 +371,7 @@ func (r *runner) arrive(a Arrival) {
 // submit hands a request to the engine; false when the pod is down.
 func (r *runner) submit(rq *request) bool {
 	s, err := r.e.Submit(sim.Request{PromptTokens: rq.a.Prompt, MaxTokens: rq.a.MaxToken,
-		OutputTokens: rq.a.Output, TopP: rq.a.TopP})
+		OutputTokens: rq.a.Output, TopP: rq.a.TopP, PromptLogprobs: rq.a.PromptLogprobs})
 	if err != nil {
 		r.res.Outcomes.UpstreamError++ // connection refused while the pod restarts
 		return false

@@ -33,6 +33,10 @@ type TraceSettings struct {
 	Classes []Class
 	// TopPFraction is the share of requests sampling with top-p. 0 means 0.5.
 	TopPFraction float64
+	// PromptLogprobsFraction is the share of requests asking for
+	// prompt_logprobs (evaluation and scoring jobs). 0 means none, and then
+	// the trace draws exactly what it drew before the field existed.
+	PromptLogprobsFraction float64
 	// Seed drives the arrivals and lengths.
 	Seed uint64
 }
@@ -79,6 +83,9 @@ func (s TraceSettings) validate() error {
 			return fmt.Errorf("replay: TraceSettings.Classes[%d] %q: weight > 0, ranges ≥ 1, MaxTokens ≥ Output.Max", i, c.Name)
 		}
 	}
+	if s.PromptLogprobsFraction < 0 || s.PromptLogprobsFraction > 1 {
+		return fmt.Errorf("replay: TraceSettings.PromptLogprobsFraction = %v, want [0, 1]", s.PromptLogprobsFraction)
+	}
 	if s.TopPFraction < 0 || s.TopPFraction > 1 {
 		return fmt.Errorf("replay: TraceSettings.TopPFraction = %v, want [0, 1]", s.TopPFraction)
 	}
@@ -91,6 +98,7 @@ type Arrival struct {
 	Class                    int
 	Prompt, Output, MaxToken int
 	TopP                     bool
+	PromptLogprobs           bool
 }
 
 // Trace yields the arrivals of a synthetic trace in time order. Create one
@@ -133,6 +141,10 @@ func (tr *Trace) Next() (Arrival, bool) {
 	}
 	ci := traffic.Mix(tr.s.Classes).Pick(tr.rng)
 	c := tr.s.Classes[ci]
-	return Arrival{At: at, Class: ci, Prompt: c.Prompt.Draw(tr.rng), Output: c.Output.Draw(tr.rng),
-		MaxToken: c.MaxTokens, TopP: tr.rng.Float64() < tr.s.TopPFraction}, true
+	a := Arrival{At: at, Class: ci, Prompt: c.Prompt.Draw(tr.rng), Output: c.Output.Draw(tr.rng),
+		MaxToken: c.MaxTokens, TopP: tr.rng.Float64() < tr.s.TopPFraction}
+	if tr.s.PromptLogprobsFraction > 0 { // drawn only then: the default trace is unchanged
+		a.PromptLogprobs = tr.rng.Float64() < tr.s.PromptLogprobsFraction
+	}
+	return a, true
 }

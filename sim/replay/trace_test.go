@@ -36,3 +36,26 @@ func TestTracePinned(t *testing.T) {
 		t.Errorf("seed 1, 1h: %d arrivals, hash %#x; want %d, %#x", n, h.Sum64(), wantN, uint64(wantHash))
 	}
 }
+
+// TestTracePromptLogprobs: the share of prompt_logprobs requests follows
+// the setting; out-of-range shares are refused.
+func TestTracePromptLogprobs(t *testing.T) {
+	t.Parallel()
+	tr, err := NewTrace(TraceSettings{Duration: 10 * time.Minute, Seed: 1, PromptLogprobsFraction: 0.2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, with := 0, 0
+	for a, ok := tr.Next(); ok; a, ok = tr.Next() {
+		n++
+		if a.PromptLogprobs {
+			with++
+		}
+	}
+	if f := float64(with) / float64(n); f < 0.18 || f > 0.22 {
+		t.Errorf("%d of %d arrivals ask for prompt_logprobs (%.3f), want about 0.2", with, n, f)
+	}
+	if _, err := NewTrace(TraceSettings{PromptLogprobsFraction: 1.5}); err == nil {
+		t.Error("PromptLogprobsFraction 1.5 accepted")
+	}
+}
