@@ -24,10 +24,12 @@ type completionRequest struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	TopP      *float64        `json:"top_p"`
-	TopK      *int            `json:"top_k"`
-	Logprobs  json.RawMessage `json:"logprobs"`
-	IgnoreEOS bool            `json:"ignore_eos"`
+	TopP     *float64        `json:"top_p"`
+	TopK     *int            `json:"top_k"`
+	Logprobs json.RawMessage `json:"logprobs"`
+	// PromptLogprobs is vLLM's extra parameter: logprobs over the prompt.
+	PromptLogprobs *int `json:"prompt_logprobs"`
+	IgnoreEOS      bool `json:"ignore_eos"`
 }
 
 type chatMessage struct {
@@ -217,8 +219,9 @@ func (srv *Server) parse(body []byte, chat bool) (req completionRequest, prompt,
 // and message to answer with.
 func (srv *Server) submit(req *completionRequest, chat bool, prompt, maxTokens int) (*call, int, string) {
 	sr := sim.Request{PromptTokens: prompt, MaxTokens: maxTokens,
-		TopP:     (req.TopP != nil && *req.TopP < 1) || (req.TopK != nil && *req.TopK > 0),
-		Logprobs: len(req.Logprobs) > 0 && string(req.Logprobs) != "null" && string(req.Logprobs) != "false"}
+		TopP:           (req.TopP != nil && *req.TopP < 1) || (req.TopK != nil && *req.TopK > 0),
+		Logprobs:       len(req.Logprobs) > 0 && string(req.Logprobs) != "null" && string(req.Logprobs) != "false",
+		PromptLogprobs: req.PromptLogprobs != nil}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	srv.advance()

@@ -38,3 +38,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestParsePromptLogprobs: vLLM's prompt_logprobs reaches the engine's
+// request; null leaves it off.
+func TestParsePromptLogprobs(t *testing.T) {
+	e, err := sim.New(sim.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(e, Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for body, want := range map[string]bool{
+		`{"prompt":"x","prompt_logprobs":0}`:    true,
+		`{"prompt":"x","prompt_logprobs":null}`: false,
+		`{"prompt":"x"}`:                        false,
+	} {
+		req, _, _, status, msg := srv.parse([]byte(body), false)
+		if status != 0 || (req.PromptLogprobs != nil) != want {
+			t.Errorf("parse(%s) = prompt_logprobs %v, status %d %q; want set %v", body, req.PromptLogprobs, status, msg, want)
+		}
+	}
+}
