@@ -143,3 +143,38 @@ func TestDefaultPolicyAt095(t *testing.T) {
 }
 
 func ptr(f float64) *float64 { return &f }
+
+// TestPromptLogprobsAt099 pins the prompt_logprobs scenario of
+// sim/replay/README.md: when 1 % of requests ask for prompt_logprobs, the
+// pod at gpu_memory_utilization 0.99 dies again and again (a 2 000-token
+// prompt's logits are 1.5 GB), with or without the default rules; memory
+// admission refuses those requests (503, Retry-After) and nothing OOMs.
+func TestPromptLogprobsAt099(t *testing.T) {
+	t.Parallel()
+	g, err := sim.GPUByName("H100-80G")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := replay.Settings{Engine: sim.Settings{GPU: g, GPUMemoryUtilization: 0.99},
+		Trace: replay.TraceSettings{Duration: 10 * time.Minute, Seed: 1, PromptLogprobsFraction: 0.01}}
+	bare, err := replay.Run(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.LoadFile("testdata/memory.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := applyPolicy(c, base)
+	ms.Policy = replay.Gatekeeper
+	mem, err := replay.Run(ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("unprotected: %d OOMs, served %d; memory admission: %d OOMs, served %d, refused 503 %d",
+		bare.OOMs, bare.Outcomes.Served, mem.OOMs, mem.Outcomes.Served, mem.Outcomes.Overloaded)
+	if bare.OOMs < 2 || mem.OOMs != 0 || mem.Outcomes.Served <= bare.Outcomes.Served {
+		t.Errorf("unprotected %d OOMs (want ≥ 2), memory admission %d (want 0), served %d against %d (want more)",
+			bare.OOMs, mem.OOMs, mem.Outcomes.Served, bare.Outcomes.Served)
+	}
+}
