@@ -32,19 +32,19 @@ batch: {memory_share: 0.5}
 		})
 	}
 	steps := []struct {
-		state                pressure.State
-		budget, tokens       int64 // a's
-		budgetChanged, bFree bool
+		state          pressure.State
+		budget, tokens int64 // a's
+		budgetChanged  bool
 	}{
-		{free(8e6), 4000, 50000, true, false},  // 8 MB × 0.5 ÷ 1000
-		{free(8e6), 4000, 50000, false, false}, // unchanged
-		{free(0), 1, 50000, true, false},       // nothing free: nothing new starts
-		{round(nil), 0, 50000, true, false},    // no reading: no bound
+		{free(8e6), 4000, 50000, true},  // 8 MB × 0.5 ÷ 1000
+		{free(8e6), 4000, 50000, false}, // unchanged
+		{free(0), 1, 50000, true},       // nothing free: nothing new starts
+		{round(nil), 0, 50000, true},    // no reading: no bound
 		{func() pressure.State { // KV cache full: degraded, window 100 → 80
 			st := free(8e6)
 			st.Upstreams[0].Signals[pressure.KVCacheUsage] = val(0.99, "a/vllm", false)
 			return st
-		}(), 4000, 40000, true, false},
+		}(), 4000, 40000, true},
 	}
 	for i, st := range steps {
 		d := ctl.ObserveAt(t0, st.state, true)

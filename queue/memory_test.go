@@ -125,20 +125,7 @@ func TestCoreMemoryBudget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := NewCore(Settings{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, st := range tt.steps {
-				got, err := st.act.run(c, t0.Add(st.at))
-				if !errors.Is(err, st.err) {
-					t.Fatalf("step %d: %s error = %v, want %v", i, st.act.desc, err, st.err)
-				}
-				if !slices.Equal(got, st.want) {
-					t.Fatalf("step %d: %s = %v, want %v", i, st.act.desc, got, st.want)
-				}
-				checkHeaps(t, c)
-			}
+			runCostSteps(t, tt.steps)
 		})
 	}
 }
@@ -235,20 +222,26 @@ func TestCoreTokenLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := NewCore(Settings{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, st := range tt.steps {
-				got, err := st.act.run(c, t0.Add(st.at))
-				if !errors.Is(err, st.err) {
-					t.Fatalf("step %d: %s error = %v, want %v", i, st.act.desc, err, st.err)
-				}
-				if !slices.Equal(got, st.want) {
-					t.Fatalf("step %d: %s = %v, want %v", i, st.act.desc, got, st.want)
-				}
-				checkHeaps(t, c)
-			}
+			runCostSteps(t, tt.steps)
 		})
+	}
+}
+
+// runCostSteps runs steps on a fresh Core, comparing grants with their costs.
+func runCostSteps(t *testing.T, steps []step) {
+	t.Helper()
+	c, err := NewCore(Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range steps {
+		got, err := st.act.run(c, t0.Add(st.at))
+		if !errors.Is(err, st.err) {
+			t.Fatalf("step %d: %s error = %v, want %v", i, st.act.desc, err, st.err)
+		}
+		if !slices.Equal(got, st.want) {
+			t.Fatalf("step %d: %s = %v, want %v", i, st.act.desc, got, st.want)
+		}
+		checkHeaps(t, c)
 	}
 }
