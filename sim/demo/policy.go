@@ -23,6 +23,7 @@ upstreams:
     url: %q
     max_inflight: %d     # = the simulated pod's max_num_seqs
     min_inflight: 4
+    vocab_size: 128256   # Llama 3: memory admission on (its budget shows in /admin/state)
     sources:
       - {kind: vllm, url: %q}
       - {kind: memory_blocks, url: %q}
