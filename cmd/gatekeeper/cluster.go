@@ -80,3 +80,12 @@ func (s *shared) run(ctx context.Context) {
 	_ = s.c.Run(ctx)
 	_ = s.c.Close()
 }
+
+// replicaShare is a bound divided among the replicas (share: cluster.Share),
+// at least 1 so a bound never turns into none; 0 (no bound) stays 0.
+func replicaShare(bound int64, share func(float64) float64) int64 {
+	if bound <= 0 {
+		return bound
+	}
+	return max(1, int64(share(float64(bound))))
+}

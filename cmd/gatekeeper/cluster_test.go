@@ -319,3 +319,15 @@ classes:
 		t.Errorf("model m admitted %d over three replicas, want 3 (its burst)", n)
 	}
 }
+
+// TestReplicaShare: in cluster mode each replica bounds its pod's memory and
+// tokens by its share; no bound stays no bound, and a share never reaches 0.
+func TestReplicaShare(t *testing.T) {
+	t.Parallel()
+	third := func(v float64) float64 { return v / 3 }
+	for _, tc := range []struct{ in, want int64 }{{0, 0}, {3000, 1000}, {2, 1}, {1, 1}} {
+		if got := replicaShare(tc.in, third); got != tc.want {
+			t.Errorf("replicaShare(%d) over 3 replicas = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}

@@ -57,6 +57,9 @@ func (sp *slowPath) apply(cfg *config.Config, ch *control.Change, name string, e
 	if !enforce {
 		budget, tokens = 0, 0
 	}
+	if a.shared != nil { // every replica reads the same free memory: each takes its share
+		budget, tokens = replicaShare(budget, a.shared.c.Share), replicaShare(tokens, a.shared.c.Share)
+	}
 	a.queue.SetMemoryBudget(name, budget)
 	a.queue.SetTokenLimit(name, tokens)
 	if !ch.LevelChanged {
