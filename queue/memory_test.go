@@ -158,17 +158,6 @@ func TestQueueSlotGivesMemoryBack(t *testing.T) {
 	s2.Release()
 }
 
-func enqueueT(id uint64, tokens int64) action {
-	return action{fmt.Sprintf("Enqueue(%d, %d tokens)", id, tokens),
-		func(c *Core, now time.Time) ([]Grant, error) {
-			g, ok, err := c.Enqueue(now, Request{ID: id, Tokens: tokens})
-			if ok {
-				return []Grant{g}, err
-			}
-			return nil, err
-		}}
-}
-
 func releaseT(up string, tokens int64) action {
 	return action{fmt.Sprintf("Release(%s, %d tokens)", up, tokens), func(c *Core, now time.Time) ([]Grant, error) {
 		return c.Release(now, up, Cost{Tokens: tokens}), nil
@@ -195,27 +184,27 @@ func TestCoreTokenLimit(t *testing.T) {
 		{name: "the limit holds back a long prompt, not the count", steps: []step{
 			{act: setWindow("a", 10)},
 			{act: setTokenLimit("a", 1000)},
-			{act: enqueueT(1, 600), want: []Grant{gt(1, "a", 600)}},
-			{act: enqueueT(2, 300), want: []Grant{gt(2, "a", 300)}},
-			{act: enqueueT(3, 500)}, // 900 in flight: waits
-			{act: enqueueT(4, 50)},  // fits, but 3 reserved the window
+			{act: enqueue(1, 600), want: []Grant{gt(1, "a", 600)}},
+			{act: enqueue(2, 300), want: []Grant{gt(2, "a", 300)}},
+			{act: enqueue(3, 500)}, // 900 in flight: waits
+			{act: enqueue(4, 50)},  // fits, but 3 reserved the window
 			{act: releaseT("a", 600), want: []Grant{gt(3, "a", 500), gt(4, "a", 50)}},
 		}},
 		{name: "larger than the whole limit runs alone", steps: []step{
 			{act: setWindow("a", 10)},
 			{act: setTokenLimit("a", 100)},
-			{act: enqueueT(1, 50), want: []Grant{gt(1, "a", 50)}},
-			{act: enqueueT(2, 5000)},
+			{act: enqueue(1, 50), want: []Grant{gt(1, "a", 50)}},
+			{act: enqueue(2, 5000)},
 			{act: releaseT("a", 50), want: []Grant{gt(2, "a", 5000)}},
-			{act: enqueueT(3, 1)},
+			{act: enqueue(3, 1)},
 			{act: releaseT("a", 5000), want: []Grant{gt(3, "a", 1)}},
 		}},
 		{name: "a cut limit holds new work until enough ends", steps: []step{
 			{act: setWindow("a", 10)},
-			{act: enqueueT(1, 400), want: []Grant{gt(1, "a", 400)}},
-			{act: enqueueT(2, 400), want: []Grant{gt(2, "a", 400)}},
+			{act: enqueue(1, 400), want: []Grant{gt(1, "a", 400)}},
+			{act: enqueue(2, 400), want: []Grant{gt(2, "a", 400)}},
 			{act: setTokenLimit("a", 500)},
-			{act: enqueueT(3, 100)},
+			{act: enqueue(3, 100)},
 			{act: releaseT("a", 400), want: []Grant{gt(3, "a", 100)}},
 		}},
 	}
