@@ -37,7 +37,6 @@ type bodyParser struct {
 	maxTokens, maxCompletion, maxOutput int64
 	hasMax, hasOutput                   bool // completion's max_tokens may be 0; chat's 0 means unset
 	n, bestOf                           int64
-	promptLogprobs                      bool // a prompt_logprobs that is not null
 	hasInput, hasMessages               bool
 }
 
@@ -75,7 +74,7 @@ func (p *bodyParser) top(idx int) error {
 	case idx == fBestOf && (k == KindCompletion || k == KindChat):
 		p.bestOf, _, err = r.intValue("best_of", 1)
 	case idx == fPromptLogprobs && (k == KindCompletion || k == KindChat):
-		_, p.promptLogprobs, err = r.intValue("prompt_logprobs", -1) // -1: the whole vocabulary
+		_, p.c.PromptLogprobs, err = r.intValue("prompt_logprobs", -1) // -1: the whole vocabulary
 	case idx == fMaxTokens && (k == KindCompletion || k == KindChat):
 		p.maxTokens, p.hasMax, err = r.intValue("max_tokens", 0)
 	case idx == fMaxCompletionTokens && k == KindChat:
@@ -137,6 +136,6 @@ func (p *bodyParser) finish() (Request, error) {
 		c.MaxTokens, c.DefaultMax = p.est.DefaultMaxTokens, true
 	}
 	c.Estimated = estimate(c)
-	c.Memory = p.est.memory(c, p.promptLogprobs)
+	c.Memory = p.est.Memory(c)
 	return c, nil
 }

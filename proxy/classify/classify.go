@@ -33,6 +33,9 @@ type Request struct {
 	// child request in vLLM V1 that holds its own KV cache; prefix caching
 	// may share the prompt's blocks, so this is an upper bound.
 	Estimated int64
+	// PromptLogprobs reports a "prompt_logprobs" that is not null
+	// (completions and chat).
+	PromptLogprobs bool
 	// Memory is the request's estimated transient GPU memory per vocabulary
 	// entry (multiply by the model's vocabulary size for bytes): each of the
 	// Prompts×N sequences it samples takes Estimator.BytesPerLogit in every

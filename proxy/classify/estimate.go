@@ -30,13 +30,16 @@ type Estimator struct {
 // prompt_logprobs: the prompt's fp32 logits and their log-softmax.
 const PromptLogprobBytes = 8
 
-// memory computes Request.Memory.
-func (e Estimator) memory(c Request, promptLogprobs bool) int64 {
+// Memory computes Request.Memory from c's Prompts, N, MaxTokens,
+// PromptTokens and PromptLogprobs; the replay estimates its requests with it
+// too.
+func (e Estimator) Memory(c Request) int64 {
 	if c.MaxTokens == 0 {
 		return 0
 	}
+	e = e.withDefaults()
 	m := satMul(satMul(int64(c.Prompts), int64(c.N)), e.BytesPerLogit)
-	if promptLogprobs {
+	if c.PromptLogprobs {
 		m = satAdd(m, satMul(c.PromptTokens, PromptLogprobBytes))
 	}
 	return m

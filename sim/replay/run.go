@@ -72,9 +72,9 @@ type Settings struct {
 	// MaxInflightTokens is the token-budget window (Gatekeeper), the
 	// policy's upstreams[].max_inflight_tokens; 0 is off.
 	MaxInflightTokens int64
-	// BytesPerLogit is each request's memory estimate per vocabulary entry
-	// (the policy's estimate.bytes_per_logit; the trace has no n, best_of
-	// or prompt_logprobs). 0 means 32.
+	// BytesPerLogit is the policy's estimate.bytes_per_logit; each arrival's
+	// memory is estimated as classify estimates a request (one sequence,
+	// plus its prompt_logprobs). 0 means classify's default, 32.
 	BytesPerLogit int64
 	// Queue bounds the admission queue (Gatekeeper); zero fields take the
 	// queue's defaults.
@@ -123,9 +123,6 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.MaxWait == 0 {
 		s.MaxWait = 30 * time.Second
-	}
-	if s.BytesPerLogit == 0 {
-		s.BytesPerLogit = 32
 	}
 	if s.Interval == 0 {
 		s.Interval = 500 * time.Millisecond
@@ -346,10 +343,9 @@ func (r *runner) arrive(a Arrival) {
 	}
 	r.nextID++
 	rq.id = r.nextID
-	rq.cost = queue.Cost{Tokens: int64(a.Prompt + a.MaxToken), Memory: r.s.BytesPerLogit}
-	if a.PromptLogprobs { // as classify estimates it
-		rq.cost.Memory += int64(a.Prompt) * classify.PromptLogprobBytes
-	}
+	est := classify.Estimator{BytesPerLogit: r.s.BytesPerLogit} // 0: classify's default
+	rq.cost = queue.Cost{Tokens: int64(a.Prompt + a.MaxToken), Memory: est.Memory(classify.Request{Prompts: 1, N: 1,
+		PromptTokens: int64(a.Prompt), MaxTokens: int64(a.MaxToken), PromptLogprobs: a.PromptLogprobs})}
 	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory})
 	switch {
 	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
