@@ -23,21 +23,34 @@ type Request struct {
 	// while its in-flight requests' Memory plus this stays within the budget.
 	// Negative counts as 0.
 	Memory int64
+	// Seqs is how many sequences the request runs on the pod (vLLM runs
+	// prompts × max(n, best_of)): it takes that many slots of a window,
+	// whose limit bounds the sequences in flight (vLLM's max_num_seqs
+	// counts sequences, not requests). One above the whole limit still
+	// runs alone. Below 1 counts as 1.
+	Seqs int
 	// Priority is the request's traffic class rank: a waiter of a higher
 	// priority always leaves before one of a lower, whatever the order and
 	// aging (which apply within a priority). 0 is the default.
 	Priority int
 }
 
-// Cost is what a running request holds on its window besides its slot:
-// its estimated tokens and memory (Request.Tokens and Memory, negative as 0).
+// Cost is what a running request holds on its window: its slots (Seqs) and
+// its estimated tokens and memory (Request's fields; negative counts as 0,
+// Seqs below 1 as 1).
 type Cost struct {
 	Tokens, Memory int64
+	Seqs           int
 }
 
-func (r Request) cost() Cost { return Cost{Tokens: max(r.Tokens, 0), Memory: max(r.Memory, 0)} }
+func (r Request) cost() Cost {
+	return Cost{Tokens: max(r.Tokens, 0), Memory: max(r.Memory, 0), Seqs: max(r.Seqs, 1)}
+}
 
-func (it *item) cost() Cost { return Cost{Tokens: it.tokens, Memory: it.memory} }
+func (it *item) cost() Cost { return Cost{Tokens: it.tokens, Memory: it.memory, Seqs: it.seqs} }
+
+// slots is how many window slots c holds: Seqs, at least 1.
+func (c Cost) slots() int { return max(c.Seqs, 1) }
 
 // Grant says that request ID holds a slot on Upstream; its holder must give
 // the slot back with Release exactly once. A Grant with Err set instead says
@@ -162,7 +175,7 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	}
 	c.last = now
 	c.seq++
-	it := &item{id: r.ID, priority: r.Priority, seq: c.seq, tokens: tokens, memory: cost.Memory, arrival: now, exclude: r.Exclude,
+	it := &item{id: r.ID, priority: r.Priority, seq: c.seq, tokens: tokens, memory: cost.Memory, seqs: cost.Seqs, arrival: now, exclude: r.Exclude,
 		group: c.groupFor(r.Exclude)}
 	c.waiting[r.ID] = it
 	c.link(it)
@@ -184,7 +197,7 @@ func (c *Core) Take(r Request) (g Grant, granted bool) {
 	return Grant{}, false
 }
 
-// Release gives back one slot on upstream and the cost its grant held
+// Release gives back the slots on upstream and the cost its grant held
 // (Grant.Cost), and returns the grants that the freed room allowed. An
 // unknown upstream or one with nothing in flight is a no-op (nil).
 func (c *Core) Release(now time.Time, upstream string, cost Cost) []Grant {

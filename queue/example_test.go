@@ -51,7 +51,7 @@ func ExampleCore() {
 	fmt.Println(c.Release(now.Add(13*time.Second), "vllm-0", queue.Cost{})) // 4 has waited 12s
 	// Output:
 	// 1 true vllm-0
-	// [{3 vllm-0 {20 0} <nil>}]
-	// [{2 vllm-0 {4000 0} <nil>}]
-	// [{4 vllm-0 {30 0} <nil>}]
+	// [{3 vllm-0 {20 0 1} <nil>}]
+	// [{2 vllm-0 {4000 0 1} <nil>}]
+	// [{4 vllm-0 {30 0 1} <nil>}]
 }

@@ -11,6 +11,7 @@ type item struct {
 	seq      uint64 // arrival order; unique
 	tokens   int64
 	memory   int64 // Request.Memory
+	seqs     int   // Request.Seqs, at least 1
 	arrival  time.Time
 	exclude  []string
 	group    *group

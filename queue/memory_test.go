@@ -48,7 +48,7 @@ func held(name string, budget, want int64) action {
 }
 
 func gm(id uint64, up string, memory int64) Grant {
-	return Grant{ID: id, Upstream: up, Cost: Cost{Tokens: 1, Memory: memory}}
+	return Grant{ID: id, Upstream: up, Cost: Cost{Tokens: 1, Memory: memory, Seqs: 1}}
 }
 
 func TestCoreMemoryBudget(t *testing.T) {
@@ -172,7 +172,7 @@ func setTokenLimit(name string, limit int64) action {
 }
 
 func gt(id uint64, up string, tokens int64) Grant {
-	return Grant{ID: id, Upstream: up, Cost: Cost{Tokens: tokens}}
+	return Grant{ID: id, Upstream: up, Cost: Cost{Tokens: tokens, Seqs: 1}}
 }
 
 func TestCoreTokenLimit(t *testing.T) {

@@ -119,7 +119,7 @@ func (m *model) dispatch(t *testing.T, now time.Time) []Grant {
 			t.Fatalf("model granted on %+v", *w)
 		}
 		w.inflight++
-		grants = append(grants, Grant{ID: it.id, Upstream: w.name, Cost: Cost{Tokens: it.tokens}})
+		grants = append(grants, Grant{ID: it.id, Upstream: w.name, Cost: Cost{Tokens: it.tokens, Seqs: 1}})
 		m.wait = slices.DeleteFunc(m.wait, func(x *item) bool { return x == it })
 	}
 	return append(grants, m.refuse()...)
@@ -191,7 +191,7 @@ func (d *driver) step(i int) {
 		var want []Grant
 		if w := m.choose(excl); w != nil {
 			w.inflight++
-			want = []Grant{{ID: id, Upstream: w.name, Cost: Cost{Tokens: max(tokens, 0)}}}
+			want = []Grant{{ID: id, Upstream: w.name, Cost: Cost{Tokens: max(tokens, 0), Seqs: 1}}}
 		}
 		var got []Grant
 		switch {

@@ -19,7 +19,8 @@ type WindowStats struct {
 	Name string
 	// Limit is the most requests the window may run at once.
 	Limit int
-	// InFlight is how many slots are held; it may exceed Limit after a cut.
+	// InFlight is how many slots are held (sequences: a request holds
+	// Request.Seqs of them); it may exceed Limit after a cut.
 	InFlight int
 	// MemoryBudget bounds the in-flight requests' Memory (0: no bound);
 	// MemoryHeld is theirs.

@@ -40,7 +40,7 @@ func (a Availability) String() string {
 type window struct {
 	name     string
 	limit    int
-	inflight int   // may exceed limit after a cut; new dispatch waits below it
+	inflight int   // slots (sequences) held; may exceed limit after a cut; new dispatch waits below it
 	removed  bool  // RemoveWindow called while slots were still held
 	order    Order // for the waiters that may use it (SetWindowOrder)
 	// budget bounds the Memory of the requests in flight (0: no bound);
@@ -56,14 +56,14 @@ type window struct {
 
 // take counts one more request of the given cost in flight.
 func (w *window) take(c Cost) {
-	w.inflight++
+	w.inflight += c.slots()
 	w.held += c.Memory
 	w.tokens += c.Tokens
 }
 
 // give takes one request of the given cost out of flight.
 func (w *window) give(c Cost) {
-	w.inflight--
+	w.inflight = max(w.inflight-c.slots(), 0)
 	w.held = max(w.held-c.Memory, 0)
 	w.tokens = max(w.tokens-c.Tokens, 0)
 	if w.inflight == 0 {
@@ -71,11 +71,13 @@ func (w *window) give(c Cost) {
 	}
 }
 
-// fits reports whether a request of the given cost fits w's memory budget
-// and token limit now. A request above the whole token limit still runs
-// alone (the limit moves with cuts; its memory is bounded by the budget).
+// fits reports whether a request of the given cost fits w's slots, memory
+// budget and token limit now. A request above the whole limit or token
+// limit still runs alone (both move with cuts; its memory is bounded by the
+// budget).
 func (w *window) fits(c Cost) bool {
 	return (w.budget == 0 || w.held+c.Memory <= w.budget) &&
+		(w.inflight+c.slots() <= w.limit || w.inflight == 0) &&
 		(w.tokenLimit == 0 || w.tokens+c.Tokens <= w.tokenLimit || w.inflight == 0)
 }
 
@@ -91,7 +93,7 @@ func (c *Core) state(w *window) Availability {
 	return c.avail(w.name)
 }
 
-// room is how many more requests the window may start now.
+// room is how many more slots the window may start now.
 func (c *Core) room(w *window) int {
 	if w.inflight >= w.limit || c.state(w) != Available {
 		return 0
@@ -126,8 +128,8 @@ func (c *Core) choose(exclude []string, cost Cost) *window {
 	return best
 }
 
-// reserve marks every window it may use that has room but not the memory or
-// tokens for it, when it could fit there once what is in flight is given
+// reserve marks every window it may use that has room but not the slots,
+// memory or tokens for it, when it could fit there once what is in flight is given
 // back (its memory is within the budget).
 func (c *Core) reserve(it *item) {
 	for _, w := range c.windows {
