@@ -19,7 +19,7 @@ func NewStateCollector(snapshot func() State) prometheus.Collector {
 		queueLen:     prometheus.NewDesc("gatekeeper_queue_length", "Requests waiting for a window slot.", nil, nil),
 		queueTokens:  prometheus.NewDesc("gatekeeper_queue_tokens", "Estimated tokens of the waiting requests.", nil, nil),
 		limit:        prometheus.NewDesc("gatekeeper_window_limit", "The most requests the upstream may run at once (its batch window).", up, nil),
-		infl:         prometheus.NewDesc("gatekeeper_inflight", "Requests running on the upstream now.", up, nil),
+		infl:         prometheus.NewDesc("gatekeeper_inflight", "Window slots held on the upstream now: the sequences of the requests running there (prompts × n each).", up, nil),
 		breakerState: prometheus.NewDesc("gatekeeper_error_breaker_state", "Error breaker state: 0 closed, 1 half-open, 2 open.", up, nil),
 		available:    prometheus.NewDesc("gatekeeper_upstream_available", "1 while the upstream may receive new dispatches.", up, nil),
 		level:        prometheus.NewDesc("gatekeeper_pressure_level", "Pressure level: 0 normal, 1 degraded, 2 critical.", up, nil),

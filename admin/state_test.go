@@ -203,7 +203,7 @@ func TestStateCollector(t *testing.T) {
 # TYPE gatekeeper_error_breaker_state gauge
 gatekeeper_error_breaker_state{upstream="a"} 1
 gatekeeper_error_breaker_state{upstream="b"} 0
-# HELP gatekeeper_inflight Requests running on the upstream now.
+# HELP gatekeeper_inflight Window slots held on the upstream now: the sequences of the requests running there (prompts × n each).
 # TYPE gatekeeper_inflight gauge
 gatekeeper_inflight{upstream="a"} 3
 gatekeeper_inflight{upstream="b"} 0

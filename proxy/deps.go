@@ -11,16 +11,24 @@ type Limiter interface {
 	Allow(clientKey string) error
 }
 
+// Need is what a request asks of a pod's window, from its classification:
+// its sequences (classify.Request.Sequences: the window's slots count vLLM
+// sequences), and its estimated tokens and memory (Estimated and Memory).
+type Need struct {
+	Seqs           int
+	Tokens, Memory int64
+}
+
 // Admission hands out window slots on upstreams, queueing when none is free.
 type Admission interface {
-	// Acquire returns a slot on an available upstream not named in exclude,
-	// waiting until one frees up or ctx ends. tokens and memory are the
-	// request's estimates (classify.Request's Estimated and Memory). Errors:
-	// ErrQueueFull, ErrDraining, ErrNoUpstream (each wrapped) or ctx's error.
-	Acquire(ctx context.Context, tokens, memory int64, priority int, exclude []string) (Slot, error)
-	// TryAcquire returns a slot on an upstream not named in exclude that has
-	// room now, or nil: it never waits (the one retry of a refused request).
-	TryAcquire(tokens, memory int64, exclude []string) Slot
+	// Acquire returns need's slots on an available upstream not named in
+	// exclude, waiting until they free up or ctx ends. Errors: ErrQueueFull,
+	// ErrDraining, ErrNoUpstream (each wrapped) or ctx's error.
+	Acquire(ctx context.Context, need Need, priority int, exclude []string) (Slot, error)
+	// TryAcquire returns need's slots on an upstream not named in exclude
+	// that has room now, or nil: it never waits (the one retry of a refused
+	// request).
+	TryAcquire(need Need, exclude []string) Slot
 	// Dispatch asks the queue to look at every upstream's Availability
 	// again (after a health check changed a pod's state).
 	Dispatch()
@@ -45,7 +53,8 @@ type Levels interface {
 	Degraded(upstream string) bool
 }
 
-// Slot is one unit of an upstream's batch window. Release it exactly once.
+// Slot is what a request holds of an upstream's batch window (its
+// sequences' slots). Release it exactly once.
 type Slot interface {
 	Upstream() string
 	Release()

@@ -44,7 +44,7 @@ type fakeSlot struct {
 func (s *fakeSlot) Upstream() string { return s.name }
 func (s *fakeSlot) Release()         { s.once.Do(func() { <-s.sem }) }
 
-func (a *fakeAdmission) Acquire(ctx context.Context, _, _ int64, _ int, exclude []string) (Slot, error) {
+func (a *fakeAdmission) Acquire(ctx context.Context, _ Need, _ int, exclude []string) (Slot, error) {
 	a.mu.Lock()
 	if a.waiting >= a.maxQueue {
 		a.mu.Unlock()
@@ -67,7 +67,7 @@ func (a *fakeAdmission) Acquire(ctx context.Context, _, _ int64, _ int, exclude 
 	return nil, ErrNoUpstream
 }
 
-func (a *fakeAdmission) TryAcquire(_, _ int64, exclude []string) Slot {
+func (a *fakeAdmission) TryAcquire(_ Need, exclude []string) Slot {
 	for _, n := range a.order {
 		if skip(exclude, n) || !a.isAvailable(n) {
 			continue

@@ -193,7 +193,7 @@ func (h *Handler) retrySlot(f *flight) Slot {
 	if ex.retried {
 		return nil
 	}
-	return h.opts.Admission.TryAcquire(ex.tokens, ex.memory, append(slices.Clip(ex.skip), f.member.Name))
+	return h.opts.Admission.TryAcquire(ex.need(), append(slices.Clip(ex.skip), f.member.Name))
 }
 
 // proxyError is ReverseProxy's single error writer: a transport error before

@@ -126,9 +126,9 @@ type signallingAdmission struct {
 	answered chan error
 }
 
-func (a *signallingAdmission) Acquire(ctx context.Context, tokens, memory int64, priority int, exclude []string) (Slot, error) {
+func (a *signallingAdmission) Acquire(ctx context.Context, need Need, priority int, exclude []string) (Slot, error) {
 	a.asked <- struct{}{}
-	s, err := a.fakeAdmission.Acquire(ctx, tokens, memory, priority, exclude)
+	s, err := a.fakeAdmission.Acquire(ctx, need, priority, exclude)
 	a.answered <- err
 	return s, err
 }

@@ -22,6 +22,7 @@ type exchange struct {
 	policy   *Policy
 	tokens   int64
 	memory   int64         // estimated transient memory per vocabulary entry (classify.Request.Memory)
+	seqs     int           // sequences the pod runs for it (classify.Request.Sequences)
 	kind     classify.Kind // what the route does
 	class    *Class        // its traffic class; nil without classes
 	model    string        // the body's "model"; "" when it has none
@@ -157,7 +158,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 		h.refuse(w, r, ex, badRequestFrom(err))
 		return nil, false
 	}
-	ex.tokens, ex.memory, ex.model, ex.stream = c.Estimated, c.Memory, c.Model, c.Stream
+	ex.tokens, ex.memory, ex.seqs, ex.model, ex.stream = c.Estimated, c.Memory, c.Sequences(), c.Model, c.Stream
 	return body, true
 }
 
@@ -237,7 +238,7 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 		if slot == nil {
 			queued := h.now()
 			var err error
-			if slot, err = h.opts.Admission.Acquire(ctx, ex.tokens, ex.memory, ex.priority(), exclude); err != nil {
+			if slot, err = h.opts.Admission.Acquire(ctx, ex.need(), ex.priority(), exclude); err != nil {
 				h.refuseAdmission(w, r, ex, err)
 				return
 			}
@@ -355,6 +356,9 @@ func badRequestFrom(err error) refusal {
 	}
 	return rf
 }
+
+// need is what ex asks of a pod's window.
+func (ex *exchange) need() Need { return Need{Seqs: ex.seqs, Tokens: ex.tokens, Memory: ex.memory} }
 
 // priority is the queue rank of ex's class; 0 without classes.
 func (ex *exchange) priority() int {

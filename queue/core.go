@@ -213,18 +213,22 @@ func (c *Core) Release(now time.Time, upstream string, cost Cost) []Grant {
 	return c.Dispatch(now)
 }
 
-// Cancel removes waiter id at once (a deadline or a client that left) and
-// reports whether it was waiting. It grants nothing: a waiter never holds
-// back one behind it that could use a window. now is unused today; it keeps
-// every state change on the caller's clock.
-func (c *Core) Cancel(_ time.Time, id uint64) bool {
+// Cancel removes waiter id at once (a deadline or a client that left),
+// reports whether it was waiting, and returns the grants its leaving
+// allowed: a waiter that reserved a window (its slots, memory or tokens did
+// not fit what was left; see grant) held back those behind it there, and
+// they may start now.
+func (c *Core) Cancel(now time.Time, id uint64) (waiting bool, grants []Grant) {
 	it := c.waiting[id]
 	if it == nil {
-		return false
+		return false, nil
 	}
 	c.unlink(it)
 	c.forget(it)
-	return true
+	if slices.ContainsFunc(c.windows, func(w *window) bool { return w.reserved }) {
+		grants = c.Dispatch(now)
+	}
+	return true, grants
 }
 
 // Dispatch grants slots to waiters, in order, while windows have room, and

@@ -63,10 +63,11 @@ func release(up string) action {
 
 func cancel(id uint64, want bool) action {
 	return action{fmt.Sprintf("Cancel(%d)", id), func(c *Core, now time.Time) ([]Grant, error) {
-		if got := c.Cancel(now, id); got != want {
+		got, grants := c.Cancel(now, id)
+		if got != want {
 			return nil, fmt.Errorf("Cancel(%d) = %v, want %v", id, got, want)
 		}
-		return nil, nil
+		return grants, nil
 	}}
 }
 

@@ -240,8 +240,9 @@ func (d *driver) step(i int) {
 		op = fmt.Sprintf("Cancel(%d)", id)
 		n := len(m.wait)
 		m.wait = slices.DeleteFunc(m.wait, func(it *item) bool { return it.id == id })
-		if got, want := c.Cancel(d.now, id), len(m.wait) < n; got != want {
-			t.Fatalf("step %d: %s = %v, want %v", i, op, got, want)
+		got, grants := c.Cancel(d.now, id)
+		if want := len(m.wait) < n; got != want || len(grants) != 0 {
+			t.Fatalf("step %d: %s = %v %v, want %v and no grant (nothing reserves a window here)", i, op, got, grants, want)
 		} else if got {
 			d.left(id, "cancelled")
 		}

@@ -128,7 +128,8 @@ func (q *Queue) wait(ctx context.Context, id uint64, ch chan result) (*Slot, err
 	_, waiting := q.waiters[id]
 	if waiting {
 		delete(q.waiters, id)
-		q.core.Cancel(now, id)
+		_, grants := q.core.Cancel(now, id)
+		q.deliver(grants)
 	}
 	q.mu.Unlock()
 	if !waiting {

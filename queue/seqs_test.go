@@ -59,6 +59,14 @@ func TestCoreSequences(t *testing.T) {
 			{act: enqueueS(3, 1)}, // 16 held over a limit of 4: waits
 			{act: releaseS("a", 16), want: []Grant{gs(3, "a", 1)}},
 		}},
+		{name: "a waiter that reserved the window leaves: those behind it start", steps: []step{
+			{act: setWindow("a", 8)},
+			{act: enqueueS(1, 6), want: []Grant{gs(1, "a", 6)}},
+			{act: enqueueS(2, 4)}, // 6 of 8 held: waits, reserving the window
+			{act: enqueueS(3, 2)}, // fits, but 2 reserved the window
+			{act: cancel(2, true), want: []Grant{gs(3, "a", 2)}},
+			{act: enqueueS(4, 1)}, // 8 of 8 held
+		}},
 		{name: "a cut window holds new work until enough ends", steps: []step{
 			{act: setWindow("a", 8)},
 			{act: enqueueS(1, 4), want: []Grant{gs(1, "a", 4)}},

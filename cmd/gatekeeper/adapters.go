@@ -27,8 +27,8 @@ var errDrainingQueue = fmt.Errorf("%w: shutting down", proxy.ErrDraining)
 // admission fits *queue.Queue to proxy.Admission.
 type admission struct{ q *queue.Queue }
 
-func (a admission) Acquire(ctx context.Context, tokens, memory int64, priority int, exclude []string) (proxy.Slot, error) {
-	s, err := a.q.Acquire(ctx, queue.Request{Tokens: tokens, Memory: memory, Exclude: exclude, Priority: priority})
+func (a admission) Acquire(ctx context.Context, need proxy.Need, priority int, exclude []string) (proxy.Slot, error) {
+	s, err := a.q.Acquire(ctx, queue.Request{Seqs: need.Seqs, Tokens: need.Tokens, Memory: need.Memory, Exclude: exclude, Priority: priority})
 	switch {
 	case err == nil:
 		return s, nil
@@ -42,8 +42,8 @@ func (a admission) Acquire(ctx context.Context, tokens, memory int64, priority i
 	return nil, err
 }
 
-func (a admission) TryAcquire(tokens, memory int64, exclude []string) proxy.Slot {
-	if s := a.q.TryAcquire(queue.Request{Tokens: tokens, Memory: memory, Exclude: exclude}); s != nil {
+func (a admission) TryAcquire(need proxy.Need, exclude []string) proxy.Slot {
+	if s := a.q.TryAcquire(queue.Request{Seqs: need.Seqs, Tokens: need.Tokens, Memory: need.Memory, Exclude: exclude}); s != nil {
 		return s
 	}
 	return nil // not a nil *queue.Slot in a non-nil interface

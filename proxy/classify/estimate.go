@@ -95,3 +95,10 @@ func satMul(a, b int64) int64 {
 	}
 	return a * b
 }
+
+// Sequences is how many sequences vLLM runs for c: Prompts × N (each of N
+// is a child request in vLLM V1, and max_num_seqs counts them), at least 1,
+// saturating at math.MaxInt32.
+func (c Request) Sequences() int {
+	return int(min(satMul(int64(max(c.Prompts, 1)), int64(max(c.N, 1))), math.MaxInt32))
+}

@@ -312,10 +312,14 @@ func (r *runner) advance(t time.Duration) {
 		rq := r.expiry[0]
 		r.expiry[0] = nil
 		r.expiry = r.expiry[1:]
-		if rq.waiting && r.core.Cancel(r.now(), rq.id) {
+		if !rq.waiting {
+			continue
+		}
+		if waiting, grants := r.core.Cancel(r.now(), rq.id); waiting {
 			rq.waiting = false
 			delete(r.byID, rq.id)
 			r.res.Outcomes.QueueTimeout++
+			r.grant(grants)
 		}
 	}
 }
