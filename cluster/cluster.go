@@ -163,8 +163,8 @@ type Snapshot struct {
 	ReplicaID string `json:"replica_id"`
 	// Replicas is the last known number of live replicas.
 	Replicas int `json:"replicas"`
-	// Held counts this replica's live leases by pod (pods without one are
-	// left out).
+	// Held counts the slots of this replica's live leases by pod (pods
+	// without one are left out).
 	Held map[string]int `json:"held"`
 	// PendingReleases counts released leases that may still be in Redis,
 	// to be removed by the next heartbeat.

@@ -48,7 +48,7 @@ func ExampleGate() {
 		fmt.Println(g.Allow("client") == nil)
 	}
 	for range 3 {
-		release, ok := g.Acquire(context.Background(), "pod-a")
+		release, ok := g.Acquire(context.Background(), "pod-a", 1)
 		fmt.Println(ok)
 		if ok {
 			defer release()

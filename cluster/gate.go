@@ -117,13 +117,13 @@ func (g *Gate) Allow(clientKey string) error {
 	return l.Allow(clientKey)
 }
 
-// Acquire leases a slot of pod's window over every replica, without
-// waiting: ok is false when every slot is taken (or the call failed). While
-// Redis is unreachable it admits up to this replica's share (see
-// Cluster.Acquire). When ok, call release exactly once, when the request is
-// over.
-func (g *Gate) Acquire(ctx context.Context, pod string) (release func(), ok bool) {
-	lease, ok, err := g.c.Acquire(ctx, pod, g.window(pod))
+// Acquire leases slots (a request's sequences) of pod's window over every
+// replica, without waiting: ok is false when they do not fit (or the call
+// failed). While Redis is unreachable it admits up to this replica's share
+// (see Cluster.AcquireN). When ok, call release exactly once, when the
+// request is over.
+func (g *Gate) Acquire(ctx context.Context, pod string, slots int) (release func(), ok bool) {
+	lease, ok, err := g.c.AcquireN(ctx, pod, g.window(pod), slots)
 	if err != nil || !ok {
 		return nil, false
 	}

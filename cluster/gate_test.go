@@ -68,7 +68,7 @@ func TestGateFallback(t *testing.T) {
 		{"class", func(g *Gate) error { return g.Classes().Allow("batch") }},
 		{"model", func(g *Gate) error { return g.Models().Allow("batch") }},
 		{"window", func(g *Gate) error {
-			release, ok := g.Acquire(ctx, "p")
+			release, ok := g.Acquire(ctx, "p", 1)
 			if !ok {
 				return errors.New("window full")
 			}
@@ -228,7 +228,7 @@ func TestGateConcurrent(t *testing.T) {
 				_ = g.Allow(key)
 				_ = g.Classes().Allow("a")
 				_ = g.Models().Allow("a")
-				if release, ok := g.Acquire(ctx, "p"); ok {
+				if release, ok := g.Acquire(ctx, "p", 1); ok {
 					release()
 				}
 			}

@@ -101,7 +101,7 @@ func (c *Cluster) flush(ctx context.Context) {
 	}
 	byPod := make(map[string][]any)
 	for _, l := range batch {
-		byPod[l.pod] = append(byPod[l.pod], l.id)
+		byPod[l.pod] = append(byPod[l.pod], l.memberArgs()...)
 	}
 	err := c.call(ctx, func(ctx context.Context) error {
 		pipe := c.rdb.Pipeline()

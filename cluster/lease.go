@@ -8,10 +8,34 @@ import (
 	"strconv"
 )
 
-// Lease is one window slot of a pod held by this replica. The zero Lease is
-// no lease. A Lease is a small value; copies name the same slot.
+// Lease is what one request holds of a pod's window on this replica: one
+// slot, or n from AcquireN. The zero Lease is no lease. A Lease is a small
+// value; copies name the same slots.
 type Lease struct {
 	pod, id string
+	n       int // slots, ≥ 1 for a live lease
+}
+
+// members are the lease set's members for l, one per slot: its id alone for
+// one slot, else id.1 … id.n.
+func (l Lease) members() []string {
+	if l.n <= 1 {
+		return []string{l.id}
+	}
+	m := make([]string, l.n)
+	for i := range m {
+		m[i] = l.id + "." + strconv.Itoa(i+1)
+	}
+	return m
+}
+
+func (l Lease) memberArgs() []any {
+	ms := l.members()
+	a := make([]any, len(ms))
+	for i, m := range ms {
+		a[i] = m
+	}
+	return a
 }
 
 // Pod returns the pod the slot belongs to.
@@ -23,11 +47,19 @@ func (l Lease) Pod() string { return l.pod }
 //
 // In shared mode that is one atomic Redis call. In local mode, or when the
 // call fails, the decision is this replica's alone: ok while it holds fewer
-// than max(1, ⌊Share(limit)⌋) leases for pod, those taken in shared mode
+// than max(1, ⌊Share(limit)⌋) slots for pod, those taken in shared mode
 // included (see the package comment for how leases cross the switch). A
 // limit ≤ 0 admits nothing. err is non-nil only when pod is empty or ctx
 // ended; then ok is false.
 func (c *Cluster) Acquire(ctx context.Context, pod string, limit int) (Lease, bool, error) {
+	return c.AcquireN(ctx, pod, limit, 1)
+}
+
+// AcquireN is Acquire for a request that runs n sequences (n below 1 counts
+// as 1): it takes n slots at once if they fit under limit with the live ones,
+// or when none is live (a request above the whole window runs alone, as in
+// the replica's own window).
+func (c *Cluster) AcquireN(ctx context.Context, pod string, limit, n int) (Lease, bool, error) {
 	if pod == "" {
 		return Lease{}, false, errors.New("cluster: Acquire: empty pod")
 	}
@@ -37,14 +69,14 @@ func (c *Cluster) Acquire(ctx context.Context, pod string, limit int) (Lease, bo
 	if limit <= 0 {
 		return Lease{}, false, nil
 	}
-	l := Lease{pod: pod, id: c.s.ReplicaID + "/" + strconv.FormatUint(c.seq.Add(1), 36)}
+	l := Lease{pod: pod, id: c.s.ReplicaID + "/" + strconv.FormatUint(c.seq.Add(1), 36), n: max(n, 1)}
 	attempted := c.up.Load()
 	if attempted {
 		var res []int64
 		err := c.call(ctx, func(ctx context.Context) error {
 			var err error
-			res, err = c.scripts.acquire.Run(ctx, c.rdb, []string{c.leaseKey(pod)},
-				c.nowArg(), c.s.LeaseTTL.Milliseconds(), limit, l.id).Int64Slice()
+			args := append([]any{c.nowArg(), c.s.LeaseTTL.Milliseconds(), limit}, l.memberArgs()...)
+			res, err = c.scripts.acquire.Run(ctx, c.rdb, []string{c.leaseKey(pod)}, args...).Int64Slice()
 			return err
 		})
 		switch {
@@ -75,7 +107,7 @@ func (c *Cluster) acquireLocal(l Lease, limit int, written bool) (Lease, bool, e
 	share := max(1, int(math.Floor(c.Share(float64(limit)))))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.held[l.pod]) >= share {
+	if held := len(c.held[l.pod]); held > 0 && held+l.n > share {
 		if written {
 			c.addPending(l)
 		}
@@ -93,7 +125,9 @@ func (c *Cluster) hold(l Lease, written bool) {
 		m = make(map[string]bool)
 		c.held[l.pod] = m
 	}
-	m[l.id] = written
+	for _, id := range l.members() {
+		m[id] = written
+	}
 }
 
 // addPending queues l for removal by a heartbeat. The caller holds c.mu.
@@ -113,12 +147,16 @@ func (c *Cluster) Release(ctx context.Context, l Lease) {
 	up := c.up.Load()
 	c.mu.Lock()
 	m := c.held[l.pod]
-	written, ok := m[l.id]
+	ids := l.members()
+	written, ok := m[ids[0]]
 	if !ok {
 		c.mu.Unlock()
 		return
 	}
-	delete(m, l.id)
+	for _, id := range ids {
+		written = written || m[id]
+		delete(m, id)
+	}
 	if len(m) == 0 {
 		delete(c.held, l.pod)
 	}
@@ -134,7 +172,7 @@ func (c *Cluster) Release(ctx context.Context, l Lease) {
 		return
 	}
 	err := c.call(context.WithoutCancel(ctx), func(ctx context.Context) error {
-		return c.rdb.ZRem(ctx, c.leaseKey(l.pod), l.id).Err()
+		return c.rdb.ZRem(ctx, c.leaseKey(l.pod), l.memberArgs()...).Err()
 	})
 	if err != nil && !beating {
 		c.mu.Lock()

@@ -64,13 +64,15 @@ end
 return {1, 0, 0}
 `
 
-// acquireScript adds one lease to a pod's set if fewer than limit are live.
+// acquireScript adds a lease's slots to a pod's set if they fit under the
+// limit with the live ones, or if none is live (a request above the whole
+// window runs alone).
 //
-//	KEYS[1]  the pod's lease set: member = lease id, score = expiry in ms
+//	KEYS[1]  the pod's lease set: member = one slot of a lease, score = expiry in ms
 //	ARGV[1]  now in µs, or ''
 //	ARGV[2]  the lease time in ms
 //	ARGV[3]  the limit
-//	ARGV[4]  the new lease's id
+//	ARGV[4…] the new lease's members, one per slot
 //
 // Expired members are dropped first, so a dead replica's slots are free again
 // once its leases expire. Returns {1, live} when added, {0, live} otherwise.
@@ -79,10 +81,14 @@ local now = math.floor(now_us(ARGV[1]) / 1000)
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local n = redis.call('ZCARD', KEYS[1])
-if n >= tonumber(ARGV[3]) then return {0, n} end
-redis.call('ZADD', KEYS[1], string.format('%.0f', now + ttl), ARGV[4])
+local k = #ARGV - 3
+if n > 0 and n + k > tonumber(ARGV[3]) then return {0, n} end
+local exp = string.format('%.0f', now + ttl)
+for i = 4, #ARGV do
+  redis.call('ZADD', KEYS[1], exp, ARGV[i])
+end
 keep(KEYS[1], ttl)
-return {1, n + 1}
+return {1, n + k}
 `
 
 // beatScript is one heartbeat: it announces the replica, counts the live

@@ -38,10 +38,11 @@ type Admission interface {
 // replicas hold too (cluster mode): a slot taken locally runs only with a
 // lease on the pod's shared window.
 type SharedWindow interface {
-	// Acquire takes a lease on upstream's shared window without waiting:
-	// ok false when every slot summed over the replicas is taken. When ok,
-	// the caller calls release exactly once, when the request is over.
-	Acquire(ctx context.Context, upstream string) (release func(), ok bool)
+	// Acquire takes a lease of slots (the request's sequences) on
+	// upstream's shared window without waiting: ok false when they do not
+	// fit beside the slots taken over all the replicas. When ok, the caller
+	// calls release exactly once, when the request is over.
+	Acquire(ctx context.Context, upstream string, slots int) (release func(), ok bool)
 }
 
 // Levels reports the pressure level of each upstream (the slow breaker).

@@ -382,7 +382,7 @@ func (h *Handler) leaseShared(ctx context.Context, ex *exchange, m *member) bool
 		every = 20 * time.Millisecond
 	}
 	for {
-		if release, ok := h.opts.Shared.Acquire(ctx, m.Name); ok {
+		if release, ok := h.opts.Shared.Acquire(ctx, m.Name, ex.seqs); ok {
 			ex.lease = release
 			return true
 		}
