@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,10 @@ type SlowSettings struct {
 	Window WindowSettings
 	// Now returns the current time for Observe. Nil means time.Now.
 	Now func() time.Time
+	// QueueSignal names the reading that counts the requests waiting inside
+	// the pod (pressure's "waiting", vLLM's num_requests_waiting); its fresh
+	// value is the window's WindowInput.PodQueued. "" means none.
+	QueueSignal string
 }
 
 func (s SlowSettings) normalized() (SlowSettings, error) {
@@ -69,10 +74,11 @@ type SlowUpdate struct {
 type Slow struct {
 	now func() time.Time
 
-	// mu guards level and window.
-	mu     sync.Mutex
-	level  *LevelMachine
-	window *Window
+	// mu guards level, window and queueSignal.
+	mu          sync.Mutex
+	level       *LevelMachine
+	window      *Window
+	queueSignal string // SlowSettings.QueueSignal
 
 	state atomic.Uint64 // packed SlowState
 }
@@ -88,7 +94,7 @@ func NewSlow(s SlowSettings) (*Slow, error) {
 	if err != nil {
 		return nil, err
 	}
-	sl := &Slow{now: s.Now, level: lm, window: &Window{s: s.Window, limit: s.Window.MaxInflight}}
+	sl := &Slow{now: s.Now, level: lm, window: &Window{s: s.Window, limit: s.Window.MaxInflight}, queueSignal: s.QueueSignal}
 	sl.state.Store(SlowState{Level: Normal, Phase: PhaseNormal, Limit: s.Window.MaxInflight}.pack())
 	return sl, nil
 }
@@ -111,6 +117,7 @@ func (sl *Slow) ObserveAt(now time.Time, readings []Reading, backlogEmpty bool) 
 	signal, value := sl.level.Cause()
 	limit, phase := sl.window.Tick(now, WindowInput{
 		Level: sl.level.Level(), Signal: signal, Value: value, BacklogEmpty: backlogEmpty,
+		PodQueued: sl.podQueued(readings),
 	})
 	after := SlowState{Level: sl.level.Level(), Phase: phase, Limit: limit}
 	sl.state.Store(after.pack())
@@ -135,8 +142,23 @@ func (sl *Slow) Update(s SlowSettings) error {
 	defer sl.mu.Unlock()
 	sl.level.update(s.Level)
 	sl.window.update(s.Window)
+	sl.queueSignal = s.QueueSignal
 	st := sl.Current()
 	st.Limit = sl.window.Limit()
 	sl.state.Store(st.pack())
 	return nil
+}
+
+// podQueued is the fresh value of the queue signal among readings, 0 when
+// there is none (or it is stale or NaN).
+func (sl *Slow) podQueued(readings []Reading) float64 {
+	if sl.queueSignal == "" {
+		return 0
+	}
+	for _, r := range readings {
+		if r.Signal == sl.queueSignal && !r.Stale && !math.IsNaN(r.Value) {
+			return r.Value
+		}
+	}
+	return 0
 }

@@ -199,3 +199,40 @@ func BenchmarkSlowAllow(b *testing.B) {
 		}
 	})
 }
+
+// TestSlowQueueSignal: with a QueueSignal, the pod's own waiting requests
+// (fresh readings only) cut a degraded window again; without one they are
+// just another reading.
+func TestSlowQueueSignal(t *testing.T) {
+	t.Parallel()
+	const s = time.Second
+	for _, tt := range []struct {
+		name, signal string
+		stale        bool
+		want         int
+	}{
+		{"queue signal set", "waiting", false, 64},
+		{"stale reading", "waiting", true, 80},
+		{"no queue signal", "", false, 80},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clk := newFakeClock()
+			sl, err := NewSlow(SlowSettings{
+				Level:       LevelSettings{Rules: testRules(), Hysteresis: 0.05, Hold: 5 * time.Second},
+				Window:      WindowSettings{MaxInflight: 100, MinInflight: 10},
+				Now:         clk.Now,
+				QueueSignal: tt.signal,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sl.Observe(frag(1.3), true) // degraded: 80
+			clk.Advance(2 * s)
+			rs := append(frag(1.3), Reading{Signal: "waiting", Value: 20, Stale: tt.stale})
+			if got := sl.Observe(rs, true).Limit; got != tt.want {
+				t.Errorf("limit %d with 20 waiting in the pod, want %d", got, tt.want)
+			}
+		})
+	}
+}

@@ -126,6 +126,12 @@ type WindowInput struct {
 	// only when the window is full and the backlog is empty; pass true if
 	// the caller keeps no backlog.
 	BacklogEmpty bool
+	// PodQueued is how many requests wait inside the pod itself (vLLM's
+	// num_requests_waiting); 0 when unknown. While degraded, a pod that
+	// queues at least what a cut takes off the window is given more than it
+	// runs: the window is cut again (every CutEvery), so those requests wait
+	// in the gateway's queue, shortest first, instead of the pod's own.
+	PodQueued float64
 }
 
 // Window is the batch window (most requests in flight) of one upstream. It
@@ -163,7 +169,8 @@ func (w *Window) Phase() Phase { return w.phase }
 // cuts and ramp steps follow elapsed time, not the number of calls.
 //
 // Entering degraded cuts by Cut; while degraded, a Value above the one at
-// the last cut (same Signal) by more than Worsening cuts again once
+// the last cut (same Signal) by more than Worsening, or a pod that queues
+// at least a cut's worth of requests itself (PodQueued), cuts again once
 // CutEvery has passed. Entering
 // critical cuts once more (twice when coming straight from normal or
 // recovering). Back at normal the window ramps up by RampStep×MaxInflight
@@ -186,7 +193,7 @@ func (w *Window) Tick(now time.Time, in WindowInput) (limit int, phase Phase) {
 		case PhaseDegraded:
 			if in.Signal != w.cutSignal {
 				w.cutSignal, w.cutValue = in.Signal, in.Value // a new cause sets a new baseline
-			} else if w.worse(in.Value) && now.Sub(w.lastCut) >= w.s.CutEvery {
+			} else if (w.worse(in.Value) || w.overfed(in.PodQueued)) && now.Sub(w.lastCut) >= w.s.CutEvery {
 				w.cut(now, in)
 			}
 		}
@@ -195,6 +202,13 @@ func (w *Window) Tick(now time.Time, in WindowInput) (limit int, phase Phase) {
 		w.recover(now, in.BacklogEmpty)
 	}
 	return w.limit, w.phase
+}
+
+// overfed reports whether the pod queues at least what a cut would take off
+// the window (one request at least): the window then holds more than the
+// pod runs, and cutting it takes nothing from the batch the pod runs.
+func (w *Window) overfed(podQueued float64) bool {
+	return podQueued >= max(1, float64(w.limit)*w.s.Cut)
 }
 
 // worse reports whether v has risen past the value at the last cut by the

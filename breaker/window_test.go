@@ -13,7 +13,8 @@ type windowStep struct {
 	level   Level
 	signal  string // "" means "fragmentation"
 	value   float64
-	busy    bool // backlog not empty
+	busy    bool    // backlog not empty
+	queued  float64 // requests waiting inside the pod
 	limit   int
 	phase   Phase
 }
@@ -100,6 +101,21 @@ func TestWindowSteps(t *testing.T) {
 			{advance: s, level: Normal, limit: 90, phase: PhaseRecovering},
 			{advance: 100 * time.Millisecond, level: Degraded, value: 1.3, limit: 72, phase: PhaseDegraded},
 		}},
+		{name: "a pod that queues a cut's worth itself is cut again, a saturated signal or not", s: base, steps: []windowStep{
+			{level: Degraded, signal: "kv_cache_usage", value: 1, limit: 80, phase: PhaseDegraded},
+			{advance: 3 * s, level: Degraded, signal: "kv_cache_usage", value: 1, queued: 15, limit: 80, phase: PhaseDegraded}, // < 16 = 80 × 0.2
+			{advance: s, level: Degraded, signal: "kv_cache_usage", value: 1, queued: 16, limit: 64, phase: PhaseDegraded},
+			{advance: s, level: Degraded, signal: "kv_cache_usage", value: 1, queued: 16, limit: 64, phase: PhaseDegraded}, // CutEvery
+			{advance: s, level: Degraded, signal: "kv_cache_usage", value: 1, queued: 13, limit: 51, phase: PhaseDegraded}, // ≥ 12.8
+			{advance: 2 * s, level: Degraded, signal: "kv_cache_usage", value: 1, queued: 2, limit: 51, phase: PhaseDegraded},
+			{advance: 2 * s, level: Normal, queued: 30, limit: 51, phase: PhaseRecovering}, // only while degraded
+			{advance: s, level: Normal, queued: 30, limit: 61, phase: PhaseRecovering},
+		}},
+		{name: "a small window is cut again while the pod queues one", s: WindowSettings{MaxInflight: 4, MinInflight: 1}, steps: []windowStep{
+			{level: Degraded, value: 1.3, limit: 3, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 1.3, queued: 1, limit: 2, phase: PhaseDegraded},
+			{advance: 2 * s, level: Degraded, value: 1.3, queued: 0.5, limit: 2, phase: PhaseDegraded},
+		}},
 		{name: "small windows ramp by at least one", s: WindowSettings{MaxInflight: 4, MinInflight: 1, Cut: 0.5, RampStep: 0.01}, steps: []windowStep{
 			{level: Critical, value: 2, limit: 1, phase: PhaseCritical},
 			{advance: s, level: Normal, limit: 1, phase: PhaseRecovering},
@@ -117,7 +133,7 @@ func TestWindowSteps(t *testing.T) {
 			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			for i, st := range tt.steps {
 				now = now.Add(st.advance)
-				in := WindowInput{Level: st.level, Signal: st.signal, Value: st.value, BacklogEmpty: !st.busy}
+				in := WindowInput{Level: st.level, Signal: st.signal, Value: st.value, BacklogEmpty: !st.busy, PodQueued: st.queued}
 				if in.Signal == "" {
 					in.Signal = "fragmentation"
 				}

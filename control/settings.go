@@ -9,6 +9,7 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 )
 
 // Settings configures a Controller.
@@ -84,6 +85,7 @@ func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 			Cut: c.Batch.Cut, CutEvery: c.Batch.CutEvery, Worsening: c.Batch.WorseBy,
 			RampStep: c.Batch.RampStep, RampEvery: c.Batch.RampEvery,
 		},
+		QueueSignal: string(pressure.Waiting),
 	}
 	rules := maps.Clone(c.Pressure.Rules)
 	for sig, r := range u.Rules { // the pod's own overrides; {} removes

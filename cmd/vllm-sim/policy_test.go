@@ -63,6 +63,7 @@ hooks:
 			},
 			Window: breaker.WindowSettings{MaxInflight: 64, MinInflight: 2, Cut: 0.5, CutEvery: 3 * time.Second, Worsening: 0.03,
 				RampStep: 0.25, RampEvery: 2 * time.Second},
+			QueueSignal: "waiting",
 		},
 		Memory:               control.Memory{VocabSize: 1000, Share: 0.5},
 		BytesPerLogit:        40,

@@ -63,7 +63,8 @@ type Settings struct {
 	LimiterOff bool
 	// Slow is the slow breaker (Gatekeeper). Zero Rules mean the policy
 	// file's defaults (fragmentation 1.2/1.5, kv_cache_usage 0.95,
-	// alloc_retry_rate 0.01, hysteresis 0.05, hold 5s); a zero MaxInflight
+	// alloc_retry_rate 0.01, hysteresis 0.05, hold 5s, the pod's waiting
+	// requests as the queue signal); a zero MaxInflight
 	// means the engine's max_num_seqs, a zero MinInflight 4.
 	Slow breaker.SlowSettings
 	// Memory is memory admission (Gatekeeper), the policy's
@@ -120,6 +121,7 @@ func (s Settings) withDefaults() Settings {
 			{Signal: "kv_cache_usage", Degrade: 0.95},
 			{Signal: "alloc_retry_rate", Degrade: 0.01},
 		}, Hysteresis: 0.05, Hold: 5 * time.Second}
+		s.Slow.QueueSignal = string(pressure.Waiting) // as control.SlowSettings maps a policy
 	}
 	if s.MaxWait == 0 {
 		s.MaxWait = 30 * time.Second
