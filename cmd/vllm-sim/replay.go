@@ -57,6 +57,8 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.DurationVar(&ts.BurstLength, "burst-length", 5*time.Minute, "length of a burst")
 	fs.Float64Var(&ts.TopPFraction, "top-p-fraction", 0.5, "share of requests sampling with top-p")
 	fs.Float64Var(&ts.PromptLogprobsFraction, "prompt-logprobs-fraction", 0, "share of requests asking for prompt_logprobs (logits over the whole prompt: prompt × vocabulary × 6 bytes per step)")
+	fs.Float64Var(&ts.NFraction, "n-fraction", 0, "share of requests asking for -n sequences (best-of-n, RL rollouts; the engine runs each as its own sequence)")
+	fs.IntVar(&ts.N, "n", replay.DefaultN, "the n of the requests -n-fraction picks")
 	fs.Float64Var(&o.base.Limiter.QPS, "qps-limit", 80, "fast breaker rate (qps-only and gatekeeper)")
 	fs.IntVar(&o.base.Limiter.Burst, "qps-burst", 40, "fast breaker bucket size")
 	fs.DurationVar(&o.base.MaxWait, "max-wait", 30*time.Second, "longest wait in gatekeeper's queue")

@@ -142,7 +142,17 @@ type request struct {
 	waiting  bool
 	// recovery: it arrived while the window was degraded or recovering.
 	recovery bool
+	// Its sequences on the engine (n of them, one per choice, as vLLM V1
+	// runs n child requests): how many still run, what they generated, and
+	// whether one failed or missed the SLO.
+	running int
+	tokens  int64
+	failed  bool
+	missed  bool
 }
+
+// seqs is how many sequences the request runs: its n, at least 1.
+func (rq *request) seqs() int { return max(rq.a.N, 1) }
 
 // runner holds one run's state. Not safe for concurrent use.
 type runner struct {
@@ -218,7 +228,7 @@ func Run(s Settings) (Result, error) {
 		horizon = tick - s.Interval // the last sample taken
 	}
 	r.res.Horizon = horizon
-	r.res.Outcomes.Unfinished = int64(len(r.bySeq)) + int64(len(r.byID))
+	r.res.Outcomes.Unfinished = int64(r.running()) + int64(len(r.byID))
 	r.res.OOMs = r.e.Metrics().OOMs
 	r.res.Downtime = r.dead
 	if r.samples > 0 {
@@ -293,20 +303,7 @@ func (r *runner) advance(t time.Duration) {
 	for _, s := range r.e.TakeFinished() {
 		rq := r.bySeq[s]
 		delete(r.bySeq, s)
-		if s.State() == sim.SeqFinished {
-			r.res.Outcomes.Served++
-			r.res.GeneratedTokens += int64(s.Generated())
-			if r.s.SLO.met(r.classNames[rq.a.Class], rq.a.At, s) {
-				r.res.SLOTokens += int64(s.Generated())
-			}
-			r.hists[rq.a.Class].add(s.FinishedAt() - rq.a.At)
-			if rq.recovery {
-				r.recov[rq.a.Class].add(s.FinishedAt() - rq.a.At)
-			}
-		} else {
-			r.res.Outcomes.UpstreamError++
-		}
-		if r.core != nil {
+		if r.seqEnded(rq, s) && r.core != nil {
 			r.grant(r.core.Release(r.now(), upstream, rq.cost))
 		}
 	}
@@ -324,6 +321,46 @@ func (r *runner) advance(t time.Duration) {
 			r.grant(grants)
 		}
 	}
+}
+
+// seqEnded counts one of rq's sequences as ended and reports whether it was
+// the last; then the request's outcome is counted: served when every
+// sequence finished (its tokens all of theirs, its latency the last one's,
+// within the SLO when every sequence was), an upstream error otherwise.
+func (r *runner) seqEnded(rq *request, s *sim.Seq) bool {
+	rq.running--
+	if s.State() == sim.SeqFinished {
+		rq.tokens += int64(s.Generated())
+		rq.missed = rq.missed || !r.s.SLO.met(r.classNames[rq.a.Class], rq.a.At, s)
+	} else {
+		rq.failed = true
+	}
+	if rq.running > 0 {
+		return false
+	}
+	if rq.failed {
+		r.res.Outcomes.UpstreamError++
+		return true
+	}
+	r.res.Outcomes.Served++
+	r.res.GeneratedTokens += rq.tokens
+	if !rq.missed {
+		r.res.SLOTokens += rq.tokens
+	}
+	r.hists[rq.a.Class].add(s.FinishedAt() - rq.a.At)
+	if rq.recovery {
+		r.recov[rq.a.Class].add(s.FinishedAt() - rq.a.At)
+	}
+	return true
+}
+
+// running counts the requests with a sequence on the engine.
+func (r *runner) running() int {
+	seen := make(map[*request]bool, len(r.bySeq))
+	for _, rq := range r.bySeq {
+		seen[rq] = true
+	}
+	return len(seen)
 }
 
 // arrive takes one request through the policy.
@@ -350,9 +387,10 @@ func (r *runner) arrive(a Arrival) {
 	r.nextID++
 	rq.id = r.nextID
 	est := classify.Estimator{BytesPerLogit: r.s.BytesPerLogit} // 0: classify's default
-	rq.cost = queue.Cost{Tokens: int64(a.Prompt + a.MaxToken), Memory: est.Memory(classify.Request{Prompts: 1, N: 1,
+	n := rq.seqs()
+	rq.cost = queue.Cost{Tokens: int64(a.Prompt+a.MaxToken) * int64(n), Seqs: n, Memory: est.Memory(classify.Request{Prompts: 1, N: n,
 		PromptTokens: int64(a.Prompt), MaxTokens: int64(a.MaxToken), PromptLogprobs: a.PromptLogprobs})}
-	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory})
+	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory, Seqs: n})
 	switch {
 	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
 		r.res.Outcomes.QueueFull++
@@ -370,15 +408,30 @@ func (r *runner) arrive(a Arrival) {
 	}
 }
 
-// submit hands a request to the engine; false when the pod is down.
+// submit hands a request to the engine, one sequence per choice (n; each
+// with the whole prompt: the engine has no prefix cache, so children do not
+// share their prompt's KV blocks, an upper bound); false when the pod is
+// down.
 func (r *runner) submit(rq *request) bool {
-	s, err := r.e.Submit(sim.Request{PromptTokens: rq.a.Prompt, MaxTokens: rq.a.MaxToken,
-		OutputTokens: rq.a.Output, TopP: rq.a.TopP, PromptLogprobs: rq.a.PromptLogprobs})
-	if err != nil {
-		r.res.Outcomes.UpstreamError++ // connection refused while the pod restarts
-		return false
+	sr := sim.Request{PromptTokens: rq.a.Prompt, MaxTokens: rq.a.MaxToken,
+		OutputTokens: rq.a.Output, TopP: rq.a.TopP, PromptLogprobs: rq.a.PromptLogprobs}
+	n := rq.seqs()
+	seqs := make([]*sim.Seq, 0, n)
+	for i := range n {
+		s, err := r.e.Submit(sr)
+		switch {
+		case err != nil && i == 0: // connection refused while the pod restarts
+			r.res.Outcomes.UpstreamError++
+			return false
+		case err != nil: // the engine decides on the request alone, at one instant
+			panic(fmt.Sprintf("replay: the engine took a request's first sequence and refused its %d-th: %v", i+1, err))
+		}
+		seqs = append(seqs, s)
 	}
-	r.bySeq[s] = rq
+	for _, s := range seqs {
+		r.bySeq[s] = rq
+	}
+	rq.running = n
 	return true
 }
 

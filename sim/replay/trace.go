@@ -37,9 +37,20 @@ type TraceSettings struct {
 	// prompt_logprobs (evaluation and scoring jobs). 0 means none, and then
 	// the trace draws exactly what it drew before the field existed.
 	PromptLogprobsFraction float64
+	// NFraction is the share of requests asking for N sequences (the
+	// request's n: best-of-n sampling, RL rollouts that sample a group of
+	// answers per prompt). 0 means none, and then the trace draws exactly
+	// what it drew before the field existed.
+	NFraction float64
+	// N is those requests' n. 0 means DefaultN.
+	N int
 	// Seed drives the arrivals and lengths.
 	Seed uint64
 }
+
+// DefaultN is the n of the requests NFraction picks: a round group size for
+// best-of-n and GRPO-style rollouts, not taken from a measured trace.
+const DefaultN = 8
 
 // DefaultClasses is the default mix: 85 % short chat, 15 % long documents.
 func DefaultClasses() []Class {
@@ -71,6 +82,9 @@ func (s TraceSettings) withDefaults() TraceSettings {
 	if s.TopPFraction == 0 {
 		s.TopPFraction = 0.5
 	}
+	if s.N == 0 {
+		s.N = DefaultN
+	}
 	return s
 }
 
@@ -86,6 +100,9 @@ func (s TraceSettings) validate() error {
 	if s.PromptLogprobsFraction < 0 || s.PromptLogprobsFraction > 1 {
 		return fmt.Errorf("replay: TraceSettings.PromptLogprobsFraction = %v, want [0, 1]", s.PromptLogprobsFraction)
 	}
+	if s.NFraction < 0 || s.NFraction > 1 || s.N < 1 || s.N > 1024 {
+		return fmt.Errorf("replay: TraceSettings.NFraction = %v, N = %d, want [0, 1] and 1–1024", s.NFraction, s.N)
+	}
 	if s.TopPFraction < 0 || s.TopPFraction > 1 {
 		return fmt.Errorf("replay: TraceSettings.TopPFraction = %v, want [0, 1]", s.TopPFraction)
 	}
@@ -99,6 +116,8 @@ type Arrival struct {
 	Prompt, Output, MaxToken int
 	TopP                     bool
 	PromptLogprobs           bool
+	// N is how many sequences the request samples (its n); 0 means 1.
+	N int
 }
 
 // Trace yields the arrivals of a synthetic trace in time order. Create one
@@ -145,6 +164,9 @@ func (tr *Trace) Next() (Arrival, bool) {
 		MaxToken: c.MaxTokens, TopP: tr.rng.Float64() < tr.s.TopPFraction}
 	if tr.s.PromptLogprobsFraction > 0 { // drawn only then: the default trace is unchanged
 		a.PromptLogprobs = tr.rng.Float64() < tr.s.PromptLogprobsFraction
+	}
+	if tr.s.NFraction > 0 && tr.rng.Float64() < tr.s.NFraction { // likewise
+		a.N = tr.s.N
 	}
 	return a, true
 }
