@@ -69,6 +69,12 @@ type Settings struct {
 	// RestartTime is how long the server is gone after an OOM (process exit,
 	// pod restart, weight load). 0 means 90s.
 	RestartTime time.Duration
+	// MidStepReadings makes MemoryBlocks, read while a step runs (a step
+	// that began before the last Advance's target ends after it), report
+	// the allocator in the middle of that step, its buffers live, as an
+	// exporter thread inside the serving process reads it. Off, every
+	// reading sees the allocator between steps.
+	MidStepReadings bool
 }
 
 func (s Settings) withDefaults() Settings {
@@ -145,6 +151,7 @@ type Engine struct {
 	plan MemoryPlan
 
 	now       time.Duration // virtual time since New
+	until     time.Duration // the last Advance's target: a step runs there when now > until
 	alloc     *Allocator
 	dead      bool
 	restartAt time.Duration
@@ -283,6 +290,7 @@ func (e *Engine) TakeFinished() []*Seq {
 // idles otherwise, restarts after an OOM once RestartTime has passed. A step
 // that starts before to may end after it; Now then reads past to.
 func (e *Engine) Advance(to time.Duration) {
+	e.until = to
 	for {
 		if e.dead {
 			if to < e.restartAt {

@@ -109,6 +109,18 @@ type stepRun struct {
 	a    *Allocator
 	live []Buffer
 	err  error
+	// mid, if set, receives the allocator's state in the middle of the step
+	// (mark): what a reading taken while the step runs sees.
+	mid *AllocStats
+}
+
+// mark records the allocator's state as the step's middle, where a reading
+// from another thread most likely falls: inside the forward pass, a decoder
+// layer's MLP temporaries live (the layers take most of a step's time).
+func (r *stepRun) mark() {
+	if r.mid != nil && r.err == nil {
+		*r.mid = r.a.Stats()
+	}
 }
 
 func (r *stepRun) get(n int64) int {
@@ -165,6 +177,8 @@ func stepBuffers(r *stepRun, m Model, sh stepShape) {
 	}
 	if !sh.graphed {
 		forwardBuffers(r, T, H, I, qkvWidth, dt)
+	} else {
+		r.mark() // the graphs' activations come from their private pool
 	}
 	if sh.promptLogits > 0 {
 		promptLogprobBuffers(r, int64(sh.promptLogits), V, dt)
@@ -187,6 +201,7 @@ func forwardBuffers(r *stepRun, T, H, I, qkvWidth, dt int64) {
 	r.put(attn)
 	gateUp := r.get(T * 2 * I * dt)
 	act := r.get(T * I * dt)
+	r.mark()
 	r.put(gateUp)
 	down := r.get(T * H * dt)
 	r.put(act)

@@ -27,6 +27,11 @@ type stepScratch struct {
 	lastShape   stepShape
 	lastVersion uint64
 	lastClean   bool
+	// mid is the allocator's state in the middle of the last step that
+	// replayed its buffers (a skipped step's is the same); midValid says
+	// that step ran them all.
+	mid      AllocStats
+	midValid bool
 	skipped     int64
 	noMemo      bool // tests: replay every step
 }
@@ -195,8 +200,12 @@ func (e *Engine) allocate(sh stepShape) error {
 	a := e.alloc
 	reserved, retries := a.reserved, a.retries
 	r := &st.run
-	r.a, r.err = a, nil
+	r.a, r.err, r.mid = a, nil, nil
+	if e.s.MidStepReadings {
+		r.mid = &st.mid
+	}
 	stepBuffers(r, e.s.Model, sh)
+	st.midValid = r.err == nil
 	st.lastShape, st.lastVersion = sh, a.version
 	st.lastClean = r.err == nil && a.reserved == reserved && a.retries == retries
 	return r.err

@@ -87,6 +87,9 @@ func (e *Engine) Metrics() Metrics {
 func (e *Engine) MemoryBlocks(gpuID string) MemoryBlocks {
 	m := e.Metrics()
 	a := m.Allocator
+	if e.s.MidStepReadings && !e.dead && e.now > e.until && e.step.midValid {
+		a = e.step.mid // a step is running: its buffers are live
+	}
 	mb := MemoryBlocks{GPUID: gpuID, TotalBytes: m.Device.TotalBytes, ReservedBytes: a.ReservedBytes,
 		AllocatedBytes: a.AllocatedBytes, BlockCount: a.Blocks, AllocRetryCount: a.NumAllocRetries,
 		InactiveSplitBytes: a.InactiveSplitBytes}

@@ -114,6 +114,7 @@ func engineFlags(fs *flag.FlagSet, o *options, gpu string) {
 	fs.Int64Var(&o.other, "other-process-mib", 0, "MiB held by other processes on the GPU")
 	fs.Int64Var(&o.maxSplit, "max-split-size-mb", 0, "PyTorch max_split_size_mb: cached blocks this large are never split (0: unlimited)")
 	fs.BoolVar(&es.ExpandableSegments, "expandable-segments", false, "PyTorch expandable_segments:True: one growing segment per pool (what-if)")
+	fs.BoolVar(&es.MidStepReadings, "mid-step-readings", false, "the allocator endpoint, read while a step runs, reports the allocator mid-step (its buffers live), as an exporter thread does")
 	fs.DurationVar(&o.restart, "restart-time", 90*time.Second, "virtual time the server is gone after an out-of-memory error")
 }
 
