@@ -32,8 +32,8 @@ type stepScratch struct {
 	// that step ran them all.
 	mid      AllocStats
 	midValid bool
-	skipped     int64
-	noMemo      bool // tests: replay every step
+	skipped  int64
+	noMemo   bool // tests: replay every step
 }
 
 func (e *Engine) blocksFor(tokens int) int { return (tokens + e.s.BlockSize - 1) / e.s.BlockSize }
