@@ -69,6 +69,16 @@ type Settings struct {
 	// RestartTime is how long the server is gone after an OOM (process exit,
 	// pod restart, weight load). 0 means 90s.
 	RestartTime time.Duration
+	// TensorParallel is vLLM's tensor_parallel_size: the model is split over
+	// this many GPUs of the preset, and the engine simulates one of them
+	// (they are symmetric): 1/TensorParallel of the weights and of the KV
+	// heads, the attention and MLP temporaries split likewise, the hidden
+	// states whole, and, since vLLM V1 all-gathers the logits to every
+	// rank, the whole sampler. A step adds two all-reduces of its hidden
+	// states per layer over GPU.LinkBytesPerSec (bandwidth only, no
+	// latency: an optimistic step time). 0 means 1. The model's KV heads,
+	// hidden size and intermediate size must divide by it.
+	TensorParallel int
 	// MidStepReadings makes MemoryBlocks, read while a step runs (a step
 	// that began before the last Advance's target ends after it), report
 	// the allocator in the middle of that step, its buffers live, as an
@@ -108,6 +118,9 @@ func (s Settings) withDefaults() Settings {
 	if s.RestartTime == 0 {
 		s.RestartTime = 90 * time.Second
 	}
+	if s.TensorParallel == 0 {
+		s.TensorParallel = 1
+	}
 	return s
 }
 
@@ -136,6 +149,10 @@ func (s Settings) validate() error {
 	check(s.CUDAGraphMaxTokens < 0, "CUDAGraphMaxTokens = %d, want >= 0", s.CUDAGraphMaxTokens)
 	check(s.NumGPUBlocksOverride < 0, "NumGPUBlocksOverride = %d, want >= 0", s.NumGPUBlocksOverride)
 	check(s.RestartTime < 0, "RestartTime = %v, want >= 0", s.RestartTime)
+	tp := s.TensorParallel
+	check(tp < 1 || (s.Model.KVHeads > 0 && (s.Model.KVHeads%tp != 0 || s.Model.Hidden%tp != 0 || s.Model.Intermediate%tp != 0)),
+		"TensorParallel = %d, want >= 1 dividing the model's KV heads, hidden and intermediate sizes", tp)
+	check(tp > 1 && s.GPU.LinkBytesPerSec <= 0, "GPU.LinkBytesPerSec = %v, want > 0 with tensor parallelism", s.GPU.LinkBytesPerSec)
 	return errors.Join(errs...)
 }
 

@@ -4,7 +4,7 @@ import "fmt"
 
 // MemoryPlan is vLLM's start-up memory plan for the settings.
 type MemoryPlan struct {
-	// WeightBytes is parameters × dtype bytes.
+	// WeightBytes is parameters × dtype bytes (of one GPU: ÷ TensorParallel).
 	WeightBytes int64
 	// ActivationPeakBytes is the peak allocated by the profiling step
 	// (max_num_batched_tokens tokens over min(max_num_seqs, tokens) sequences,
@@ -13,7 +13,8 @@ type MemoryPlan struct {
 	ActivationPeakBytes int64
 	// NonTorchBytes is memory outside PyTorch (CUDA context, NCCL, graphs).
 	NonTorchBytes int64
-	// KVBytesPerToken is 2 × layers × KV heads × head dim × dtype bytes.
+	// KVBytesPerToken is 2 × layers × KV heads × head dim × dtype bytes (of
+	// one GPU: ÷ TensorParallel).
 	KVBytesPerToken int64
 	// NumGPUBlocks is the number of KV blocks of BlockSize tokens.
 	NumGPUBlocks int
@@ -28,10 +29,11 @@ type MemoryPlan struct {
 // planMemory follows vLLM's determine_available_memory: KV cache =
 // total × gpu_memory_utilization − weights − activation peak − non-torch.
 func planMemory(s Settings) (MemoryPlan, error) {
+	tp := int64(s.TensorParallel)
 	p := MemoryPlan{
-		WeightBytes:     s.Model.WeightBytes(),
+		WeightBytes:     s.Model.WeightBytes() / tp,
 		NonTorchBytes:   s.NonTorchBytes,
-		KVBytesPerToken: s.Model.KVBytesPerToken(),
+		KVBytesPerToken: s.Model.KVBytesPerToken() / tp,
 	}
 	scratch, err := NewAllocator(AllocSettings{DeviceBytes: 1 << 50})
 	if err != nil {
@@ -40,7 +42,7 @@ func planMemory(s Settings) (MemoryPlan, error) {
 	seqs := min(s.MaxNumSeqs, s.MaxNumBatchedTokens)
 	perSeq := (s.MaxNumBatchedTokens + seqs - 1) / seqs
 	r := stepRun{a: scratch}
-	stepBuffers(&r, s.Model, stepShape{tokens: s.MaxNumBatchedTokens, seqs: seqs, samples: seqs,
+	stepBuffers(&r, s.Model, s.TensorParallel, stepShape{tokens: s.MaxNumBatchedTokens, seqs: seqs, samples: seqs,
 		maxBlocks: (perSeq + s.BlockSize - 1) / s.BlockSize, eagerIn: s.CUDAGraphMaxTokens == 0})
 	if r.err != nil {
 		return p, r.err
@@ -68,10 +70,11 @@ func planMemory(s Settings) (MemoryPlan, error) {
 // staticTensors lists the allocations made once at start-up: the embedding
 // and LM head, one tensor per decoder layer's weights, one KV cache tensor
 // per layer (vLLM V1 allocates the KV cache per layer) and, with CUDA
-// graphs, the persistent input buffers.
+// graphs, the persistent input buffers. With tensor parallelism each is
+// this GPU's shard (the embedding and LM head split by vocabulary).
 func (p MemoryPlan) staticTensors(s Settings) []int64 {
 	m := s.Model
-	embed := int64(m.Vocab) * int64(m.Hidden) * int64(m.DtypeBytes)
+	embed := int64(m.Vocab) * int64(m.Hidden) * int64(m.DtypeBytes) / int64(s.TensorParallel)
 	layer := (p.WeightBytes - 2*embed) / int64(m.Layers)
 	out := []int64{embed, embed}
 	for range m.Layers {
@@ -161,11 +164,16 @@ func (r *stepRun) putAll() {
 // and the widest block table), the residual stream, one decoder layer's
 // temporaries (the other layers reuse the same cached blocks), then the LM
 // head and the sampler for the sequences that sample. Everything is freed at
-// the end of the step; what stays is the allocator's cache.
-func stepBuffers(r *stepRun, m Model, sh stepShape) {
+// the end of the step; what stays is the allocator's cache. With tensor
+// parallelism tp (≥ 1) it is one GPU's share: the attention and MLP
+// temporaries are split by tp, the hidden states are whole, and the LM
+// head's logits are this GPU's slice of the vocabulary until vLLM V1
+// all-gathers them for the sampler.
+func stepBuffers(r *stepRun, m Model, tp int, sh stepShape) {
 	T, n, S := int64(sh.tokens), int64(sh.seqs), int64(sh.samples)
 	H, I, V, dt := int64(m.Hidden), int64(m.Intermediate), int64(m.Vocab), int64(m.DtypeBytes)
 	qkvWidth := H + 2*int64(m.KVHeads)*int64(m.HeadDim)
+	w := width{tp: int64(tp), qkv: qkvWidth / int64(tp), attn: H / int64(tp), mlp: I / int64(tp)}
 
 	if sh.eagerIn {
 		r.get(T * 8)                               // input ids (int64)
@@ -176,31 +184,37 @@ func stepBuffers(r *stepRun, m Model, sh stepShape) {
 		r.get(n * int64(max(sh.maxBlocks, 1)) * 4) // block table (int32)
 	}
 	if !sh.graphed {
-		forwardBuffers(r, T, H, I, qkvWidth, dt)
+		forwardBuffers(r, T, H, w, dt)
 	} else {
 		r.mark() // the graphs' activations come from their private pool
 	}
 	if sh.promptLogits > 0 {
-		promptLogprobBuffers(r, int64(sh.promptLogits), V, dt)
+		promptLogprobBuffers(r, int64(sh.promptLogits), V, w.tp, dt)
 	}
 	if S > 0 {
-		samplerBuffers(r, sh, S, H, V, dt)
+		samplerBuffers(r, sh, S, H, V, w.tp, dt)
 	}
 	r.putAll()
 }
 
+// width is one GPU's share of a layer's temporaries under tensor
+// parallelism tp: the fused QKV projection, the attention output and the
+// MLP's intermediate size, each ÷ tp.
+type width struct{ tp, qkv, attn, mlp int64 }
+
 // forwardBuffers are the residual stream and one decoder layer's
-// temporaries; the other layers reuse the same cached blocks.
-func forwardBuffers(r *stepRun, T, H, I, qkvWidth, dt int64) {
+// temporaries; the other layers reuse the same cached blocks. The outputs
+// of the row-parallel projections (o, down) are whole: all-reduced in place.
+func forwardBuffers(r *stepRun, T, H int64, w width, dt int64) {
 	r.get(T * H * dt) // hidden states
 	r.get(T * H * dt) // residual
-	qkv := r.get(T * qkvWidth * dt)
-	attn := r.get(T * H * dt)
+	qkv := r.get(T * w.qkv * dt)
+	attn := r.get(T * w.attn * dt)
 	r.put(qkv)
 	o := r.get(T * H * dt)
 	r.put(attn)
-	gateUp := r.get(T * 2 * I * dt)
-	act := r.get(T * I * dt)
+	gateUp := r.get(T * 2 * w.mlp * dt)
+	act := r.get(T * w.mlp * dt)
 	r.mark()
 	r.put(gateUp)
 	down := r.get(T * H * dt)
@@ -214,7 +228,10 @@ func forwardBuffers(r *stepRun, T, H, I, qkvWidth, dt int64) {
 // (vLLM V1's GPUModelRunner._get_prompt_logprobs_dict: compute_logits on
 // the chunk's hidden states, then the sampler's compute_logprobs), freed
 // before the next such request and before sampling.
-func promptLogprobBuffers(r *stepRun, P, V, dt int64) {
+func promptLogprobBuffers(r *stepRun, P, V, tp, dt int64) {
+	if tp > 1 {
+		r.put(r.get(P * V / tp * dt)) // this GPU's slice, all-gathered into the next
+	}
 	logits := r.get(P * V * dt)
 	lp := r.get(P * V * 4)
 	r.put(logits)
@@ -223,9 +240,14 @@ func promptLogprobBuffers(r *stepRun, P, V, dt int64) {
 
 // samplerBuffers are the LM head's logits and the sampler's copies for the S
 // sequences that sample; they stay live to the end of the step.
-func samplerBuffers(r *stepRun, sh stepShape, S, H, V, dt int64) {
-	last := r.get(S * H * dt)     // hidden states of the sampling positions
-	logits16 := r.get(S * V * dt) // LM head output
+func samplerBuffers(r *stepRun, sh stepShape, S, H, V, tp, dt int64) {
+	last := r.get(S * H * dt) // hidden states of the sampling positions
+	shard := -1
+	if tp > 1 {
+		shard = r.get(S * V / tp * dt) // this GPU's slice of the vocabulary
+	}
+	logits16 := r.get(S * V * dt) // LM head output (all-gathered with tp)
+	r.put(shard)
 	r.get(S * V * 4)              // logits cast to float32
 	r.put(logits16)
 	r.put(last)

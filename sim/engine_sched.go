@@ -168,8 +168,10 @@ func (e *Engine) removeRunning(s *Seq) {
 // shape sizes the step's buffers and its duration from the roofline: the
 // step reads all weights plus the KV context of every sequence at the memory
 // bandwidth, and computes 2 × params FLOPs per token at PrefillEfficiency of
-// peak; it takes the longer of the two. It finishes the figures schedule
-// accumulated for the batch it returned.
+// peak; it takes the longer of the two (per GPU: ÷ TensorParallel), plus,
+// with tensor parallelism, two ring all-reduces of the step's hidden states
+// per layer over the GPU link. It finishes the figures schedule accumulated
+// for the batch it returned.
 func (e *Engine) shape() (stepShape, time.Duration) {
 	sh, kvTokens := e.step.shape, e.step.kvTokens
 	sh.maxBlocks = e.blocksFor(e.step.maxCtx)
@@ -178,8 +180,14 @@ func (e *Engine) shape() (stepShape, time.Duration) {
 	m := e.s.Model
 	bytes := float64(e.plan.WeightBytes) + float64(kvTokens)*float64(e.plan.KVBytesPerToken)
 	memT := bytes / e.s.GPU.BandwidthBytesPerSec
-	compT := 2 * float64(m.Params) * float64(sh.tokens) / (e.s.GPU.PeakFLOPS * e.s.PrefillEfficiency)
-	return sh, time.Duration(max(memT, compT) * float64(time.Second))
+	tp := float64(e.s.TensorParallel)
+	compT := 2 * float64(m.Params) / tp * float64(sh.tokens) / (e.s.GPU.PeakFLOPS * e.s.PrefillEfficiency)
+	var commT float64
+	if tp > 1 {
+		perReduce := float64(sh.tokens) * float64(m.Hidden) * float64(m.DtypeBytes) * 2 * (tp - 1) / tp
+		commT = 2 * float64(m.Layers) * perReduce / e.s.GPU.LinkBytesPerSec
+	}
+	return sh, time.Duration((max(memT, compT) + commT) * float64(time.Second))
 }
 
 // allocate makes the step's allocations: new requests' tensors, then the
@@ -204,7 +212,7 @@ func (e *Engine) allocate(sh stepShape) error {
 	if e.s.MidStepReadings {
 		r.mid = &st.mid
 	}
-	stepBuffers(r, e.s.Model, sh)
+	stepBuffers(r, e.s.Model, e.s.TensorParallel, sh)
 	st.midValid = r.err == nil
 	st.lastShape, st.lastVersion = sh, a.version
 	st.lastClean = r.err == nil && a.reserved == reserved && a.retries == retries

@@ -16,17 +16,22 @@ type GPU struct {
 	// SMs is the number of streaming multiprocessors (for the rule of thumb
 	// max_num_seqs ≤ 4 × SMs).
 	SMs int
+	// LinkBytesPerSec is the bandwidth to the other GPUs, per direction,
+	// that tensor parallelism's all-reduces run over: NVLink on the SXM
+	// parts (A100 600 GB/s and H100 900 GB/s in both directions together,
+	// NVIDIA's data sheets), PCIe 4.0 x16 on the A10G (about 32 GB/s).
+	LinkBytesPerSec float64
 }
 
 // GPUByName returns a preset: "A10G", "A100-80G" (the default) or "H100-80G".
 func GPUByName(name string) (GPU, error) {
 	switch name {
 	case "A10G":
-		return GPU{Name: name, MemoryBytes: 24 * gib, BandwidthBytesPerSec: 600e9, PeakFLOPS: 125e12, SMs: 80}, nil
+		return GPU{Name: name, MemoryBytes: 24 * gib, BandwidthBytesPerSec: 600e9, PeakFLOPS: 125e12, SMs: 80, LinkBytesPerSec: 32e9}, nil
 	case "A100-80G", "":
-		return GPU{Name: "A100-80G", MemoryBytes: 80 * gib, BandwidthBytesPerSec: 2.04e12, PeakFLOPS: 312e12, SMs: 108}, nil
+		return GPU{Name: "A100-80G", MemoryBytes: 80 * gib, BandwidthBytesPerSec: 2.04e12, PeakFLOPS: 312e12, SMs: 108, LinkBytesPerSec: 300e9}, nil
 	case "H100-80G":
-		return GPU{Name: name, MemoryBytes: 80 * gib, BandwidthBytesPerSec: 3.35e12, PeakFLOPS: 989e12, SMs: 132}, nil
+		return GPU{Name: name, MemoryBytes: 80 * gib, BandwidthBytesPerSec: 3.35e12, PeakFLOPS: 989e12, SMs: 132, LinkBytesPerSec: 450e9}, nil
 	}
 	return GPU{}, fmt.Errorf("sim: unknown GPU %q (want A10G, A100-80G or H100-80G)", name)
 }
@@ -48,18 +53,22 @@ type Model struct {
 	MaxModelLen int
 }
 
-// ModelByName returns a preset: "meta-llama/Meta-Llama-3-8B" (the default) or
-// "meta-llama/Llama-2-13b-hf", both bf16.
+// ModelByName returns a preset: "meta-llama/Meta-Llama-3-8B" (the default),
+// "meta-llama/Meta-Llama-3-70B" (for tensor parallelism) or
+// "meta-llama/Llama-2-13b-hf", all bf16.
 func ModelByName(name string) (Model, error) {
 	switch name {
 	case "meta-llama/Meta-Llama-3-8B", "llama-3-8b", "":
 		return Model{Name: "meta-llama/Meta-Llama-3-8B", Params: 8_030_261_248, Layers: 32, Hidden: 4096,
 			Intermediate: 14336, KVHeads: 8, HeadDim: 128, Vocab: 128256, DtypeBytes: 2, MaxModelLen: 8192}, nil
+	case "meta-llama/Meta-Llama-3-70B", "llama-3-70b":
+		return Model{Name: "meta-llama/Meta-Llama-3-70B", Params: 70_553_706_496, Layers: 80, Hidden: 8192,
+			Intermediate: 28672, KVHeads: 8, HeadDim: 128, Vocab: 128256, DtypeBytes: 2, MaxModelLen: 8192}, nil
 	case "meta-llama/Llama-2-13b-hf", "llama-2-13b":
 		return Model{Name: "meta-llama/Llama-2-13b-hf", Params: 13_015_864_320, Layers: 40, Hidden: 5120,
 			Intermediate: 13824, KVHeads: 40, HeadDim: 128, Vocab: 32000, DtypeBytes: 2, MaxModelLen: 4096}, nil
 	}
-	return Model{}, fmt.Errorf("sim: unknown model %q (want meta-llama/Meta-Llama-3-8B or meta-llama/Llama-2-13b-hf)", name)
+	return Model{}, fmt.Errorf("sim: unknown model %q (want meta-llama/Meta-Llama-3-8B, meta-llama/Meta-Llama-3-70B or meta-llama/Llama-2-13b-hf)", name)
 }
 
 // WeightBytes is the weight footprint: parameters × bytes per element.
