@@ -248,7 +248,7 @@ func samplerBuffers(r *stepRun, sh stepShape, S, H, V, tp, dt int64) {
 	}
 	logits16 := r.get(S * V * dt) // LM head output (all-gathered with tp)
 	r.put(shard)
-	r.get(S * V * 4)              // logits cast to float32
+	r.get(S * V * 4) // logits cast to float32
 	r.put(logits16)
 	r.put(last)
 	r.get(S * V * 4) // probabilities
