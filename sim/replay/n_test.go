@@ -89,3 +89,35 @@ func TestTraceN(t *testing.T) {
 		t.Error("NewTrace(N 2000) = nil error")
 	}
 }
+
+// TestNSequencesOOM: when the engine dies under requests with n, each
+// request fails once, however many of its sequences were running, and
+// every arrival still has exactly one outcome.
+func TestNSequencesOOM(t *testing.T) {
+	base, err := sim.New(sim.Settings{GPU: h100()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := base.Plan()
+	for _, pol := range []Policy{None, Gatekeeper} {
+		t.Run(pol.String(), func(t *testing.T) {
+			r, err := Run(Settings{
+				Engine: sim.Settings{GPU: h100(), OtherProcessBytes: p.ActivationBudgetBytes - p.ActivationPeakBytes},
+				Trace:  TraceSettings{Duration: 10 * time.Minute, Seed: 1, NFraction: 0.5, N: 4},
+				Policy: pol,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := r.Outcomes
+			t.Logf("OOMs %d, %d arrivals: %+v", r.OOMs, r.Arrivals, o)
+			sum := o.Served + o.UpstreamError + o.RateLimited + o.Overloaded + o.QueueFull + o.QueueTimeout + o.Unfinished
+			if sum != r.Arrivals {
+				t.Fatalf("outcomes %+v add up to %d, want %d arrivals", o, sum, r.Arrivals)
+			}
+			if pol == None && (r.OOMs == 0 || o.UpstreamError == 0) {
+				t.Fatalf("OOMs %d, failed %d: want the unprotected engine to die and fail requests", r.OOMs, o.UpstreamError)
+			}
+		})
+	}
+}
