@@ -58,7 +58,8 @@ func (c *Cluster) Acquire(ctx context.Context, pod string, limit int) (Lease, bo
 // AcquireN is Acquire for a request that runs n sequences (n below 1 counts
 // as 1): it takes n slots at once if they fit under limit with the live ones,
 // or when none is live (a request above the whole window runs alone, as in
-// the replica's own window).
+// the replica's own window, and takes the whole window: n above limit counts
+// as limit, so a client's huge n costs no more than one window of members).
 func (c *Cluster) AcquireN(ctx context.Context, pod string, limit, n int) (Lease, bool, error) {
 	if pod == "" {
 		return Lease{}, false, errors.New("cluster: Acquire: empty pod")
@@ -69,7 +70,7 @@ func (c *Cluster) AcquireN(ctx context.Context, pod string, limit, n int) (Lease
 	if limit <= 0 {
 		return Lease{}, false, nil
 	}
-	l := Lease{pod: pod, id: c.s.ReplicaID + "/" + strconv.FormatUint(c.seq.Add(1), 36), n: max(n, 1)}
+	l := Lease{pod: pod, id: c.s.ReplicaID + "/" + strconv.FormatUint(c.seq.Add(1), 36), n: min(max(n, 1), limit)}
 	attempted := c.up.Load()
 	if attempted {
 		var res []int64

@@ -47,6 +47,9 @@ func TestAcquireNShared(t *testing.T) {
 	if _, ok, _ := a.Acquire(ctx, "pod", 8); ok {
 		t.Fatal("Acquire() beside 16 slots of 8 succeeded")
 	}
+	if n, _ := a.Count(ctx, "pod"); n != 8 || b.Snapshot().Held["pod"] != 8 {
+		t.Fatalf("16 sequences on a window of 8: Count() = %d, held %v, want the whole window, 8", n, b.Snapshot().Held)
+	}
 	b.Release(ctx, big)
 	if n, _ := a.Count(ctx, "pod"); n != 0 || len(b.Snapshot().Held) != 0 {
 		t.Fatalf("Count() = %d, held %v after the release, want none", n, b.Snapshot().Held)
@@ -79,9 +82,9 @@ func TestAcquireNLocal(t *testing.T) {
 	if s := c.Snapshot(); len(s.Held) != 0 || s.PendingReleases != 0 {
 		t.Fatalf("Snapshot() = %+v, want nothing held or pending", s)
 	}
-	big, ok, _ := c.AcquireN(ctx, "p", 16, 20)
-	if !ok {
-		t.Fatal("AcquireN(20) with nothing held = refused, want it to run alone")
+	big, ok, _ := c.AcquireN(ctx, "p", 16, 1<<30) // a client's huge n
+	if !ok || c.Snapshot().Held["p"] != 16 {
+		t.Fatalf("AcquireN(2^30) with nothing held = %v, held %v, want it to run alone on the whole window (16)", ok, c.Snapshot().Held)
 	}
 	c.Release(ctx, big)
 }
