@@ -57,13 +57,28 @@ func CheckJSON(b []byte) error {
 // request then keeps for as long as it waits in the queue.
 var checkers = sync.Pool{New: func() any { return new(checker) }}
 
-// reset readies c for b, keeping what its slices have grown.
+// reset readies c for b, keeping what its slices have grown up to a bound
+// (keepArena bytes, keepKeys keys): one odd body must not leave a pooled
+// checker holding its size for good.
 func (c *checker) reset(b []byte) {
 	clear(c.stack[:]) // the objects' key sets (maps) of a deep body
 	c.b, c.i, c.depth = b, 0, 0
 	c.keys.truncate(0)
 	c.arena = c.arena[:0]
+	if cap(c.arena) > keepArena {
+		c.arena = nil
+	}
+	if cap(c.keys.more) > keepKeys {
+		c.keys.more = nil
+	}
 }
+
+// What a pooled checker keeps at most of its arena and of its keys beyond
+// the in-place array.
+const (
+	keepArena = 64 << 10
+	keepKeys  = 4096
+)
 
 // frame is one open object or array.
 type frame struct {
