@@ -135,7 +135,7 @@ func (p *bodyParser) finish() (Request, error) {
 	default:
 		c.MaxTokens, c.DefaultMax = p.est.DefaultMaxTokens, true
 	}
-	c.Estimated = estimate(c)
+	c.Estimated = c.EstimatedTokens()
 	c.Memory = p.est.Memory(c)
 	return c, nil
 }

@@ -84,7 +84,7 @@ func classify(kind Kind, body []byte, est Estimator) (Request, error) {
 	case KindAudio:
 		c := Request{Prompts: 1, N: 1, Media: 1, PromptTokens: est.MediaTokens,
 			MaxTokens: est.DefaultMaxTokens, DefaultMax: true}
-		c.Estimated = estimate(c)
+		c.Estimated = c.EstimatedTokens()
 		return c, nil
 	}
 	p := bodyParser{r: reader{b: body}, est: est, kind: kind}

@@ -73,8 +73,9 @@ func (e Estimator) tokens(n int64) int64 {
 	return int64(t)
 }
 
-// estimate computes Request.Estimated.
-func estimate(c Request) int64 {
+// EstimatedTokens computes Request.Estimated from c's PromptTokens, Prompts,
+// MaxTokens and N; the replay estimates its requests with it too.
+func (c Request) EstimatedTokens() int64 {
 	t := satMul(satAdd(c.PromptTokens, satMul(int64(c.Prompts), c.MaxTokens)), int64(c.N))
 	return max(t, 1)
 }

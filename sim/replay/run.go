@@ -386,11 +386,13 @@ func (r *runner) arrive(a Arrival) {
 	}
 	r.nextID++
 	rq.id = r.nextID
+	// The arrival as classify would see its body, so that its estimates are
+	// gatekeeper's own.
+	c := classify.Request{Prompts: 1, N: rq.seqs(), PromptTokens: int64(a.Prompt), MaxTokens: int64(a.MaxToken),
+		PromptLogprobs: a.PromptLogprobs}
 	est := classify.Estimator{BytesPerLogit: r.s.BytesPerLogit} // 0: classify's default
-	n := rq.seqs()
-	rq.cost = queue.Cost{Tokens: int64(a.Prompt+a.MaxToken) * int64(n), Seqs: n, Memory: est.Memory(classify.Request{Prompts: 1, N: n,
-		PromptTokens: int64(a.Prompt), MaxTokens: int64(a.MaxToken), PromptLogprobs: a.PromptLogprobs})}
-	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory, Seqs: n})
+	rq.cost = queue.Cost{Tokens: c.EstimatedTokens(), Seqs: c.Sequences(), Memory: est.Memory(c)}
+	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory, Seqs: rq.cost.Seqs})
 	switch {
 	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
 		r.res.Outcomes.QueueFull++
