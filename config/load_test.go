@@ -248,15 +248,9 @@ func TestLoadPprof(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := Parse([]byte(tt.yaml))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Parse(%q) = %v, want an error with %q", tt.yaml, err, tt.wantErr)
-				}
+			c := parseCase(t, tt.yaml, tt.wantErr)
+			if c == nil {
 				return
-			}
-			if err != nil {
-				t.Fatalf("Parse(%q) = %v", tt.yaml, err)
 			}
 			if c.Server.Pprof != tt.want {
 				t.Errorf("Parse(%q).Server.Pprof = %v, want %v", tt.yaml, c.Server.Pprof, tt.want)
@@ -267,4 +261,21 @@ func TestLoadPprof(t *testing.T) {
 	if err != nil || !c.Server.Pprof {
 		t.Errorf("LoadFile(full.good.yaml) pprof = %v, %v; want true", c != nil && c.Server.Pprof, err)
 	}
+}
+
+// parseCase parses yaml; with wantErr set it expects an error containing it
+// and returns nil, otherwise it expects none and returns the config.
+func parseCase(t *testing.T, yaml, wantErr string) *Config {
+	t.Helper()
+	c, err := Parse([]byte(yaml))
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("Parse(%q) = %v, want an error with %q", yaml, err, wantErr)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("Parse(%q) = %v", yaml, err)
+	}
+	return c
 }

@@ -27,15 +27,9 @@ func TestLoadMaxConnections(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := Parse([]byte(tt.yaml))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Parse(%q) = %v, want an error with %q", tt.yaml, err, tt.wantErr)
-				}
+			c := parseCase(t, tt.yaml, tt.wantErr)
+			if c == nil {
 				return
-			}
-			if err != nil {
-				t.Fatalf("Parse(%q) = %v", tt.yaml, err)
 			}
 			if c.Server.MaxConnections != tt.want {
 				t.Errorf("Parse(%q).Server.MaxConnections = %d, want %d", tt.yaml, c.Server.MaxConnections, tt.want)
