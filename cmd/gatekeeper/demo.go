@@ -27,6 +27,7 @@ type demoFlags struct {
 	load        bool   // -demo-load (implies -demo)
 	listen      string // -demo-listen
 	adminListen string // -demo-admin-listen
+	pod         string // -demo-pod
 }
 
 // register declares the demo flags on fs.
@@ -35,16 +36,25 @@ func (d *demoFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.load, "demo-load", false, "with the demo, send a built-in traffic pattern (2 QPS of mixed chats and long documents, a 4× burst, then a burst of documents only, repeating); implies -demo")
 	fs.StringVar(&d.listen, "demo-listen", "127.0.0.1:8080", "demo traffic `address` (the OpenAI API, /healthz, /readyz)")
 	fs.StringVar(&d.adminListen, "demo-admin-listen", "127.0.0.1:9090", "demo admin `address` (/metrics, /admin/state)")
+	usage := "the demo's simulated `pod`:"
+	for _, p := range demo.Pods() {
+		usage += fmt.Sprintf("\n%s: %s", p.Name, p.About)
+	}
+	fs.StringVar(&d.pod, "demo-pod", demo.Default.Name, usage)
 }
 
 // enabled reports whether the command line asks for the demo.
 func (d demoFlags) enabled() bool { return d.on || d.load }
 
 // validate refuses the flags the demo cannot honour: it builds its own
-// policy, so a policy file or -check is a mistake.
+// policy, so a policy file or -check is a mistake; and a pod it does not
+// have.
 func (d demoFlags) validate(config string, check bool) error {
 	if config != "" || check {
 		return errors.New("gatekeeper: -demo builds its own policy; it takes no -config or -check (use -demo-listen, -demo-admin-listen)")
+	}
+	if _, err := demo.PodByName(d.pod); err != nil {
+		return fmt.Errorf("gatekeeper: -demo-pod: %w", err)
 	}
 	return nil
 }
@@ -64,9 +74,15 @@ func runDemo(ctx context.Context, d demoFlags, stdout, stderr io.Writer) error {
 		traffic.Close()
 		return fmt.Errorf("gatekeeper: -demo-admin-listen: %w", err)
 	}
-	opts := demoOptions{traffic: traffic, admin: admin, log: log, banner: stdout, drainDelay: time.Second}
+	pod, err := demo.PodByName(d.pod)
+	if err != nil { // validate has refused it already; runDemo's own callers may not have
+		traffic.Close()
+		admin.Close()
+		return fmt.Errorf("gatekeeper: -demo-pod: %w", err)
+	}
+	opts := demoOptions{traffic: traffic, admin: admin, log: log, banner: stdout, drainDelay: time.Second, pod: pod}
 	if d.load {
-		opts.load = &load.Settings{}
+		opts.load = &load.Settings{DocumentPromptLogprobs: pod.DocumentPromptLogprobs}
 	}
 	return serveDemo(ctx, opts)
 }
@@ -76,6 +92,7 @@ func runDemo(ctx context.Context, d demoFlags, stdout, stderr io.Writer) error {
 type demoOptions struct {
 	traffic, admin net.Listener // required; serveDemo closes them
 	sim            net.Listener // the pod's; nil opens 127.0.0.1:0
+	pod            demo.Pod     // the simulated pod; the zero value means demo.Default
 	log            *slog.Logger // nil discards
 	banner         io.Writer    // receives the paste-ready curl lines; nil: none
 	speed          float64      // sim speed; 0 means demo.Speed
@@ -111,7 +128,10 @@ func serveDemo(ctx context.Context, o demoOptions) error {
 	}
 	closeAll := func() { o.traffic.Close(); o.admin.Close(); simLn.Close() }
 	speed := cmp.Or(o.speed, demo.Speed)
-	pod, err := demo.NewPod(speed, o.log)
+	if o.pod.Name == "" {
+		o.pod = demo.Default
+	}
+	pod, err := demo.NewPod(o.pod, speed, o.log)
 	if err != nil {
 		closeAll()
 		return fmt.Errorf("gatekeeper: demo pod: %w", err)
@@ -152,8 +172,9 @@ func serveDemo(ctx context.Context, o demoOptions) error {
 	trafficURL := "http://" + o.traffic.Addr().String()
 	adminURL := "http://" + o.admin.Addr().String()
 	o.log.LogAttrs(ctx, slog.LevelInfo, "demo pod started",
-		slog.String("upstream", demo.Upstream), slog.String("url", podURL), slog.String("gpu", demo.GPU),
-		slog.String("model", demo.Model), slog.Float64("speed", speed))
+		slog.String("upstream", demo.Upstream), slog.String("url", podURL), slog.String("pod", o.pod.Name),
+		slog.String("gpu", demo.GPU), slog.String("model", demo.Model),
+		slog.Float64("gpu_memory_utilization", o.pod.GPUMemoryUtilization), slog.Float64("speed", speed))
 	logCurls(ctx, o.log, o.banner, trafficURL, adminURL)
 
 	if o.load != nil {

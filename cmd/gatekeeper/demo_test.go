@@ -35,6 +35,8 @@ func TestDemoFlags(t *testing.T) {
 		{name: "listeners", args: []string{"-demo", "-demo-listen", "127.0.0.1:18080", "-demo-admin-listen", "127.0.0.1:19090"}, wantEnabled: true},
 		{name: "with a policy file", args: []string{"-demo"}, config: "config.yaml", wantEnabled: true, wantErr: true},
 		{name: "with check", args: []string{"-demo"}, check: true, wantEnabled: true, wantErr: true},
+		{name: "tight pod", args: []string{"-demo-load", "-demo-pod", "tight"}, wantEnabled: true, wantLoad: true},
+		{name: "unknown pod", args: []string{"-demo", "-demo-pod", "huge"}, wantEnabled: true, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,8 +61,8 @@ func TestDemoFlags(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if d.listen != "127.0.0.1:8080" || d.adminListen != "127.0.0.1:9090" {
-		t.Errorf("default listeners %q %q, want 127.0.0.1:8080 and 127.0.0.1:9090", d.listen, d.adminListen)
+	if d.listen != "127.0.0.1:8080" || d.adminListen != "127.0.0.1:9090" || d.pod != "default" {
+		t.Errorf("default listeners %q %q, pod %q, want 127.0.0.1:8080 and 127.0.0.1:9090, default", d.listen, d.adminListen, d.pod)
 	}
 }
 
@@ -70,14 +72,19 @@ func TestRunDemo(t *testing.T) {
 		d          demoFlags
 		wantErr    string
 		wantStdout string
+		wantLog    string
 	}{
-		{name: "bad traffic address", d: demoFlags{on: true, listen: "127.0.0.1:-1", adminListen: "127.0.0.1:0"},
+		{name: "bad traffic address", d: demoFlags{on: true, listen: "127.0.0.1:-1", adminListen: "127.0.0.1:0", pod: "default"},
 			wantErr: "-demo-listen"},
-		{name: "bad admin address", d: demoFlags{on: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:-1"},
+		{name: "bad admin address", d: demoFlags{on: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:-1", pod: "default"},
 			wantErr: "-demo-admin-listen"},
+		{name: "unknown pod", d: demoFlags{on: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0", pod: "huge"},
+			wantErr: `no pod "huge" (have default, tight)`},
 		// ctx is already done: the demo starts, prints its curls, drains (1 s) and stops.
-		{name: "starts and stops", d: demoFlags{on: true, load: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0"},
-			wantStdout: "/v1/chat/completions"},
+		{name: "starts and stops", d: demoFlags{on: true, load: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0", pod: "default"},
+			wantStdout: "/v1/chat/completions", wantLog: `"pod":"default","gpu":"A10G","model":"meta-llama/Meta-Llama-3-8B","gpu_memory_utilization":0.9`},
+		{name: "tight pod starts and stops", d: demoFlags{on: true, load: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0", pod: "tight"},
+			wantStdout: "/v1/chat/completions", wantLog: `"pod":"tight","gpu":"A10G","model":"meta-llama/Meta-Llama-3-8B","gpu_memory_utilization":0.985`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,7 +98,8 @@ func TestRunDemo(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !strings.Contains(out.String(), tt.wantStdout) || !strings.Contains(errb.String(), `"msg":"gatekeeper stopped"`) {
+			if err != nil || !strings.Contains(out.String(), tt.wantStdout) || !strings.Contains(errb.String(), `"msg":"gatekeeper stopped"`) ||
+				!strings.Contains(errb.String(), tt.wantLog) {
 				t.Errorf("runDemo(%+v) = %v, stdout %q, stderr %s; want nil, the curls and a clean stop", tt.d, err, out.String(), errb.String())
 			}
 		})

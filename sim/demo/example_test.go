@@ -12,7 +12,7 @@ import (
 // The demo's pod answers like vLLM serving demo.Model; its policy caps the
 // window at the pod's max_num_seqs.
 func ExampleNewPod() {
-	pod, err := demo.NewPod(0, nil) // real time, no logs
+	pod, err := demo.NewPod(demo.Default, 0, nil) // real time, no logs
 	if err != nil {
 		panic(err)
 	}

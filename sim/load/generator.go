@@ -151,14 +151,16 @@ func (g *Generator) arrive(ctx context.Context, wg *sync.WaitGroup, a Arrival) {
 	})
 }
 
-// chatBody is a chat request with an optional top_p.
+// chatBody is a chat request with an optional top_p and prompt_logprobs.
 type chatBody struct {
 	traffic.ChatRequest
-	TopP *float64 `json:"top_p,omitempty"`
+	TopP           *float64 `json:"top_p,omitempty"`
+	PromptLogprobs *int     `json:"prompt_logprobs,omitempty"`
 }
 
 // request builds a's body: a long document to summarise (answered whole)
-// or a short chat (streamed), with top_p 0.9 when a asks for it.
+// or a short chat (streamed), with top_p 0.9 and prompt_logprobs when a asks
+// for them.
 func (g *Generator) request(a Arrival) ([]byte, error) {
 	content := g.long[:a.Prompt*traffic.CharsPerToken]
 	if !a.Stream {
@@ -168,6 +170,10 @@ func (g *Generator) request(a Arrival) ([]byte, error) {
 	if a.TopP {
 		topP := 0.9
 		body.TopP = &topP
+	}
+	if a.PromptLogprobs {
+		one := 1 // the prompt token's own logprob and the top one; vLLM computes the whole vocabulary's either way
+		body.PromptLogprobs = &one
 	}
 	return json.Marshal(body)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -30,13 +31,15 @@ type sent struct {
 	streamed int
 	long     int
 	topP     []time.Duration // when the requests with top_p 0.9 were sent
+	logprobs []time.Duration // when the requests with prompt_logprobs were sent
 	odd      []string        // bodies outside both classes' ranges
 }
 
 func (s *sent) add(r *http.Request, start time.Time) {
 	var body struct {
 		traffic.ChatRequest
-		TopP *float64 `json:"top_p"`
+		TopP           *float64 `json:"top_p"`
+		PromptLogprobs *int     `json:"prompt_logprobs"`
 	}
 	b, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(b, &body)
@@ -45,6 +48,9 @@ func (s *sent) add(r *http.Request, start time.Time) {
 	s.at = append(s.at, time.Since(start))
 	if body.TopP != nil && *body.TopP == 0.9 {
 		s.topP = append(s.topP, time.Since(start))
+	}
+	if body.PromptLogprobs != nil {
+		s.logprobs = append(s.logprobs, time.Since(start))
 	}
 	if body.Stream {
 		s.streamed++
@@ -172,22 +178,30 @@ func TestGenerator(t *testing.T) {
 		},
 		{
 			name: "sends what Arrivals yields",
-			s:    Settings{QPS: 10, Steady: 5 * time.Second, Burst: 2 * time.Second, Documents: 3 * time.Second},
-			run:  21 * time.Second, // two cycles and a second
+			s: Settings{QPS: 10, Steady: 5 * time.Second, Burst: 2 * time.Second, Documents: 3 * time.Second,
+				DocumentPromptLogprobs: 0.5},
+			run: 21 * time.Second, // two cycles and a second
 			reply: func(int, *http.Request) (*http.Response, error) {
 				return response(200, "", strings.NewReader("{}")), nil
 			},
 			check: func(t *testing.T, _ Stats, rec *sent, _ string) {
-				arr, err := Settings{QPS: 10, Steady: 5 * time.Second, Burst: 2 * time.Second, Documents: 3 * time.Second, Seed: 1}.Arrivals()
+				arr, err := Settings{QPS: 10, Steady: 5 * time.Second, Burst: 2 * time.Second, Documents: 3 * time.Second,
+					DocumentPromptLogprobs: 0.5, Seed: 1}.Arrivals()
 				if err != nil {
 					t.Fatal(err)
 				}
-				var want, wantTopP []time.Duration
+				var want, wantTopP, wantLogprobs []time.Duration
 				long := 0
 				for a := arr.Next(); a.At < 21*time.Second; a = arr.Next() {
 					want = append(want, a.At)
 					if a.TopP {
 						wantTopP = append(wantTopP, a.At)
+					}
+					if a.PromptLogprobs {
+						if a.Phase != 3 {
+							t.Errorf("prompt_logprobs in phase %d, want the document burst's only", a.Phase)
+						}
+						wantLogprobs = append(wantLogprobs, a.At)
 					}
 					if a.Class == "long" {
 						long++
@@ -195,8 +209,12 @@ func TestGenerator(t *testing.T) {
 				}
 				slices.Sort(rec.at)
 				slices.Sort(rec.topP)
+				slices.Sort(rec.logprobs)
 				if !slices.Equal(rec.at, want) || !slices.Equal(rec.topP, wantTopP) || rec.long != long {
 					t.Errorf("sent at %v (top_p %v, %d long), want Arrivals' %v (top_p %v, %d long)", rec.at, rec.topP, rec.long, want, wantTopP, long)
+				}
+				if len(wantLogprobs) == 0 || !slices.Equal(rec.logprobs, wantLogprobs) {
+					t.Errorf("prompt_logprobs sent at %v, want Arrivals' %v (some)", rec.logprobs, wantLogprobs)
 				}
 			},
 		},
@@ -347,6 +365,8 @@ func TestNewRejects(t *testing.T) {
 		{name: "long fraction above 1", s: Settings{URL: "http://x", Model: "m", LongFraction: 1.5}},
 		{name: "negative qps", s: Settings{URL: "http://x", Model: "m", QPS: -1}},
 		{name: "negative document qps", s: Settings{URL: "http://x", Model: "m", DocumentQPS: -1}},
+		{name: "prompt_logprobs share above 1", s: Settings{URL: "http://x", Model: "m", DocumentPromptLogprobs: 1.5}},
+		{name: "prompt_logprobs share NaN", s: Settings{URL: "http://x", Model: "m", DocumentPromptLogprobs: math.NaN()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

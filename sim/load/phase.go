@@ -15,9 +15,11 @@ type Phase struct {
 	Duration time.Duration
 	QPS      float64
 	// Mix is what arrives; TopPFraction the share of arrivals that sample
-	// with top_p 0.9 (the sampler sorts the batch's logits).
-	Mix          traffic.Mix
-	TopPFraction float64
+	// with top_p 0.9 (the sampler sorts the batch's logits);
+	// PromptLogprobsFraction the share that ask for prompt_logprobs.
+	Mix                    traffic.Mix
+	TopPFraction           float64
+	PromptLogprobsFraction float64
 }
 
 // documentsTopP is the share of the document burst's requests that ask for
@@ -48,7 +50,8 @@ func (s Settings) phases() []Phase {
 	if s.Documents < 0 {
 		return []Phase{steady, burst}
 	}
-	docs := Phase{Name: "documents", Duration: s.Documents, QPS: s.DocumentQPS, Mix: traffic.Mix{longClass(1)}, TopPFraction: documentsTopP}
+	docs := Phase{Name: "documents", Duration: s.Documents, QPS: s.DocumentQPS, Mix: traffic.Mix{longClass(1)}, TopPFraction: documentsTopP,
+		PromptLogprobsFraction: s.DocumentPromptLogprobs}
 	return []Phase{steady, burst, steady, docs}
 }
 
@@ -61,9 +64,9 @@ type Arrival struct {
 	Phase int
 	Class string
 	// Prompt and MaxTokens are in tokens; Stream asks for SSE; TopP asks
-	// for top_p 0.9.
-	Prompt, MaxTokens int
-	Stream, TopP      bool
+	// for top_p 0.9; PromptLogprobs for prompt_logprobs.
+	Prompt, MaxTokens            int
+	Stream, TopP, PromptLogprobs bool
 }
 
 // Arrivals yields the load's arrivals in order, cycling through the phases
@@ -108,6 +111,9 @@ func (a *Arrivals) Next() Arrival {
 		c := p.Mix[p.Mix.Pick(a.rng)]
 		arr := Arrival{At: a.t, Phase: a.i, Class: c.Name, Prompt: c.Prompt.Draw(a.rng), MaxTokens: c.Output.Draw(a.rng), Stream: c.Stream}
 		arr.TopP = p.TopPFraction > 0 && a.rng.Float64() < p.TopPFraction
+		// Drawn only when asked for, so that a load without prompt_logprobs
+		// keeps the arrivals it always had.
+		arr.PromptLogprobs = p.PromptLogprobsFraction > 0 && a.rng.Float64() < p.PromptLogprobsFraction
 		return arr
 	}
 }

@@ -40,6 +40,12 @@ type Settings struct {
 	// tokens) fill the demo pod's KV cache (44 480 tokens) and leave the
 	// steady phase after it to recover in.
 	DocumentQPS float64
+	// DocumentPromptLogprobs is the share of the document burst's requests
+	// that ask for prompt_logprobs (vLLM's extra parameter, as evaluation
+	// and scoring jobs send it): the pod computes fp32 logits over the whole
+	// vocabulary for every prompt token, the largest transient buffers a
+	// request can make. 0 means none; at most 1.
+	DocumentPromptLogprobs float64
 	// LongFraction is the share of long documents (2 000–4 000 prompt
 	// tokens, up to 512 out); the rest are short chats (50–200 tokens, up to
 	// 128 out, streamed). 0 means 0.2; negative means none; at most 1.
@@ -95,6 +101,9 @@ func (s Settings) withDefaults() (Settings, error) {
 	s.DocumentQPS = orFloat(s.DocumentQPS, s.QPS/2)
 	if s.DocumentQPS < 0 {
 		return s, fmt.Errorf("load: document qps %g out of range", s.DocumentQPS)
+	}
+	if !(s.DocumentPromptLogprobs >= 0 && s.DocumentPromptLogprobs <= 1) {
+		return s, fmt.Errorf("load: document prompt_logprobs share %g out of range [0, 1]", s.DocumentPromptLogprobs)
 	}
 	s.RequestTimeout = orDuration(s.RequestTimeout, 2*time.Minute)
 	s.ReportEvery = orDuration(s.ReportEvery, 5*time.Second)

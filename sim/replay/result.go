@@ -5,6 +5,9 @@ import "time"
 // Outcomes counts requests by outcome, as gatekeeper records them (DESIGN §2).
 type Outcomes struct {
 	Served, UpstreamError, RateLimited, Overloaded, QueueFull, QueueTimeout int64
+	// Shed counts the Overloaded arrivals refused because the pod was
+	// critical (the rest: the pod down, or a request that cannot fit).
+	Shed int64
 	// Unfinished were still in flight or queued when the trace ended.
 	Unfinished int64
 }

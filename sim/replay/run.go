@@ -382,6 +382,9 @@ func (r *runner) arrive(a Arrival) {
 	}
 	if r.ctl.Critical(upstream) || !r.avail {
 		r.res.Outcomes.Overloaded++ // 503: critical, or no upstream can take it
+		if r.avail {
+			r.res.Outcomes.Shed++
+		}
 		return
 	}
 	r.nextID++
