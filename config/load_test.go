@@ -143,6 +143,7 @@ var badFiles = map[string][]string{
 		`line 9: queue.starvation_after: must be shorter than queue.max_wait (10s)`,
 		`line 10: estimate.chars_per_token: must be a positive number, got 0`,
 		`line 10: estimate.default_max_tokens: must be at least 1, got 0`,
+		`line 10: estimate.prompt_logprobs_chunk: must be at least 1, got -1`,
 		`line 11: shed.retry_after: must be at least 1s`,
 		`line 12: upstream_breaker.failures: must be at least 1, got 0`,
 		`line 12: upstream_breaker.open_for: must be positive, got 0s`,

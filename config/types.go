@@ -245,6 +245,10 @@ type Estimate struct {
 	// entry during an engine step (the sampler's logits, probabilities and
 	// top-p/top-k sort buffers): the unit of memory admission.
 	BytesPerLogit int `yaml:"bytes_per_logit"`
+	// PromptLogprobsChunk is the most prompt tokens whose logits one
+	// prompt_logprobs request holds at once: vLLM computes them one
+	// scheduler chunk (max_num_batched_tokens) at a time.
+	PromptLogprobsChunk int `yaml:"prompt_logprobs_chunk"`
 }
 
 // Shed is what a refused client is told.

@@ -41,6 +41,7 @@ func (c *Config) validate() []error {
 	k.positive("estimate.chars_per_token", c.Estimate.CharsPerToken)
 	k.atLeast("estimate.default_max_tokens", int64(c.Estimate.DefaultMaxTokens), 1)
 	k.atLeast("estimate.bytes_per_logit", int64(c.Estimate.BytesPerLogit), 1)
+	k.atLeast("estimate.prompt_logprobs_chunk", int64(c.Estimate.PromptLogprobsChunk), 1)
 	if c.Shed.RetryAfter < time.Second {
 		k.add("shed.retry_after", "must be at least 1s (Retry-After is sent in whole seconds), got %v", c.Shed.RetryAfter)
 	}

@@ -27,6 +27,9 @@ type Policy struct {
 	// BytesPerLogit is a sampled sequence's memory per vocabulary entry,
 	// the unit of memory admission (classify.Estimator). 0 means 32.
 	BytesPerLogit int64
+	// PromptLogprobsChunk is the most prompt tokens a prompt_logprobs
+	// request's estimate counts (classify.Estimator). 0 means 8192.
+	PromptLogprobsChunk int64
 	// MaxWait bounds the time a request waits for a window slot. 0 means 30s.
 	MaxWait time.Duration
 	// RetryAfter is the Retry-After of 503 refusals. 0 means 2s.

@@ -153,7 +153,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 	}
 	body := buf.Bytes()
 	c, err := classify.Parse(route.Kind, body, classify.Estimator{CharsPerToken: pol.CharsPerToken,
-		DefaultMaxTokens: pol.DefaultMaxTokens, BytesPerLogit: pol.BytesPerLogit})
+		DefaultMaxTokens: pol.DefaultMaxTokens, BytesPerLogit: pol.BytesPerLogit, PromptLogprobsChunk: pol.PromptLogprobsChunk})
 	if err != nil {
 		h.refuse(w, r, ex, badRequestFrom(err))
 		return nil, false

@@ -36,6 +36,7 @@ func applyPolicy(c *config.Config, s replay.Settings) replay.Settings {
 	s.Slow = control.SlowSettings(c, u)
 	s.Memory = control.Memory{VocabSize: u.VocabSize, Share: c.Batch.MemoryShare}
 	s.BytesPerLogit = int64(c.Estimate.BytesPerLogit)
+	s.PromptLogprobsChunk = int64(c.Estimate.PromptLogprobsChunk)
 	s.MaxInflightTokens = u.MaxInflightTokens
 	s.Queue = queue.Settings{
 		MaxLength:       c.Queue.MaxLength,

@@ -33,7 +33,7 @@ pressure:
     waiting: {shed: 50}
 fast_breaker: {qps: 12, burst: 3}
 batch: {cut: 0.5, cut_every: 3s, worse_by: 0.03, ramp_step: 0.25, ramp_every: 2s, memory_share: 0.5}
-estimate: {bytes_per_logit: 40}
+estimate: {bytes_per_logit: 40, prompt_logprobs_chunk: 2048}
 queue: {max_length: 10, max_tokens: 5000, max_wait: 9s, starvation_after: 4s}
 shed: {retry_after: 6s}
 hooks:
@@ -67,6 +67,7 @@ hooks:
 		},
 		Memory:               control.Memory{VocabSize: 1000, Share: 0.5},
 		BytesPerLogit:        40,
+		PromptLogprobsChunk:  2048,
 		Queue:                queue.Settings{MaxLength: 10, MaxTokens: 5000, StarvationAfter: 4 * time.Second},
 		MaxWait:              9 * time.Second,
 		Interval:             250 * time.Millisecond,

@@ -24,7 +24,16 @@ type Estimator struct {
 	// probabilities, and the top-p/top-k sort's values, indices, cumulative
 	// sums and mask, about 32 bytes in vLLM V1. 0 (or less) means 32.
 	BytesPerLogit int64
+	// PromptLogprobsChunk is the most prompt tokens whose logits one
+	// prompt_logprobs request holds at once: vLLM computes them one
+	// scheduler chunk (the pod's max_num_batched_tokens) at a time. 0 (or
+	// less) means DefaultPromptLogprobsChunk.
+	PromptLogprobsChunk int64
 }
+
+// DefaultPromptLogprobsChunk is the largest of vLLM V1's default
+// max_num_batched_tokens (8192 on H100-class GPUs, 2048 on others).
+const DefaultPromptLogprobsChunk = 8192
 
 // PromptLogprobBytes is the memory per vocabulary entry and prompt token of
 // prompt_logprobs: the prompt's fp32 logits and their log-softmax.
@@ -32,7 +41,8 @@ const PromptLogprobBytes = 8
 
 // Memory computes Request.Memory from c's Prompts, N, MaxTokens,
 // PromptTokens and PromptLogprobs; the replay estimates its requests with it
-// too.
+// too. prompt_logprobs counts one chunk of the prompt (PromptLogprobsChunk
+// tokens at most): vLLM frees a chunk's logits before it computes the next.
 func (e Estimator) Memory(c Request) int64 {
 	if c.MaxTokens == 0 {
 		return 0
@@ -40,7 +50,7 @@ func (e Estimator) Memory(c Request) int64 {
 	e = e.withDefaults()
 	m := satMul(satMul(int64(c.Prompts), int64(c.N)), e.BytesPerLogit)
 	if c.PromptLogprobs {
-		m = satAdd(m, satMul(c.PromptTokens, PromptLogprobBytes))
+		m = satAdd(m, satMul(min(c.PromptTokens, e.PromptLogprobsChunk), PromptLogprobBytes))
 	}
 	return m
 }
@@ -57,6 +67,9 @@ func (e Estimator) withDefaults() Estimator {
 	}
 	if e.BytesPerLogit <= 0 {
 		e.BytesPerLogit = 32
+	}
+	if e.PromptLogprobsChunk <= 0 {
+		e.PromptLogprobsChunk = DefaultPromptLogprobsChunk
 	}
 	return e
 }

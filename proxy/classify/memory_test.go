@@ -3,7 +3,8 @@ package classify
 import "testing"
 
 // TestMemoryEstimate: a request's memory per vocabulary entry is its sampled
-// sequences × BytesPerLogit, plus 8 per prompt token with prompt_logprobs.
+// sequences × BytesPerLogit, plus 8 per prompt token of one chunk
+// (PromptLogprobsChunk, 8192 by default) with prompt_logprobs.
 func TestMemoryEstimate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -20,6 +21,10 @@ func TestMemoryEstimate(t *testing.T) {
 			`{"prompt":"` + string(make40('x')) + `","prompt_logprobs":5}`, Estimator{}, 32 + 10*PromptLogprobBytes},
 		{"prompt_logprobs -1 (whole vocabulary)", "/v1/chat/completions",
 			`{"messages":[{"role":"user","content":"abcdefgh"}],"prompt_logprobs":-1}`, Estimator{}, 32 + 0},
+		{"prompt_logprobs counts one chunk of a long prompt", "/v1/completions",
+			`{"prompt":"` + string(make40('x')) + `","prompt_logprobs":0}`, Estimator{PromptLogprobsChunk: 4}, 32 + 4*PromptLogprobBytes},
+		{"prompt_logprobs chunk above the prompt", "/v1/completions",
+			`{"prompt":"` + string(make40('x')) + `","prompt_logprobs":0}`, Estimator{PromptLogprobsChunk: 11}, 32 + 10*PromptLogprobBytes},
 		{"prompt_logprobs null is absent", "/v1/completions", `{"prompt":"abcd","prompt_logprobs":null}`, Estimator{}, 32},
 		{"embeddings sample nothing", "/v1/embeddings", `{"input":"abcd"}`, Estimator{}, 0},
 	}

@@ -110,13 +110,15 @@ func runDemoLoad(t *testing.T, pod Pod, policy replay.Policy, cycles int, tweaks
 	total := run.phaseStart(len(phases))
 	u := cfg.Upstreams[0]
 	rs := replay.Settings{
-		Engine:  engine,
-		Trace:   replay.TraceSettings{Duration: total + time.Minute}, // the last arrivals drain
-		Source:  &loadSource{arr: arr, stop: rand.New(rand.NewPCG(1, 2)), until: total},
-		Policy:  policy,
-		Limiter: breaker.LimiterSettings{QPS: cfg.FastBreaker.QPS, Burst: cfg.FastBreaker.Burst},
-		Slow:    control.SlowSettings(cfg, u),
-		Memory:  control.Memory{VocabSize: u.VocabSize, Share: cfg.Batch.MemoryShare},
+		Engine:              engine,
+		Trace:               replay.TraceSettings{Duration: total + time.Minute}, // the last arrivals drain
+		Source:              &loadSource{arr: arr, stop: rand.New(rand.NewPCG(1, 2)), until: total},
+		Policy:              policy,
+		Limiter:             breaker.LimiterSettings{QPS: cfg.FastBreaker.QPS, Burst: cfg.FastBreaker.Burst},
+		Slow:                control.SlowSettings(cfg, u),
+		Memory:              control.Memory{VocabSize: u.VocabSize, Share: cfg.Batch.MemoryShare},
+		BytesPerLogit:       int64(cfg.Estimate.BytesPerLogit),
+		PromptLogprobsChunk: int64(cfg.Estimate.PromptLogprobsChunk),
 		Queue: queue.Settings{MaxLength: cfg.Queue.MaxLength, MaxTokens: cfg.Queue.MaxTokens,
 			StarvationAfter: cfg.Queue.StarvationAfter},
 		MaxWait:              cfg.Queue.MaxWait,

@@ -38,6 +38,8 @@ fast_breaker:
 queue:
   max_length: 256
   max_wait: 20s
+estimate:
+  prompt_logprobs_chunk: 2048   # the pod's max_num_batched_tokens
 hooks:
   degraded:
     - {method: POST, url: /v1/internal/empty_cache}   # the pod flushes its allocator cache

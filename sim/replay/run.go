@@ -77,6 +77,10 @@ type Settings struct {
 	// memory is estimated as classify estimates a request (one sequence,
 	// plus its prompt_logprobs). 0 means classify's default, 32.
 	BytesPerLogit int64
+	// PromptLogprobsChunk is the policy's estimate.prompt_logprobs_chunk:
+	// the most prompt tokens a prompt_logprobs arrival's estimate counts. 0
+	// means classify's default, 8192.
+	PromptLogprobsChunk int64
 	// Queue bounds the admission queue (Gatekeeper); zero fields take the
 	// queue's defaults.
 	Queue queue.Settings
@@ -393,7 +397,7 @@ func (r *runner) arrive(a Arrival) {
 	// gatekeeper's own.
 	c := classify.Request{Prompts: 1, N: rq.seqs(), PromptTokens: int64(a.Prompt), MaxTokens: int64(a.MaxToken),
 		PromptLogprobs: a.PromptLogprobs}
-	est := classify.Estimator{BytesPerLogit: r.s.BytesPerLogit} // 0: classify's default
+	est := classify.Estimator{BytesPerLogit: r.s.BytesPerLogit, PromptLogprobsChunk: r.s.PromptLogprobsChunk} // 0: classify's defaults
 	rq.cost = queue.Cost{Tokens: c.EstimatedTokens(), Seqs: c.Sequences(), Memory: est.Memory(c)}
 	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory, Seqs: rq.cost.Seqs})
 	switch {
