@@ -164,5 +164,16 @@ func newTransport(s TransportSettings) *http.Transport {
 		TLSHandshakeTimeout:   def(s.TLSHandshakeTimeout, 5*time.Second),
 		ResponseHeaderTimeout: def(s.ResponseHeaderTimeout, 10*time.Minute),
 		ExpectContinueTimeout: time.Second,
+		// Each pod connection holds one read and one write buffer for its
+		// whole life, and an open token stream holds its connection: 4 KiB
+		// each (Go's default) is sized for bulk transfer. A response's
+		// headers and an SSE event (~200 B) fit in 1 KiB, and larger reads
+		// and writes bypass a bufio buffer that is empty, so bodies cost no
+		// extra system calls.
+		ReadBufferSize:  transportBufferSize,
+		WriteBufferSize: transportBufferSize,
 	}
 }
+
+// transportBufferSize is the read and the write buffer of a pod connection.
+const transportBufferSize = 1 << 10
