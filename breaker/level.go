@@ -92,6 +92,14 @@ type Rule struct {
 	// signal is judged as it is: the projection only raises, never lowers.
 	// 0 means the value as read; otherwise > 0.
 	Horizon time.Duration
+	// For, when above 0, is how long the rule's fresh value must reach a
+	// level, on every reading, before it raises the level there (like a
+	// Prometheus alert's for): a value that reaches a threshold on one
+	// reading and not the next (an allocator read mid-step swings with each
+	// step's shape) raises nothing. It delays only the way up; a stale
+	// reading under StaleDegrade, and leaving a level, are not affected. 0
+	// means the first reading raises it; otherwise > 0.
+	For time.Duration
 }
 
 // LevelSettings configures a LevelMachine. The zero value has no rules and
@@ -141,6 +149,9 @@ func (s LevelSettings) validate() error {
 		}
 		if r.Horizon < 0 {
 			bad(fmt.Sprintf("Rules[%d].Horizon", i), r.Horizon, "≥ 0")
+		}
+		if r.For < 0 {
+			bad(fmt.Sprintf("Rules[%d].For", i), r.For, "≥ 0")
 		}
 	}
 	if !(s.Hysteresis >= 0 && s.Hysteresis < 1) { // also refuses NaN

@@ -6,7 +6,8 @@ import (
 )
 
 // LevelMachine turns one upstream's readings into a level. A worse level
-// takes effect on the reading that shows it; a level is left only once every
+// takes effect on the reading that shows it (for a rule with For, on the
+// reading that has shown it for For); a level is left only once every
 // rule has stayed below its threshold × (1 − Hysteresis), on every reading,
 // for Hold. It is a pure core: every method takes now, nothing reads a clock,
 // and it is not safe for concurrent use (Slow adds the lock). Create one with
@@ -24,6 +25,16 @@ type LevelMachine struct {
 	causeSource string
 	// last[i] is rule i's previous fresh reading, for trend rules (Horizon).
 	last []lastReading
+	// held[i] is how long rule i's fresh value has reached each level, for
+	// rules with For.
+	held []heldLevels
+}
+
+// heldLevels is, per level, whether a rule's fresh readings have reached it
+// on every reading of an unbroken run, and since when.
+type heldLevels struct {
+	on    [Critical + 1]bool
+	since [Critical + 1]time.Time
 }
 
 // lastReading is one rule's previous fresh value and when it was read.
@@ -40,7 +51,7 @@ func NewLevelMachine(s LevelSettings) (*LevelMachine, error) {
 		return nil, err
 	}
 	s.Rules = append([]Rule(nil), s.Rules...)
-	return &LevelMachine{s: s, cause: -1, last: make([]lastReading, len(s.Rules))}, nil
+	return &LevelMachine{s: s, cause: -1, last: make([]lastReading, len(s.Rules)), held: make([]heldLevels, len(s.Rules))}, nil
 }
 
 // Level returns the current level.
@@ -131,13 +142,16 @@ func (m *LevelMachine) evaluate(now time.Time, readings []Reading) evaluation {
 	band := Normal
 	for i, r := range m.s.Rules {
 		rr := e.values[i]
+		if !rr.found || rr.stale {
+			m.held[i] = heldLevels{} // a run of readings at a level is unbroken fresh ones
+		}
 		if !rr.found {
 			continue
 		}
 		var att, hb Level // attained now; highest level within the hysteresis band
 		switch {
 		case !rr.stale:
-			att, hb = r.attained(rr.value), m.band(r, rr.value)
+			att, hb = m.sustained(i, now, r.attained(rr.value)), m.band(r, rr.value)
 		case m.s.OnStale == StaleDegrade:
 			att, hb = Degraded, Degraded
 		case m.s.OnStale == StaleHold:
@@ -160,6 +174,26 @@ func (m *LevelMachine) evaluate(now time.Time, readings []Reading) evaluation {
 		}
 	}
 	return e
+}
+
+// sustained tracks how long rule i's fresh value has reached each level up
+// to att and returns the highest it has held for the rule's For (att itself
+// when For is 0). A reading that falls short of a level restarts its run.
+func (m *LevelMachine) sustained(i int, now time.Time, att Level) Level {
+	h := &m.held[i]
+	for k := Degraded; k <= Critical; k++ {
+		switch {
+		case k > att:
+			h.on[k] = false
+		case !h.on[k]:
+			h.on[k], h.since[k] = true, now
+		}
+	}
+	f := m.s.Rules[i].For
+	for f > 0 && att > Normal && now.Sub(h.since[att]) < f {
+		att--
+	}
+	return att
 }
 
 // project replaces each trend rule's fresh value by its projection Horizon
@@ -222,6 +256,7 @@ func (m *LevelMachine) update(s LevelSettings) {
 	m.s = s
 	m.s.Rules = append([]Rule(nil), s.Rules...)
 	m.last = make([]lastReading, len(s.Rules)) // a slope starts afresh
+	m.held = make([]heldLevels, len(s.Rules))  // and so does a run
 	m.cause = -1
 	for i, r := range m.s.Rules {
 		if r.Signal == signal {

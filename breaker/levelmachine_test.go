@@ -241,6 +241,35 @@ func TestLevelMachineSteps(t *testing.T) {
 			{readings: frag(1.0), level: Normal},
 			{advance: s / 2, readings: frag(1.19), level: Normal},
 		}},
+		// A rule with For raises a level only after its fresh value has
+		// reached it on every reading for For.
+		{name: "for: a value held for For raises the level", rules: []Rule{{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5, For: s}}, steps: []levelStep{
+			{readings: frag(1.3), level: Normal},
+			{advance: s / 2, readings: frag(1.3), level: Normal},
+			{advance: s / 2, readings: frag(1.6), level: Degraded, transition: "normal→degraded fragmentation=1.6"}, // ≥ 1.2 for 1 s; ≥ 1.5 just now
+			{advance: s / 2, readings: frag(1.6), level: Degraded},
+			{advance: s / 2, readings: frag(1.55), level: Critical, transition: "degraded→critical fragmentation=1.55"},
+		}},
+		{name: "for: readings that swing step by step raise nothing", rules: []Rule{{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5, For: s}},
+			steps: flap(12, 1.6, 1.13, Normal)},
+		{name: "for: a missing or stale reading restarts the run", rules: []Rule{{Signal: "fragmentation", Degrade: 1.2, For: s}}, onStale: StaleIgnore, steps: []levelStep{
+			{readings: frag(1.3), level: Normal},
+			{advance: s / 2, readings: nil, level: Normal},
+			{advance: s / 2, readings: frag(1.3), level: Normal}, // the run starts again here
+			{advance: s / 2, readings: []Reading{staleRd("fragmentation", 1.3)}, level: Normal},
+			{advance: s / 2, readings: frag(1.3), level: Normal},
+			{advance: s / 2, readings: frag(1.3), level: Normal},
+			{advance: s / 2, readings: frag(1.3), level: Degraded, transition: "normal→degraded fragmentation=1.3"},
+		}},
+		{name: "for: a stale reading still degrades at once", rules: []Rule{{Signal: "fragmentation", Degrade: 1.2, For: 10 * s}}, steps: []levelStep{
+			{readings: []Reading{staleRd("fragmentation", 1.0)}, level: Degraded, transition: "normal→degraded fragmentation=1 stale"},
+		}},
+		{name: "for: leaving a level is not delayed by it", rules: []Rule{{Signal: "fragmentation", Degrade: 1.2, For: s}}, hold: -1, steps: []levelStep{
+			{readings: frag(1.3), level: Normal},
+			{advance: s, readings: frag(1.3), level: Degraded, transition: "normal→degraded fragmentation=1.3"},
+			{advance: s / 2, readings: frag(1.3), level: Degraded}, // held within the band, not re-judged by For
+			{advance: s / 2, readings: frag(1.1), level: Normal, transition: "degraded→normal fragmentation=1.1"},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -297,6 +326,7 @@ func TestNewLevelMachineRejectsInvalidSettings(t *testing.T) {
 		{"infinite hysteresis", LevelSettings{Hysteresis: inf()}, "Hysteresis"},
 		{"negative hold", LevelSettings{Hold: -time.Second}, "Hold"},
 		{"negative horizon", LevelSettings{Rules: []Rule{{Signal: "a", Degrade: 1, Horizon: -time.Second}}}, "Rules[0].Horizon"},
+		{"negative for", LevelSettings{Rules: []Rule{{Signal: "a", Degrade: 1, For: -time.Second}}}, "Rules[0].For"},
 		{"unknown stale policy", LevelSettings{OnStale: 7}, "OnStale"},
 	}
 	for _, tt := range tests {

@@ -72,7 +72,7 @@ func builtin() *Config {
 			Hysteresis: 0.05,
 			Hold:       5 * time.Second,
 			Rules: map[Signal]Rule{
-				SignalFragmentation:  {Degrade: f(1.2), Shed: f(1.5)},
+				SignalFragmentation:  {Degrade: f(1.2), Shed: f(1.5), For: 2 * time.Second},
 				SignalKVCacheUsage:   {Degrade: f(0.95)},
 				SignalAllocRetryRate: {Degrade: f(0.01)},
 			},
@@ -135,7 +135,7 @@ func (c *Config) fillDerived() {
 		}
 	}
 	for sig, r := range c.Pressure.Rules {
-		if r.Degrade == nil && r.Shed == nil && r.Horizon == 0 {
+		if r.Degrade == nil && r.Shed == nil && r.Horizon == 0 && r.For == 0 {
 			delete(c.Pressure.Rules, sig) // `{}` disables the signal's rule, like null
 		}
 	}

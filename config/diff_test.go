@@ -26,7 +26,7 @@ func TestDiff(t *testing.T) {
 		}, []string{"upstreams[0].gpus[0]", "upstreams[0].sources", "hooks.critical"}},
 		{"rules and optional sections", func(c *Config) {
 			delete(c.Pressure.Rules, SignalKVCacheUsage)
-			c.Pressure.Rules[SignalFragmentation] = Rule{Degrade: f64(1.2), Shed: f64(1.6)}
+			c.Pressure.Rules[SignalFragmentation] = Rule{Degrade: f64(1.2), Shed: f64(1.6), For: 2 * time.Second}
 			c.Pressure.Rules[SignalWaiting] = Rule{Shed: f64(9)}
 			c.FastBreaker.PerClient = &PerClient{Header: "A"}
 		}, []string{"pressure.rules.fragmentation.shed", "pressure.rules.kv_cache_usage",

@@ -198,6 +198,9 @@ type Rule struct {
 	// Horizon, above 0, judges the value projected this far ahead along its
 	// rise since the previous reading (a trend rule); 0: the value as read.
 	Horizon time.Duration `yaml:"horizon"`
+	// For, above 0, is how long the value must reach a threshold, on every
+	// reading, before the level rises to it; 0: the first reading.
+	For time.Duration `yaml:"for"`
 }
 
 // FastBreaker is the QPS limit.

@@ -194,6 +194,12 @@ func (k *checker) rule(prefix string, sig Signal, r Rule) {
 	case r.Horizon > 0 && r.Degrade == nil && r.Shed == nil:
 		k.add(path+".horizon", "needs a degrade or shed threshold to project against")
 	}
+	switch {
+	case r.For < 0 || r.For > time.Minute:
+		k.add(path+".for", "must be between 0 and 1m (a level that waits longer reacts after the damage), got %v", r.For)
+	case r.For > 0 && r.Degrade == nil && r.Shed == nil:
+		k.add(path+".for", "needs a degrade or shed threshold to hold")
+	}
 	finite := func(v *float64) bool { return !math.IsNaN(*v) && !math.IsInf(*v, 0) }
 	if r.Degrade != nil && r.Shed != nil && finite(r.Degrade) && finite(r.Shed) && *r.Shed <= *r.Degrade {
 		k.add(path+".shed", "must be above degrade (%v), got %v", *r.Degrade, *r.Shed)

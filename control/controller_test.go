@@ -16,13 +16,17 @@ import (
 
 var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 
-// policy is the shipped default with two pods.
+// policy is the shipped default with two pods, its fragmentation rule
+// without for, so that one round moves a level.
 func policy(t *testing.T) *config.Config {
 	t.Helper()
 	c, err := config.Parse([]byte(`
 upstreams:
   - {name: a, url: "http://127.0.0.1:1", max_inflight: 100, min_inflight: 4}
   - {name: b, url: "http://127.0.0.1:2", max_inflight: 10, min_inflight: 2}
+pressure:
+  rules:
+    fragmentation: {degrade: 1.2, shed: 1.5}
 `))
 	if err != nil {
 		t.Fatal(err)

@@ -19,8 +19,10 @@ func ExampleController() {
 		panic(err)
 	}
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	// One round per pressure poll: the monitor's State in, decisions out.
-	for _, frag := range []float64{1.0, 1.3, 1.6} {
+	// One round per pressure poll (here every second): the monitor's State
+	// in, decisions out. The default fragmentation rule acts on a ratio held
+	// for 2 s, not on one reading.
+	for _, frag := range []float64{1.0, 1.3, 1.3, 1.6, 1.6, 1.6} {
 		st := pressure.State{Upstreams: []pressure.UpstreamState{{Name: "vllm-0", Signals: map[pressure.Signal]pressure.Value{
 			pressure.Fragmentation: {Value: frag, Source: "vllm-0/memory_blocks"}}}}}
 		d := ctl.ObserveAt(now, st, true)
@@ -30,10 +32,13 @@ func ExampleController() {
 			fmt.Printf(", hook %q (cause %s=%.1f from %s)", c.Hook, c.Cause.Signal, c.Cause.Value, c.Cause.Source)
 		}
 		fmt.Println()
-		now = now.Add(500 * time.Millisecond)
+		now = now.Add(time.Second)
 	}
 	// Output:
 	// ratio 1.0: normal, window 100, queue fifo, takes new work true
-	// ratio 1.3: degraded, window 80, queue shortest_first, takes new work true, hook "degraded" (cause fragmentation=1.3 from vllm-0/memory_blocks)
+	// ratio 1.3: normal, window 100, queue fifo, takes new work true
+	// ratio 1.3: normal, window 100, queue fifo, takes new work true
+	// ratio 1.6: degraded, window 80, queue shortest_first, takes new work true, hook "degraded" (cause fragmentation=1.6 from vllm-0/memory_blocks)
+	// ratio 1.6: degraded, window 80, queue shortest_first, takes new work true
 	// ratio 1.6: critical, window 64, queue shortest_first, takes new work false, hook "critical" (cause fragmentation=1.6 from vllm-0/memory_blocks)
 }

@@ -99,7 +99,7 @@ func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 		if !ok || (r.Degrade == nil && r.Shed == nil) {
 			continue
 		}
-		rule := breaker.Rule{Signal: string(sig), Horizon: r.Horizon}
+		rule := breaker.Rule{Signal: string(sig), Horizon: r.Horizon, For: r.For}
 		if r.Shed != nil {
 			rule.Shed = *r.Shed
 		}

@@ -222,8 +222,8 @@ func TestOnStaleApplies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s after %v", tt.onStale, tt.before), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				policy := strings.Replace(slowPolicy, "pressure: {hold: 5s, hysteresis: 0.05}",
-					"pressure: {hold: 5s, hysteresis: 0.05, on_stale: "+tt.onStale+"}", 1)
+				policy := strings.Replace(slowPolicy, "pressure: {hold: 5s, hysteresis: 0.05,",
+					"pressure: {hold: 5s, hysteresis: 0.05, on_stale: "+tt.onStale+",", 1)
 				cfg, err := config.Parse([]byte(policy))
 				if err != nil {
 					t.Fatal(err)

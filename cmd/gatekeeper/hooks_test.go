@@ -24,7 +24,7 @@ func TestReliefHooksFireOnLevelChanges(t *testing.T) {
 	pod := newPodServer(t, hooks)
 	cfg, err := config.Parse([]byte(`
 upstreams: [{name: pod, url: "` + pod + `"}]
-pressure: {hold: 1ms}
+pressure: {hold: 1ms, rules: {fragmentation: {degrade: 1.2, shed: 1.5}}}  # no for: one round moves a level
 hooks:
   degraded: [{url: /empty_cache, body: '{"why":"degraded"}', headers: {X-Token: t1}}]
   critical: [{method: PUT, url: "` + pod + `/shed"}]

@@ -149,6 +149,7 @@ upstreams:
 fast_breaker: {qps: 0}
 health_check: {interval: 1h, timeout: 1s}
 queue: {max_wait: 5m, starvation_after: 1m}
+pressure: {rules: {fragmentation: {degrade: 1.2, shed: 1.5}}}  # no for: one round moves a level
 `), appOptions{transport: hostRouter{"a.invalid:8000": podA, "b.invalid:8000": podB}})
 		if err != nil {
 			t.Fatal(err)

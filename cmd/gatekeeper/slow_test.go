@@ -56,12 +56,14 @@ func (p *fakePod) stats() (inflight, maxSeen int, arrivals []string) {
 	return p.inflight, p.max, append([]string(nil), p.arrivals...)
 }
 
+// slowPolicy's fragmentation rule has no for (the default's is 2s), so one
+// fed round moves a level.
 const slowPolicy = `
 upstreams:
   - {name: pod, url: "http://pod.invalid:8000", max_inflight: 10, min_inflight: 2}
 fast_breaker: {qps: 0}
 health_check: {interval: 1h, timeout: 1s}
-pressure: {hold: 5s, hysteresis: 0.05}
+pressure: {hold: 5s, hysteresis: 0.05, rules: {fragmentation: {degrade: 1.2, shed: 1.5}}}
 batch: {cut: 0.2, cut_every: 2s, ramp_step: 0.5, ramp_every: 1s}
 queue: {max_wait: 5m, starvation_after: 1m}
 `

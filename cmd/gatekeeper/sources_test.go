@@ -76,8 +76,9 @@ pressure:
   sources: [{kind: dcgm, url: "`+pod+`/dcgm"}]
 server: {drain_delay: 0s}
 `, nil)
-	// Rates need two readings of their source: wait for poll rounds until
-	// nothing is absent (bounded by the stage wait and the round count).
+	// Rates need two readings of their source, and the default fragmentation
+	// rule a ratio held for 2 s: wait for poll rounds until nothing is absent
+	// and the level has risen (bounded by the stage wait and the round count).
 	var st admin.State
 	for round := 0; ; round++ {
 		r.waitStage(t, "pressure")
@@ -85,7 +86,7 @@ server: {drain_delay: 0s}
 		if err := json.Unmarshal([]byte(fetch(t, r.admin+"/admin/state")), &st); err != nil {
 			t.Fatal(err)
 		}
-		if len(st.Upstreams) == 1 && len(st.Upstreams[0].Absent) == 0 || round == 50 {
+		if len(st.Upstreams) == 1 && len(st.Upstreams[0].Absent) == 0 && st.Upstreams[0].Level == "critical" || round == 80 {
 			break
 		}
 	}
@@ -128,7 +129,8 @@ server: {drain_delay: 0s}
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	// The ratio 1.5 is at the default shed threshold: the pod is critical.
+	// The ratio 1.5 is at the default shed threshold, held for its 2 s: the
+	// pod is critical.
 	if st.Upstreams[0].Level != "critical" {
 		t.Errorf("level = %q, want critical at fragmentation 1.5", st.Upstreams[0].Level)
 	}

@@ -46,7 +46,7 @@ upstreams:
       - {kind: memory_blocks, url: %[1]s/memory_blocks}
 fast_breaker: {qps: 1, burst: 1}
 health_check: {interval: 1h, timeout: 1s}
-pressure: {interval: 100ms, stale_after: 1m, hold: 1m}
+pressure: {interval: 100ms, stale_after: 1m, hold: 1m, rules: {fragmentation: {degrade: 1.2, shed: 1.5}}}  # no for: one round moves a level
 server: {drain_delay: 0s}
 `, ps))
 

@@ -29,7 +29,7 @@ pressure:
   hold: 7s
   rules:
     memory_used: {degrade: 0.9, shed: 0.97}
-    fragmentation: {degrade: 1.5, shed: 2.0}
+    fragmentation: {degrade: 1.5, shed: 2.0, for: 1s}
     waiting: {shed: 50}
 fast_breaker: {qps: 12, burst: 3}
 batch: {cut: 0.5, cut_every: 3s, worse_by: 0.03, ramp_step: 0.25, ramp_every: 2s, memory_share: 0.5}
@@ -52,7 +52,7 @@ hooks:
 				// config.Signals order, not the file's; a shed-only rule
 				// degrades just below its shed value, as in cmd/gatekeeper.
 				Rules: []breaker.Rule{
-					{Signal: "fragmentation", Degrade: 1.5, Shed: 2.0},
+					{Signal: "fragmentation", Degrade: 1.5, Shed: 2.0, For: time.Second},
 					{Signal: "kv_cache_usage", Degrade: 0.95}, // the default file's, merged
 					{Signal: "memory_used", Degrade: 0.9, Shed: 0.97},
 					{Signal: "waiting", Degrade: math.Nextafter(50, 0), Shed: 50},

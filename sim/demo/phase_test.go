@@ -224,6 +224,13 @@ func TestDemoTightPath(t *testing.T) {
 		run.boot, hi, hiNone, res.LevelTime[breaker.Degraded], res.LevelTime[breaker.Critical], res.OOMs, none.res.OOMs, res.Outcomes, none.res.Outcomes)
 	t.Logf("recovery p99: short %v (%d served), long %v (%d served); SLO goodput %.0f tokens/s (unprotected %.0f)",
 		short.RecoveryP99, short.RecoveryServed, long.RecoveryP99, long.RecoveryServed, res.SLOGoodput(), none.res.SLOGoodput())
+	oneReading := runDemoLoad(t, Tight, replay.Gatekeeper, 2, func(s *replay.Settings) {
+		for i := range s.Slow.Level.Rules {
+			s.Slow.Level.Rules[i].For = 0
+		}
+	})
+	t.Logf("fragmentation rule on one reading (no for): OOMs %d, degraded %v, critical %v, outcomes %+v, SLO goodput %.0f tokens/s",
+		oneReading.res.OOMs, oneReading.res.LevelTime[breaker.Degraded], oneReading.res.LevelTime[breaker.Critical], oneReading.res.Outcomes, oneReading.res.SLOGoodput())
 	noMem := runDemoLoad(t, Tight, replay.Gatekeeper, 2, func(s *replay.Settings) { s.Memory = control.Memory{} })
 	t.Logf("without memory admission: OOMs %d, degraded %v, critical %v, outcomes %+v, SLO goodput %.0f tokens/s",
 		noMem.res.OOMs, noMem.res.LevelTime[breaker.Degraded], noMem.res.LevelTime[breaker.Critical], noMem.res.Outcomes, noMem.res.SLOGoodput())

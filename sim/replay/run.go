@@ -62,7 +62,7 @@ type Settings struct {
 	// file's qps: 0); Limiter is then unused.
 	LimiterOff bool
 	// Slow is the slow breaker (Gatekeeper). Zero Rules mean the policy
-	// file's defaults (fragmentation 1.2/1.5, kv_cache_usage 0.95,
+	// file's defaults (fragmentation 1.2/1.5 held 2s, kv_cache_usage 0.95,
 	// alloc_retry_rate 0.01, hysteresis 0.05, hold 5s, the pod's waiting
 	// requests as the queue signal); a zero MaxInflight
 	// means the engine's max_num_seqs, a zero MinInflight 4.
@@ -121,7 +121,7 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.Slow.Level.Rules == nil {
 		s.Slow.Level = breaker.LevelSettings{Rules: []breaker.Rule{
-			{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5},
+			{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5, For: 2 * time.Second},
 			{Signal: "kv_cache_usage", Degrade: 0.95},
 			{Signal: "alloc_retry_rate", Degrade: 0.01},
 		}, Hysteresis: 0.05, Hold: 5 * time.Second}
