@@ -103,12 +103,18 @@ type Rule struct {
 	Shed    *float64 `json:"shed,omitempty"`
 	// Horizon is a trend rule's projection, as a Go duration ("2s").
 	Horizon string `json:"horizon,omitempty"`
+	// For is how long a value must hold a level before it is entered, as a
+	// Go duration ("2s").
+	For string `json:"for,omitempty"`
 }
 
 func ruleOf(r config.Rule) Rule {
 	out := Rule{Degrade: r.Degrade, Shed: r.Shed}
 	if r.Horizon > 0 {
 		out.Horizon = r.Horizon.String()
+	}
+	if r.For > 0 {
+		out.For = r.For.String()
 	}
 	return out
 }

@@ -132,7 +132,8 @@ const wantState = `{
         },
         "fragmentation": {
           "degrade": 1.2,
-          "shed": 1.5
+          "shed": 1.5,
+          "for": "2s"
         },
         "kv_cache_usage": {
           "degrade": 0.95
@@ -161,7 +162,8 @@ const wantState = `{
         },
         "fragmentation": {
           "degrade": 1.2,
-          "shed": 1.5
+          "shed": 1.5,
+          "for": "2s"
         },
         "kv_cache_usage": {
           "degrade": 0.95
