@@ -65,6 +65,7 @@ type Allocator struct {
 	spare       []*block // recycled block records, to spare the garbage collector
 	records     []*block // every record ever made, by id: pools hold ids, not pointers
 	version     uint64   // bumped by every call that changes the state
+	largeHash   uint64   // the large pool's blocks and segments (alloc_hash.go)
 	expSmall    expSeg   // with ExpandableSegments: the pools' segments
 	expLarge    expSeg
 }
@@ -176,6 +177,7 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 				a.s.DeviceBytes-a.reserved, a.reserved, a.reserved-a.allocated)
 		}
 	}
+	a.touch(b) // out: b changes below
 	switch {
 	case a.shouldSplit(b, size):
 		if cached && b.split() {
@@ -193,6 +195,7 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 			e.last = rest
 		}
 		a.inactSplit += rest.size // rest has b before it: split
+		a.touch(rest)
 		if cached {
 			p.move(at, rest) // the rest takes b's place in the pool: one short memmove
 		} else {
@@ -205,6 +208,7 @@ func (a *Allocator) Alloc(n int64) (Buffer, error) {
 		p.removeAt(at)
 	}
 	b.allocated = true
+	a.touch(b) // in
 	a.allocated += b.size
 	a.requested += n
 	a.peakAlloc = max(a.peakAlloc, a.allocated)
@@ -253,6 +257,8 @@ func (a *Allocator) newSegment(size int64, small bool) *block {
 	a.peakReserve = max(a.peakReserve, a.reserved)
 	a.segments++
 	a.blocks++
+	a.touchSegment(b.addr, size, small)
+	a.touch(b)
 	return b
 }
 
@@ -268,6 +274,7 @@ func (a *Allocator) Free(buf Buffer) error {
 	if b.small {
 		p = &a.small
 	}
+	a.touch(b) // out: b changes below
 	b.allocated = false
 	a.allocated -= b.size
 	a.requested -= buf.req
@@ -279,6 +286,7 @@ func (a *Allocator) Free(buf Buffer) error {
 		nx = nil
 	}
 	if pr == nil && nx == nil {
+		a.touch(b) // in
 		a.putFree(p, b)
 		return nil
 	}
@@ -292,6 +300,12 @@ func (a *Allocator) Free(buf Buffer) error {
 	}
 	at := p.find(last)
 	a.inactSplit -= last.size // a free neighbour of b is in a split segment
+	if pr != nil {
+		a.touch(pr) // out: merged into b
+	}
+	if nx != nil {
+		a.touch(nx)
+	}
 	if pr != nil {
 		b.addr = pr.addr
 		b.size += pr.size
@@ -313,6 +327,7 @@ func (a *Allocator) Free(buf Buffer) error {
 		}
 	}
 	p.move(at, b)
+	a.touch(b) // in
 	if b.split() {
 		a.inactSplit += b.size
 	}
@@ -362,6 +377,8 @@ func (a *Allocator) EmptyCache() int64 {
 				continue
 			}
 			released += b.size
+			a.touch(b)
+			a.touchSegment(b.addr, b.size, b.small)
 			a.reserved -= b.size
 			a.segments--
 			a.blocks--

@@ -44,6 +44,7 @@ func planMemory(s Settings) (MemoryPlan, error) {
 	r := stepRun{a: scratch}
 	stepBuffers(&r, s.Model, s.TensorParallel, stepShape{tokens: s.MaxNumBatchedTokens, seqs: seqs, samples: seqs,
 		maxBlocks: (perSeq + s.BlockSize - 1) / s.BlockSize, eagerIn: s.CUDAGraphMaxTokens == 0})
+	r.exec(nil)
 	if r.err != nil {
 		return p, r.err
 	}
@@ -107,56 +108,153 @@ type stepShape struct {
 	promptLogits int
 }
 
-// stepRun allocates and frees one step's buffers, stopping at the first error.
+// stepRun records one step's allocator calls (stepBuffers makes them) and
+// then executes them on an allocator (exec), stopping at the first error.
 type stepRun struct {
+	ops  []stepOp
+	gets int   // get calls recorded, numbering them
+	num  []int // largeTrace's scratch
+
 	a    *Allocator
-	live []Buffer
-	err  error
+	live []Buffer // by get number
+	virt []int64  // by get number: the block size of a memoised large get, else 0
+	// sizes are the block sizes of the large gets, in order, from the last
+	// execution that made them for real.
+	sizes []int64
+	err   error
 	// mid, if set, receives the allocator's state in the middle of the step
-	// (mark): what a reading taken while the step runs sees.
+	// (the mark op): what a reading taken while the step runs sees.
 	mid *AllocStats
 }
 
-// mark records the allocator's state as the step's middle, where a reading
-// from another thread most likely falls: inside the forward pass, a decoder
-// layer's MLP temporaries live (the layers take most of a step's time).
-func (r *stepRun) mark() {
-	if r.mid != nil && r.err == nil {
-		*r.mid = r.a.Stats()
-	}
+// stepOp is one recorded allocator call.
+type stepOp struct {
+	kind opKind
+	n    int64 // opGet: bytes asked
+	i    int   // opPut: the get number it frees
 }
+
+type opKind uint8
+
+const (
+	opGet    opKind = iota
+	opPut           // free one get's buffer
+	opMark          // the step's middle
+	opPutAll        // free every buffer still live
+)
+
+// reset forgets the recorded calls.
+func (r *stepRun) reset() { r.ops, r.gets = r.ops[:0], 0 }
 
 func (r *stepRun) get(n int64) int {
-	if r.err != nil {
-		return -1
-	}
-	b, err := r.a.Alloc(n)
-	if err != nil {
-		r.err = err
-		return -1
-	}
-	r.live = append(r.live, b)
-	return len(r.live) - 1
+	r.ops = append(r.ops, stepOp{kind: opGet, n: n})
+	r.gets++
+	return r.gets - 1
 }
 
+// put frees get number i's buffer; a negative i (no buffer) is nothing.
 func (r *stepRun) put(i int) {
-	if r.err != nil || i < 0 {
-		return
+	if i >= 0 {
+		r.ops = append(r.ops, stepOp{kind: opPut, i: i})
 	}
-	_ = r.a.Free(r.live[i]) // live[i] came from get and is freed once
-	r.live[i] = Buffer{}
 }
 
-func (r *stepRun) putAll() {
-	if r.err == nil {
-		for _, b := range r.live {
-			if b.Valid() {
-				_ = r.a.Free(b)
+// mark records the step's middle, where a reading from another thread most
+// likely falls: inside the forward pass, a decoder layer's MLP temporaries
+// live (the layers take most of a step's time).
+func (r *stepRun) mark() { r.ops = append(r.ops, stepOp{kind: opMark}) }
+
+func (r *stepRun) putAll() { r.ops = append(r.ops, stepOp{kind: opPutAll}) }
+
+// isLarge reports whether a request of n bytes goes to the large pool.
+func isLarge(n int64) bool { return roundSize(n) > smallSize }
+
+// exec makes the recorded calls on r.a. With memo (the block sizes of the
+// large gets, from an earlier execution of the same large calls on the same
+// large-pool state that left that state as it found it), the large gets and
+// puts only count their bytes: the pools are independent, so the small
+// calls run for real around them and end where a full execution would.
+func (r *stepRun) exec(memo []int64) {
+	a := r.a
+	r.err = nil
+	r.live = append(r.live[:0], make([]Buffer, r.gets)...)
+	r.virt = append(r.virt[:0], make([]int64, r.gets)...)
+	r.sizes = r.sizes[:0]
+	g, k := 0, 0 // get number, large get number
+	free := func(i int) {
+		if v := r.virt[i]; v > 0 {
+			a.allocated -= v
+			a.requested -= r.live[i].req
+			r.virt[i] = 0
+		} else if r.live[i].Valid() {
+			_ = a.Free(r.live[i]) // live[i] came from Alloc and is freed once
+		}
+		r.live[i] = Buffer{}
+	}
+	for _, op := range r.ops {
+		switch op.kind {
+		case opGet:
+			large := isLarge(op.n)
+			if memo != nil && large {
+				r.virt[g] = memo[k]
+				r.live[g] = Buffer{req: op.n}
+				a.allocated += memo[k]
+				a.requested += op.n
+				a.peakAlloc = max(a.peakAlloc, a.allocated)
+			} else {
+				b, err := a.Alloc(op.n)
+				if err != nil {
+					r.err = err
+					return
+				}
+				r.live[g] = b
+				if large {
+					r.sizes = append(r.sizes, b.Size())
+				}
+			}
+			if large {
+				k++
+			}
+			g++
+		case opPut:
+			free(op.i)
+		case opMark:
+			if r.mid != nil {
+				*r.mid = a.Stats()
+			}
+		case opPutAll:
+			for i := range r.live {
+				free(i)
 			}
 		}
 	}
-	clear(r.live)
-	r.live = r.live[:0]
+}
+
+// largeTrace hashes the recorded large-pool calls (sizes asked, and which
+// large get each put frees) and counts the small gets.
+func (r *stepRun) largeTrace() (h uint64, smallGets int) {
+	h = 0x6c61726765 // "large"
+	num := r.num[:0] // get number -> large get number, or -1
+	defer func() { r.num = num }()
+	for _, op := range r.ops {
+		switch op.kind {
+		case opGet:
+			if isLarge(op.n) {
+				num = append(num, len(num)-smallGets)
+				h = mix64(h ^ mix64(1+uint64(op.n)))
+			} else {
+				num = append(num, -1)
+				smallGets++
+			}
+		case opPut:
+			if num[op.i] >= 0 {
+				h = mix64(h ^ mix64(uint64(2+num[op.i])<<32))
+			}
+		case opPutAll:
+			h = mix64(h ^ 3)
+		}
+	}
+	return h, smallGets
 }
 
 // stepBuffers replays the allocations of one engine step in PyTorch's order:

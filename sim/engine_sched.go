@@ -33,6 +33,10 @@ type stepScratch struct {
 	mid      AllocStats
 	midValid bool
 	skipped  int64
+	// memo holds, for steps that left the large pool as they found it, the
+	// block sizes their large calls took (execStep).
+	memo     map[stepKey][]int64
+	memoHits int64
 	noMemo   bool // tests: replay every step
 }
 
@@ -208,16 +212,57 @@ func (e *Engine) allocate(sh stepShape) error {
 	a := e.alloc
 	reserved, retries := a.reserved, a.retries
 	r := &st.run
-	r.a, r.err, r.mid = a, nil, nil
+	r.a, r.mid = a, nil
 	if e.s.MidStepReadings {
 		r.mid = &st.mid
 	}
+	r.reset()
 	stepBuffers(r, e.s.Model, e.s.TensorParallel, sh)
+	e.execStep(r)
 	st.midValid = r.err == nil
 	st.lastShape, st.lastVersion = sh, a.version
 	st.lastClean = r.err == nil && a.reserved == reserved && a.retries == retries
 	return r.err
 }
+
+// execStep runs a step's recorded buffers. A step whose large-pool calls
+// already ran on the same large-pool state and left it unchanged (most
+// steps on a warm cache) only counts their bytes, and its small calls run
+// for real; the result is the same. It runs in full when readings are taken
+// mid-step (the memo keeps no mid-step state), with expandable segments,
+// and when the device has too little room left for every small call to take
+// a new segment (a flush there could release what the step's large buffers
+// would hold).
+func (e *Engine) execStep(r *stepRun) {
+	st, a := &e.step, e.alloc
+	if st.noMemo || e.s.MidStepReadings || e.s.ExpandableSegments {
+		r.exec(nil)
+		return
+	}
+	trace, smallGets := r.largeTrace()
+	key := stepKey{state: a.largeHash, trace: trace}
+	if sizes, ok := st.memo[key]; ok && a.s.DeviceBytes-a.reserved >= int64(smallGets)*smallBuffer {
+		st.memoHits++
+		r.exec(sizes)
+		return
+	}
+	before, retries := a.largeHash, a.retries
+	r.exec(nil)
+	if r.err != nil || a.largeHash != before || a.retries != retries {
+		return
+	}
+	if st.memo == nil || len(st.memo) >= maxStepMemo {
+		st.memo = make(map[stepKey][]int64)
+	}
+	st.memo[key] = append([]int64(nil), r.sizes...)
+}
+
+// stepKey names a step's large-pool calls on a large-pool state.
+type stepKey struct{ state, trace uint64 }
+
+// maxStepMemo bounds the steps remembered (each a few dozen bytes); the
+// memo starts afresh when full.
+const maxStepMemo = 1 << 16
 
 // commit applies a finished step: KV grows by the computed tokens, sequences
 // that completed their pending tokens sample one, and finished requests leave

@@ -263,18 +263,22 @@ func TestGolden(t *testing.T) {
 }
 
 // TestStepMemoChangesNothing runs the same workload with and without the
-// memo of repeated steps: every figure must agree, and the memo must fire.
+// memos of steps (the repeated step skipped whole, and the large-pool calls
+// of a step seen before on the same large-pool state only counted): every
+// figure and the allocator's state must agree, and both memos must fire.
 func TestStepMemoChangesNothing(t *testing.T) {
-	run := func(noMemo bool) (uint64, Metrics, int64) {
-		e := newEngine(t, Settings{GPUMemoryUtilization: 0.97})
-		e.step.noMemo = noMemo
-		h, _ := drive(e, &workload{r: rand.New(rand.NewPCG(3, 3)), qps: 12}, 3*time.Minute)
-		return h, e.Metrics(), e.step.skipped
-	}
-	h1, m1, skipped := run(false)
-	h2, m2, _ := run(true)
-	if h1 != h2 || m1 != m2 || skipped == 0 {
-		t.Fatalf("memo on/off differ (skipped %d):\n%+v\n%+v", skipped, m1, m2)
+	for _, u := range []float64{0.9, 0.97} {
+		run := func(noMemo bool) (uint64, Metrics, AllocStats, int64, int64) {
+			e := newEngine(t, Settings{GPUMemoryUtilization: u})
+			e.step.noMemo = noMemo
+			h, _ := drive(e, &workload{r: rand.New(rand.NewPCG(3, 3)), qps: 12}, 3*time.Minute)
+			return h, e.Metrics(), e.alloc.Stats(), e.step.skipped, e.step.memoHits
+		}
+		h1, m1, a1, skipped, hits := run(false)
+		h2, m2, a2, _, _ := run(true)
+		if h1 != h2 || m1 != m2 || a1 != a2 || skipped == 0 || hits == 0 {
+			t.Fatalf("at %v memo on/off differ (skipped %d, large-pool hits %d):\n%+v\n%+v\n%+v\n%+v", u, skipped, hits, m1, m2, a1, a2)
+		}
 	}
 }
 
