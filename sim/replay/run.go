@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
@@ -62,9 +63,10 @@ type Settings struct {
 	// file's qps: 0); Limiter is then unused.
 	LimiterOff bool
 	// Slow is the slow breaker (Gatekeeper). Zero Rules mean the policy
-	// file's defaults (fragmentation 1.2/1.5 held 2s, kv_cache_usage 0.95,
-	// alloc_retry_rate 0.01, hysteresis 0.05, hold 5s, the pod's waiting
-	// requests as the queue signal); a zero MaxInflight
+	// file's defaults as control.SlowSettings maps them (fragmentation
+	// 1.2/1.5 held 2s, kv_cache_usage 0.95, alloc_retry_rate 0.01, a pod's
+	// own 503s, hysteresis 0.05, hold 5s, the pod's waiting requests as the
+	// queue signal); a zero MaxInflight
 	// means the engine's max_num_seqs, a zero MinInflight 4.
 	Slow breaker.SlowSettings
 	// Memory is memory admission (Gatekeeper), the policy's
@@ -120,12 +122,10 @@ func (s Settings) withDefaults() Settings {
 		s.Limiter.QPS, s.Limiter.Burst = 80, 40
 	}
 	if s.Slow.Level.Rules == nil {
-		s.Slow.Level = breaker.LevelSettings{Rules: []breaker.Rule{
-			{Signal: "fragmentation", Degrade: 1.2, Shed: 1.5, For: 2 * time.Second},
-			{Signal: "kv_cache_usage", Degrade: 0.95},
-			{Signal: "alloc_retry_rate", Degrade: 0.01},
-		}, Hysteresis: 0.05, Hold: 5 * time.Second}
-		s.Slow.QueueSignal = string(pressure.Waiting) // as control.SlowSettings maps a policy
+		// The policy file's defaults, mapped as gatekeeper maps them: one
+		// source for the rules, so the replay cannot drift from the product.
+		def := control.SlowSettings(config.Default(), config.Upstream{})
+		s.Slow.Level, s.Slow.QueueSignal = def.Level, def.QueueSignal
 	}
 	if s.MaxWait == 0 {
 		s.MaxWait = 30 * time.Second
