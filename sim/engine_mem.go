@@ -235,7 +235,6 @@ func (r *stepRun) exec(memo []int64) {
 func (r *stepRun) largeTrace() (h uint64, smallGets int) {
 	h = 0x6c61726765 // "large"
 	num := r.num[:0] // get number -> large get number, or -1
-	defer func() { r.num = num }()
 	for _, op := range r.ops {
 		switch op.kind {
 		case opGet:
@@ -254,6 +253,7 @@ func (r *stepRun) largeTrace() (h uint64, smallGets int) {
 			h = mix64(h ^ 3)
 		}
 	}
+	r.num = num // keep the grown scratch for the next step
 	return h, smallGets
 }
 
