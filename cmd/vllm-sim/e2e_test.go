@@ -80,6 +80,8 @@ func TestBurstEndToEnd(t *testing.T) {
 
 	pol := config.Default()
 	pol.Upstreams[0].VocabSize = 128256 // Llama 3, the engine's model
+	pol.Upstreams[0].Sources = append(pol.Upstreams[0].Sources,
+		config.Source{Kind: config.SourceMemoryBlocks, URL: "http://127.0.0.1:8001/memory_blocks"})
 	gs := applyPolicy(pol, base)
 	gs.Policy = replay.Gatekeeper
 	gk := run(gs)
@@ -134,6 +136,7 @@ func TestDefaultPolicyAt095(t *testing.T) {
 
 	old := config.Default()
 	old.Pressure.Rules[config.SignalMemoryUsed] = config.Rule{Degrade: ptr(0.95), Shed: ptr(0.98)}
+	old.Pressure.Sources = []config.Source{{Kind: config.SourceNVML}} // the node's device memory
 	os := applyPolicy(old, base)
 	os.Policy = replay.Gatekeeper
 	if o := run(os); o.LevelTime[2] < o.Horizon*3/4 || 5*o.Outcomes.Served > gk.Outcomes.Served {

@@ -18,13 +18,15 @@ const emptyCachePath = "/v1/internal/empty_cache"
 // policy. The slow path — rules in config.Signals order, hysteresis, hold,
 // on_stale, batch — goes through control.SlowSettings, the mapping
 // cmd/gatekeeper uses too; fast_breaker, queue, shed, pressure.interval and
-// stale_after and the first upstream's max/min_inflight come along. A
+// stale_after, the first upstream's max/min_inflight and the kinds of
+// source it and the node read (a policy without memory_blocks has no
+// fragmentation, allocator or free-memory signal, as in front of a plain
+// vLLM) come along. A
 // degraded or critical hook that POSTs the pod's empty_cache endpoint turns
 // on the replay's relief hook. What the replay has no counterpart for is
 // left out: mode (the replay always enforces: the question is what the
 // policy would have done), per-client limits (a trace has no client keys),
-// sources (the replay reads the engine as NVML, /metrics and memory_blocks
-// would), the upstream breaker and health check (one availability switch,
+// the sources' addresses and timeouts, the upstream breaker and health check (one availability switch,
 // sim/replay/README.md), server, transport, estimate and log.
 func applyPolicy(c *config.Config, s replay.Settings) replay.Settings {
 	s.Limiter = breaker.LimiterSettings{QPS: c.FastBreaker.QPS, Burst: c.FastBreaker.Burst}
@@ -46,6 +48,7 @@ func applyPolicy(c *config.Config, s replay.Settings) replay.Settings {
 	s.MaxWait = c.Queue.MaxWait
 	s.Interval = c.Pressure.Interval
 	s.StaleAfter = c.Pressure.StaleAfter
+	s.Sources = replay.PolicySources(c)
 	s.EmptyCacheOnDegraded = false
 	for _, h := range append(append([]config.Hook(nil), c.Hooks.Degraded...), c.Hooks.Critical...) {
 		if isEmptyCache(h) {

@@ -12,6 +12,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
@@ -20,9 +21,17 @@ import (
 func TestApplyPolicyMapsEveryKey(t *testing.T) {
 	c, err := config.Parse([]byte(`
 upstreams:
-  - {name: a, url: "http://127.0.0.1:1", max_inflight: 64, min_inflight: 2, vocab_size: 1000}
-  - {name: b, url: "http://127.0.0.1:2", max_inflight: 8, min_inflight: 1}
+  - name: a
+    url: "http://127.0.0.1:1"
+    max_inflight: 64
+    min_inflight: 2
+    vocab_size: 1000
+    sources:
+      - {kind: memory_blocks, url: "http://127.0.0.1:8001/memory_blocks"}
+      - {kind: vllm, url: "http://127.0.0.1:1/metrics"}
+  - {name: b, url: "http://127.0.0.1:2", max_inflight: 8, min_inflight: 1, gpus: ["1"], sources: [{kind: dcgm, url: "http://b:9400/metrics"}]}
 pressure:
+  sources: [{kind: nvml}, {kind: dcgm, url: "http://127.0.0.1:9400/metrics"}]
   interval: 250ms
   on_stale: hold
   hysteresis: 0.1
@@ -73,6 +82,9 @@ hooks:
 		Interval:             250 * time.Millisecond,
 		StaleAfter:           2 * time.Second, // the policy file's default stale_after
 		EmptyCacheOnDegraded: true,
+		// the first upstream's sources and the node's, each kind once; b's
+		// own dcgm source is not the replayed pod's
+		Sources: []pressure.Kind{pressure.KindMemoryBlocks, pressure.KindVLLM, pressure.KindNVML, pressure.KindDCGM},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("applyPolicy =\n%+v\nwant\n%+v", got, want)
@@ -166,6 +178,7 @@ func TestTestdataPolicies(t *testing.T) {
 		want := applyPolicy(config.Default(), replay.Settings{})
 		want.Slow.Level.Rules[0] = breaker.Rule{Signal: "fragmentation", Degrade: 1.5, Shed: 2.0}
 		want.EmptyCacheOnDegraded = tc.emptyHook
+		want.Sources = []pressure.Kind{pressure.KindVLLM, pressure.KindMemoryBlocks} // the allocator exporter
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n%+v\nwant\n%+v", tc.file, got, want)
 		}

@@ -124,6 +124,7 @@ func runDemoLoad(t *testing.T, pod Pod, policy replay.Policy, cycles int, tweaks
 		MaxWait:              cfg.Queue.MaxWait,
 		Interval:             cfg.Pressure.Interval,
 		EmptyCacheOnDegraded: true, // the demo policy's degraded hook
+		Sources:              replay.PolicySources(cfg),
 		SeriesEvery:          cfg.Pressure.Interval,
 	}
 	for _, tw := range tweaks {

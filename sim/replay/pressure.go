@@ -3,8 +3,11 @@ package replay
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
@@ -58,9 +61,12 @@ func (v vllmSource) Read(context.Context) (pressure.Reading, error) {
 // deviceSource reads the GPU as NVML does: device memory used ÷ total, the
 // caching allocator's cache counted as used. It answers while the pod is
 // down too (the driver is there; the process is not).
-type deviceSource struct{ e *sim.Engine }
+type deviceSource struct {
+	e    *sim.Engine
+	kind pressure.Kind // nvml or dcgm: the same figures
+}
 
-func (deviceSource) Name() string { return "nvml" }
+func (d deviceSource) Name() string { return string(d.kind) }
 
 func (d deviceSource) Read(context.Context) (pressure.Reading, error) {
 	m := d.e.Metrics().Device
@@ -68,19 +74,44 @@ func (d deviceSource) Read(context.Context) (pressure.Reading, error) {
 		Values: map[pressure.Signal]float64{pressure.MemoryUsed: float64(m.UsedBytes) / float64(m.TotalBytes)}}}}, nil
 }
 
-// newMonitor builds the pressure monitor over the engine's sources: NVML on
-// the node, the pod's /metrics and its allocator endpoint.
+// newMonitor builds the pressure monitor over the engine's sources that the
+// policy lists (Settings.Sources): the pod's /metrics and allocator endpoint
+// under its upstream, device memory (NVML or DCGM) on the node.
 func (r *runner) newMonitor() (*pressure.Monitor, error) {
-	return pressure.New(pressure.Settings{
-		Interval:   r.s.Interval,
-		StaleAfter: r.s.StaleAfter,
-		Now:        r.now,
-		Sources:    []pressure.SourceSettings{{Kind: pressure.KindNVML, Source: deviceSource{r.e}}},
-		Upstreams: []pressure.UpstreamSettings{{Name: upstream, GPUs: []string{"0"}, Sources: []pressure.SourceSettings{
-			{Kind: pressure.KindVLLM, Source: vllmSource{r.e}},
-			{Kind: pressure.KindMemoryBlocks, Source: blocksSource{r.e}},
-		}}},
-	})
+	ps := pressure.Settings{Interval: r.s.Interval, StaleAfter: r.s.StaleAfter, Now: r.now}
+	up := pressure.UpstreamSettings{Name: upstream, GPUs: []string{"0"}}
+	for _, k := range r.s.Sources {
+		switch k {
+		case pressure.KindVLLM:
+			up.Sources = append(up.Sources, pressure.SourceSettings{Kind: k, Source: vllmSource{r.e}})
+		case pressure.KindMemoryBlocks:
+			up.Sources = append(up.Sources, pressure.SourceSettings{Kind: k, Source: blocksSource{r.e}})
+		case pressure.KindNVML, pressure.KindDCGM:
+			ps.Sources = append(ps.Sources, pressure.SourceSettings{Kind: k, Source: deviceSource{r.e, k}})
+		default:
+			return nil, fmt.Errorf("replay: Sources: unknown kind %q", k)
+		}
+	}
+	ps.Upstreams = []pressure.UpstreamSettings{up}
+	return pressure.New(ps)
+}
+
+// PolicySources returns the kinds of source a policy file reads for its
+// first upstream (the replay's one pod): that upstream's sources and the
+// node-level ones, each kind once, in the order listed.
+func PolicySources(c *config.Config) []pressure.Kind {
+	var list []config.Source
+	if len(c.Upstreams) > 0 {
+		list = append(list, c.Upstreams[0].Sources...)
+	}
+	list = append(list, c.Pressure.Sources...)
+	kinds := []pressure.Kind{}
+	for _, src := range list {
+		if k := pressure.Kind(src.Kind); !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
 }
 
 // availability is the pod's state at dispatch, as gatekeeper's pool decides

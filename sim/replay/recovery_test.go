@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 
@@ -22,7 +23,7 @@ func TestRecoveryLatency(t *testing.T) {
 		slow := breaker.SlowSettings{Level: breaker.LevelSettings{Rules: []breaker.Rule{
 			{Signal: "memory_used", Degrade: 0.95}}, Hysteresis: 0.05, Hold: 5 * time.Second}}
 		r, err := Run(Settings{Engine: sim.Settings{GPU: h100()}, Trace: TraceSettings{Duration: 3 * time.Minute, BaseQPS: 90, BurstQPS: 90, Seed: 1},
-			Policy: p, Slow: slow})
+			Policy: p, Slow: slow, Sources: []pressure.Kind{pressure.KindVLLM, pressure.KindNVML}})
 		if err != nil {
 			t.Fatal(err)
 		}

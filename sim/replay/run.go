@@ -106,6 +106,14 @@ type Settings struct {
 	// Observer, if set, is called after every pressure round (Gatekeeper),
 	// so a test can hold the replay's decisions against gatekeeper's.
 	Observer func(Round)
+	// Sources are the kinds of pressure source the policy reads for the pod
+	// (Gatekeeper), its upstream's and the node's: vllm (the pod's
+	// /metrics), memory_blocks (the allocator exporter), nvml or dcgm (device
+	// memory). A signal no listed source yields is absent, as it is to
+	// gatekeeper. Nil means the policy file's default, vllm alone: a plain
+	// vLLM serves no allocator endpoint and the default lists no node
+	// source. PolicySources maps a policy file's.
+	Sources []pressure.Kind
 }
 
 // Round is one pressure round: what the controller was given and decided.
@@ -132,6 +140,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.Interval == 0 {
 		s.Interval = 500 * time.Millisecond
+	}
+	if s.Sources == nil {
+		s.Sources = PolicySources(config.Default())
 	}
 	s.SLO = s.SLO.withDefaults()
 	return s
