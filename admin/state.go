@@ -35,6 +35,9 @@ type Sources struct {
 	// Slow returns the upstream's slow-path state and its last level
 	// change (nil before the first); false for an unknown upstream.
 	Slow func(name string) (breaker.SlowState, *control.Cause, bool)
+	// Ceiling, if set, returns the upstream's window ceiling since it
+	// failed under load and when that was set (0 while none holds).
+	Ceiling func(name string) (int, time.Time)
 	// Pressure returns the latest pressure readings.
 	Pressure func() pressure.State
 	// Cluster, if set, returns the state shared with other replicas (a
@@ -80,6 +83,11 @@ type Upstream struct {
 	InFlight    int    `json:"inflight"`
 	MaxInflight int    `json:"max_inflight"`
 	MinInflight int    `json:"min_inflight"`
+	// WindowCeiling is the most the window may grow to since the pod failed
+	// under load (batch.failure_hold), set at WindowCeilingSince; absent
+	// while none holds.
+	WindowCeiling      int        `json:"window_ceiling,omitempty"`
+	WindowCeilingSince *time.Time `json:"window_ceiling_since,omitempty"`
 	// MemoryBudgetBytes bounds the estimated memory of the requests in
 	// flight (memory admission, upstreams[].vocab_size); MemoryHeldBytes is
 	// theirs. Both absent while memory admission bounds nothing.
@@ -174,6 +182,12 @@ func Snapshot(src Sources) State {
 		}
 		if b, ok := src.Breaker(u.Name); ok {
 			us.Breaker = b.String()
+		}
+		if src.Ceiling != nil {
+			if c, at := src.Ceiling(u.Name); c > 0 {
+				at = at.UTC()
+				us.WindowCeiling, us.WindowCeilingSince = c, &at
+			}
 		}
 		if st, cause, ok := src.Slow(u.Name); ok {
 			us.Level, us.Phase, us.LastChange = st.Level.String(), st.Phase.String(), cause

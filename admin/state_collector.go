@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type stateCollector struct {
 	snapshot                           func() State
 	queueLen, queueTokens, limit, infl *prometheus.Desc
+	ceiling                            *prometheus.Desc
 	breakerState, available, level     *prometheus.Desc
 	memBudget, memHeld                 *prometheus.Desc
 }
@@ -16,9 +17,11 @@ type stateCollector struct {
 func NewStateCollector(snapshot func() State) prometheus.Collector {
 	up := []string{"upstream"}
 	return &stateCollector{snapshot: snapshot,
-		queueLen:     prometheus.NewDesc("gatekeeper_queue_length", "Requests waiting for a window slot.", nil, nil),
-		queueTokens:  prometheus.NewDesc("gatekeeper_queue_tokens", "Estimated tokens of the waiting requests.", nil, nil),
-		limit:        prometheus.NewDesc("gatekeeper_window_limit", "The most requests the upstream may run at once (its batch window).", up, nil),
+		queueLen:    prometheus.NewDesc("gatekeeper_queue_length", "Requests waiting for a window slot.", nil, nil),
+		queueTokens: prometheus.NewDesc("gatekeeper_queue_tokens", "Estimated tokens of the waiting requests.", nil, nil),
+		limit:       prometheus.NewDesc("gatekeeper_window_limit", "The most requests the upstream may run at once (its batch window).", up, nil),
+		ceiling: prometheus.NewDesc("gatekeeper_window_ceiling",
+			"The most the upstream's window may grow to since it failed under load (batch.failure_hold); 0 while none holds.", up, nil),
 		infl:         prometheus.NewDesc("gatekeeper_inflight", "Window slots held on the upstream now: the sequences of the requests running there (prompts × n each).", up, nil),
 		breakerState: prometheus.NewDesc("gatekeeper_error_breaker_state", "Error breaker state: 0 closed, 1 half-open, 2 open.", up, nil),
 		available:    prometheus.NewDesc("gatekeeper_upstream_available", "1 while the upstream may receive new dispatches.", up, nil),
@@ -31,7 +34,7 @@ func NewStateCollector(snapshot func() State) prometheus.Collector {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queueLen, c.queueTokens, c.limit, c.infl, c.breakerState, c.available, c.level, c.memBudget, c.memHeld} {
+	for _, d := range []*prometheus.Desc{c.queueLen, c.queueTokens, c.limit, c.ceiling, c.infl, c.breakerState, c.available, c.level, c.memBudget, c.memHeld} {
 		ch <- d
 	}
 }
@@ -42,6 +45,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.queueTokens, prometheus.GaugeValue, float64(s.Queue.Tokens))
 	for _, u := range s.Upstreams {
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(u.WindowLimit), u.Name)
+		ch <- prometheus.MustNewConstMetric(c.ceiling, prometheus.GaugeValue, float64(u.WindowCeiling), u.Name)
 		ch <- prometheus.MustNewConstMetric(c.infl, prometheus.GaugeValue, float64(u.InFlight), u.Name)
 		ch <- prometheus.MustNewConstMetric(c.breakerState, prometheus.GaugeValue, breakerValue(u.Breaker), u.Name)
 		ch <- prometheus.MustNewConstMetric(c.available, prometheus.GaugeValue, boolValue(u.Available), u.Name)

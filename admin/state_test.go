@@ -53,6 +53,12 @@ func fakeSources() Sources {
 			return breaker.SlowState{Level: breaker.Degraded, Phase: breaker.PhaseDegraded, Limit: 6},
 				&control.Cause{From: "normal", To: "degraded", Signal: "fragmentation", Source: "a/alloc", Value: 1.3, At: testTime}, true
 		},
+		Ceiling: func(name string) (int, time.Time) {
+			if name == "a" { // a failed under load with 8 in flight
+				return 6, testTime.In(time.FixedZone("CET", 3600))
+			}
+			return 0, time.Time{}
+		},
 		Pressure: func() pressure.State {
 			return pressure.State{
 				Upstreams: []pressure.UpstreamState{{Name: "a",
@@ -102,6 +108,8 @@ const wantState = `{
       "inflight": 3,
       "max_inflight": 8,
       "min_inflight": 2,
+      "window_ceiling": 6,
+      "window_ceiling_since": "2026-01-01T00:00:00Z",
       "level": "degraded",
       "phase": "degraded",
       "last_change": {
@@ -223,6 +231,10 @@ gatekeeper_queue_tokens 42
 # TYPE gatekeeper_upstream_available gauge
 gatekeeper_upstream_available{upstream="a"} 0
 gatekeeper_upstream_available{upstream="b"} 1
+# HELP gatekeeper_window_ceiling The most the upstream's window may grow to since it failed under load (batch.failure_hold); 0 while none holds.
+# TYPE gatekeeper_window_ceiling gauge
+gatekeeper_window_ceiling{upstream="a"} 6
+gatekeeper_window_ceiling{upstream="b"} 0
 # HELP gatekeeper_window_limit The most requests the upstream may run at once (its batch window).
 # TYPE gatekeeper_window_limit gauge
 gatekeeper_window_limit{upstream="a"} 6

@@ -130,6 +130,27 @@ func (sl *Slow) ObserveAt(now time.Time, readings []Reading, backlogEmpty bool) 
 	}
 }
 
+// Fail records a failure of the pod under load at now with inflight
+// sequences running (see Window.Fail) and reports whether it set or lowered
+// the window's ceiling; the window falls to the ceiling at once.
+func (sl *Slow) Fail(now time.Time, inflight int) bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	lowered := sl.window.Fail(now, inflight)
+	st := sl.Current()
+	st.Limit = sl.window.Limit()
+	sl.state.Store(st.pack())
+	return lowered
+}
+
+// Ceiling returns the window's ceiling since a failure under load and when
+// it was set or refreshed (see Window.Ceiling); 0 while none holds.
+func (sl *Slow) Ceiling() (int, time.Time) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.window.Ceiling()
+}
+
 // Update applies a reloaded policy. The level, phase and cut history carry
 // over; the window is clamped into the new bounds (at MaxInflight when
 // normal). s.Now is ignored. On error nothing changes.

@@ -236,3 +236,33 @@ func TestSlowQueueSignal(t *testing.T) {
 		})
 	}
 }
+
+// A failure ceiling survives a reload that keeps the pod's maximum (clamped
+// into the new bounds) and goes with one that changes it: a new maximum is
+// the operator's word on the window.
+func TestSlowFailCeilingAcrossUpdates(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	sl := newTestSlow(t, clk) // max 100, min 10
+	if !sl.Fail(clk.Now(), 90) {
+		t.Fatal("Fail(90 of 100) set no ceiling")
+	}
+	if got := sl.Current().Limit; got != 72 {
+		t.Fatalf("limit after Fail(90) = %d, want 72 at once", got)
+	}
+	keep := SlowSettings{Level: LevelSettings{Rules: testRules(), Hysteresis: 0.05, Hold: 5 * time.Second},
+		Window: WindowSettings{MaxInflight: 100, MinInflight: 80}}
+	if err := sl.Update(keep); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := sl.Ceiling(); c != 80 || sl.Current().Limit != 80 {
+		t.Errorf("after a reload with min 80: ceiling %d, limit %d; want both clamped to 80", c, sl.Current().Limit)
+	}
+	keep.Window.MaxInflight = 120
+	if err := sl.Update(keep); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := sl.Ceiling(); c != 0 {
+		t.Errorf("after a reload that changed max_inflight: ceiling %d, want none", c)
+	}
+}

@@ -72,6 +72,11 @@ type WindowSettings struct {
 	// RampEvery is the time between two ramp steps. 0 means
 	// DefaultRampEvery (1s); otherwise > 0.
 	RampEvery time.Duration
+	// FailureHold is how long a ceiling that a failure under load set (see
+	// Fail) stays after the last such failure; then the window may ramp to
+	// MaxInflight again. 0 means for the Window's life (until MaxInflight
+	// changes); otherwise > 0.
+	FailureHold time.Duration
 }
 
 // normalized checks s and fills in the defaults; the error names each
@@ -101,6 +106,9 @@ func (s WindowSettings) normalized() (WindowSettings, error) {
 	}
 	if s.RampEvery < 0 {
 		bad("RampEvery", s.RampEvery, "≥ 0")
+	}
+	if s.FailureHold < 0 {
+		bad("FailureHold", s.FailureHold, "≥ 0")
 	}
 	if len(errs) > 0 {
 		return s, errors.Join(errs...)
@@ -145,6 +153,10 @@ type Window struct {
 	cutSignal string    // the cause at the last cut, and its value then
 	cutValue  float64
 	lastRamp  time.Time // when recovery began or the window last grew
+	// ceiling, when > 0, is the most the window may grow to since the pod
+	// failed under load (Fail), set at ceilingAt or refreshed then.
+	ceiling   int
+	ceilingAt time.Time
 }
 
 // NewWindow returns a Window at MaxInflight in PhaseNormal, or an error
@@ -158,8 +170,48 @@ func NewWindow(s WindowSettings) (*Window, error) {
 }
 
 // Limit returns the current window in requests, always within
-// [MinInflight, MaxInflight].
+// [MinInflight, MaxInflight] and at most the ceiling while one holds.
 func (w *Window) Limit() int { return w.limit }
+
+// Ceiling returns the ceiling that a failure under load set and when it was
+// set or last refreshed; 0 while none holds.
+func (w *Window) Ceiling() (int, time.Time) { return w.ceiling, w.ceilingAt }
+
+// Fail records that the pod failed under load at now: it died (an engine
+// out-of-memory is fatal: every request in flight fails, then the server)
+// while inflight sequences ran on it. When inflight is at least half the
+// window, the failure is the load's: the window's ceiling falls to what a
+// cut leaves of inflight (at least MinInflight) and the window with it, and
+// no ramp passes the ceiling until FailureHold has passed without another
+// such failure. A failure at a smaller load (a rolling update, a network
+// error) changes nothing. It reports whether the ceiling was set or lowered.
+//
+// Why a ceiling and not a cut: a cut is ramped back, and growing the batch
+// again to a size the pod's caching allocator has not served since its
+// restart is what kills a tight pod (sim/replay/README.md); the load the
+// pod died at is the one fact known to be too much.
+func (w *Window) Fail(now time.Time, inflight int) bool {
+	if inflight < 1 || 2*inflight < w.limit {
+		return false
+	}
+	c := max(w.s.MinInflight, int(math.Floor(float64(inflight)*(1-w.s.Cut))))
+	lowered := w.ceiling == 0 || c < w.ceiling
+	if lowered {
+		w.ceiling = c
+	}
+	w.ceilingAt = now
+	w.limit = min(w.limit, w.ceiling)
+	return lowered
+}
+
+// top is the most the window may grow to now: MaxInflight, or the ceiling
+// while one holds.
+func (w *Window) top() int {
+	if w.ceiling > 0 {
+		return min(w.ceiling, w.s.MaxInflight)
+	}
+	return w.s.MaxInflight
+}
 
 // Phase returns the current phase.
 func (w *Window) Phase() Phase { return w.phase }
@@ -177,6 +229,12 @@ func (w *Window) Phase() Phase { return w.phase }
 // every RampEvery and the phase is recovering until the window is full and
 // the backlog is empty.
 func (w *Window) Tick(now time.Time, in WindowInput) (limit int, phase Phase) {
+	if w.ceiling > 0 && w.s.FailureHold > 0 && now.Sub(w.ceilingAt) >= w.s.FailureHold {
+		w.ceiling, w.ceilingAt = 0, time.Time{} // held long enough: the window may grow back
+		if w.phase == PhaseNormal && w.limit < w.s.MaxInflight {
+			w.phase, w.lastRamp = PhaseRecovering, now
+		}
+	}
 	switch in.Level {
 	case Critical:
 		if w.phase != PhaseCritical {
@@ -227,23 +285,32 @@ func (w *Window) recover(now time.Time, backlogEmpty bool) {
 	case PhaseDegraded, PhaseCritical:
 		w.phase, w.lastRamp = PhaseRecovering, now
 	case PhaseRecovering:
-		if steps := now.Sub(w.lastRamp) / w.s.RampEvery; steps > 0 && w.limit < w.s.MaxInflight {
+		top := w.top()
+		if steps := now.Sub(w.lastRamp) / w.s.RampEvery; steps > 0 && w.limit < top {
 			step := max(1, int(math.Round(w.s.RampStep*float64(w.s.MaxInflight))))
 			grow := min(int64(steps), int64(w.s.MaxInflight)) * int64(step)
-			w.limit = int(min(int64(w.limit)+grow, int64(w.s.MaxInflight)))
+			w.limit = int(min(int64(w.limit)+grow, int64(top)))
 			w.lastRamp = w.lastRamp.Add(steps * w.s.RampEvery)
 		}
 	}
-	if w.phase == PhaseRecovering && w.limit == w.s.MaxInflight && backlogEmpty {
+	if w.phase == PhaseRecovering && w.limit >= w.top() && backlogEmpty {
 		w.phase = PhaseNormal
 	}
 }
 
 // update applies new settings, keeping the phase and clamping the window.
+// A ceiling stays, clamped into the new bounds, unless MaxInflight changed:
+// a new maximum is the operator's word on the pod's window.
 func (w *Window) update(s WindowSettings) {
-	w.s = s
-	if w.phase == PhaseNormal {
-		w.limit = s.MaxInflight
+	if s.MaxInflight != w.s.MaxInflight {
+		w.ceiling, w.ceilingAt = 0, time.Time{}
 	}
-	w.limit = min(max(w.limit, s.MinInflight), s.MaxInflight)
+	w.s = s
+	if w.ceiling > 0 {
+		w.ceiling = min(max(w.ceiling, s.MinInflight), s.MaxInflight)
+	}
+	if w.phase == PhaseNormal {
+		w.limit = w.top()
+	}
+	w.limit = min(max(w.limit, s.MinInflight), w.top())
 }

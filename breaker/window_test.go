@@ -15,8 +15,10 @@ type windowStep struct {
 	value   float64
 	busy    bool    // backlog not empty
 	queued  float64 // requests waiting inside the pod
+	fail    int     // > 0: the pod failed with this many in flight, before the tick
 	limit   int
 	phase   Phase
+	ceiling int // the ceiling after the tick (0: none)
 }
 
 func TestWindowSteps(t *testing.T) {
@@ -116,6 +118,32 @@ func TestWindowSteps(t *testing.T) {
 			{advance: 2 * s, level: Degraded, value: 1.3, queued: 1, limit: 2, phase: PhaseDegraded},
 			{advance: 2 * s, level: Degraded, value: 1.3, queued: 0.5, limit: 2, phase: PhaseDegraded},
 		}},
+		{name: "a failure under load sets a ceiling that no ramp passes", s: base, steps: []windowStep{
+			{fail: 90, level: Normal, limit: 72, phase: PhaseNormal, ceiling: 72},
+			// the dead pod's readings go stale: degraded, cut from the ceiling
+			{advance: s, level: Degraded, value: 1, limit: 57, phase: PhaseDegraded, ceiling: 72},
+			{advance: s, level: Normal, busy: true, limit: 57, phase: PhaseRecovering, ceiling: 72},
+			{advance: s, level: Normal, busy: true, limit: 67, phase: PhaseRecovering, ceiling: 72},
+			{advance: s, level: Normal, busy: true, limit: 72, phase: PhaseRecovering, ceiling: 72},
+			{advance: time.Hour, level: Normal, busy: true, limit: 72, phase: PhaseRecovering, ceiling: 72},
+			{level: Normal, limit: 72, phase: PhaseNormal, ceiling: 72}, // full at the ceiling and idle
+			{advance: 24 * time.Hour, level: Normal, limit: 72, phase: PhaseNormal, ceiling: 72},
+		}},
+		{name: "a failure at a small load is not the load's", s: base, steps: []windowStep{
+			{fail: 49, level: Normal, limit: 100, phase: PhaseNormal},
+			{level: Degraded, value: 1, limit: 80, phase: PhaseDegraded},
+			// half of a cut window is under load: 40 × (1 − 0.2)
+			{fail: 40, level: Degraded, value: 1, limit: 32, phase: PhaseDegraded, ceiling: 32},
+		}},
+		{name: "a later failure lowers the ceiling; FailureHold lifts it", s: WindowSettings{MaxInflight: 100, MinInflight: 10, FailureHold: 10 * s}, steps: []windowStep{
+			{fail: 100, level: Normal, limit: 80, phase: PhaseNormal, ceiling: 80},
+			{advance: 5 * s, fail: 90, level: Normal, limit: 72, phase: PhaseNormal, ceiling: 72},
+			{advance: 5 * s, fail: 95, level: Normal, limit: 72, phase: PhaseNormal, ceiling: 72}, // higher: refreshes the hold only
+			{advance: 9 * s, level: Normal, limit: 72, phase: PhaseNormal, ceiling: 72},
+			{advance: s, level: Normal, busy: true, limit: 72, phase: PhaseRecovering},
+			{advance: s, level: Normal, busy: true, limit: 82, phase: PhaseRecovering},
+			{advance: 3 * s, level: Normal, limit: 100, phase: PhaseNormal},
+		}},
 		{name: "small windows ramp by at least one", s: WindowSettings{MaxInflight: 4, MinInflight: 1, Cut: 0.5, RampStep: 0.01}, steps: []windowStep{
 			{level: Critical, value: 2, limit: 1, phase: PhaseCritical},
 			{advance: s, level: Normal, limit: 1, phase: PhaseRecovering},
@@ -133,6 +161,9 @@ func TestWindowSteps(t *testing.T) {
 			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			for i, st := range tt.steps {
 				now = now.Add(st.advance)
+				if st.fail > 0 {
+					w.Fail(now, st.fail)
+				}
 				in := WindowInput{Level: st.level, Signal: st.signal, Value: st.value, BacklogEmpty: !st.busy, PodQueued: st.queued}
 				if in.Signal == "" {
 					in.Signal = "fragmentation"
@@ -143,6 +174,9 @@ func TestWindowSteps(t *testing.T) {
 				}
 				if w.Limit() != limit || w.Phase() != phase {
 					t.Errorf("step %d: Limit(), Phase() = %d, %v, want what Tick returned", i, w.Limit(), w.Phase())
+				}
+				if c, _ := w.Ceiling(); c != st.ceiling {
+					t.Errorf("step %d: Ceiling() = %d, want %d", i, c, st.ceiling)
 				}
 			}
 		})
@@ -163,6 +197,7 @@ func TestWindowStaysInBounds(t *testing.T) {
 			CutEvery:    time.Duration(rng.IntN(3000)) * time.Millisecond,
 			RampStep:    rng.Float64(),
 			RampEvery:   time.Duration(rng.IntN(3000)) * time.Millisecond,
+			FailureHold: time.Duration(rng.IntN(2)) * time.Duration(rng.IntN(20000)) * time.Millisecond,
 		}
 		w, err := NewWindow(s)
 		if err != nil {
@@ -172,13 +207,20 @@ func TestWindowStaysInBounds(t *testing.T) {
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		for i := range 500 {
 			now = now.Add(time.Duration(rng.IntN(4000)) * time.Millisecond)
+			if rng.IntN(50) == 0 {
+				w.Fail(now, rng.IntN(maxIn+1))
+			}
 			in := WindowInput{Level: Level(rng.IntN(3)), Signal: "s", Value: rng.Float64() * 3, BacklogEmpty: rng.IntN(3) > 0}
 			limit, phase := w.Tick(now, in)
-			if limit < minIn || limit > maxIn {
-				t.Fatalf("settings %+v, tick %d: Tick(%+v) limit = %d, want within [%d, %d]", s, i, in, limit, minIn, maxIn)
+			top := maxIn
+			if c, _ := w.Ceiling(); c > 0 {
+				top = c
 			}
-			if phase == PhaseNormal && limit != maxIn {
-				t.Fatalf("settings %+v, tick %d: phase normal with limit %d, want %d", s, i, limit, maxIn)
+			if limit < minIn || limit > top || top > maxIn {
+				t.Fatalf("settings %+v, tick %d: Tick(%+v) limit = %d, want within [%d, %d] and %d ≤ %d", s, i, in, limit, minIn, top, top, maxIn)
+			}
+			if phase == PhaseNormal && limit != top {
+				t.Fatalf("settings %+v, tick %d: phase normal with limit %d, want %d", s, i, limit, top)
 			}
 			if want := map[Level]Phase{Degraded: PhaseDegraded, Critical: PhaseCritical}[in.Level]; in.Level != Normal && phase != want {
 				t.Fatalf("tick %d: Tick(%+v) phase = %v, want %v", i, in, phase, want)

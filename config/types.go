@@ -226,6 +226,12 @@ type Batch struct {
 	WorseBy   float64       `yaml:"worse_by"`   // rise since the last cut, as a fraction of the value then, that counts as worsening; 0 < WorseBy < 1
 	RampStep  float64       `yaml:"ramp_step"`  // fraction of max_inflight added per RampEvery; 0 < RampStep ≤ 1
 	RampEvery time.Duration `yaml:"ramp_every"` // between ramp steps once normal
+	// FailureHold is how long a pod's window stays capped after it failed
+	// under load (its error breaker opened while it ran at least half its
+	// window): the cap is what a cut leaves of the sequences it was
+	// running. 0: for as long as gatekeeper runs, or until a reload changes
+	// the pod's max_inflight.
+	FailureHold time.Duration `yaml:"failure_hold"`
 	// MemoryShare is the fraction of a pod's reported free memory that the
 	// in-flight requests' estimated memory may take (upstreams[].vocab_size
 	// turns it on); 0 < MemoryShare ≤ 1.

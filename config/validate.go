@@ -176,6 +176,9 @@ func (k *checker) batchQueue(b Batch, q Queue) {
 	k.fraction("batch.worse_by", b.WorseBy, false)
 	k.fraction("batch.ramp_step", b.RampStep, true)
 	k.duration("batch.ramp_every", b.RampEvery)
+	if b.FailureHold < 0 {
+		k.add("batch.failure_hold", "must not be negative (0: for as long as gatekeeper runs), got %v", b.FailureHold)
+	}
 	k.fraction("batch.memory_share", b.MemoryShare, true)
 	k.atLeast("queue.max_length", int64(q.MaxLength), 1)
 	k.atLeast("queue.max_tokens", q.MaxTokens, 1)

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,9 @@ type Change struct {
 	// the last round's.
 	TokenLimit        int64
 	TokenLimitChanged bool
+	// Ceiling is the most the window may grow to since the pod failed under
+	// load (PodFailed), 0 while none holds.
+	Ceiling int
 }
 
 // Decision is one round's decisions, for the caller to apply exactly once.
@@ -82,6 +86,8 @@ type upstream struct {
 	maxInfl  int   // the window's MaxInflight
 	cause    Cause
 	caused   bool
+	running  int          // the pod's last fresh count of running requests (vLLM's num_requests_running); 0 unknown
+	failed   bool         // PodFailed lowered the window since the last round
 	refusals atomic.Int64 // the pod's own 503/429 since the last round
 }
 
@@ -163,9 +169,15 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 	for _, name := range c.names {
 		u := ups[name]
 		us, _ := st.Upstream(name)
+		if v, ok := us.Signals[pressure.Running]; ok && !v.Stale && v.Value >= 0 && v.Value < math.MaxInt32 {
+			u.running = int(v.Value)
+		}
 		readings := append(Readings(us), breaker.Reading{Signal: PodOverload,
 			Value: float64(u.refusals.Swap(0)), Source: name + "/responses"})
 		ch := Change{Name: name, SlowUpdate: u.slow.ObserveAt(now, readings, backlogEmpty)}
+		if u.failed { // PodFailed moved the window between rounds: pass it on now
+			ch.LimitChanged, u.failed = true, false
+		}
 		if ch.LevelChanged {
 			t := ch.Transition
 			u.cause = Cause{From: t.From.String(), To: t.To.String(), Signal: t.Signal, Source: t.Source,
@@ -180,6 +192,7 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 		ch.MemoryBudgetChanged, u.budget = ch.MemoryBudget != u.budget, ch.MemoryBudget
 		ch.TokenLimit = tokenLimit(u.tokens, ch.Limit, u.maxInfl)
 		ch.TokenLimitChanged, u.tokenLim = ch.TokenLimit != u.tokenLim, ch.TokenLimit
+		ch.Ceiling, _ = u.slow.Ceiling()
 		d.Upstreams = append(d.Upstreams, ch)
 	}
 	d.OrderChanged = d.Order != c.order
@@ -204,6 +217,46 @@ func (c *Controller) PodRefused(name string) {
 	if u, ok := (*c.ups.Load())[name]; ok {
 		u.refusals.Add(1)
 	}
+}
+
+// PodFailed records that the upstream named name failed under load: its
+// error breaker opened (an engine out-of-memory is fatal: every request in
+// flight fails with a 5xx, then the server) while inflight sequences ran on
+// it from this gatekeeper. The load it failed at is the larger of inflight
+// and the pod's own last count of running requests (which counts every
+// replica's); when that is at least half the window, the window gets a
+// ceiling it never grows past (breaker.Window.Fail). It reports whether the
+// ceiling was set or lowered; the next round's Change carries it (with
+// LimitChanged, since the window fell with it). Safe to
+// call from any goroutine; it never blocks on I/O.
+func (c *Controller) PodFailed(name string, inflight int) bool {
+	return c.PodFailedAt(c.now(), name, inflight)
+}
+
+// PodFailedAt is PodFailed at an explicit instant (the replay's clock).
+func (c *Controller) PodFailedAt(now time.Time, name string, inflight int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, ok := (*c.ups.Load())[name]
+	if !ok {
+		return false
+	}
+	if !u.slow.Fail(now, max(inflight, u.running)) {
+		return false
+	}
+	u.failed = true
+	return true
+}
+
+// Ceiling returns the window ceiling of the upstream named name since it
+// failed under load, and when it was set or last refreshed; 0 while none
+// holds or for an unknown name.
+func (c *Controller) Ceiling(name string) (int, time.Time) {
+	u, ok := (*c.ups.Load())[name]
+	if !ok {
+		return 0, time.Time{}
+	}
+	return u.slow.Ceiling()
 }
 
 // Critical reports whether the upstream named name is at level critical:

@@ -299,3 +299,70 @@ upstreams:
 		t.Errorf("small's rules = %s, want %s", got, want)
 	}
 }
+
+// TestPodFailedCaps: a pod that fails under load gets a window ceiling that
+// the next round reports as a change; its own count of running requests
+// (every replica's) counts when it is higher than this gatekeeper's share; a
+// failure at a small load or of an unknown pod changes nothing.
+func TestPodFailedCaps(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		advance  time.Duration
+		running  float64 // vLLM's num_requests_running on a (0: no reading)
+		failed   int     // > 0: a's error breaker opens with this many in flight
+		lowered  bool    // what PodFailed reports
+		want     string  // the round's decision for a
+		changed  bool    // its LimitChanged
+		wantCeil int
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"this gatekeeper's in-flight", []step{
+			{want: "a:normal/normal/100"},
+			{failed: 90, lowered: true, want: "a:normal/normal/72", changed: true, wantCeil: 72},
+			{advance: time.Hour, want: "a:normal/normal/72", wantCeil: 72},
+		}},
+		{"the pod's own count is higher (other replicas)", []step{
+			{running: 95, want: "a:normal/normal/100"},
+			{failed: 40, lowered: true, want: "a:normal/normal/76", changed: true, wantCeil: 76},
+		}},
+		{"a small load is not the load's", []step{
+			{running: 10, want: "a:normal/normal/100"},
+			{failed: 12, want: "a:normal/normal/100"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			now := t0
+			ctl, err := New(FromPolicy(policy(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, st := range tc.steps {
+				now = now.Add(st.advance)
+				if st.failed > 0 {
+					if got := ctl.PodFailedAt(now, "a", st.failed); got != st.lowered {
+						t.Errorf("step %d: PodFailedAt(%d) = %v, want %v", i, st.failed, got, st.lowered)
+					}
+				}
+				sig := map[string]map[pressure.Signal]pressure.Value{}
+				if st.running > 0 {
+					sig["a"] = map[pressure.Signal]pressure.Value{pressure.Running: val(st.running, "a/vllm", false)}
+				}
+				d := ctl.ObserveAt(now, round(sig), true)
+				a := d.Upstreams[0]
+				if got := strings.Fields(describe(d))[0]; got != st.want || a.LimitChanged != st.changed || a.Ceiling != st.wantCeil {
+					t.Errorf("step %d: %s LimitChanged %v Ceiling %d, want %s, %v, %d", i, got, a.LimitChanged, a.Ceiling, st.want, st.changed, st.wantCeil)
+				}
+				if c, _ := ctl.Ceiling("a"); c != st.wantCeil {
+					t.Errorf("step %d: Ceiling(a) = %d, want %d", i, c, st.wantCeil)
+				}
+			}
+			if ctl.PodFailed("nope", 100) {
+				t.Error("PodFailed(unknown) = true")
+			}
+		})
+	}
+}

@@ -83,7 +83,7 @@ func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 		Window: breaker.WindowSettings{
 			MaxInflight: u.MaxInflight, MinInflight: u.MinInflight,
 			Cut: c.Batch.Cut, CutEvery: c.Batch.CutEvery, Worsening: c.Batch.WorseBy,
-			RampStep: c.Batch.RampStep, RampEvery: c.Batch.RampEvery,
+			RampStep: c.Batch.RampStep, RampEvery: c.Batch.RampEvery, FailureHold: c.Batch.FailureHold,
 		},
 		QueueSignal: string(pressure.Waiting),
 	}

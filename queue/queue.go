@@ -249,6 +249,17 @@ func (q *Queue) Drain(err error) {
 	}
 }
 
+// InFlight returns how many slots (sequences) the window named name holds;
+// 0 for an unknown name.
+func (q *Queue) InFlight(name string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, _ := q.core.find(name); w != nil {
+		return w.inflight
+	}
+	return 0
+}
+
 // Stats returns a snapshot of the queue.
 func (q *Queue) Stats() Stats {
 	q.mu.Lock()

@@ -228,6 +228,9 @@ func (a *app) newErrorBreaker(name string, s breaker.ErrorSettings) *breaker.Err
 		a.metrics.breakerTransitions.WithLabelValues(name, to.String()).Inc()
 		a.log.LogAttrs(context.Background(), slog.LevelWarn, "error breaker changed",
 			slog.String("upstream", name), slog.String("state", to.String()), slog.String("from", from.String()))
+		if to == breaker.Open {
+			a.podFailed(name)
+		}
 	}
 	b, err := breaker.NewErrorBreaker(s)
 	if err != nil {
@@ -235,6 +238,19 @@ func (a *app) newErrorBreaker(name string, s breaker.ErrorSettings) *breaker.Err
 			slog.String("upstream", name), slog.String("err", err.Error()))
 	}
 	return b
+}
+
+// podFailed tells the controller that a pod's error breaker opened with
+// what its window holds (OnChange runs outside every lock, so asking the
+// queue here is safe): a pod that dies under load gets a window ceiling.
+func (a *app) podFailed(name string) {
+	inflight := a.queue.InFlight(name)
+	if !a.ctl.PodFailed(name, inflight) {
+		return
+	}
+	ceiling, _ := a.ctl.Ceiling(name)
+	a.log.LogAttrs(context.Background(), slog.LevelWarn, "window capped after a failure under load",
+		slog.String("upstream", name), slog.Int("inflight", inflight), slog.Int("window", ceiling))
 }
 
 // setWindows sizes each pod's batch window at its maximum.

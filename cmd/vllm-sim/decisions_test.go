@@ -38,8 +38,12 @@ func TestReplayDecidesAsGatekeeper(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			changes := 0
+			changes, failures := 0, 0
 			for i, r := range rounds {
+				for _, f := range r.Failures { // the error breaker opened between rounds
+					ctl.PodFailedAt(f.At, "vllm-0", f.Inflight)
+					failures++
+				}
 				got := ctl.ObserveAt(r.State.At, r.State, r.BacklogEmpty)
 				if !reflect.DeepEqual(got, r.Decision) {
 					t.Fatalf("round %d at %v: gatekeeper decides\n%+v\nthe replay decided\n%+v", i, r.State.At, got, r.Decision)
@@ -50,8 +54,9 @@ func TestReplayDecidesAsGatekeeper(t *testing.T) {
 					}
 				}
 			}
-			if len(rounds) < 1000 || changes == 0 {
-				t.Fatalf("%d rounds, %d changes: the trace must move the controller", len(rounds), changes)
+			if len(rounds) < 1000 || changes == 0 || failures == 0 {
+				t.Fatalf("%d rounds, %d changes, %d failures: the trace must move the controller and kill the pod",
+					len(rounds), changes, failures)
 			}
 		})
 	}
@@ -75,7 +80,7 @@ func TestReplayJSON(t *testing.T) {
 			t.Fatalf("line %q: %v", l, err)
 		}
 		for _, k := range []string{"horizon_hours", "policy", "gpu_memory_utilization", "oom_events",
-			"goodput_tokens_per_s", "slo_goodput_tokens_per_s", "p99_short_s", "time_degraded_fraction",
+			"goodput_tokens_per_s", "slo_goodput_tokens_per_s", "slo_attainment", "seed", "p99_short_s", "time_degraded_fraction",
 			"time_critical_fraction", "refused_fraction"} {
 			if _, ok := rec[k]; !ok {
 				t.Errorf("record lacks %s: %s", k, l)

@@ -146,8 +146,9 @@ func (r *runner) sample() {
 	empty := r.core.Len() == 0
 	d := r.ctl.ObserveAt(r.now(), st, empty)
 	if r.s.Observer != nil {
-		r.s.Observer(Round{State: st, BacklogEmpty: empty, Decision: d})
+		r.s.Observer(Round{Failures: r.failures, State: st, BacklogEmpty: empty, Decision: d})
 	}
+	r.failures = nil
 	up := d.Upstreams[0]
 	if int(up.Level) < len(r.res.LevelTime) {
 		r.res.LevelTime[up.Level] += r.s.Interval

@@ -118,9 +118,19 @@ type Settings struct {
 
 // Round is one pressure round: what the controller was given and decided.
 type Round struct {
+	// Failures are the pod's failures since the previous round, each
+	// reported to the controller (Controller.PodFailedAt) when it happened.
+	Failures     []Failure
 	State        pressure.State
 	BacklogEmpty bool
 	Decision     control.Decision
+}
+
+// Failure is one death of the pod as gatekeeper sees it: its error breaker
+// opens while Inflight sequences of its window run.
+type Failure struct {
+	At       time.Time
+	Inflight int
 }
 
 func (s Settings) withDefaults() Settings {
@@ -193,6 +203,7 @@ type runner struct {
 	samples    int64
 	dead       time.Duration
 	winSum     float64
+	failures   []Failure // since the last pressure round, for Observer
 	// nextRecord is when the next Sample is due.
 	nextRecord time.Duration
 }
@@ -265,7 +276,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	}
 	r := &runner{s: s, e: e, epoch: time.Unix(0, 0).UTC(), bySeq: map[*sim.Seq]*request{},
 		byID: map[uint64]*request{}, avail: true, hists: make([]hist, classes), recov: make([]hist, classes)}
-	r.res.Policy = s.Policy
+	r.res.Policy, r.res.Seed = s.Policy, s.Trace.Seed
 	r.res.GPUMemoryUtilization = e.Settings().GPUMemoryUtilization
 	if s.Policy == None {
 		return r, nil
@@ -311,8 +322,14 @@ func (r *runner) advance(t time.Duration) {
 	if r.core != nil && !r.e.Alive() && r.avail {
 		// every in-flight request just failed with a 500: the error breaker
 		// opens (≥ 5 failures) and the health check agrees within a probe;
-		// the pod is down and its waiters are refused at once.
+		// the pod is down and its waiters are refused at once. It failed
+		// with what its window held (before the failures give it back), as
+		// gatekeeper's breaker reports it; a load-related death caps the
+		// window (control.Controller.PodFailed).
 		r.avail = false
+		f := Failure{At: r.now(), Inflight: r.core.Stats().Windows[0].InFlight}
+		r.ctl.PodFailedAt(f.At, upstream, f.Inflight)
+		r.failures = append(r.failures, f)
 		r.grant(r.core.Dispatch(r.now()))
 	}
 	for _, s := range r.e.TakeFinished() {
@@ -361,6 +378,7 @@ func (r *runner) seqEnded(rq *request, s *sim.Seq) bool {
 	r.res.GeneratedTokens += rq.tokens
 	if !rq.missed {
 		r.res.SLOTokens += rq.tokens
+		r.res.SLOMet++
 	}
 	r.hists[rq.a.Class].add(s.FinishedAt() - rq.a.At)
 	if rq.recovery {
