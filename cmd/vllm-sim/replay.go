@@ -22,6 +22,7 @@ import (
 type replayOptions struct {
 	options
 	hours      string
+	seeds      string
 	policies   string
 	parallel   int
 	trace      string
@@ -51,6 +52,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.StringVar(&o.out, "out", "", "`dir`ectory for each run's time series (CSV, one row per 10 virtual seconds) and chart (SVG)")
 	fs.IntVar(&o.longPrompt, "long-prompt", 1000, "with -trace: prompts of at least this many tokens count as long")
 	fs.Uint64Var(&ts.Seed, "seed", 1, "seed of the trace")
+	fs.StringVar(&o.seeds, "seeds", "", "a seed sweep: seeds and ranges, e.g. 1-10 or 1,3,7-9; every run once per seed, printed as one Markdown row per seed (replaces -seed)")
 	fs.Float64Var(&ts.BaseQPS, "base-qps", 50, "steady arrival rate")
 	fs.Float64Var(&ts.BurstQPS, "burst-qps", 80, "arrival rate during bursts")
 	fs.DurationVar(&ts.BurstEvery, "burst-every", 30*time.Minute, "time between burst starts")
@@ -124,32 +126,41 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	seeds := []uint64{o.base.Trace.Seed}
+	if o.seeds != "" {
+		if seeds, err = parseSeeds(o.seeds); err != nil {
+			return err
+		}
+	}
 	var runs []replay.Settings
 	for _, h := range strings.Split(o.hours, ",") {
 		hours, err := strconv.ParseFloat(strings.TrimSpace(h), 64)
 		if err != nil || hours < 0 || (hours == 0 && o.trace == "") {
 			return fmt.Errorf("-hours: %q is not a positive number", h)
 		}
-		for _, name := range strings.Split(o.policies, ",") {
-			p, err := parsePolicy(strings.TrimSpace(name))
-			if err != nil {
-				return err
-			}
-			s := o.base
-			s.Trace.Duration = time.Duration(hours * float64(time.Hour))
-			s.Policy = p
-			if o.out != "" {
-				s.SeriesEvery = 10 * time.Second
-			}
-			if o.trace != "" {
-				f, err := os.Open(o.trace)
+		for _, seed := range seeds {
+			for _, name := range strings.Split(o.policies, ",") {
+				p, err := parsePolicy(strings.TrimSpace(name))
 				if err != nil {
 					return err
 				}
-				defer f.Close()
-				s.Source = replay.NewCSVTrace(bufio.NewReader(f), o.longPrompt)
+				s := o.base
+				s.Trace.Duration = time.Duration(hours * float64(time.Hour))
+				s.Trace.Seed = seed
+				s.Policy = p
+				if o.out != "" {
+					s.SeriesEvery = 10 * time.Second
+				}
+				if o.trace != "" {
+					f, err := os.Open(o.trace)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					s.Source = replay.NewCSVTrace(bufio.NewReader(f), o.longPrompt)
+				}
+				runs = append(runs, s)
 			}
-			runs = append(runs, s)
 		}
 	}
 	results := make([]replay.Result, len(runs))
@@ -170,7 +181,7 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if o.out != "" {
-		if err := writeSeries(o.out, results); err != nil {
+		if err := writeSeries(o.out, results, len(seeds) > 1); err != nil {
 			return err
 		}
 	}
@@ -182,6 +193,9 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		return nil
+	}
+	if len(seeds) > 1 {
+		return replay.WriteSweep(stdout, results)
 	}
 	es := o.base.Engine
 	traffic := fmt.Sprintf("seed %d; %g QPS with bursts to %g (%v every %v)", o.base.Trace.Seed,
@@ -198,13 +212,18 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	return replay.WriteTable(stdout, results)
 }
 
-// writeSeries writes DIR/<hours>h-<policy>.csv and .svg for every run.
-func writeSeries(dir string, results []replay.Result) error {
+// writeSeries writes DIR/<hours>h-<policy>.csv and .svg for every run
+// (<hours>h-seed<N>-<policy> in a seed sweep).
+func writeSeries(dir string, results []replay.Result, bySeed bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for _, r := range results {
-		name := filepath.Join(dir, fmt.Sprintf("%.4gh-%s", r.Horizon.Hours(), r.Policy))
+		base := fmt.Sprintf("%.4gh-%s", r.Horizon.Hours(), r.Policy)
+		if bySeed {
+			base = fmt.Sprintf("%.4gh-seed%d-%s", r.Horizon.Hours(), r.Seed, r.Policy)
+		}
+		name := filepath.Join(dir, base)
 		for _, f := range []struct {
 			ext   string
 			write func(io.Writer) error
@@ -232,4 +251,33 @@ func writeSeries(dir string, results []replay.Result) error {
 		}
 	}
 	return nil
+}
+
+// parseSeeds reads a -seeds list: comma-separated seeds and ranges (1-10),
+// each seed once, in the order given.
+func parseSeeds(list string) ([]uint64, error) {
+	var out []uint64
+	seen := map[uint64]bool{}
+	for _, part := range strings.Split(list, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.ParseUint(hi, 10, 64)
+		}
+		if err != nil || b < a || b-a >= 10000 {
+			return nil, fmt.Errorf("-seeds: %q is not a seed or a range lo-hi (lo ≤ hi, at most 10000 seeds)", part)
+		}
+		for x := a; ; x++ {
+			if !seen[x] {
+				seen[x] = true
+				out = append(out, x)
+			}
+			if x == b {
+				break
+			}
+		}
+	}
+	return out, nil
 }

@@ -14,8 +14,10 @@ type Outcomes struct {
 
 // Result is what one run measured.
 type Result struct {
-	Policy   Policy
-	Horizon  time.Duration
+	Policy  Policy
+	Horizon time.Duration
+	// Seed is the trace's seed (TraceSettings.Seed).
+	Seed     uint64
 	Arrivals int64
 	Outcomes Outcomes
 	// OOMs is how many times the engine died; Downtime how long it was gone.
@@ -26,6 +28,8 @@ type Result struct {
 	// SLOTokens counts the output tokens of served requests that met their
 	// deadlines (Settings.SLO).
 	SLOTokens int64
+	// SLOMet counts the served requests that met their deadlines.
+	SLOMet int64
 	// GPUMemoryUtilization is the engine's gpu_memory_utilization.
 	GPUMemoryUtilization float64
 	// Classes holds the latency percentiles per trace class.
@@ -50,9 +54,19 @@ func (r Result) Goodput() float64 { return float64(r.GeneratedTokens) / r.Horizo
 // second.
 func (r Result) SLOGoodput() float64 { return float64(r.SLOTokens) / r.Horizon.Seconds() }
 
+// SLOAttainment is the share of arrivals that were served within both
+// deadlines (refused, failed and late requests all count against it).
+func (r Result) SLOAttainment() float64 {
+	if r.Arrivals == 0 {
+		return 0
+	}
+	return float64(r.SLOMet) / float64(r.Arrivals)
+}
+
 // Record is one run as a JSON object (vllm-sim replay -json).
 type Record struct {
 	HorizonHours         float64 `json:"horizon_hours"`
+	Seed                 uint64  `json:"seed"`
 	Policy               string  `json:"policy"`
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization"`
 	OOMEvents            int64   `json:"oom_events"`
@@ -61,6 +75,7 @@ type Record struct {
 	Served               int64   `json:"served"`
 	GoodputTokensPerS    float64 `json:"goodput_tokens_per_s"`
 	SLOGoodputTokensPerS float64 `json:"slo_goodput_tokens_per_s"`
+	SLOAttainment        float64 `json:"slo_attainment"`
 	P99ShortS            float64 `json:"p99_short_s"`
 	P99LongS             float64 `json:"p99_long_s"`
 	TimeDegradedFraction float64 `json:"time_degraded_fraction"`
@@ -73,17 +88,14 @@ type Record struct {
 // p99 of the classes so named (0 when the trace has none).
 func (r Result) Record() Record {
 	rec := Record{
-		HorizonHours: r.Horizon.Hours(), Policy: r.Policy.String(), GPUMemoryUtilization: r.GPUMemoryUtilization,
+		HorizonHours: r.Horizon.Hours(), Seed: r.Seed, Policy: r.Policy.String(), GPUMemoryUtilization: r.GPUMemoryUtilization,
 		OOMEvents: r.OOMs, DowntimeS: r.Downtime.Seconds(), Arrivals: r.Arrivals, Served: r.Outcomes.Served,
-		GoodputTokensPerS: r.Goodput(), SLOGoodputTokensPerS: r.SLOGoodput(),
+		GoodputTokensPerS: r.Goodput(), SLOGoodputTokensPerS: r.SLOGoodput(), SLOAttainment: r.SLOAttainment(),
 		TimeDegradedFraction: r.LevelTime[1].Seconds() / r.Horizon.Seconds(),
 		TimeCriticalFraction: r.LevelTime[2].Seconds() / r.Horizon.Seconds(),
 		MeanWindow:           r.MeanWindow,
 	}
-	if r.Arrivals > 0 {
-		o := r.Outcomes
-		rec.RefusedFraction = float64(o.RateLimited+o.Overloaded+o.QueueFull+o.QueueTimeout) / float64(r.Arrivals)
-	}
+	rec.RefusedFraction = r.refused()
 	for _, c := range r.Classes {
 		switch c.Name {
 		case "short":

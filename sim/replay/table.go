@@ -20,6 +20,9 @@ func WriteTable(w io.Writer, results []Result) error {
 		fmt.Fprintln(tw)
 	}
 	row("horizon", func(r Result) string { return fmt.Sprintf("%gh", r.Horizon.Hours()) })
+	if seeds(results) > 1 {
+		row("seed", func(r Result) string { return fmt.Sprint(r.Seed) })
+	}
 	row("policy", func(r Result) string { return r.Policy.String() })
 	row("arrivals", func(r Result) string { return fmt.Sprint(r.Arrivals) })
 	row("OOM events", func(r Result) string { return fmt.Sprint(r.OOMs) })
@@ -32,6 +35,7 @@ func WriteTable(w io.Writer, results []Result) error {
 	})
 	row("goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.Goodput()) })
 	row("SLO goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.SLOGoodput()) })
+	row("SLO attainment", func(r Result) string { return fmt.Sprintf("%.1f%%", 100*r.SLOAttainment()) })
 	if len(results) > 0 {
 		for i, c := range results[0].Classes {
 			row("p50 "+c.Name, func(r Result) string { return fmtDur(r.Classes[i].P50) })
@@ -69,24 +73,47 @@ func WriteTable(w io.Writer, results []Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	byKey := map[[2]int64]Result{}
+	byKey := map[runKey]Result{}
 	for _, r := range results {
-		byKey[[2]int64{int64(r.Horizon), int64(r.Policy)}] = r
+		byKey[keyOf(r, r.Policy)] = r
 	}
 	for _, r := range results {
 		if r.Policy != Gatekeeper {
 			continue
 		}
 		for _, base := range []Policy{None, QPSOnly} {
-			b, ok := byKey[[2]int64{int64(r.Horizon), int64(base)}]
+			b, ok := byKey[keyOf(r, base)]
 			if !ok || b.Goodput() == 0 {
 				continue
 			}
-			fmt.Fprintf(w, "%gh gatekeeper ÷ %s: goodput %.2f, OOMs %d vs %d, served %.2f\n", r.Horizon.Hours(), base,
-				r.Goodput()/b.Goodput(), r.OOMs, b.OOMs, float64(r.Outcomes.Served)/float64(max(b.Outcomes.Served, 1)))
+			label := fmt.Sprintf("%gh", r.Horizon.Hours())
+			if seeds(results) > 1 {
+				label += fmt.Sprintf(" seed %d", r.Seed)
+			}
+			fmt.Fprintf(w, "%s gatekeeper ÷ %s: goodput %.2f, SLO goodput %.2f, OOMs %d vs %d, served %.2f\n", label, base,
+				r.Goodput()/b.Goodput(), r.SLOGoodput()/max(b.SLOGoodput(), 1e-9), r.OOMs, b.OOMs,
+				float64(r.Outcomes.Served)/float64(max(b.Outcomes.Served, 1)))
 		}
 	}
 	return nil
+}
+
+// runKey names the run of a policy at one horizon and seed.
+type runKey struct {
+	horizon time.Duration
+	seed    uint64
+	policy  Policy
+}
+
+func keyOf(r Result, p Policy) runKey { return runKey{r.Horizon, r.Seed, p} }
+
+// seeds counts the distinct seeds of results.
+func seeds(results []Result) int {
+	set := map[uint64]bool{}
+	for _, r := range results {
+		set[r.Seed] = true
+	}
+	return len(set)
 }
 
 func fmtDur(d time.Duration) string {
