@@ -33,6 +33,14 @@ type Request struct {
 	// priority always leaves before one of a lower, whatever the order and
 	// aging (which apply within a priority). 0 is the default.
 	Priority int
+	// Deadline, if set, is the latest time the request may start and still
+	// be of use to its client (its time-to-first-token deadline). Enqueue
+	// refuses it at once with a *DeadlineError (ErrDeadline) when the wait
+	// predicted from the service rate of the windows it may use and the
+	// slots of the waiters that go before it would pass Deadline; the
+	// caller cancels a waiter whose Deadline passes while it waits. Under
+	// EarliestDeadline it is also the order. Zero: none.
+	Deadline time.Time
 }
 
 // Cost is what a running request holds on its window: its slots (Seqs) and
@@ -142,8 +150,9 @@ func (c *Core) Len() int { return c.fifo.len() }
 // grants r a slot at once (granted is true, g names the upstream). Otherwise r
 // waits (granted is false, err nil) until Release or Dispatch grants it or the
 // caller cancels it. Errors: ErrTooLarge, ErrFull, ErrTokensFull,
-// ErrDuplicateID, and ErrUnavailable when every upstream r may use is Down;
-// r is then neither granted nor queued.
+// ErrDuplicateID, ErrUnavailable when every upstream r may use is Down,
+// ErrNoMemory, and a *DeadlineError (ErrDeadline) when r could not start
+// before its Deadline; r is then neither granted nor queued.
 func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err error) {
 	tokens := max(r.Tokens, 0)
 	switch {
@@ -173,10 +182,17 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	if now.Before(c.last) {
 		now = c.last
 	}
+	it := &item{id: r.ID, priority: r.Priority, tokens: tokens, memory: cost.Memory, seqs: cost.Seqs, arrival: now,
+		deadline: r.Deadline, exclude: r.Exclude}
+	if !r.Deadline.IsZero() {
+		wait, ok := c.predictWait(now, it)
+		if !r.Deadline.After(now) || ok && now.Add(wait).After(r.Deadline) {
+			return Grant{}, false, &DeadlineError{Wait: wait}
+		}
+	}
 	c.last = now
 	c.seq++
-	it := &item{id: r.ID, priority: r.Priority, seq: c.seq, tokens: tokens, memory: cost.Memory, seqs: cost.Seqs, arrival: now, exclude: r.Exclude,
-		group: c.groupFor(r.Exclude)}
+	it.seq, it.group = c.seq, c.groupFor(r.Exclude)
 	c.waiting[r.ID] = it
 	c.link(it)
 	c.reserve(it)
@@ -206,6 +222,7 @@ func (c *Core) Release(now time.Time, upstream string, cost Cost) []Grant {
 		return nil
 	}
 	w.give(cost)
+	w.rate.add(now, cost.slots())
 	if w.removed && w.inflight == 0 {
 		c.windows = slices.Delete(c.windows, i, i+1)
 		return nil
@@ -316,6 +333,7 @@ func (c *Core) link(it *item) {
 	c.fifo.push(it)
 	it.group.fifo.push(it)
 	it.group.size.push(it)
+	it.group.deadline.push(it)
 }
 
 // unlink takes it out of every heap, and drops its group once empty.
@@ -323,6 +341,7 @@ func (c *Core) unlink(it *item) {
 	c.fifo.remove(it)
 	it.group.fifo.remove(it)
 	it.group.size.remove(it)
+	it.group.deadline.remove(it)
 	if it.group.fifo.len() == 0 {
 		delete(c.groups, it.group.key)
 	}

@@ -482,6 +482,7 @@ func checkHeaps(t *testing.T, c *Core) {
 		}
 		check(&g.fifo, g.fifo.len())
 		check(&g.size, g.fifo.len())
+		check(&g.deadline, g.fifo.len())
 		for _, it := range g.fifo.items {
 			if it.group != g {
 				t.Fatalf("item %d in group %q points to another", it.id, k)

@@ -30,4 +30,8 @@ var (
 	// the pods report their free memory now. Refused at once; retrying later
 	// may succeed once a pod reports more free memory.
 	ErrNoMemory = errors.New("queue: request needs more memory than any upstream has free")
+	// ErrDeadline means the request could not start before its Deadline:
+	// the work ahead of it, at the rate its upstreams give slots back,
+	// takes longer. Enqueue returns it as a *DeadlineError with the wait.
+	ErrDeadline = errors.New("queue: cannot start before its deadline")
 )

@@ -13,18 +13,20 @@ type item struct {
 	memory   int64 // Request.Memory
 	seqs     int   // Request.Seqs, at least 1
 	arrival  time.Time
+	deadline time.Time // Request.Deadline; zero: none
 	exclude  []string
 	group    *group
-	idx      [3]int // position in the heap of each kind; -1 when out
+	idx      [4]int // position in the heap of each kind; -1 when out
 }
 
 // heapKind selects a heap's order and its slot in item.idx.
 type heapKind uint8
 
 const (
-	byArrival    heapKind = iota // every waiter: highest priority first, then oldest
-	groupArrival                 // a group's waiters, in the same order
-	groupSize                    // a group's waiters: highest priority, then fewest estimated tokens, then oldest
+	byArrival     heapKind = iota // every waiter: highest priority first, then oldest
+	groupArrival                  // a group's waiters, in the same order
+	groupSize                     // a group's waiters: highest priority, then fewest estimated tokens, then oldest
+	groupDeadline                 // a group's waiters: highest priority, then earliest deadline (none last), then oldest
 )
 
 // heap is a binary min-heap of items with index tracking. The zero value of
@@ -75,6 +77,9 @@ func (h *heap) less(i, j int) bool {
 	if h.kind == groupSize && a.tokens != b.tokens {
 		return a.tokens < b.tokens
 	}
+	if h.kind == groupDeadline && !a.deadline.Equal(b.deadline) {
+		return earlier(a.deadline, b.deadline)
+	}
 	return a.seq < b.seq
 }
 
@@ -113,4 +118,16 @@ func (h *heap) down(i0 int) bool {
 		i = j
 	}
 	return i > i0
+}
+
+// earlier reports whether deadline a comes before b; a zero deadline (none)
+// comes after every other.
+func earlier(a, b time.Time) bool {
+	switch {
+	case a.IsZero():
+		return false
+	case b.IsZero():
+		return true
+	}
+	return a.Before(b)
 }

@@ -109,6 +109,17 @@ func (m *model) dispatch(t *testing.T, now time.Time) []Grant {
 			return cmp.Or(cmp.Compare(a.tokens, b.tokens), cmp.Compare(a.seq, b.seq))
 		})
 	}
+	if m.order == EarliestDeadline {
+		slices.SortStableFunc(order, func(a, b *item) int {
+			switch {
+			case earlier(a.deadline, b.deadline):
+				return -1
+			case earlier(b.deadline, a.deadline):
+				return 1
+			}
+			return cmp.Compare(a.seq, b.seq)
+		})
+	}
 	var grants []Grant
 	for _, it := range order {
 		w := m.choose(it.exclude)
@@ -186,8 +197,12 @@ func (d *driver) step(i int) {
 		if r.IntN(8) == 0 {
 			excl = []string{d.names[r.IntN(len(d.names))]}
 		}
-		op = fmt.Sprintf("Enqueue(%d, %d, %v)", id, tokens, excl)
-		g, ok, err := c.Enqueue(d.now, Request{ID: id, Tokens: tokens, Exclude: excl})
+		var deadline time.Time // none, or so far ahead that no prediction refuses it
+		if r.IntN(3) > 0 {
+			deadline = d.now.Add(24*time.Hour + time.Duration(r.IntN(60))*time.Second)
+		}
+		op = fmt.Sprintf("Enqueue(%d, %d, %v, deadline %v)", id, tokens, excl, deadline)
+		g, ok, err := c.Enqueue(d.now, Request{ID: id, Tokens: tokens, Exclude: excl, Deadline: deadline})
 		var want []Grant
 		if w := m.choose(excl); w != nil {
 			w.inflight++
@@ -208,7 +223,7 @@ func (d *driver) step(i int) {
 			got = []Grant{g}
 		default:
 			m.seq++
-			m.wait = append(m.wait, &item{id: id, seq: m.seq, tokens: tokens, arrival: d.now, exclude: excl})
+			m.wait = append(m.wait, &item{id: id, seq: m.seq, tokens: tokens, arrival: d.now, deadline: deadline, exclude: excl})
 		}
 		d.compare(i, op, got, want)
 	case k < 75:
@@ -277,7 +292,7 @@ func (d *driver) step(i int) {
 		}
 		d.compare(i, op, c.Dispatch(d.now), m.dispatch(t, d.now))
 	case k < 99:
-		o := Order(r.IntN(2))
+		o := Order(r.IntN(3))
 		op = "SetOrder(" + o.String() + ")"
 		c.SetOrder(o)
 		m.order = o

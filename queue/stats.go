@@ -6,7 +6,8 @@ type Stats struct {
 	Length int
 	// Tokens is the sum of the waiters' estimated tokens.
 	Tokens int64
-	// Order is ShortestFirst when some window serves shortest first.
+	// Order is EarliestDeadline when some window serves by deadline, else
+	// ShortestFirst when some window serves shortest first.
 	Order Order
 	// ByPriority counts the waiters of each priority present.
 	ByPriority map[int]int
@@ -55,12 +56,17 @@ func (c *Core) Stats() Stats {
 	return s
 }
 
-// anyOrder is ShortestFirst when some window is in that order.
+// anyOrder is EarliestDeadline when some window is in that order, else
+// ShortestFirst when some is in that one, else the queue's order.
 func (c *Core) anyOrder() Order {
+	o := c.order
 	for _, w := range c.windows {
-		if w.order == ShortestFirst {
-			return ShortestFirst
+		switch w.order {
+		case EarliestDeadline:
+			return EarliestDeadline
+		case ShortestFirst:
+			o = ShortestFirst
 		}
 	}
-	return c.order
+	return o
 }

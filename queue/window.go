@@ -52,6 +52,9 @@ type window struct {
 	// now waits for this window, and nobody overtakes it here until the next
 	// dispatch (which recomputes it).
 	reserved bool
+	// rate measures how fast the window gives slots back (Release): the
+	// deadline check's service rate.
+	rate serviceRate
 }
 
 // take counts one more request of the given cost in flight.

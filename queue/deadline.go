@@ -1,0 +1,133 @@
+package queue
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// DeadlineError is ErrDeadline with the wait the queue predicted: a waiter
+// whose deadline comes before it could start, refused at once instead of
+// waiting until it is of no use to its client.
+type DeadlineError struct {
+	// Wait is the predicted time until the request could start: the slots
+	// ahead of it (and its own) over the rate its windows give slots back.
+	Wait time.Duration
+}
+
+func (e *DeadlineError) Error() string {
+	return fmt.Sprintf("%v: predicted wait %v", ErrDeadline, e.Wait.Round(time.Millisecond))
+}
+
+// Unwrap makes errors.Is(err, ErrDeadline) hold.
+func (e *DeadlineError) Unwrap() error { return ErrDeadline }
+
+// RetryAfter is when the work ahead of the request will have drained at the
+// rate measured now.
+func (e *DeadlineError) RetryAfter() time.Duration { return e.Wait }
+
+// rateEvents is how many releases a window's service rate remembers; the
+// rate is measured over their span (at least minRateSpan) up to now.
+const (
+	rateEvents    = 64
+	minRateEvents = 8
+	minRateSpan   = time.Second
+)
+
+// serviceRate measures how fast a window gives slots back: the slots of its
+// last rateEvents releases over the time since the oldest of them. The zero
+// value has measured nothing.
+type serviceRate struct {
+	at    [rateEvents]time.Time
+	slots [rateEvents]int32
+	n     int // events held, up to rateEvents
+	next  int // where the next event goes
+	sum   int64
+}
+
+func (s *serviceRate) add(now time.Time, slots int) {
+	if s.n == rateEvents {
+		s.sum -= int64(s.slots[s.next])
+	} else {
+		s.n++
+	}
+	s.at[s.next], s.slots[s.next] = now, int32(min(slots, math.MaxInt32))
+	s.sum += int64(slots)
+	s.next = (s.next + 1) % rateEvents
+}
+
+// perSecond is the measured rate at now in slots per second; 0 before
+// minRateEvents releases.
+func (s *serviceRate) perSecond(now time.Time) float64 {
+	if s.n < minRateEvents {
+		return 0
+	}
+	oldest := s.at[(s.next-s.n+rateEvents)%rateEvents]
+	span := max(now.Sub(oldest), minRateSpan)
+	return float64(s.sum) / span.Seconds()
+}
+
+// predictWait is how long a request that would wait now (it excludes
+// exclude, takes seqs slots, has tokens, deadline and priority) is
+// predicted to wait before it starts: the slots of the waiters that go
+// before it on windows it may use, its own, and what runs above a cut
+// window, over the rate those windows give slots back. ok is false when no
+// window it may use has measured a rate: nothing is predicted then.
+func (c *Core) predictWait(now time.Time, it *item) (wait time.Duration, ok bool) {
+	var rate float64
+	over := 0
+	for _, w := range c.windows {
+		if c.state(w) == Down || slices.Contains(it.exclude, w.name) {
+			continue
+		}
+		rate += w.rate.perSecond(now)
+		over += max(w.inflight-w.limit, 0)
+	}
+	if rate <= 0 {
+		return 0, false
+	}
+	order := c.orderFor(it.exclude)
+	ahead := 0
+	for _, o := range c.waiting {
+		if c.shares(o, it) && c.goesBefore(now, o, it, order) {
+			ahead += o.seqs
+		}
+	}
+	secs := float64(ahead+it.seqs+over) / rate
+	return time.Duration(min(secs, float64(365*24*time.Hour/time.Second)) * float64(time.Second)), true
+}
+
+// orderFor is the order of the waiters that exclude exclude (orderOf of
+// their group, whether or not it exists yet).
+func (c *Core) orderFor(exclude []string) Order {
+	if g := c.groups[groupKey(exclude)]; g != nil {
+		return c.orderOf(g)
+	}
+	return c.orderOf(&group{exclude: exclude})
+}
+
+// shares reports whether waiter o may use some window it may: they compete.
+func (c *Core) shares(o, it *item) bool {
+	for _, w := range c.windows {
+		if !slices.Contains(it.exclude, w.name) && !slices.Contains(o.exclude, w.name) {
+			return true
+		}
+	}
+	return false
+}
+
+// goesBefore reports whether waiter o leaves before newcomer it (which
+// arrived after every waiter) in order at now.
+func (c *Core) goesBefore(now time.Time, o, it *item, order Order) bool {
+	if o.priority != it.priority {
+		return o.priority > it.priority
+	}
+	switch order {
+	case ShortestFirst:
+		return now.Sub(o.arrival) >= c.s.StarvationAfter || o.tokens <= it.tokens
+	case EarliestDeadline:
+		return !earlier(it.deadline, o.deadline) // ties go to the earlier arrival
+	}
+	return true
+}

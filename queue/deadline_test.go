@@ -1,0 +1,186 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+func enqueueD(id uint64, tokens int64, deadline time.Duration) action {
+	return action{fmt.Sprintf("Enqueue(%d, %d tokens, deadline t0+%v)", id, tokens, deadline),
+		func(c *Core, now time.Time) ([]Grant, error) {
+			g, ok, err := c.Enqueue(now, Request{ID: id, Tokens: tokens, Deadline: t0.Add(deadline)})
+			if ok {
+				return []Grant{g}, err
+			}
+			return nil, err
+		}}
+}
+
+// wantWait checks a DeadlineError's predicted wait.
+func wantWait(id uint64, tokens int64, deadline, wait time.Duration) action {
+	return action{fmt.Sprintf("Enqueue(%d, %d tokens, deadline t0+%v) refused, wait %v", id, tokens, deadline, wait),
+		func(c *Core, now time.Time) ([]Grant, error) {
+			_, _, err := c.Enqueue(now, Request{ID: id, Tokens: tokens, Deadline: t0.Add(deadline)})
+			var de *DeadlineError
+			if !errors.As(err, &de) || !errors.Is(err, ErrDeadline) || de.Wait != wait || de.RetryAfter() != wait {
+				return nil, fmt.Errorf("Enqueue = %v, want a DeadlineError with wait %v", err, wait)
+			}
+			return nil, nil
+		}}
+}
+
+// warm runs ten requests through window a, one every 100 ms from t0 (each
+// released 50 ms after it started): the window has given back 10 slots a
+// second. It ends at t0+1s with the window idle.
+func warm() []step {
+	var out []step
+	for i := range 10 {
+		at := time.Duration(i) * 100 * time.Millisecond
+		out = append(out,
+			step{at: at, act: enqueue(uint64(100+i), 1), want: []Grant{g(uint64(100+i), "a")}},
+			step{at: at + 50*time.Millisecond, act: release("a")})
+	}
+	return out
+}
+
+func TestCoreDeadlines(t *testing.T) {
+	t.Parallel()
+	s := time.Second
+	ms := time.Millisecond
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"a deadline the queue cannot meet is refused at once", append(append([]step{{act: setWindow("a", 1)}}, warm()...),
+			step{at: s, act: enqueue(1, 1), want: []Grant{g(1, "a")}},
+			step{at: s, act: enqueue(2, 1)},
+			step{at: s, act: enqueue(3, 1)},
+			// 2 ahead + itself = 3 slots at 10/s: 300 ms
+			step{at: s, act: wantWait(4, 1, s+250*ms, 300*ms)},
+			step{at: s, act: enqueueD(5, 1, s+300*ms)}, // exactly in time: waits
+			step{at: s, act: stats(3, "a:1/1")},
+			step{at: s + 100*ms, act: release("a"), want: []Grant{g(2, "a")}},
+		)},
+		{"no rate measured yet: nothing is predicted", []step{
+			{act: setWindow("a", 1)},
+			{act: enqueue(1, 1), want: []Grant{g(1, "a")}},
+			{act: enqueue(2, 1)},
+			{act: enqueueD(3, 1, 10*ms)},
+			{act: stats(2, "a:1/1")},
+		}},
+		{"a deadline already past is refused", []step{
+			{act: setWindow("a", 1)},
+			{act: enqueue(1, 1), want: []Grant{g(1, "a")}},
+			{at: s, act: wantWait(2, 1, s, 0)},
+			{at: s, act: enqueueD(3, 1, 0), err: ErrDeadline},
+		}},
+		{"a deadline that can start now is granted", []step{
+			{act: setWindow("a", 1)},
+			{act: enqueueD(1, 1, 0), want: []Grant{g(1, "a")}},
+		}},
+		{"shortest first: only shorter or aged waiters are ahead", append(append([]step{{act: setWindow("a", 1)}, {act: setOrder(ShortestFirst)}}, warm()...),
+			step{at: s, act: enqueue(1, 1), want: []Grant{g(1, "a")}},
+			step{at: s, act: enqueue(2, 900)},
+			step{at: s, act: enqueue(3, 900)},
+			step{at: s, act: enqueueD(4, 10, s+150*ms)},          // shorter than both: nobody ahead, 100 ms
+			step{at: s, act: wantWait(5, 900, s+350*ms, 400*ms)}, // 2, 3 (as long: earlier) and 4 ahead
+			step{at: s, act: enqueueD(6, 5, s+200*ms)},           // only 4 is shorter: 200 ms
+			step{at: s + 100*ms, act: release("a"), want: []Grant{g(6, "a")}},
+		)},
+		{"earliest deadline: later deadlines and none are behind", append(append([]step{{act: setWindow("a", 1)}, {act: setOrder(EarliestDeadline)}}, warm()...),
+			step{at: s, act: enqueue(1, 1), want: []Grant{g(1, "a")}},
+			step{at: s, act: enqueue(2, 1)},                    // no deadline: after every deadline
+			step{at: s, act: enqueueD(3, 1, s+900*ms)},         // ahead: none; 100 ms
+			step{at: s, act: enqueueD(4, 1, s+150*ms)},         // goes before 3
+			step{at: s, act: wantWait(5, 1, s+190*ms, 200*ms)}, // 4 ahead (earlier), 3 behind
+			step{at: s, act: enqueueD(6, 1, s+900*ms)},         // ties 3: after it
+			step{at: s + 100*ms, act: release("a"), want: []Grant{g(4, "a")}},
+			step{at: s + 200*ms, act: release("a"), want: []Grant{g(3, "a")}},
+			step{at: s + 300*ms, act: release("a"), want: []Grant{g(6, "a")}},
+			step{at: s + 400*ms, act: release("a"), want: []Grant{g(2, "a")}},
+		)},
+		{"a cut window's excess is ahead too", append(append([]step{{act: setWindow("a", 3)}}, warm()...),
+			step{at: s, act: enqueue(1, 1), want: []Grant{g(1, "a")}},
+			step{at: s, act: enqueue(2, 1), want: []Grant{g(2, "a")}},
+			step{at: s, act: enqueue(3, 1), want: []Grant{g(3, "a")}},
+			step{at: s, act: setWindow("a", 1)},
+			step{at: s, act: wantWait(4, 1, s+200*ms, 300*ms)}, // 2 above the limit + itself
+		)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := NewCore(Settings{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, st := range tt.steps {
+				got, err := st.act.run(c, t0.Add(st.at))
+				if !errors.Is(err, st.err) || (st.err == nil && err != nil) {
+					t.Fatalf("step %d: %s error = %v, want %v", i, st.act.desc, err, st.err)
+				}
+				for i := range got {
+					got[i].Cost = Cost{}
+				}
+				if !slices.Equal(got, st.want) {
+					t.Fatalf("step %d: %s = %v, want %v", i, st.act.desc, got, st.want)
+				}
+				checkHeaps(t, c)
+			}
+		})
+	}
+}
+
+// A waiter aged past StarvationAfter goes before any newcomer under
+// ShortestFirst, whatever its size; priority ranks before every order.
+func TestGoesBefore(t *testing.T) {
+	t.Parallel()
+	c, err := NewCore(Settings{StarvationAfter: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Minute)
+	newcomer := &item{tokens: 10, arrival: now, deadline: now.Add(time.Second)}
+	for _, tc := range []struct {
+		name  string
+		o     item
+		order Order
+		want  bool
+	}{
+		{"fifo: every waiter", item{tokens: 900, arrival: now}, FIFO, true},
+		{"shortest first: a longer young one is behind", item{tokens: 900, arrival: now.Add(-time.Second)}, ShortestFirst, false},
+		{"shortest first: an aged one is ahead", item{tokens: 900, arrival: now.Add(-10 * time.Second)}, ShortestFirst, true},
+		{"earliest deadline: none is behind", item{arrival: now}, EarliestDeadline, false},
+		{"earliest deadline: the same is ahead", item{deadline: now.Add(time.Second)}, EarliestDeadline, true},
+		{"a higher priority is ahead of any order", item{priority: 1, tokens: 900, arrival: now}, ShortestFirst, true},
+		{"a lower priority is behind", item{priority: -1, deadline: now}, EarliestDeadline, false},
+	} {
+		if got := c.goesBefore(now, &tc.o, newcomer, tc.order); got != tc.want {
+			t.Errorf("%s: goesBefore = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestServiceRate(t *testing.T) {
+	t.Parallel()
+	var r serviceRate
+	for i := range minRateEvents - 1 {
+		r.add(t0.Add(time.Duration(i)*time.Second), 2)
+	}
+	if got := r.perSecond(t0.Add(10 * time.Second)); got != 0 {
+		t.Errorf("perSecond after %d releases = %v, want 0 (not measured)", minRateEvents-1, got)
+	}
+	r.add(t0.Add(7*time.Second), 2) // 8 releases of 2 slots over t0 … t0+7s
+	if got := r.perSecond(t0.Add(8 * time.Second)); got != 2 {
+		t.Errorf("perSecond = %v, want 16 slots / 8 s = 2", got)
+	}
+	for i := range 2 * rateEvents { // the ring forgets the old ones
+		r.add(t0.Add(100*time.Second+time.Duration(i)*10*time.Millisecond), 1)
+	}
+	if got := r.perSecond(t0.Add(100*time.Second + 2*rateEvents*10*time.Millisecond)); got != float64(rateEvents) {
+		t.Errorf("perSecond over the last %d releases in 0.64 s = %v, want %d (a span of at least 1 s)", rateEvents, got, rateEvents)
+	}
+}
