@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Classes are the traffic classes (optional): every request gets exactly
@@ -39,6 +40,9 @@ type Class struct {
 	// per-client ones); Burst its size (0: qps rounded up).
 	QPS   float64 `yaml:"qps"`
 	Burst int     `yaml:"burst"`
+	// TTFTDeadline, above 0, is the time-to-first-token deadline of the
+	// class's requests (queue.ttft_deadline for them); 0: the queue's.
+	TTFTDeadline time.Duration `yaml:"ttft_deadline"`
 }
 
 // Sheddable reports whether the class is refused first under pressure.
@@ -52,7 +56,7 @@ func (c *Classes) fillDerived() {
 	}
 }
 
-func (k *checker) classes(c *Classes, perClient *PerClient) {
+func (k *checker) classes(c *Classes, perClient *PerClient, maxWait time.Duration) {
 	if c == nil {
 		return
 	}
@@ -90,6 +94,9 @@ func (k *checker) classes(c *Classes, perClient *PerClient) {
 		}
 		if cl.QPS > 0 {
 			k.atLeast(p+".burst", int64(cl.Burst), 1)
+		}
+		if cl.TTFTDeadline < 0 || cl.TTFTDeadline > maxWait {
+			k.add(p+".ttft_deadline", "must be between 0 (queue.ttft_deadline) and queue.max_wait (%v), got %v", maxWait, cl.TTFTDeadline)
 		}
 	}
 	if !names[c.Default] {

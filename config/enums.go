@@ -32,6 +32,19 @@ const (
 	OnStaleIgnore  OnStale = "ignore"  // drop the stale signals
 )
 
+// QueueOrder says how waiters of one priority leave the queue.
+type QueueOrder string
+
+// The queue orders.
+const (
+	// OrderShortestFirst: by arrival while every pod is normal, shortest
+	// estimate first while one is degraded, critical or recovering.
+	OrderShortestFirst QueueOrder = "shortest_first"
+	// OrderEarliestDeadline: the earliest time-to-first-token deadline
+	// first, always (waiters without one after, by arrival).
+	OrderEarliestDeadline QueueOrder = "earliest_deadline"
+)
+
 // Signal names a pressure signal.
 type Signal string
 

@@ -244,6 +244,22 @@ type Queue struct {
 	MaxTokens       int64         `yaml:"max_tokens"`       // estimated tokens waiting, at most
 	MaxWait         time.Duration `yaml:"max_wait"`         // longest wait for a slot
 	StarvationAfter time.Duration `yaml:"starvation_after"` // shortest-first ages a waiter this old to the front; < MaxWait
+	// Order is how waiters of one priority leave: shortest_first (by
+	// arrival while every pod it may use is normal, shortest first while
+	// one is degraded, critical or recovering) or earliest_deadline (the
+	// earliest time-to-first-token deadline first, always).
+	Order QueueOrder `yaml:"order"`
+	// TTFTDeadline is a request's time-to-first-token deadline when its
+	// class sets none: a waiter that cannot start by then, judged from the
+	// pod's service rate and the work ahead of it, gets 503 deadline with
+	// Retry-After at once instead of waiting out MaxWait. 0: none (MaxWait
+	// alone). At most MaxWait.
+	TTFTDeadline time.Duration `yaml:"ttft_deadline"`
+	// DeadlineHeader names a request header in which a client may tighten
+	// its own deadline, in milliseconds (llm-d's x-slo-ttft-ms); a value
+	// above the class's deadline or not a positive integer is ignored.
+	// Empty: clients cannot.
+	DeadlineHeader string `yaml:"deadline_header"`
 }
 
 // Estimate turns a request into an estimated token count.

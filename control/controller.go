@@ -46,8 +46,9 @@ type Change struct {
 	// Hook is the relief hook event to fire, None when the level held.
 	Hook Hook
 	// Order is the order of the requests that may go to this upstream:
-	// shortest first while its window is not in PhaseNormal. A queue applies
-	// it per pool of upstreams (queue.SetWindowOrder).
+	// shortest first while its window is not in PhaseNormal, by arrival
+	// otherwise; EarliestDeadline in every phase with DeadlineOrder. A queue
+	// applies it per pool of upstreams (queue.SetWindowOrder).
 	Order queue.Order
 	// MemoryBudget bounds the estimated memory of the requests in flight to
 	// this upstream, in the queue's unit (queue.SetMemoryBudget); 0 means
@@ -69,8 +70,9 @@ type Decision struct {
 	// Upstreams holds one Change per upstream, in settings order.
 	Upstreams []Change
 	// Order is shortest first while any upstream's window is not in
-	// PhaseNormal (degraded, critical or recovering): the order of a queue in
-	// front of one pool (the replay's).
+	// PhaseNormal (degraded, critical or recovering), EarliestDeadline always
+	// with DeadlineOrder: the order of a queue in front of one pool (the
+	// replay's).
 	Order queue.Order
 	// OrderChanged says Order differs from the previous round's.
 	OrderChanged bool
@@ -97,12 +99,13 @@ type upstream struct {
 type Controller struct {
 	now func() time.Time
 
-	// mu guards names, order and every upstream's cause, and serialises
-	// ObserveAt and Update. ups is replaced whole under it.
-	mu    sync.Mutex
-	names []string
-	order queue.Order
-	ups   atomic.Pointer[map[string]*upstream]
+	// mu guards names, order, deadlineOrder and every upstream's cause, and
+	// serialises ObserveAt and Update. ups is replaced whole under it.
+	mu            sync.Mutex
+	names         []string
+	order         queue.Order
+	deadlineOrder bool
+	ups           atomic.Pointer[map[string]*upstream]
 }
 
 // New returns a Controller with every upstream at Normal and its window at
@@ -150,6 +153,7 @@ func (c *Controller) Update(s Settings) error {
 		next[u.Name] = &upstream{slow: sl, memory: u.Memory, tokens: u.MaxInflightTokens, maxInfl: u.Slow.Window.MaxInflight}
 	}
 	c.names = names
+	c.deadlineOrder = s.DeadlineOrder
 	c.ups.Store(&next)
 	return nil
 }
@@ -165,7 +169,11 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ups := *c.ups.Load()
-	d := Decision{Upstreams: make([]Change, 0, len(c.names)), Order: queue.FIFO}
+	calm, pressed := queue.FIFO, queue.ShortestFirst
+	if c.deadlineOrder {
+		calm, pressed = queue.EarliestDeadline, queue.EarliestDeadline
+	}
+	d := Decision{Upstreams: make([]Change, 0, len(c.names)), Order: calm}
 	for _, name := range c.names {
 		u := ups[name]
 		us, _ := st.Upstream(name)
@@ -185,8 +193,9 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 			u.caused = true
 			ch.Cause, ch.Hook = u.cause, hookFor(t.To)
 		}
+		ch.Order = calm
 		if ch.Phase != breaker.PhaseNormal {
-			ch.Order, d.Order = queue.ShortestFirst, queue.ShortestFirst
+			ch.Order, d.Order = pressed, pressed
 		}
 		ch.MemoryBudget = u.memory.budget(us)
 		ch.MemoryBudgetChanged, u.budget = ch.MemoryBudget != u.budget, ch.MemoryBudget

@@ -366,3 +366,33 @@ func TestPodFailedCaps(t *testing.T) {
 		})
 	}
 }
+
+// queue.order: earliest_deadline orders every queue by deadline in every
+// phase; the default orders by arrival until a window is cut.
+func TestDeadlineOrder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		order          config.QueueOrder
+		calm, pressure queue.Order
+	}{
+		{config.OrderShortestFirst, queue.FIFO, queue.ShortestFirst},
+		{config.OrderEarliestDeadline, queue.EarliestDeadline, queue.EarliestDeadline},
+	} {
+		c := policy(t)
+		c.Queue.Order = tc.order
+		ctl, err := New(FromPolicy(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := ctl.ObserveAt(t0, round(nil), true)
+		if d.Order != tc.calm || d.Upstreams[0].Order != tc.calm {
+			t.Errorf("%s, normal: order %v (a: %v), want %v", tc.order, d.Order, d.Upstreams[0].Order, tc.calm)
+		}
+		frag := map[string]map[pressure.Signal]pressure.Value{"a": {pressure.Fragmentation: val(1.3, "a/alloc", false)}}
+		d = ctl.ObserveAt(t0.Add(time.Second), round(frag), true)
+		if d.Order != tc.pressure || d.Upstreams[0].Order != tc.pressure || d.Upstreams[1].Order != tc.calm {
+			t.Errorf("%s, a degraded: order %v (a: %v, b: %v), want %v (b: %v)", tc.order, d.Order,
+				d.Upstreams[0].Order, d.Upstreams[1].Order, tc.pressure, tc.calm)
+		}
+	}
+}

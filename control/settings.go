@@ -19,6 +19,10 @@ type Settings struct {
 	Upstreams []Upstream
 	// Now is the clock of Observe. Nil means time.Now.
 	Now func() time.Time
+	// DeadlineOrder orders every queue EarliestDeadline in every phase (the
+	// policy's queue.order: earliest_deadline); false: FIFO while a pod's
+	// window is normal, ShortestFirst while it is not.
+	DeadlineOrder bool
 }
 
 // Upstream is one upstream's slow breaker settings.
@@ -60,7 +64,7 @@ func (s Settings) validate() error {
 // FromPolicy maps a validated policy file onto the controller's settings:
 // the one mapping that gatekeeper and the replay share.
 func FromPolicy(c *config.Config) Settings {
-	s := Settings{Upstreams: make([]Upstream, 0, len(c.Upstreams))}
+	s := Settings{Upstreams: make([]Upstream, 0, len(c.Upstreams)), DeadlineOrder: c.Queue.Order == config.OrderEarliestDeadline}
 	for _, u := range c.Upstreams {
 		s.Upstreams = append(s.Upstreams, Upstream{Name: u.Name, Slow: SlowSettings(c, u),
 			Memory: Memory{VocabSize: u.VocabSize, Share: c.Batch.MemoryShare}, MaxInflightTokens: u.MaxInflightTokens})

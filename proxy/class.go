@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 )
@@ -21,6 +22,8 @@ type Class struct {
 	// ClientKeys are "sha256:<hex>" hashes of ClientKeyHeader values that
 	// place a request here.
 	ClientKeys []string
+	// TTFTDeadline, above 0, replaces Policy.TTFTDeadline for the class.
+	TTFTDeadline time.Duration
 }
 
 // Sheddable reports whether the class is refused first under pressure.

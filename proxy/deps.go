@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Limiter is the fast breaker. Allow returns nil to admit, or an error that
@@ -17,6 +18,10 @@ type Limiter interface {
 type Need struct {
 	Seqs           int
 	Tokens, Memory int64
+	// Deadline, if set, is the latest start still of use to the client (its
+	// time-to-first-token deadline): Acquire fails with ErrDeadline at once
+	// when the queue predicts it cannot start by then.
+	Deadline time.Time
 }
 
 // Admission hands out window slots on upstreams, queueing when none is free.
@@ -106,4 +111,8 @@ var (
 	// ErrNoUpstream means no upstream can take the request at all (every
 	// one it may use is Down).
 	ErrNoUpstream = errors.New("proxy: no upstream available")
+	// ErrDeadline means the request cannot start before its deadline (the
+	// work ahead of it takes longer); the wrapped error may say when to
+	// come back (RetryAfter).
+	ErrDeadline = errors.New("proxy: cannot start before its deadline")
 )

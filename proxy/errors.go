@@ -41,6 +41,8 @@ func statusFor(err error) (int, Reason) {
 		return http.StatusServiceUnavailable, ReasonDraining
 	case errors.Is(err, ErrQueueFull):
 		return http.StatusServiceUnavailable, ReasonQueueFull
+	case errors.Is(err, ErrDeadline):
+		return http.StatusServiceUnavailable, ReasonDeadline
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, ReasonQueueTimeout
 	case errors.Is(err, ErrNoUpstream):

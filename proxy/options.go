@@ -32,6 +32,14 @@ type Policy struct {
 	PromptLogprobsChunk int64
 	// MaxWait bounds the time a request waits for a window slot. 0 means 30s.
 	MaxWait time.Duration
+	// TTFTDeadline is a request's time-to-first-token deadline when its
+	// class sets none: it waits at most this long, and is refused at once
+	// (503 deadline) when the queue predicts it cannot start in time. 0:
+	// none (MaxWait alone).
+	TTFTDeadline time.Duration
+	// DeadlineHeader names the header in which a client may tighten its own
+	// deadline, in milliseconds; "" means clients cannot.
+	DeadlineHeader string
 	// RetryAfter is the Retry-After of 503 refusals. 0 means 2s.
 	RetryAfter time.Duration
 	// Classes places requests into traffic classes; nil: none.

@@ -28,6 +28,9 @@ const (
 	// OutcomeShedPriority: a sheddable traffic class refused while its pods
 	// are degraded.
 	OutcomeShedPriority Outcome = "shed_priority"
+	// OutcomeDeadline: refused because it could not start before its
+	// time-to-first-token deadline (at arrival, or when it passed).
+	OutcomeDeadline Outcome = "deadline"
 )
 
 // Outcomes lists every outcome, so metrics can pre-create their series.
@@ -35,6 +38,7 @@ var Outcomes = [...]Outcome{
 	OutcomeServed, OutcomeUpstreamError, OutcomeRateLimited, OutcomeOverloaded,
 	OutcomeQueueFull, OutcomeQueueTimeout, OutcomeBadRequest, OutcomeClientClosed,
 	OutcomeNoUpstream, OutcomeDraining, OutcomeUpstreamOverloaded, OutcomeStreamError, OutcomeShedPriority,
+	OutcomeDeadline,
 }
 
 // Reason is the X-Gatekeeper-Reason value of a refusal gatekeeper made itself.
@@ -59,6 +63,9 @@ const (
 	ReasonShedPriority Reason = "shed_priority"
 	// ReasonModelNotFound: no pod serves the request's model (404).
 	ReasonModelNotFound Reason = "model_not_found"
+	// ReasonDeadline: the request could not start before its
+	// time-to-first-token deadline (503 with Retry-After).
+	ReasonDeadline Reason = "deadline"
 )
 
 // outcome maps a refusal reason onto the outcome it is counted as.
@@ -82,6 +89,8 @@ func (r Reason) outcome() Outcome {
 		return OutcomeUpstreamOverloaded
 	case ReasonShedPriority:
 		return OutcomeShedPriority
+	case ReasonDeadline:
+		return OutcomeDeadline
 	default: // overloaded: GPU pressure is critical
 		return OutcomeOverloaded
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -17,17 +18,21 @@ import (
 
 // exchange is one request's bookkeeping from arrival to its outcome.
 type exchange struct {
-	start    time.Time
-	id       string
-	policy   *Policy
-	tokens   int64
-	memory   int64         // estimated transient memory per vocabulary entry (classify.Request.Memory)
-	seqs     int           // sequences the pod runs for it (classify.Request.Sequences)
-	kind     classify.Kind // what the route does
-	class    *Class        // its traffic class; nil without classes
-	model    string        // the body's "model"; "" when it has none
-	stream   bool          // the body's "stream": the response is a token stream
-	skip     []string      // pods that do not serve the model
+	start  time.Time
+	id     string
+	policy *Policy
+	tokens int64
+	memory int64         // estimated transient memory per vocabulary entry (classify.Request.Memory)
+	seqs   int           // sequences the pod runs for it (classify.Request.Sequences)
+	kind   classify.Kind // what the route does
+	class  *Class        // its traffic class; nil without classes
+	model  string        // the body's "model"; "" when it has none
+	stream bool          // the body's "stream": the response is a token stream
+	skip   []string      // pods that do not serve the model
+	// deadline is when waiting stops being of use: its time-to-first-token
+	// deadline, or max_wait after its start; ttft says it is the former.
+	deadline time.Time
+	ttft     bool
 	upstream string
 	recorded bool
 
@@ -97,6 +102,7 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	}
 	ex.skip = skip
 	ex.class = pol.Classes.place(r, route.Path, h.clientKey(r, pol))
+	ex.setDeadline(r)
 	if !h.admitFast(w, r, ex) || !h.admitSlow(w, r, ex) {
 		return
 	}
@@ -230,7 +236,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, ex *exchange, r
 // dispatch waits for a window slot on an upstream whose error breaker admits
 // the request, then forwards it.
 func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange, body []byte) {
-	ctx, cancel := context.WithTimeout(r.Context(), ex.policy.MaxWait)
+	ctx, cancel := context.WithTimeout(r.Context(), ex.deadline.Sub(h.now())) // on the handler's clock, as ex.deadline
 	defer cancel()
 	exclude := slices.Clip(ex.skip) // pods that do not serve the model; appends copy
 	var slot Slot                   // a retry's slot, taken on another pod by the forward before
@@ -292,8 +298,48 @@ func (h *Handler) refuseAdmission(w http.ResponseWriter, r *http.Request, ex *ex
 		h.finish(r, ex, OutcomeClientClosed, StatusClientClosed)
 		return
 	}
+	if errors.Is(err, context.DeadlineExceeded) && ex.ttft { // waited until its first token was no longer of use
+		err = fmt.Errorf("%w: %w", ErrDeadline, err)
+	}
 	status, reason := statusFor(err)
-	h.refuse(w, r, ex, refusal{status: status, reason: reason, message: admissionMessage(reason), retryAfter: ex.policy.RetryAfter})
+	retry := ex.policy.RetryAfter
+	var ra retryAfterer
+	if reason == ReasonDeadline && errors.As(err, &ra) && ra.RetryAfter() > 0 {
+		retry = min(ra.RetryAfter(), maxRetryAfter) // when the work ahead will have drained
+	}
+	msg := admissionMessage(reason)
+	if reason == ReasonDeadline && !ex.ttft {
+		msg = "the request cannot start within the queue's max_wait; retry after the Retry-After delay"
+	}
+	h.refuse(w, r, ex, refusal{status: status, reason: reason, message: msg, retryAfter: retry})
+}
+
+// maxRetryAfter caps a predicted Retry-After: the OpenAI SDKs honour it up
+// to 60 s.
+const maxRetryAfter = 60 * time.Second
+
+// setDeadline sets when ex's waiting stops being of use: its class's
+// time-to-first-token deadline or the policy's, tightened by the one its
+// client sends (DeadlineHeader, in milliseconds), or else max_wait.
+func (ex *exchange) setDeadline(r *http.Request) {
+	pol := ex.policy
+	d := pol.TTFTDeadline
+	if ex.class != nil && ex.class.TTFTDeadline > 0 {
+		d = ex.class.TTFTDeadline
+	}
+	if pol.DeadlineHeader != "" {
+		if v := r.Header.Get(pol.DeadlineHeader); v != "" {
+			ms, err := strconv.ParseInt(v, 10, 64)
+			if own := time.Duration(ms) * time.Millisecond; err == nil && ms > 0 && ms < int64(pol.MaxWait/time.Millisecond) && (d == 0 || own < d) {
+				d = own
+			}
+		}
+	}
+	ex.ttft = d > 0 && d < pol.MaxWait
+	if !ex.ttft {
+		d = pol.MaxWait
+	}
+	ex.deadline = ex.start.Add(d)
 }
 
 // admissionMessage is the client's message for a failed Acquire.
@@ -307,6 +353,8 @@ func admissionMessage(reason Reason) string {
 		return "gatekeeper is shutting down; retry on another replica"
 	case ReasonNoUpstream:
 		return "no upstream can take the request; retry later"
+	case ReasonDeadline:
+		return "the request cannot start before its time-to-first-token deadline; retry after the Retry-After delay"
 	}
 	return "could not admit the request"
 }
@@ -358,7 +406,9 @@ func badRequestFrom(err error) refusal {
 }
 
 // need is what ex asks of a pod's window.
-func (ex *exchange) need() Need { return Need{Seqs: ex.seqs, Tokens: ex.tokens, Memory: ex.memory} }
+func (ex *exchange) need() Need {
+	return Need{Seqs: ex.seqs, Tokens: ex.tokens, Memory: ex.memory, Deadline: ex.deadline}
+}
 
 // priority is the queue rank of ex's class; 0 without classes.
 func (ex *exchange) priority() int {

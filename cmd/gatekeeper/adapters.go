@@ -28,10 +28,13 @@ var errDrainingQueue = fmt.Errorf("%w: shutting down", proxy.ErrDraining)
 type admission struct{ q *queue.Queue }
 
 func (a admission) Acquire(ctx context.Context, need proxy.Need, priority int, exclude []string) (proxy.Slot, error) {
-	s, err := a.q.Acquire(ctx, queue.Request{Seqs: need.Seqs, Tokens: need.Tokens, Memory: need.Memory, Exclude: exclude, Priority: priority})
+	s, err := a.q.Acquire(ctx, queue.Request{Seqs: need.Seqs, Tokens: need.Tokens, Memory: need.Memory, Exclude: exclude,
+		Priority: priority, Deadline: need.Deadline})
 	switch {
 	case err == nil:
 		return s, nil
+	case errors.Is(err, queue.ErrDeadline): // keeps the queue's RetryAfter
+		return nil, fmt.Errorf("%w: %w", proxy.ErrDeadline, err)
 	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
 		return nil, fmt.Errorf("%w: %w", proxy.ErrQueueFull, err)
 	case errors.Is(err, queue.ErrClosed):

@@ -121,7 +121,7 @@ server: {drain_delay: 0s}
 		counted += n
 	}
 	if counted != sent || got["served"] != codes[200] || got["rate_limited"] != codes[429] ||
-		got["queue_full"]+got["queue_timeout"]+got["overloaded"] != codes[503] {
+		got["queue_full"]+got["queue_timeout"]+got["deadline"]+got["overloaded"] != codes[503] {
 		t.Errorf("outcomes = %v, statuses = %v; want the counters to add up to the %d sent", got, codes, sent)
 	}
 	t.Logf("burst of %d: statuses %v, outcomes %v", sent, codes, got)

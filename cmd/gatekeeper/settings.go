@@ -57,6 +57,8 @@ func settingsFrom(c *config.Config) (settings, error) {
 			BytesPerLogit:       int64(c.Estimate.BytesPerLogit),
 			PromptLogprobsChunk: int64(c.Estimate.PromptLogprobsChunk),
 			MaxWait:             c.Queue.MaxWait,
+			TTFTDeadline:        c.Queue.TTFTDeadline,
+			DeadlineHeader:      c.Queue.DeadlineHeader,
 			RetryAfter:          c.Shed.RetryAfter,
 		},
 		transport: proxy.TransportSettings{
@@ -112,7 +114,8 @@ func classesFrom(c *config.Classes) (*proxy.Classes, map[string]breaker.LimiterS
 	out := &proxy.Classes{Header: c.Header, Default: c.Default}
 	limits := map[string]breaker.LimiterSettings{}
 	for _, cl := range c.List {
-		out.List = append(out.List, proxy.Class{Name: cl.Name, Priority: cl.Priority, Routes: cl.Routes, ClientKeys: cl.ClientKeys})
+		out.List = append(out.List, proxy.Class{Name: cl.Name, Priority: cl.Priority, Routes: cl.Routes, ClientKeys: cl.ClientKeys,
+			TTFTDeadline: cl.TTFTDeadline})
 		if cl.QPS > 0 {
 			limits[cl.Name] = breaker.LimiterSettings{QPS: cl.QPS, Burst: cl.Burst}
 		}

@@ -46,6 +46,9 @@ func applyPolicy(c *config.Config, s replay.Settings) replay.Settings {
 		StarvationAfter: c.Queue.StarvationAfter,
 	}
 	s.MaxWait = c.Queue.MaxWait
+	s.TTFTDeadline = c.Queue.TTFTDeadline
+	s.DeadlineOrder = c.Queue.Order == config.OrderEarliestDeadline
+	s.ClientDeadlines = s.ClientDeadlines && c.Queue.DeadlineHeader != "" // a client can only send what the policy reads
 	s.Interval = c.Pressure.Interval
 	s.StaleAfter = c.Pressure.StaleAfter
 	s.Sources = replay.PolicySources(c)

@@ -65,6 +65,8 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.IntVar(&o.base.Limiter.Burst, "qps-burst", 40, "fast breaker bucket size")
 	fs.DurationVar(&o.base.MaxWait, "max-wait", 30*time.Second, "longest wait in gatekeeper's queue")
 	fs.BoolVar(&o.base.EmptyCacheOnDegraded, "empty-cache-on-degraded", false, "gatekeeper fires the allocator's empty_cache hook when the level rises")
+	fs.BoolVar(&o.base.ClientDeadlines, "client-deadlines", false, "every client sends its own time-to-first-token deadline (its class's -slo-ttft-*) in the policy's queue.deadline_header")
+	fs.DurationVar(&o.base.TTFTDeadline, "ttft-deadline", 0, "the policy's queue.ttft_deadline (0: none); with -policy, overrides the file")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per run (a line each) instead of the table")
 	fs.DurationVar(&o.ttftShort, "slo-ttft-short", 2*time.Second, "SLO goodput: time-to-first-token deadline of short requests, from arrival")
 	fs.DurationVar(&o.ttftLong, "slo-ttft-long", 10*time.Second, "SLO goodput: time-to-first-token deadline of long requests (and any other class)")
@@ -88,6 +90,8 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 				o.base.Limiter.Burst = flags.Limiter.Burst
 			case "max-wait":
 				o.base.MaxWait = flags.MaxWait
+			case "ttft-deadline":
+				o.base.TTFTDeadline = flags.TTFTDeadline
 			case "empty-cache-on-degraded":
 				o.base.EmptyCacheOnDegraded = flags.EmptyCacheOnDegraded
 			}

@@ -5,6 +5,10 @@ import "time"
 // Outcomes counts requests by outcome, as gatekeeper records them (DESIGN §2).
 type Outcomes struct {
 	Served, UpstreamError, RateLimited, Overloaded, QueueFull, QueueTimeout int64
+	// Deadline counts the waiters refused because they could not start
+	// before their time-to-first-token deadline (503 deadline): at arrival,
+	// by the queue's prediction, or when it passed.
+	Deadline int64
 	// Shed counts the Overloaded arrivals refused because the pod was
 	// critical (the rest: the pod down, or a request that cannot fit).
 	Shed int64

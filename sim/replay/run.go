@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"time"
@@ -88,6 +89,18 @@ type Settings struct {
 	Queue queue.Settings
 	// MaxWait is how long a request may wait in the queue. 0 means 30s.
 	MaxWait time.Duration
+	// TTFTDeadline is the policy's queue.ttft_deadline (Gatekeeper): a
+	// waiter that cannot start within it of its arrival is refused at once
+	// (the queue's prediction) or when it passes. 0: none.
+	TTFTDeadline time.Duration
+	// ClientDeadlines makes every arrival send its own time-to-first-token
+	// deadline, its class's SLO TTFT, in the policy's deadline header
+	// (queue.deadline_header; x-slo-ttft-ms for llm-d's clients), which
+	// tightens TTFTDeadline (Gatekeeper).
+	ClientDeadlines bool
+	// DeadlineOrder is the policy's queue.order: earliest_deadline
+	// (Gatekeeper).
+	DeadlineOrder bool
 	// Interval is the pressure sampling period (and the utilization
 	// sampling period of every policy). 0 means 500ms.
 	Interval time.Duration
@@ -160,11 +173,13 @@ func (s Settings) withDefaults() Settings {
 
 // request is one arrival on its way through the policy.
 type request struct {
-	a        Arrival
-	id       uint64
-	deadline time.Duration
-	cost     queue.Cost // its token and memory estimates, given back with its slot
-	waiting  bool
+	a       Arrival
+	id      uint64
+	expires time.Duration // when it stops waiting: its deadline, or max_wait
+	// byDeadline: expires is its time-to-first-token deadline, not max_wait
+	byDeadline bool
+	cost       queue.Cost // its token and memory estimates, given back with its slot
+	waiting    bool
 	// recovery: it arrived while the window was degraded or recovering.
 	recovery bool
 	// Its sequences on the engine (n of them, one per choice, as vLLM V1
@@ -191,7 +206,7 @@ type runner struct {
 	t          time.Duration
 	bySeq      map[*sim.Seq]*request
 	byID       map[uint64]*request
-	expiry     []*request // waiters in enqueue order, for max_wait
+	expiry     expiryHeap // waiters, soonest to expire first
 	nextID     uint64
 	avail      bool
 	res        Result
@@ -297,6 +312,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 		ss.Window.MinInflight = min(4, ss.Window.MaxInflight)
 	}
 	cs := controllerFor(ss, s.Memory, s.MaxInflightTokens)
+	cs.DeadlineOrder = s.DeadlineOrder
 	cs.Now = r.now
 	if r.ctl, err = control.New(cs); err != nil {
 		return nil, err
@@ -339,17 +355,19 @@ func (r *runner) advance(t time.Duration) {
 			r.grant(r.core.Release(r.now(), upstream, rq.cost))
 		}
 	}
-	for len(r.expiry) > 0 && r.expiry[0].deadline <= t {
-		rq := r.expiry[0]
-		r.expiry[0] = nil
-		r.expiry = r.expiry[1:]
+	for len(r.expiry) > 0 && r.expiry[0].expires <= t {
+		rq := heap.Pop(&r.expiry).(*request)
 		if !rq.waiting {
 			continue
 		}
 		if waiting, grants := r.core.Cancel(r.now(), rq.id); waiting {
 			rq.waiting = false
 			delete(r.byID, rq.id)
-			r.res.Outcomes.QueueTimeout++
+			if rq.byDeadline {
+				r.res.Outcomes.Deadline++
+			} else {
+				r.res.Outcomes.QueueTimeout++
+			}
 			r.grant(grants)
 		}
 	}
@@ -428,8 +446,19 @@ func (r *runner) arrive(a Arrival) {
 		PromptLogprobs: a.PromptLogprobs}
 	est := classify.Estimator{BytesPerLogit: r.s.BytesPerLogit, PromptLogprobsChunk: r.s.PromptLogprobsChunk} // 0: classify's defaults
 	rq.cost = queue.Cost{Tokens: c.EstimatedTokens(), Seqs: c.Sequences(), Memory: est.Memory(c)}
-	g, granted, err := r.core.Enqueue(r.now(), queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory, Seqs: rq.cost.Seqs})
+	qr := queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory, Seqs: rq.cost.Seqs}
+	// As gatekeeper waits: until its time-to-first-token deadline, or
+	// max_wait; refused at once when the queue predicts it cannot start by
+	// then.
+	rq.expires = a.At + r.s.MaxWait
+	if ttft := r.ttft(a); ttft > 0 && ttft < r.s.MaxWait {
+		rq.expires, rq.byDeadline = a.At+ttft, true
+	}
+	qr.Deadline = r.epoch.Add(rq.expires)
+	g, granted, err := r.core.Enqueue(r.now(), qr)
 	switch {
+	case errors.Is(err, queue.ErrDeadline):
+		r.res.Outcomes.Deadline++
 	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
 		r.res.Outcomes.QueueFull++
 	case errors.Is(err, queue.ErrUnavailable), errors.Is(err, queue.ErrNoMemory):
@@ -440,10 +469,22 @@ func (r *runner) arrive(a Arrival) {
 		r.submitGranted(rq, g)
 	default:
 		rq.waiting = true
-		rq.deadline = r.t + r.s.MaxWait
 		r.byID[rq.id] = rq
-		r.expiry = append(r.expiry, rq)
+		heap.Push(&r.expiry, rq)
 	}
+}
+
+// ttft is an arrival's time-to-first-token deadline as gatekeeper reads it:
+// the policy's, tightened by the one its client sends (ClientDeadlines: its
+// class's SLO); 0 for none.
+func (r *runner) ttft(a Arrival) time.Duration {
+	d := r.s.TTFTDeadline
+	if r.s.ClientDeadlines {
+		if own := r.s.SLO.ttft(r.classNames[a.Class]); d == 0 || own < d {
+			d = own
+		}
+	}
+	return d
 }
 
 // submit hands a request to the engine, one sequence per choice (n; each

@@ -39,15 +39,19 @@ func (s SLO) withDefaults() SLO {
 // met reports whether a request of class, arrived at arrival and served as
 // seq, met both deadlines.
 func (s SLO) met(class string, arrival time.Duration, seq *sim.Seq) bool {
-	ttft, ok := s.TTFT[class]
-	if !ok {
-		ttft = s.DefaultTTFT
-	}
-	if seq.FirstTokenAt()-arrival > ttft {
+	if seq.FirstTokenAt()-arrival > s.ttft(class) {
 		return false
 	}
 	if n := seq.Generated(); n > 1 {
 		return (seq.FinishedAt()-seq.FirstTokenAt())/time.Duration(n-1) <= s.TPOT
 	}
 	return true
+}
+
+// ttft is class's time-to-first-token deadline.
+func (s SLO) ttft(class string) time.Duration {
+	if d, ok := s.TTFT[class]; ok {
+		return d
+	}
+	return s.DefaultTTFT
 }

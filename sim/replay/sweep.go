@@ -154,7 +154,7 @@ func (r Result) refused() float64 {
 		return 0
 	}
 	o := r.Outcomes
-	return float64(o.RateLimited+o.Overloaded+o.QueueFull+o.QueueTimeout) / float64(r.Arrivals)
+	return float64(o.RateLimited+o.Overloaded+o.QueueFull+o.QueueTimeout+o.Deadline) / float64(r.Arrivals)
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.1f %%", 100*x) }

@@ -33,6 +33,7 @@ func WriteTable(w io.Writer, results []Result) error {
 	row("refused 503 (overloaded, queue)", func(r Result) string {
 		return fmt.Sprint(r.Outcomes.Overloaded + r.Outcomes.QueueFull + r.Outcomes.QueueTimeout)
 	})
+	row("refused 503 (deadline)", func(r Result) string { return fmt.Sprint(r.Outcomes.Deadline) })
 	row("goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.Goodput()) })
 	row("SLO goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.SLOGoodput()) })
 	row("SLO attainment", func(r Result) string { return fmt.Sprintf("%.1f%%", 100*r.SLOAttainment()) })
