@@ -56,7 +56,7 @@ func (c *Classes) fillDerived() {
 	}
 }
 
-func (k *checker) classes(c *Classes, perClient *PerClient, maxWait time.Duration) {
+func (k *checker) classes(c *Classes, perClient *PerClient) {
 	if c == nil {
 		return
 	}
@@ -95,8 +95,8 @@ func (k *checker) classes(c *Classes, perClient *PerClient, maxWait time.Duratio
 		if cl.QPS > 0 {
 			k.atLeast(p+".burst", int64(cl.Burst), 1)
 		}
-		if cl.TTFTDeadline < 0 || cl.TTFTDeadline > maxWait {
-			k.add(p+".ttft_deadline", "must be between 0 (queue.ttft_deadline) and queue.max_wait (%v), got %v", maxWait, cl.TTFTDeadline)
+		if cl.TTFTDeadline < 0 {
+			k.add(p+".ttft_deadline", "must not be negative (0: queue.ttft_deadline), got %v", cl.TTFTDeadline)
 		}
 	}
 	if !names[c.Default] {

@@ -125,11 +125,10 @@ var badFiles = map[string][]string{
 	},
 	"deadlines.bad.yaml": {
 		`line 2: queue.order: must be one of [shortest_first earliest_deadline], got "fastest"`,
-		`line 2: queue.ttft_deadline: must be between 0 (none) and queue.max_wait (10s), got 20s`,
+		`line 2: queue.ttft_deadline: must not be negative (0: none), got -20s`,
 		`line 2: queue.deadline_header: must be a valid header name or empty, got "x slo"`,
 		`line 3: batch.failure_hold: must not be negative (0: for as long as gatekeeper runs), got -1s`,
-		`line 7: classes.list[0].ttft_deadline: must be between 0 (queue.ttft_deadline) and queue.max_wait (10s), got 11s`,
-		`line 8: classes.list[1].ttft_deadline: must be between 0`,
+		`line 8: classes.list[1].ttft_deadline: must not be negative (0: queue.ttft_deadline), got -2s`,
 	},
 	"syntax.bad.yaml":   {`config: yaml: line 2:`},
 	"two-docs.bad.yaml": {`config: line 2: more than one YAML document`},

@@ -253,7 +253,7 @@ type Queue struct {
 	// class sets none: a waiter that cannot start by then, judged from the
 	// pod's service rate and the work ahead of it, gets 503 deadline with
 	// Retry-After at once instead of waiting out MaxWait. 0: none (MaxWait
-	// alone). At most MaxWait.
+	// alone); a deadline at or above MaxWait is MaxWait.
 	TTFTDeadline time.Duration `yaml:"ttft_deadline"`
 	// DeadlineHeader names a request header in which a client may tighten
 	// its own deadline, in milliseconds (llm-d's x-slo-ttft-ms); a value

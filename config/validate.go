@@ -34,7 +34,7 @@ func (c *Config) validate() []error {
 	k.healthCheck(c.HealthCheck)
 	k.pressure(c.Pressure)
 	k.fastBreaker(c.FastBreaker)
-	k.classes(c.Classes, c.FastBreaker.PerClient, c.Queue.MaxWait)
+	k.classes(c.Classes, c.FastBreaker.PerClient)
 	k.modelLimits(c.ModelLimits)
 	k.cluster(c.Cluster)
 	k.batchQueue(c.Batch, c.Queue)
@@ -188,8 +188,8 @@ func (k *checker) batchQueue(b Batch, q Queue) {
 		k.add("queue.starvation_after", "must be shorter than queue.max_wait (%v), or no waiter ever ages, got %v", q.MaxWait, q.StarvationAfter)
 	}
 	k.oneOf("queue.order", string(q.Order), OrderShortestFirst, OrderEarliestDeadline)
-	if q.TTFTDeadline < 0 || q.TTFTDeadline > q.MaxWait {
-		k.add("queue.ttft_deadline", "must be between 0 (none) and queue.max_wait (%v), got %v", q.MaxWait, q.TTFTDeadline)
+	if q.TTFTDeadline < 0 {
+		k.add("queue.ttft_deadline", "must not be negative (0: none), got %v", q.TTFTDeadline)
 	}
 	if q.DeadlineHeader != "" && !isToken(q.DeadlineHeader) {
 		k.add("queue.deadline_header", "must be a valid header name or empty, got %q", q.DeadlineHeader)

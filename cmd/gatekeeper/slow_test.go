@@ -65,7 +65,7 @@ fast_breaker: {qps: 0}
 health_check: {interval: 1h, timeout: 1s}
 pressure: {hold: 5s, hysteresis: 0.05, rules: {fragmentation: {degrade: 1.2, shed: 1.5}}}
 batch: {cut: 0.2, cut_every: 2s, ramp_step: 0.5, ramp_every: 1s}
-queue: {max_wait: 5m, starvation_after: 1m}
+queue: {max_wait: 5m, starvation_after: 1m, ttft_deadline: 0s}  # a backlog that waits out the pressure
 `
 
 // slowRig is an app whose pod is a fakePod and whose pressure readings the

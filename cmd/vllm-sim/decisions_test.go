@@ -27,10 +27,11 @@ func TestReplayDecidesAsGatekeeper(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rounds []replay.Round
-			s := applyPolicy(cfg, replay.Settings{Policy: replay.Gatekeeper,
+			s := replay.WithPolicy(cfg, replay.Settings{Policy: replay.Gatekeeper,
 				Engine: sim.Settings{GPUMemoryUtilization: 0.99},
 				Trace:  replay.TraceSettings{Duration: 10 * time.Minute, BaseQPS: 60, BurstQPS: 90, BurstEvery: 4 * time.Minute, BurstLength: time.Minute, Seed: 7}})
 			s.Observer = func(r replay.Round) { rounds = append(rounds, r) }
+			s.TTFTDeadline = -1 // a backlog that outlives deadlines kills the pod: the failures are decided too
 			if _, err := replay.Run(s); err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 // TestBurstEndToEnd is issue 5's end-to-end test, in virtual time: the
 // simulated vLLM (package sim) behind gatekeeper's real fast breaker, slow
 // breaker and admission queue, under config.yaml's defaults mapped by
-// applyPolicy, against the same engine and seed with nothing in front. It
+// replay.WithPolicy, against the same engine and seed with nothing in front. It
 // drives the replay's non-blocking core rather than HTTP so that it is
 // deterministic and fast; the proxy's blocking calls wrap the same cores.
 //
@@ -82,7 +82,7 @@ func TestBurstEndToEnd(t *testing.T) {
 	pol.Upstreams[0].VocabSize = 128256 // Llama 3, the engine's model
 	pol.Upstreams[0].Sources = append(pol.Upstreams[0].Sources,
 		config.Source{Kind: config.SourceMemoryBlocks, URL: "http://127.0.0.1:8001/memory_blocks"})
-	gs := applyPolicy(pol, base)
+	gs := replay.WithPolicy(pol, base)
 	gs.Policy = replay.Gatekeeper
 	gk := run(gs)
 	if gk.OOMs != 0 || gk.Outcomes.UpstreamError != 0 {
@@ -127,7 +127,7 @@ func TestDefaultPolicyAt095(t *testing.T) {
 		t.Fatalf("unprotected at 0.95: %d OOMs; README says none", bare.OOMs)
 	}
 
-	def := applyPolicy(config.Default(), base)
+	def := replay.WithPolicy(config.Default(), base)
 	def.Policy = replay.Gatekeeper
 	gk := run(def)
 	if gk.OOMs != 0 || gk.LevelTime[2] != 0 {
@@ -137,7 +137,7 @@ func TestDefaultPolicyAt095(t *testing.T) {
 	old := config.Default()
 	old.Pressure.Rules[config.SignalMemoryUsed] = config.Rule{Degrade: ptr(0.95), Shed: ptr(0.98)}
 	old.Pressure.Sources = []config.Source{{Kind: config.SourceNVML}} // the node's device memory
-	os := applyPolicy(old, base)
+	os := replay.WithPolicy(old, base)
 	os.Policy = replay.Gatekeeper
 	if o := run(os); o.LevelTime[2] < o.Horizon*3/4 || 5*o.Outcomes.Served > gk.Outcomes.Served {
 		t.Errorf("the old memory_used rule: critical for %v of %v, served %d against the default's %d; README says critical throughout, serving nearly nothing",
@@ -168,7 +168,7 @@ func TestPromptLogprobsAt099(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := applyPolicy(c, base)
+	ms := replay.WithPolicy(c, base)
 	ms.Policy = replay.Gatekeeper
 	mem, err := replay.Run(ms)
 	if err != nil {

@@ -43,7 +43,7 @@ pressure:
 fast_breaker: {qps: 12, burst: 3}
 batch: {cut: 0.5, cut_every: 3s, worse_by: 0.03, ramp_step: 0.25, ramp_every: 2s, memory_share: 0.5}
 estimate: {bytes_per_logit: 40, prompt_logprobs_chunk: 2048}
-queue: {max_length: 10, max_tokens: 5000, max_wait: 9s, starvation_after: 4s}
+queue: {max_length: 10, max_tokens: 5000, max_wait: 9s, starvation_after: 4s, order: earliest_deadline, ttft_deadline: 3s}
 shed: {retry_after: 6s}
 hooks:
   degraded:
@@ -52,7 +52,7 @@ hooks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := applyPolicy(c, replay.Settings{Policy: replay.Gatekeeper, MaxWait: time.Hour})
+	got := replay.WithPolicy(c, replay.Settings{Policy: replay.Gatekeeper, MaxWait: time.Hour})
 	want := replay.Settings{
 		Policy:  replay.Gatekeeper,
 		Limiter: breaker.LimiterSettings{QPS: 12, Burst: 3},
@@ -79,6 +79,8 @@ hooks:
 		PromptLogprobsChunk:  2048,
 		Queue:                queue.Settings{MaxLength: 10, MaxTokens: 5000, StarvationAfter: 4 * time.Second},
 		MaxWait:              9 * time.Second,
+		TTFTDeadline:         3 * time.Second,
+		DeadlineOrder:        true,
 		Interval:             250 * time.Millisecond,
 		StaleAfter:           2 * time.Second, // the policy file's default stale_after
 		EmptyCacheOnDegraded: true,
@@ -87,7 +89,7 @@ hooks:
 		Sources: []pressure.Kind{pressure.KindMemoryBlocks, pressure.KindVLLM, pressure.KindNVML, pressure.KindDCGM},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("applyPolicy =\n%+v\nwant\n%+v", got, want)
+		t.Fatalf("replay.WithPolicy =\n%+v\nwant\n%+v", got, want)
 	}
 }
 
@@ -107,8 +109,8 @@ func TestApplyPolicyEdgeCases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := applyPolicy(c, replay.Settings{}); !tc.check(s) {
-				t.Fatalf("applyPolicy(%q) = %+v", tc.yaml, s)
+			if s := replay.WithPolicy(c, replay.Settings{}); !tc.check(s) {
+				t.Fatalf("replay.WithPolicy(%q) = %+v", tc.yaml, s)
 			}
 		})
 	}
@@ -125,7 +127,7 @@ func TestDefaultPolicyIsTheReplayDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := replay.Run(applyPolicy(config.Default(), base))
+	b, err := replay.Run(replay.WithPolicy(config.Default(), base))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +176,8 @@ func TestTestdataPolicies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := applyPolicy(c, replay.Settings{})
-		want := applyPolicy(config.Default(), replay.Settings{})
+		got := replay.WithPolicy(c, replay.Settings{})
+		want := replay.WithPolicy(config.Default(), replay.Settings{})
 		want.Slow.Level.Rules[0] = breaker.Rule{Signal: "fragmentation", Degrade: 1.5, Shed: 2.0}
 		want.EmptyCacheOnDegraded = tc.emptyHook
 		want.Sources = []pressure.Kind{pressure.KindVLLM, pressure.KindMemoryBlocks} // the allocator exporter
@@ -192,7 +194,7 @@ func TestHighUtilPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := applyPolicy(c, replay.Settings{})
+	got := replay.WithPolicy(c, replay.Settings{})
 	signals := map[string]breaker.Rule{}
 	for _, r := range got.Slow.Level.Rules {
 		signals[r.Signal] = r
@@ -226,7 +228,7 @@ func TestH100DefaultsPolicies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := applyPolicy(c, replay.Settings{})
+		got := replay.WithPolicy(c, replay.Settings{})
 		if got.Memory.VocabSize != tc.vocab || (tc.file != "testdata/memory.yaml" && got.Slow.Window.MaxInflight != 1024) {
 			t.Errorf("%s: vocab %d, window %d", tc.file, got.Memory.VocabSize, got.Slow.Window.MaxInflight)
 		}

@@ -66,7 +66,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.DurationVar(&o.base.MaxWait, "max-wait", 30*time.Second, "longest wait in gatekeeper's queue")
 	fs.BoolVar(&o.base.EmptyCacheOnDegraded, "empty-cache-on-degraded", false, "gatekeeper fires the allocator's empty_cache hook when the level rises")
 	fs.BoolVar(&o.base.ClientDeadlines, "client-deadlines", false, "every client sends its own time-to-first-token deadline (its class's -slo-ttft-*) in the policy's queue.deadline_header")
-	fs.DurationVar(&o.base.TTFTDeadline, "ttft-deadline", 0, "the policy's queue.ttft_deadline (0: none); with -policy, overrides the file")
+	fs.DurationVar(&o.base.TTFTDeadline, "ttft-deadline", 0, "gatekeeper's queue.ttft_deadline, when given (0: none); else the policy's")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per run (a line each) instead of the table")
 	fs.DurationVar(&o.ttftShort, "slo-ttft-short", 2*time.Second, "SLO goodput: time-to-first-token deadline of short requests, from arrival")
 	fs.DurationVar(&o.ttftLong, "slo-ttft-long", 10*time.Second, "SLO goodput: time-to-first-token deadline of long requests (and any other class)")
@@ -75,13 +75,18 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "ttft-deadline" && o.base.TTFTDeadline == 0 {
+			o.base.TTFTDeadline = -1 // given as 0: none (the replay's 0 is the policy's default)
+		}
+	})
 	if o.policy != "" {
 		c, err := config.LoadFile(o.policy)
 		if err != nil {
 			return nil, err
 		}
 		flags := o.base
-		o.base = applyPolicy(c, o.base)
+		o.base = replay.WithPolicy(c, o.base)
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
 			case "qps-limit":

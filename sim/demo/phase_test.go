@@ -9,7 +9,6 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
-	"github.com/gatekeeper-dev/gatekeeper/queue"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 	"github.com/gatekeeper-dev/gatekeeper/sim/load"
 	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
@@ -108,25 +107,14 @@ func runDemoLoad(t *testing.T, pod Pod, policy replay.Policy, cycles int, tweaks
 	mb := boot.MemoryBlocks("0")
 	run := demoRun{phases: phases, boot: float64(mb.FreeBytes) / float64(mb.LargestFreeBlockBytes)}
 	total := run.phaseStart(len(phases))
-	u := cfg.Upstreams[0]
-	rs := replay.Settings{
-		Engine:              engine,
-		Trace:               replay.TraceSettings{Duration: total + time.Minute}, // the last arrivals drain
-		Source:              &loadSource{arr: arr, stop: rand.New(rand.NewPCG(1, 2)), until: total},
-		Policy:              policy,
-		Limiter:             breaker.LimiterSettings{QPS: cfg.FastBreaker.QPS, Burst: cfg.FastBreaker.Burst},
-		Slow:                control.SlowSettings(cfg, u),
-		Memory:              control.Memory{VocabSize: u.VocabSize, Share: cfg.Batch.MemoryShare},
-		BytesPerLogit:       int64(cfg.Estimate.BytesPerLogit),
-		PromptLogprobsChunk: int64(cfg.Estimate.PromptLogprobsChunk),
-		Queue: queue.Settings{MaxLength: cfg.Queue.MaxLength, MaxTokens: cfg.Queue.MaxTokens,
-			StarvationAfter: cfg.Queue.StarvationAfter},
-		MaxWait:              cfg.Queue.MaxWait,
-		Interval:             cfg.Pressure.Interval,
-		EmptyCacheOnDegraded: true, // the demo policy's degraded hook
-		Sources:              replay.PolicySources(cfg),
-		SeriesEvery:          cfg.Pressure.Interval,
-	}
+	// the demo policy as the replay maps any policy file (as -policy does)
+	rs := replay.WithPolicy(cfg, replay.Settings{
+		Engine:      engine,
+		Trace:       replay.TraceSettings{Duration: total + time.Minute}, // the last arrivals drain
+		Source:      &loadSource{arr: arr, stop: rand.New(rand.NewPCG(1, 2)), until: total},
+		Policy:      policy,
+		SeriesEvery: cfg.Pressure.Interval,
+	})
 	for _, tw := range tweaks {
 		tw(&rs)
 	}

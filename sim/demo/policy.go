@@ -38,6 +38,7 @@ fast_breaker:
 queue:
   max_length: 256
   max_wait: 20s
+  ttft_deadline: 0s      # no deadline: the demo keeps its bursts' backlog to show the window and recovery
 estimate:
   prompt_logprobs_chunk: 2048   # the pod's max_num_batched_tokens
 hooks:

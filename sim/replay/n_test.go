@@ -34,7 +34,8 @@ func TestNSequences(t *testing.T) {
 		t.Run(p.String(), func(t *testing.T) {
 			s := Settings{
 				Engine: sim.Settings{GPU: h100()}, Trace: TraceSettings{Duration: 10 * time.Minute}, MaxWait: 5 * time.Minute,
-				Source: &nSource{n: 4, left: 100}, Policy: p, LimiterOff: true,
+				TTFTDeadline: -1, // every request waits its turn
+				Source:       &nSource{n: 4, left: 100}, Policy: p, LimiterOff: true,
 				Slow:        breaker.SlowSettings{Window: breaker.WindowSettings{MaxInflight: 8, MinInflight: 4}},
 				SeriesEvery: 500 * time.Millisecond,
 			}

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"container/heap"
 	"errors"
 	"fmt"
@@ -91,7 +92,8 @@ type Settings struct {
 	MaxWait time.Duration
 	// TTFTDeadline is the policy's queue.ttft_deadline (Gatekeeper): a
 	// waiter that cannot start within it of its arrival is refused at once
-	// (the queue's prediction) or when it passes. 0: none.
+	// (the queue's prediction) or when it passes. 0 means the policy file's
+	// default; negative means none (max_wait alone).
 	TTFTDeadline time.Duration
 	// ClientDeadlines makes every arrival send its own time-to-first-token
 	// deadline, its class's SLO TTFT, in the policy's deadline header
@@ -166,6 +168,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.Sources == nil {
 		s.Sources = PolicySources(config.Default())
+	}
+	if s.TTFTDeadline == 0 {
+		s.TTFTDeadline = cmp.Or(config.Default().Queue.TTFTDeadline, -1)
 	}
 	s.SLO = s.SLO.withDefaults()
 	return s
@@ -478,7 +483,7 @@ func (r *runner) arrive(a Arrival) {
 // the policy's, tightened by the one its client sends (ClientDeadlines: its
 // class's SLO); 0 for none.
 func (r *runner) ttft(a Arrival) time.Duration {
-	d := r.s.TTFTDeadline
+	d := max(r.s.TTFTDeadline, 0)
 	if r.s.ClientDeadlines {
 		if own := r.s.SLO.ttft(r.classNames[a.Class]); d == 0 || own < d {
 			d = own

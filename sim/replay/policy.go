@@ -1,6 +1,7 @@
-package main
+package replay
 
 import (
+	"cmp"
 	"net/url"
 	"strings"
 
@@ -8,13 +9,13 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
-	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
 )
 
-// emptyCachePath is the simulated pod's relief endpoint (sim/server).
+// emptyCachePath is the simulated pod's relief endpoint (sim/server's
+// /v1/internal/empty_cache).
 const emptyCachePath = "/v1/internal/empty_cache"
 
-// applyPolicy maps a validated policy file onto the replay's gatekeeper
+// WithPolicy maps a validated policy file onto s, the replay's gatekeeper
 // policy. The slow path — rules in config.Signals order, hysteresis, hold,
 // on_stale, batch — goes through control.SlowSettings, the mapping
 // cmd/gatekeeper uses too; fast_breaker, queue, shed, pressure.interval and
@@ -28,7 +29,7 @@ const emptyCachePath = "/v1/internal/empty_cache"
 // policy would have done), per-client limits (a trace has no client keys),
 // the sources' addresses and timeouts, the upstream breaker and health check (one availability switch,
 // sim/replay/README.md), server, transport, estimate and log.
-func applyPolicy(c *config.Config, s replay.Settings) replay.Settings {
+func WithPolicy(c *config.Config, s Settings) Settings {
 	s.Limiter = breaker.LimiterSettings{QPS: c.FastBreaker.QPS, Burst: c.FastBreaker.Burst}
 	s.LimiterOff = c.FastBreaker.QPS == 0
 	u := config.Upstream{}
@@ -46,12 +47,12 @@ func applyPolicy(c *config.Config, s replay.Settings) replay.Settings {
 		StarvationAfter: c.Queue.StarvationAfter,
 	}
 	s.MaxWait = c.Queue.MaxWait
-	s.TTFTDeadline = c.Queue.TTFTDeadline
+	s.TTFTDeadline = cmp.Or(c.Queue.TTFTDeadline, -1) // the replay's 0 is the default file's
 	s.DeadlineOrder = c.Queue.Order == config.OrderEarliestDeadline
 	s.ClientDeadlines = s.ClientDeadlines && c.Queue.DeadlineHeader != "" // a client can only send what the policy reads
 	s.Interval = c.Pressure.Interval
 	s.StaleAfter = c.Pressure.StaleAfter
-	s.Sources = replay.PolicySources(c)
+	s.Sources = PolicySources(c)
 	s.EmptyCacheOnDegraded = false
 	for _, h := range append(append([]config.Hook(nil), c.Hooks.Degraded...), c.Hooks.Critical...) {
 		if isEmptyCache(h) {
