@@ -16,5 +16,7 @@ go vet ./...
 bash scripts/test-python.sh # the Python exporter (exporters/pytorch): unittest, offline install
 echo "== go test -race"
 go test -race -count=1 -timeout 8m ./...
+echo "== seed sweep: the shipped policy never OOMs more than no gatekeeper (without -race, ten times faster)"
+go test -count=1 -timeout 5m -run '^TestShippedPolicyNeverOOMsMore$' ./cmd/vllm-sim
 echo "== fuzz (each target for a short, bounded time)"
 FUZZTIME="${FUZZTIME:-5s}" ./scripts/fuzz.sh
