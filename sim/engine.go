@@ -173,6 +173,7 @@ type Engine struct {
 	dead      bool
 	restartAt time.Duration
 	lastErr   error
+	lastOOM   OOM
 
 	running    []*Seq
 	waiting    deque

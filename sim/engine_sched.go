@@ -50,6 +50,7 @@ func (e *Engine) runStep() bool {
 	}
 	sh, dur := e.shape()
 	if err := e.allocate(sh); err != nil {
+		e.recordOOM(sh, err)
 		e.die(err)
 		return true
 	}

@@ -133,6 +133,12 @@ func TestOOMKillsInFlightAndRestarts(t *testing.T) {
 	if !errors.Is(e.LastError(), ErrOutOfMemory) {
 		t.Fatalf("LastError() = %v, want ErrOutOfMemory", e.LastError())
 	}
+	// the step that failed: the batch's first, every sequence sampling
+	// with top-p, the allocator at the device's end
+	if o, ok := e.LastOOM(); !ok || o.Err != e.LastError() || o.Seqs != 200 || o.Samples != 200 || !o.TopP ||
+		o.Running != 200 || o.Alloc.DeviceFreeBytes > base.ActivationBudgetBytes {
+		t.Fatalf("LastOOM() = %+v, %v", o, ok)
+	}
 	for i, sq := range seqs {
 		if sq.State() != SeqFailed || !errors.Is(sq.Err(), ErrEngineDead) {
 			t.Fatalf("seq %d: %v %v, want failed with ErrEngineDead", i, sq.State(), sq.Err())

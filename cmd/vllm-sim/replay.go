@@ -49,7 +49,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.StringVar(&o.policies, "policies", "unprotected,qps-only,gatekeeper", "comma-separated policies to run")
 	fs.IntVar(&o.parallel, "parallel", 0, "runs at once; 0: all of them, which on few cores finishes first (no core idles while one long run ends)")
 	fs.StringVar(&o.trace, "trace", "", "CSV `file` of arrival_seconds,prompt_tokens,output_tokens[,max_tokens] replacing the synthetic trace (-hours then caps it; 0 = whole file)")
-	fs.StringVar(&o.out, "out", "", "`dir`ectory for each run's time series (CSV, one row per 10 virtual seconds) and chart (SVG)")
+	fs.StringVar(&o.out, "out", "", "`dir`ectory for each run's time series (CSV, one row per 10 virtual seconds), chart (SVG) and OOM timelines (-ooms.txt: the failed step and the 20 s before each OOM)")
 	fs.IntVar(&o.longPrompt, "long-prompt", 1000, "with -trace: prompts of at least this many tokens count as long")
 	fs.Uint64Var(&ts.Seed, "seed", 1, "seed of the trace")
 	fs.StringVar(&o.seeds, "seeds", "", "a seed sweep: seeds and ranges, e.g. 1-10 or 1,3,7-9; every run once per seed, printed as one Markdown row per seed (replaces -seed)")
@@ -65,6 +65,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.IntVar(&o.base.Limiter.Burst, "qps-burst", 40, "fast breaker bucket size")
 	fs.DurationVar(&o.base.MaxWait, "max-wait", 30*time.Second, "longest wait in gatekeeper's queue")
 	fs.BoolVar(&o.base.EmptyCacheOnDegraded, "empty-cache-on-degraded", false, "gatekeeper fires the allocator's empty_cache hook when the level rises")
+	fs.BoolVar(&o.base.NoFailureCeiling, "no-failure-ceiling", false, "what-if: gatekeeper without the window ceiling that follows a pod's failure under load (before issue 23)")
 	fs.BoolVar(&o.base.ClientDeadlines, "client-deadlines", false, "every client sends its own time-to-first-token deadline (its class's -slo-ttft-*) in the policy's queue.deadline_header")
 	fs.DurationVar(&o.base.TTFTDeadline, "ttft-deadline", 0, "gatekeeper's queue.ttft_deadline, when given (0: none); else the policy's")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per run (a line each) instead of the table")
@@ -241,6 +242,7 @@ func writeSeries(dir string, results []replay.Result, bySeed bool) error {
 			{".svg", func(w io.Writer) error {
 				return replay.WriteSeriesSVG(w, fmt.Sprintf("%s, %gh", r.Policy, r.Horizon.Hours()), r.Series)
 			}},
+			{"-ooms.txt", func(w io.Writer) error { return replay.WriteTimelines(w, classNames(r), r.OOMTimelines) }},
 		} {
 			fh, err := os.Create(name + f.ext)
 			if err != nil {
@@ -289,4 +291,13 @@ func parseSeeds(list string) ([]uint64, error) {
 		}
 	}
 	return out, nil
+}
+
+// classNames are a run's trace classes, in the order of its per-class counts.
+func classNames(r replay.Result) []string {
+	names := make([]string, len(r.Classes))
+	for i, c := range r.Classes {
+		names[i] = c.Name
+	}
+	return names
 }

@@ -47,6 +47,9 @@ type Result struct {
 	MeanWindow float64
 	// Series is the time series recorded every Settings.SeriesEvery.
 	Series []Sample
+	// OOMTimelines holds, for each OOM, the failed step and the 20 s of
+	// rounds before it (WriteTimelines).
+	OOMTimelines []OOMTimeline
 	// Wall is the real time the run took.
 	Wall time.Duration
 }

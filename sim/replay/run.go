@@ -103,6 +103,10 @@ type Settings struct {
 	// DeadlineOrder is the policy's queue.order: earliest_deadline
 	// (Gatekeeper).
 	DeadlineOrder bool
+	// NoFailureCeiling is a what-if of gatekeeper before issue 23: the
+	// pod's deaths are not reported to the controller, so no window ceiling
+	// follows them (Gatekeeper).
+	NoFailureCeiling bool
 	// Interval is the pressure sampling period (and the utilization
 	// sampling period of every policy). 0 means 500ms.
 	Interval time.Duration
@@ -224,6 +228,8 @@ type runner struct {
 	dead       time.Duration
 	winSum     float64
 	failures   []Failure // since the last pressure round, for Observer
+	pm         postmortem
+	wasAlive   bool
 	// nextRecord is when the next Sample is due.
 	nextRecord time.Duration
 }
@@ -261,6 +267,7 @@ func Run(s Settings) (Result, error) {
 		if t == tick {
 			r.sample()
 			r.record()
+			r.recordRound()
 			tick += s.Interval
 		} else {
 			r.arrive(a)
@@ -294,7 +301,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{s: s, e: e, epoch: time.Unix(0, 0).UTC(), bySeq: map[*sim.Seq]*request{},
+	r := &runner{s: s, e: e, epoch: time.Unix(0, 0).UTC(), wasAlive: true, bySeq: map[*sim.Seq]*request{},
 		byID: map[uint64]*request{}, avail: true, hists: make([]hist, classes), recov: make([]hist, classes)}
 	r.res.Policy, r.res.Seed = s.Policy, s.Trace.Seed
 	r.res.GPUMemoryUtilization = e.Settings().GPUMemoryUtilization
@@ -340,6 +347,13 @@ func (r *runner) now() time.Time { return r.epoch.Add(r.t) }
 func (r *runner) advance(t time.Duration) {
 	r.t = t
 	r.e.Advance(t)
+	if alive := r.e.Alive(); r.wasAlive && !alive {
+		o, _ := r.e.LastOOM()
+		r.res.OOMTimelines = append(r.res.OOMTimelines, OOMTimeline{OOM: o, Rounds: r.pm.timeline()})
+		r.wasAlive = false
+	} else {
+		r.wasAlive = alive
+	}
 	if r.core != nil && !r.e.Alive() && r.avail {
 		// every in-flight request just failed with a 500: the error breaker
 		// opens (≥ 5 failures) and the health check agrees within a probe;
@@ -348,9 +362,11 @@ func (r *runner) advance(t time.Duration) {
 		// gatekeeper's breaker reports it; a load-related death caps the
 		// window (control.Controller.PodFailed).
 		r.avail = false
-		f := Failure{At: r.now(), Inflight: r.core.Stats().Windows[0].InFlight}
-		r.ctl.PodFailedAt(f.At, upstream, f.Inflight)
-		r.failures = append(r.failures, f)
+		if !r.s.NoFailureCeiling {
+			f := Failure{At: r.now(), Inflight: r.core.Stats().Windows[0].InFlight}
+			r.ctl.PodFailedAt(f.At, upstream, f.Inflight)
+			r.failures = append(r.failures, f)
+		}
 		r.grant(r.core.Dispatch(r.now()))
 	}
 	for _, s := range r.e.TakeFinished() {
@@ -516,6 +532,7 @@ func (r *runner) submit(rq *request) bool {
 		r.bySeq[s] = rq
 	}
 	rq.running = n
+	r.pm.startedOne(rq.a.Class)
 	return true
 }
 
