@@ -53,6 +53,8 @@ func TestDeadlines(t *testing.T) {
 			map[string]string{"X-SLO-TTFT-Ms": "-3"}, 5 * time.Second},
 		{"without the header in the policy, clients cannot", Policy{MaxWait: 30 * time.Second},
 			map[string]string{"X-SLO-TTFT-Ms": "100"}, 30 * time.Second},
+		{"observe mode enforces no deadline", Policy{Observe: true, MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second,
+			DeadlineHeader: "X-SLO-TTFT-Ms"}, map[string]string{"X-SLO-TTFT-Ms": "100"}, 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got time.Time

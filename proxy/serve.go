@@ -320,7 +320,8 @@ const maxRetryAfter = 60 * time.Second
 
 // setDeadline sets when ex's waiting stops being of use: its class's
 // time-to-first-token deadline or the policy's, tightened by the one its
-// client sends (DeadlineHeader, in milliseconds), or else max_wait.
+// client sends (DeadlineHeader, in milliseconds), or else max_wait (always
+// in observe mode).
 func (ex *exchange) setDeadline(r *http.Request) {
 	pol := ex.policy
 	d := pol.TTFTDeadline
@@ -335,7 +336,8 @@ func (ex *exchange) setDeadline(r *http.Request) {
 			}
 		}
 	}
-	ex.ttft = d > 0 && d < pol.MaxWait
+	// Observe mode refuses nothing it did not refuse before: only max_wait.
+	ex.ttft = d > 0 && d < pol.MaxWait && !pol.Observe
 	if !ex.ttft {
 		d = pol.MaxWait
 	}
