@@ -45,6 +45,9 @@ func (p *bodyParser) promptList(name string) error {
 			if err != nil {
 				return err
 			}
+			if ids == 0 { // an empty prompt, as [] is: vLLM would refuse it after the queue
+				return &Error{Param: indexed(name, i), Message: "must not be empty", Code: codeInvalidValue}
+			}
 			p.addPrompt(0, ids)
 		default:
 			return promptTypeError(indexed(name, i))
