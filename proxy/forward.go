@@ -97,6 +97,10 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 			f := flightFrom(res.Request.Context())
 			f.status = res.StatusCode
 			f.firstByte = h.now()
+			// The client already has the id on the response; a pod that echoes
+			// it (vLLM --enable-request-id-headers) would add a second value,
+			// which the OpenAI SDKs read as "id, id".
+			res.Header.Del(f.ex.policy.RequestIDHeader)
 			if res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests {
 				return h.podRefused(f, res)
 			}

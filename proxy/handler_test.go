@@ -347,3 +347,34 @@ func TestMethodNotAllowedSetsAllow(t *testing.T) {
 		t.Errorf("GET /v1/completions = %d Allow %q, want 405 Allow POST", res.StatusCode, res.Header.Get("Allow"))
 	}
 }
+
+// A pod that echoes the request id (vLLM --enable-request-id-headers), or
+// sends one of its own, does not make the client see two: the client hears
+// gatekeeper's one, which the pod was sent.
+func TestOneRequestID(t *testing.T) {
+	for _, tc := range []struct{ name, echo string }{{"echoed", ""}, {"the pod's own", "pod-id-7"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				id := r.Header.Get("X-Request-Id")
+				if tc.echo != "" {
+					id = tc.echo
+				}
+				w.Header().Set("X-Request-Id", id)
+				_, _ = io.WriteString(w, `{"choices":[]}`)
+			})
+			tp := newTestProxy(t, pod, nil)
+			for _, client := range []string{"abc-123", ""} {
+				hdr := map[string]string{}
+				if client != "" {
+					hdr["X-Request-Id"] = client
+				}
+				res := post(t, tp.srv.URL, "/v1/completions", `{"model":"m","prompt":"a","max_tokens":3}`, hdr)
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if ids := res.Header.Values("X-Request-Id"); len(ids) != 1 || client != "" && ids[0] != client {
+					t.Errorf("client sent %q: response X-Request-Id %q, want one (the client's)", client, ids)
+				}
+			}
+		})
+	}
+}
