@@ -102,7 +102,11 @@ type ErrorSettings struct {
 type ErrorBreaker struct {
 	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
 	probes   uint32 // HalfOpenRequests, defaults applied
+	openFor  time.Duration
 	onChange func(from, to State)
+	// openedAt is when the breaker last opened (UnixNano, time.Now as
+	// gobreaker reads it); 0 before it first opens.
+	openedAt atomic.Int64
 
 	// mu guards pending and delivering. gobreaker calls record with its own
 	// lock held, so mu is only ever taken inside it, never around it.
@@ -139,15 +143,14 @@ func NewErrorBreaker(s ErrorSettings) (*ErrorBreaker, error) {
 		return nil, errors.Join(errs...)
 	}
 	failures := uint32(cmpOr(s.Failures, DefaultFailures))
-	b := &ErrorBreaker{onChange: s.OnChange, probes: uint32(cmpOr(s.HalfOpenRequests, DefaultHalfOpenRequests))}
+	b := &ErrorBreaker{onChange: s.OnChange, probes: uint32(cmpOr(s.HalfOpenRequests, DefaultHalfOpenRequests)),
+		openFor: cmpOr(s.OpenFor, DefaultOpenFor)}
 	gs := gobreaker.Settings{
-		MaxRequests: b.probes,
-		Timeout:     cmpOr(s.OpenFor, DefaultOpenFor),
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-		IsExcluded:  func(err error) bool { return err == errExcluded },
-	}
-	if s.OnChange != nil {
-		gs.OnStateChange = b.record
+		MaxRequests:   b.probes,
+		Timeout:       b.openFor,
+		ReadyToTrip:   func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		IsExcluded:    func(err error) bool { return err == errExcluded },
+		OnStateChange: b.record,
 	}
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gs)
 	return b, nil
@@ -227,8 +230,25 @@ func fromGobreaker(s gobreaker.State) State {
 	}
 }
 
+// OpenRemaining is how long an open breaker still refuses before it lets a
+// probe through: what a client refused for it should wait (Retry-After).
+// 0 when it is not open.
+func (b *ErrorBreaker) OpenRemaining() time.Duration {
+	if b.cb.State() != gobreaker.StateOpen {
+		return 0
+	}
+	left := b.openFor - time.Since(time.Unix(0, b.openedAt.Load()))
+	return max(left, 0)
+}
+
 // record queues a transition; gobreaker calls it with its lock held.
 func (b *ErrorBreaker) record(_ string, from, to gobreaker.State) {
+	if to == gobreaker.StateOpen {
+		b.openedAt.Store(time.Now().UnixNano()) // gobreaker's own clock: its expiry is now + OpenFor
+	}
+	if b.onChange == nil {
+		return
+	}
 	b.mu.Lock()
 	b.pending = append(b.pending, transition{fromGobreaker(from), fromGobreaker(to)})
 	b.mu.Unlock()

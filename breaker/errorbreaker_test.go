@@ -304,3 +304,27 @@ func TestAdmitsCallsNoCallback(t *testing.T) {
 		}
 	})
 }
+
+// OpenRemaining is the time an open breaker still refuses: what a client
+// refused for it should wait. 0 while closed or half-open.
+func TestErrorBreakerOpenRemaining(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		b, err := NewErrorBreaker(ErrorSettings{Failures: 1, OpenFor: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.OpenRemaining(); got != 0 {
+			t.Fatalf("closed: OpenRemaining() = %v, want 0", got)
+		}
+		done, _ := b.Allow()
+		done(Failure)
+		for _, st := range []struct{ sleep, want time.Duration }{{0, 10 * time.Second}, {3 * time.Second, 7 * time.Second},
+			{6 * time.Second, time.Second}, {time.Second, 0}} {
+			time.Sleep(st.sleep)
+			if got := b.OpenRemaining(); got != st.want {
+				t.Errorf("after %v more: OpenRemaining() = %v, want %v", st.sleep, got, st.want)
+			}
+		}
+	})
+}

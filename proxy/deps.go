@@ -74,6 +74,10 @@ type Gate interface {
 	// breaker from open to half-open when its open time has passed, so it is
 	// what makes a pod available again; it must not block.
 	State() GateState
+	// OpenRemaining is how long an open breaker still refuses before it
+	// lets a probe through (the Retry-After of a client refused for it); 0
+	// when it is not open. It must not block.
+	OpenRemaining() time.Duration
 }
 
 // GateState is what a Gate would do with a request now.

@@ -141,6 +141,16 @@ type recordingGate struct {
 	mu      sync.Mutex
 	results []Result
 	refuse  bool
+	left    time.Duration // OpenRemaining while refusing
+}
+
+func (g *recordingGate) OpenRemaining() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.refuse {
+		return g.left
+	}
+	return 0
 }
 
 func (g *recordingGate) State() GateState {

@@ -63,6 +63,12 @@ func TestRefusals(t *testing.T) {
 			mutate: func(o *Options) {
 				o.Limiter = limiterFunc(func(string) error { return limitErr{2100 * time.Millisecond} })
 			}},
+		{name: "error breaker open: Retry-After is what it still refuses", path: "/v1/chat/completions", body: chatBody,
+			want: 503, reason: "no_upstream", retryAfter: "7",
+			mutate: func(o *Options) {
+				g := o.Upstreams[0].Gate.(*recordingGate)
+				g.refuse, g.left = true, 6200*time.Millisecond
+			}},
 		{name: "compressed body", path: "/v1/chat/completions", body: chatBody, want: 415, reason: "bad_request",
 			hdr: map[string]string{"Content-Encoding": "gzip"}},
 		{name: "observe mode admits", path: "/v1/chat/completions", body: chatBody, want: 200,

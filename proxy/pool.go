@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Upstream describes one vLLM pod.
@@ -196,6 +197,29 @@ func (p *pool) whyDown(skip ...string) string {
 		return "no upstream can take the request: every upstream fails its health check"
 	}
 	return "no upstream can take the request"
+}
+
+// retryAfter is when a client refused because no upstream it may use can
+// take work should come back: the soonest an open error breaker among them
+// lets a probe through, or def when one of them fails its health check
+// (nobody knows when that ends) or none is open.
+func (p *pool) retryAfter(def time.Duration, skip ...string) time.Duration {
+	soonest := time.Duration(0)
+	for _, m := range p.list() {
+		if slices.Contains(skip, m.Name) {
+			continue
+		}
+		if !m.healthy.Load() || m.Gate == nil {
+			return def
+		}
+		if left := m.Gate.OpenRemaining(); left > 0 && (soonest == 0 || left < soonest) {
+			soonest = left
+		}
+	}
+	if soonest == 0 {
+		return def
+	}
+	return soonest
 }
 
 // allDegraded reports whether every upstream that could otherwise serve is

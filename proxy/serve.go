@@ -215,7 +215,7 @@ func (h *Handler) admitSlow(w http.ResponseWriter, r *http.Request, ex *exchange
 			message: "GPU memory pressure is critical on every upstream; retry later", retryAfter: ex.policy.RetryAfter})
 	case !h.pool.anyAvailable(ex.skip...):
 		return h.decide(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonNoUpstream,
-			message: h.pool.whyDown(ex.skip...) + "; retry later", retryAfter: ex.policy.RetryAfter})
+			message: h.pool.whyDown(ex.skip...) + "; retry later", retryAfter: h.pool.retryAfter(ex.policy.RetryAfter, ex.skip...)})
 	}
 	return true
 }
@@ -304,8 +304,11 @@ func (h *Handler) refuseAdmission(w http.ResponseWriter, r *http.Request, ex *ex
 	status, reason := statusFor(err)
 	retry := ex.policy.RetryAfter
 	var ra retryAfterer
-	if reason == ReasonDeadline && errors.As(err, &ra) && ra.RetryAfter() > 0 {
+	switch {
+	case reason == ReasonDeadline && errors.As(err, &ra) && ra.RetryAfter() > 0:
 		retry = min(ra.RetryAfter(), maxRetryAfter) // when the work ahead will have drained
+	case reason == ReasonNoUpstream:
+		retry = h.pool.retryAfter(retry, ex.skip...) // when an open error breaker probes again
 	}
 	msg := admissionMessage(reason)
 	if reason == ReasonDeadline && !ex.ttft {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/control"
@@ -73,6 +74,9 @@ func (g gate) Allow() (func(proxy.Result), error) {
 		}
 	}, nil
 }
+
+// OpenRemaining is how long the open breaker still refuses.
+func (g gate) OpenRemaining() time.Duration { return g.b.OpenRemaining() }
 
 // State maps the error breaker onto what the proxy needs at dispatch.
 func (g gate) State() proxy.GateState {
