@@ -112,3 +112,23 @@ func TestDeadlines(t *testing.T) {
 		})
 	}
 }
+
+// A request too large for every pod's free memory has its own reason and
+// outcome, not "no upstream" (issue 24).
+func TestNoMemoryRefusal(t *testing.T) {
+	tp := newTestProxy(t, okPod(), func(o *Options) {
+		o.Admission = admissionFunc(func(context.Context, Need) (Slot, error) {
+			return nil, fmt.Errorf("%w: queue: request needs more memory than any upstream has free", ErrNoMemory)
+		})
+	})
+	res := post(t, tp.srv.URL, "/v1/chat/completions", chatBody, nil)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("X-Gatekeeper-Reason") != "no_memory" || res.Header.Get("Retry-After") == "" {
+		t.Errorf("= %d, reason %q, Retry-After %q, body %s; want 503 no_memory with Retry-After",
+			res.StatusCode, res.Header.Get("X-Gatekeeper-Reason"), res.Header.Get("Retry-After"), body)
+	}
+	if n := tp.outcomes(t)[OutcomeNoMemory]; n != 1 {
+		t.Errorf("outcome no_memory counted %v times, want 1", n)
+	}
+}

@@ -115,6 +115,10 @@ var (
 	// ErrNoUpstream means no upstream can take the request at all (every
 	// one it may use is Down).
 	ErrNoUpstream = errors.New("proxy: no upstream available")
+	// ErrNoMemory means the request's estimated transient memory (its
+	// sampler, prompt_logprobs) exceeds what every pod it may use reports
+	// free for it (memory admission): it would not fit even on an idle pod.
+	ErrNoMemory = errors.New("proxy: request needs more memory than any upstream has free")
 	// ErrDeadline means the request cannot start before its deadline (the
 	// work ahead of it takes longer); the wrapped error may say when to
 	// come back (RetryAfter).

@@ -47,6 +47,8 @@ func statusFor(err error) (int, Reason) {
 		return http.StatusServiceUnavailable, ReasonQueueTimeout
 	case errors.Is(err, ErrNoUpstream):
 		return http.StatusServiceUnavailable, ReasonNoUpstream
+	case errors.Is(err, ErrNoMemory):
+		return http.StatusServiceUnavailable, ReasonNoMemory
 	case errors.As(err, &ra):
 		return http.StatusTooManyRequests, ReasonRateLimited
 	default:

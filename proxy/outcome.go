@@ -28,6 +28,9 @@ const (
 	// OutcomeShedPriority: a sheddable traffic class refused while its pods
 	// are degraded.
 	OutcomeShedPriority Outcome = "shed_priority"
+	// OutcomeNoMemory: refused because its estimated memory exceeds what
+	// every pod it may use reports free for it (memory admission).
+	OutcomeNoMemory Outcome = "no_memory"
 	// OutcomeDeadline: refused because it could not start before its
 	// time-to-first-token deadline (at arrival, or when it passed).
 	OutcomeDeadline Outcome = "deadline"
@@ -38,7 +41,7 @@ var Outcomes = [...]Outcome{
 	OutcomeServed, OutcomeUpstreamError, OutcomeRateLimited, OutcomeOverloaded,
 	OutcomeQueueFull, OutcomeQueueTimeout, OutcomeBadRequest, OutcomeClientClosed,
 	OutcomeNoUpstream, OutcomeDraining, OutcomeUpstreamOverloaded, OutcomeStreamError, OutcomeShedPriority,
-	OutcomeDeadline,
+	OutcomeDeadline, OutcomeNoMemory,
 }
 
 // Reason is the X-Gatekeeper-Reason value of a refusal gatekeeper made itself.
@@ -63,6 +66,9 @@ const (
 	ReasonShedPriority Reason = "shed_priority"
 	// ReasonModelNotFound: no pod serves the request's model (404).
 	ReasonModelNotFound Reason = "model_not_found"
+	// ReasonNoMemory: the request needs more memory than any pod reports
+	// free for it (503 with Retry-After: a pod may free more).
+	ReasonNoMemory Reason = "no_memory"
 	// ReasonDeadline: the request could not start before its
 	// time-to-first-token deadline (503 with Retry-After).
 	ReasonDeadline Reason = "deadline"
@@ -91,6 +97,8 @@ func (r Reason) outcome() Outcome {
 		return OutcomeShedPriority
 	case ReasonDeadline:
 		return OutcomeDeadline
+	case ReasonNoMemory:
+		return OutcomeNoMemory
 	default: // overloaded: GPU pressure is critical
 		return OutcomeOverloaded
 	}

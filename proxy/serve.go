@@ -360,6 +360,8 @@ func admissionMessage(reason Reason) string {
 		return "no upstream can take the request; retry later"
 	case ReasonDeadline:
 		return "the request cannot start before its time-to-first-token deadline; retry after the Retry-After delay"
+	case ReasonNoMemory:
+		return "the request needs more GPU memory than any upstream reports free for it (its sampled sequences, n/best_of, prompt_logprobs); retry later or ask for less"
 	}
 	return "could not admit the request"
 }

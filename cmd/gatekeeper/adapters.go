@@ -40,8 +40,10 @@ func (a admission) Acquire(ctx context.Context, need proxy.Need, priority int, e
 		return nil, fmt.Errorf("%w: %w", proxy.ErrQueueFull, err)
 	case errors.Is(err, queue.ErrClosed):
 		return nil, fmt.Errorf("%w: %w", proxy.ErrDraining, err)
-	case errors.Is(err, queue.ErrUnavailable), errors.Is(err, queue.ErrNoMemory):
+	case errors.Is(err, queue.ErrUnavailable):
 		return nil, fmt.Errorf("%w: %w", proxy.ErrNoUpstream, err)
+	case errors.Is(err, queue.ErrNoMemory):
+		return nil, fmt.Errorf("%w: %w", proxy.ErrNoMemory, err)
 	}
 	return nil, err
 }
