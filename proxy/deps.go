@@ -115,6 +115,9 @@ var (
 	// ErrNoUpstream means no upstream can take the request at all (every
 	// one it may use is Down).
 	ErrNoUpstream = errors.New("proxy: no upstream available")
+	// ErrTooLarge means the request's estimated tokens exceed what the queue
+	// can ever hold (queue.max_tokens): no wait or retry admits it.
+	ErrTooLarge = errors.New("proxy: request larger than the queue can hold")
 	// ErrNoMemory means the request's estimated transient memory (its
 	// sampler, prompt_logprobs) exceeds what every pod it may use reports
 	// free for it (memory admission): it would not fit even on an idle pod.

@@ -39,6 +39,8 @@ func statusFor(err error) (int, Reason) {
 		return StatusClientClosed, ""
 	case errors.Is(err, ErrDraining):
 		return http.StatusServiceUnavailable, ReasonDraining
+	case errors.Is(err, ErrTooLarge):
+		return http.StatusBadRequest, ReasonTooLarge
 	case errors.Is(err, ErrQueueFull):
 		return http.StatusServiceUnavailable, ReasonQueueFull
 	case errors.Is(err, ErrDeadline):

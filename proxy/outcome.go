@@ -66,6 +66,9 @@ const (
 	ReasonShedPriority Reason = "shed_priority"
 	// ReasonModelNotFound: no pod serves the request's model (404).
 	ReasonModelNotFound Reason = "model_not_found"
+	// ReasonTooLarge: the request's estimated tokens exceed what the queue
+	// can ever hold (400: it is the request, not the load).
+	ReasonTooLarge Reason = "too_large"
 	// ReasonNoMemory: the request needs more memory than any pod reports
 	// free for it (503 with Retry-After: a pod may free more).
 	ReasonNoMemory Reason = "no_memory"
@@ -83,7 +86,7 @@ func (r Reason) outcome() Outcome {
 		return OutcomeQueueFull
 	case ReasonQueueTimeout:
 		return OutcomeQueueTimeout
-	case ReasonBadRequest, ReasonNotFound, ReasonModelNotFound:
+	case ReasonBadRequest, ReasonNotFound, ReasonModelNotFound, ReasonTooLarge:
 		return OutcomeBadRequest
 	case ReasonUpstream, ReasonUpstreamTimeout:
 		return OutcomeUpstreamError

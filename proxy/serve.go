@@ -311,10 +311,19 @@ func (h *Handler) refuseAdmission(w http.ResponseWriter, r *http.Request, ex *ex
 		retry = h.pool.retryAfter(retry, ex.skip...) // when an open error breaker probes again
 	}
 	msg := admissionMessage(reason)
-	if reason == ReasonDeadline && !ex.ttft {
+	switch {
+	case reason == ReasonDeadline && !ex.ttft:
 		msg = "the request cannot start within the queue's max_wait; retry after the Retry-After delay"
+	case reason == ReasonTooLarge:
+		msg = "the request's estimated " + strconv.FormatInt(ex.tokens, 10) + " tokens (prompt + max_tokens, for every sequence of n) " +
+			"exceed what gatekeeper's queue can hold (queue.max_tokens); lower max_tokens or n"
+		retry = 0
 	}
-	h.refuse(w, r, ex, refusal{status: status, reason: reason, message: msg, retryAfter: retry})
+	rf := refusal{status: status, reason: reason, message: msg, retryAfter: retry}
+	if status == http.StatusBadRequest {
+		rf.errType = "invalid_request_error"
+	}
+	h.refuse(w, r, ex, rf)
 }
 
 // maxRetryAfter caps a predicted Retry-After: the OpenAI SDKs honour it up

@@ -36,7 +36,9 @@ func (a admission) Acquire(ctx context.Context, need proxy.Need, priority int, e
 		return s, nil
 	case errors.Is(err, queue.ErrDeadline): // keeps the queue's RetryAfter
 		return nil, fmt.Errorf("%w: %w", proxy.ErrDeadline, err)
-	case errors.Is(err, queue.ErrFull), errors.Is(err, queue.ErrTooLarge):
+	case errors.Is(err, queue.ErrTooLarge):
+		return nil, fmt.Errorf("%w: %w", proxy.ErrTooLarge, err)
+	case errors.Is(err, queue.ErrFull):
 		return nil, fmt.Errorf("%w: %w", proxy.ErrQueueFull, err)
 	case errors.Is(err, queue.ErrClosed):
 		return nil, fmt.Errorf("%w: %w", proxy.ErrDraining, err)
