@@ -119,7 +119,7 @@ func (h *Handler) RefuseNew() { h.draining.Store(true); h.refusing.Store(true) }
 // Ready reports what /readyz answers.
 func (h *Handler) Ready() bool {
 	allCritical := h.pool.allCritical() && !h.pool.observe.Load()
-	return h.ready.Load() && !h.draining.Load() && h.pool.anyAvailable() && !allCritical
+	return h.ready.Load() && !h.draining.Load() && h.pool.anyAvailable() && !allCritical && h.pool.modelsKnown()
 }
 
 func (h *Handler) serveHealthz(w http.ResponseWriter, _ *http.Request) {
@@ -133,6 +133,9 @@ func (h *Handler) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	case h.draining.Load():
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("draining\n"))
+	case h.ready.Load() && h.pool.anyAvailable() && !h.pool.modelsKnown():
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("no upstream's model list is known yet (discover_models)\n"))
 	case !h.Ready():
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("no upstream can take work\n"))

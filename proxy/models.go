@@ -12,9 +12,26 @@ import (
 
 // modelSet is what a pod serves: the model ids, and the entries its own
 // GET /v1/models listed (nil when the ids come from the policy). Immutable.
+// unknown marks a pod that discovers its models and has not answered yet:
+// it serves no model until it does.
 type modelSet struct {
 	ids     map[string]bool
 	entries []json.RawMessage
+	unknown bool
+}
+
+// unknownModels is the set of a pod whose model list is not known yet.
+func unknownModels() *modelSet { return &modelSet{unknown: true} }
+
+// initialModels is what u serves before anything is discovered: its listed
+// models; none, until its first answer, when it discovers them and lists
+// none (it may serve anything, but which is not known); every model
+// (nil) otherwise.
+func initialModels(u Upstream) *modelSet {
+	if s := staticModels(u.Models); s != nil || !u.DiscoverModels {
+		return s
+	}
+	return unknownModels()
 }
 
 func staticModels(ids []string) *modelSet {
@@ -46,21 +63,65 @@ func (p *pool) knowsModels() bool {
 	return found
 }
 
-// notServing lists the pods that do not serve model, and whether any pod
-// does. Without routing by model (or a request without a model) every pod
+// notServing lists the pods that do not serve model, whether any pod does,
+// and how many pods' model lists are not known yet (they take no
+// model-routed request until they are). Without routing by model every pod
 // serves it.
-func (p *pool) notServing(model string) (skip []string, anyServes bool) {
-	if model == "" || !p.knowsModels() {
-		return nil, true
+func (p *pool) notServing(model string) (skip []string, anyServes bool, unknown int) {
+	if !p.knowsModels() {
+		return nil, true, 0
 	}
 	for _, m := range p.list() {
-		if m.serves(model) {
+		switch s := m.models.Load(); {
+		case s != nil && s.unknown:
+			unknown++
+			skip = append(skip, m.Name)
+		case m.serves(model):
 			anyServes = true
-		} else {
+		default:
 			skip = append(skip, m.Name)
 		}
 	}
-	return skip, anyServes
+	return skip, anyServes, unknown
+}
+
+// soleModel is the one model the pods list, for a request that names none
+// while gatekeeper routes by model; false when they list several (or a pod
+// lists none: it serves every model).
+func (p *pool) soleModel() (string, bool) {
+	sole, ok := "", true
+	p.each(func(m *member) bool {
+		s := m.models.Load()
+		switch {
+		case s == nil:
+			ok = false
+		case s.unknown:
+		default:
+			for id := range s.ids {
+				if sole != "" && id != sole {
+					ok = false
+				}
+				sole = id
+			}
+		}
+		return ok
+	})
+	return sole, ok && sole != ""
+}
+
+// modelsKnown reports whether some pod that can take work knows its model
+// list, or routing by model is off: /readyz waits for one.
+func (p *pool) modelsKnown() bool {
+	if !p.knowsModels() {
+		return true
+	}
+	found := false
+	p.each(func(m *member) bool {
+		s := m.models.Load()
+		found = !m.failing() && (s == nil || !s.unknown)
+		return !found
+	})
+	return found
 }
 
 // serveModels answers GET /v1/models itself with the union of the models

@@ -85,7 +85,7 @@ func (p *pool) set(ups []Upstream) (removed []string) {
 	for _, u := range ups {
 		m := &member{Upstream: u}
 		m.healthy.Store(true)
-		m.models.Store(staticModels(u.Models))
+		m.models.Store(initialModels(u))
 		if old, ok := p.members[u.Name]; ok && old.URL.String() == u.URL.String() {
 			// A new member with the old one's state: requests in flight read
 			// the old member's Gate without a lock, so it is never written.

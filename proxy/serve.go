@@ -94,8 +94,17 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	skip, served := h.pool.notServing(ex.model)
-	if !served {
+	if !h.routeModel(w, r, ex, route) {
+		return
+	}
+	skip, served, unknown := h.pool.notServing(ex.model)
+	switch {
+	case !served && unknown > 0: // a pod that may serve it has not said what it serves
+		h.refuse(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonNoUpstream,
+			message: "no upstream is known to serve the model `" + ex.model + "` yet (their model lists are not known); retry later",
+			retryAfter: pol.RetryAfter})
+		return
+	case !served:
 		h.refuse(w, r, ex, refusal{status: http.StatusNotFound, reason: ReasonModelNotFound, errType: "invalid_request_error",
 			message: "The model `" + ex.model + "` does not exist.", param: "model"})
 		return
@@ -107,6 +116,24 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.dispatch(w, r, ex, body)
+}
+
+// routeModel applies the rule for a request that names no model while
+// gatekeeper routes by model: it goes to the one model the pods serve, and
+// counts against that model's limits; with several it is refused with 400,
+// since any pod would be a guess. Routes without a JSON body (audio
+// uploads) are not routed by model.
+func (h *Handler) routeModel(w http.ResponseWriter, r *http.Request, ex *exchange, route Route) bool {
+	if ex.model != "" || !route.Kind.JSON() || !h.pool.knowsModels() {
+		return true
+	}
+	if m, ok := h.pool.soleModel(); ok {
+		ex.model = m
+		return true
+	}
+	h.refuse(w, r, ex, refusal{status: http.StatusBadRequest, reason: ReasonBadRequest, errType: "invalid_request_error",
+		message: "you must provide a model parameter: the upstreams serve several models", param: "model"})
+	return false
 }
 
 // serveAmbiguous refuses a request whose connection sent ambiguous framing

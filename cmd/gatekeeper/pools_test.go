@@ -198,3 +198,81 @@ pressure: {rules: {fragmentation: {degrade: 1.2, shed: 1.5}}}  # no for: one rou
 		}
 	})
 }
+
+// sendNoModel posts a completion that names no model.
+func sendNoModel(t *testing.T, a *app) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
+		strings.NewReader(`{"prompt":"x","max_tokens":4}`)))
+	return rec
+}
+
+// TestDiscoveredModelsAreUnknownUntilTheyAnswer (issue 24): a pod that
+// discovers its models takes no model-routed request before its list
+// answers, and /readyz says so: a request for a model only it may serve
+// gets 503 no_upstream, not a pod that does not serve it; once it answers,
+// routing follows its list.
+func TestDiscoveredModelsAreUnknownUntilTheyAnswer(t *testing.T) {
+	small, big := newModelPod(t, "small-model"), newModelPod(t, "big-model")
+	a, err := newApp(mustParse(t, `
+upstreams:
+  - {name: small, url: "`+small.url+`", discover_models: true}
+  - {name: big, url: "`+big.url+`", discover_models: true}
+fast_breaker: {qps: 0}
+health_check: {interval: 1h}
+`), appOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := httptest.NewRecorder()
+	a.handler.ServeHTTP(ready, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if ready.Code != 503 || !strings.Contains(ready.Body.String(), "model list") {
+		t.Errorf("/readyz before any model list = %d %q, want 503 saying the model lists are unknown", ready.Code, ready.Body.String())
+	}
+	if rec := sendModel(t, a, "big-model"); rec.Code != 503 || rec.Header().Get("X-Gatekeeper-Reason") != "no_upstream" {
+		t.Errorf("big-model before discovery = %d %s, want 503 no_upstream", rec.Code, rec.Body.String())
+	}
+	if rec := sendNoModel(t, a); rec.Code != 503 && rec.Code != 400 {
+		t.Errorf("no model before discovery = %d %s, want a refusal", rec.Code, rec.Body.String())
+	}
+	if n := len(small.models()) + len(big.models()); n != 0 {
+		t.Fatalf("%d requests reached a pod before its model list was known", n)
+	}
+	a.handler.CheckAll(t.Context()) // a health round: both lists answer
+	ready = httptest.NewRecorder()
+	a.handler.ServeHTTP(ready, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if rec := sendModel(t, a, "big-model"); ready.Code != 200 || rec.Code != 200 || len(big.models()) != 1 || len(small.models()) != 0 {
+		t.Errorf("after discovery: /readyz %d, big-model %d; pods got small %v big %v", ready.Code, rec.Code, small.models(), big.models())
+	}
+	// several models: a request without one is a guess, refused
+	var body struct{ Error struct{ Param string } }
+	rec := sendNoModel(t, a)
+	if _ = json.Unmarshal(rec.Body.Bytes(), &body); rec.Code != 400 || body.Error.Param != "model" {
+		t.Errorf("no model with two models served = %d %s, want 400 naming model", rec.Code, rec.Body.String())
+	}
+}
+
+// With one model served, a request without a model goes to it and counts
+// against its limit (issue 24: it escaped model_limits).
+func TestNoModelTakesTheOnlyModel(t *testing.T) {
+	pod := newModelPod(t, "only-model")
+	a, err := newApp(mustParse(t, `
+upstreams:
+  - {name: pod, url: "`+pod.url+`", models: [only-model]}
+fast_breaker: {qps: 0}
+health_check: {interval: 1h}
+model_limits: {only-model: {qps: 0.001, burst: 2}}
+`), appOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{200, 200, 429} {
+		if rec := sendNoModel(t, a); rec.Code != want {
+			t.Errorf("request %d without a model = %d %s, want %d", i, rec.Code, rec.Body.String(), want)
+		}
+	}
+	if got := pod.models(); len(got) != 2 {
+		t.Errorf("the pod got %v, want 2 requests", got)
+	}
+}
