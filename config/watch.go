@@ -17,6 +17,7 @@ import (
 // Watch defaults.
 const (
 	DefaultDebounce = 250 * time.Millisecond
+	DefaultSettle   = 2 * time.Second
 	DefaultPoll     = 10 * time.Second
 )
 
@@ -26,7 +27,8 @@ type WatchSettings struct {
 	// Kubernetes ConfigMap volume (config.yaml → ..data/config.yaml).
 	Path string
 	// OnChange is called after the file's content changed: when its bytes
-	// differ from the last bytes seen (NewWatcher reads the first). It runs
+	// differ from the last bytes seen (NewWatcher reads the first) and have
+	// stayed the same for Settle. It runs
 	// on Run's goroutine, one call at a time, so it should not block for
 	// long; it usually reloads the file. Required.
 	OnChange func()
@@ -39,6 +41,13 @@ type WatchSettings struct {
 	// before the file is read, so a burst of events (an editor's save, a
 	// ConfigMap swap) makes one check. 0 means DefaultDebounce.
 	Debounce time.Duration
+	// Settle is how long new content must stay the same before OnChange is
+	// called: a file written in place in several parts (an editor, a
+	// script's two echo >>) may be valid halfway, and applying its first
+	// part would run a policy nobody wrote for a while. Read twice, Settle
+	// apart, and equal both times, it is what the writer meant. 0 means
+	// DefaultSettle.
+	Settle time.Duration
 	// Poll is the interval of the safety-net check of the file's content,
 	// for events fsnotify misses (network file systems, a symlink whose
 	// target lives in another directory). 0 means DefaultPoll.
@@ -54,10 +63,14 @@ type WatchSettings struct {
 type Watcher struct {
 	s      WatchSettings
 	notify *fsnotify.Watcher // nil: polling only
-	sum    [sha256.Size]byte // of the last content seen
+	sum    [sha256.Size]byte // of the last content reported (OnChange)
 	known  bool              // sum holds a content
 	failed bool              // the last read failed and was reported
-	close  sync.Once
+	// pending is new content seen once, to be reported when it reads the
+	// same Settle later (hasPending).
+	pending    [sha256.Size]byte
+	hasPending bool
+	close      sync.Once
 
 	setupErr error // why notify is nil; reported when Run starts
 }
@@ -74,11 +87,14 @@ func NewWatcher(s WatchSettings) (*Watcher, error) {
 	if s.OnChange == nil {
 		return nil, errors.New("config: WatchSettings.OnChange is nil")
 	}
-	if s.Debounce < 0 || s.Poll < 0 {
-		return nil, fmt.Errorf("config: WatchSettings.Debounce (%v) and Poll (%v) must not be negative", s.Debounce, s.Poll)
+	if s.Debounce < 0 || s.Poll < 0 || s.Settle < 0 {
+		return nil, fmt.Errorf("config: WatchSettings.Debounce (%v), Settle (%v) and Poll (%v) must not be negative", s.Debounce, s.Settle, s.Poll)
 	}
 	if s.Debounce == 0 {
 		s.Debounce = DefaultDebounce
+	}
+	if s.Settle == 0 {
+		s.Settle = DefaultSettle
 	}
 	if s.Poll == 0 {
 		s.Poll = DefaultPoll
@@ -134,6 +150,8 @@ func (w *Watcher) loop(ctx context.Context, events <-chan fsnotify.Event, errs <
 	defer poll.Stop()
 	debounce := time.NewTimer(w.s.Debounce)
 	debounce.Stop()
+	settle := time.NewTimer(w.s.Settle)
+	settle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -151,16 +169,20 @@ func (w *Watcher) loop(ctx context.Context, events <-chan fsnotify.Event, errs <
 			}
 			w.report(fmt.Errorf("config: watch %s: %w", filepath.Dir(w.s.Path), err))
 		case <-debounce.C:
-			w.check(w.s.OnChange)
+			w.check(settle, false)
 		case <-poll.C:
-			w.check(w.s.OnChange)
+			w.check(settle, false)
+		case <-settle.C:
+			w.check(settle, true)
 		}
 	}
 }
 
-// check reads the file and calls changed (if not nil) when its content
-// differs from the last content seen.
-func (w *Watcher) check(changed func()) {
+// check reads the file. Content that differs from the last reported is
+// reported (OnChange) when it is the content seen Settle ago (settled: the
+// settle timer fired) and unchanged since; otherwise it becomes the pending
+// content and the settle timer starts again.
+func (w *Watcher) check(settle *time.Timer, settled bool) {
 	data, err := os.ReadFile(w.s.Path)
 	if err != nil {
 		if !w.failed {
@@ -171,12 +193,16 @@ func (w *Watcher) check(changed func()) {
 	}
 	w.failed = false
 	sum := sha256.Sum256(data)
-	if w.known && bytes.Equal(sum[:], w.sum[:]) {
-		return
-	}
-	w.sum, w.known = sum, true
-	if changed != nil {
-		changed()
+	switch {
+	case w.known && bytes.Equal(sum[:], w.sum[:]):
+		w.hasPending = false // back to what was reported
+		settle.Stop()
+	case settled && w.hasPending && bytes.Equal(sum[:], w.pending[:]):
+		w.sum, w.known, w.hasPending = sum, true, false
+		w.s.OnChange()
+	case !w.hasPending || !bytes.Equal(sum[:], w.pending[:]):
+		w.pending, w.hasPending = sum, true
+		settle.Reset(w.s.Settle)
 	}
 }
 

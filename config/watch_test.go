@@ -74,7 +74,7 @@ func TestWatcherSeesWrite(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, path, "mode: enforce\n")
-	changes := startWatcher(t, path, WatchSettings{Debounce: 10 * time.Millisecond, Poll: time.Hour}, false)
+	changes := startWatcher(t, path, WatchSettings{Debounce: 10 * time.Millisecond, Settle: 10 * time.Millisecond, Poll: time.Hour}, false)
 	writeFile(t, path, "mode: observe\n")
 	waitChange(t, changes, "mode: observe\n")
 }
@@ -98,7 +98,7 @@ func TestWatcherSeesConfigMapSwap(t *testing.T) {
 		}
 	}
 	path := filepath.Join(dir, "config.yaml")
-	changes := startWatcher(t, path, WatchSettings{Debounce: 10 * time.Millisecond, Poll: time.Hour}, false)
+	changes := startWatcher(t, path, WatchSettings{Debounce: 10 * time.Millisecond, Settle: 10 * time.Millisecond, Poll: time.Hour}, false)
 
 	mkVersion("..2026_01_02", "mode: observe\n")
 	if err := os.Symlink("..2026_01_02", filepath.Join(dir, "..data_tmp")); err != nil {
@@ -117,14 +117,16 @@ func TestWatcherPollsWithoutEvents(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, path, "a\n")
-	changes := startWatcher(t, path, WatchSettings{Debounce: time.Hour, Poll: 5 * time.Millisecond}, true)
+	changes := startWatcher(t, path, WatchSettings{Debounce: time.Hour, Settle: 5 * time.Millisecond, Poll: 5 * time.Millisecond}, true)
 	writeFile(t, path, "b\n")
 	waitChange(t, changes, "b\n")
 }
 
 // TestWatcherLoop drives the loop with fake events on a fake clock: bursts
-// are debounced, unchanged content is not reported, an unreadable file is
-// reported once, and polling finds what events missed.
+// are debounced, new content is reported once it has settled, unchanged
+// content is not reported, an unreadable file is reported once, polling
+// finds what events missed, and a file written in place in two parts is
+// reported whole, never its first part.
 func TestWatcherLoop(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -135,6 +137,7 @@ func TestWatcherLoop(t *testing.T) {
 		w, err := NewWatcher(WatchSettings{
 			Path:     path,
 			Debounce: 100 * time.Millisecond,
+			Settle:   200 * time.Millisecond,
 			Poll:     time.Minute,
 			OnChange: func() {
 				data, _ := os.ReadFile(path)
@@ -183,12 +186,18 @@ func TestWatcherLoop(t *testing.T) {
 					time.Sleep(50 * time.Millisecond) // inside the debounce window
 				}
 			}, 0, 0, 0, ""},
-			{"debounce expires once", nil, 100 * time.Millisecond, 1, 0, "v2"},
-			{"change missed by events, found by poll", func() { writeFile(t, path, "v3") }, time.Minute, 2, 0, "v3"},
+			{"debounce expires once: seen, not yet settled", nil, 100 * time.Millisecond, 0, 0, ""},
+			{"settled: reported", nil, 200 * time.Millisecond, 1, 0, "v2"},
+			{"change missed by events, found by poll", func() { writeFile(t, path, "v3") }, time.Minute + 200*time.Millisecond, 2, 0, "v3"},
 			{"file gone: reported once", func() { os.Remove(path) }, 3 * time.Minute, 2, 1, "v3"},
 			{"same content back: no change", func() { writeFile(t, path, "v3") }, time.Minute, 2, 1, "v3"},
 			{"gone again: reported again", func() { os.Remove(path); event() }, time.Second, 2, 2, "v3"},
 			{"new content", func() { writeFile(t, path, "v4"); event() }, time.Second, 3, 2, "v4"},
+			{"first part of an in-place write: seen, not reported", func() { writeFile(t, path, "v5: part one"); event() },
+				150 * time.Millisecond, 3, 2, "v4"},
+			{"second part before it settled", func() { writeFile(t, path, "v5: part one, part two"); event() },
+				150 * time.Millisecond, 3, 2, "v4"},
+			{"the whole file, once settled", nil, time.Second, 4, 2, "v5: part one, part two"},
 		}
 		for _, st := range steps {
 			if st.act != nil {
