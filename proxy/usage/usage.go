@@ -28,8 +28,8 @@ const usageKey = `"usage"`
 // is an unknown usage.
 type Tokens struct {
 	// Prompt and Completion are the usage's prompt_tokens and
-	// completion_tokens; a missing or null count is 0 (embeddings have no
-	// completions).
+	// completion_tokens (input_tokens and output_tokens in the Responses
+	// API); a missing or null count is 0 (embeddings have no completions).
 	Prompt, Completion int64
 	// Known is false when the usage could not be read: absent, too large,
 	// compressed or malformed.
@@ -301,14 +301,39 @@ func parseUsage(doc []byte) (u Tokens, ok bool) {
 	}
 	r := classify.NewReader(doc)
 	r.Next() // the '{' that CheckJSON guarantees
+	return findUsage(r, true)
+}
+
+// findUsage reads the object r is inside for its "usage" key. At the top
+// level (top), when that is absent or null, it takes the usage of a
+// "response" object instead: the Responses API's stream events
+// (response.completed) carry it there.
+func findUsage(r *classify.Reader, top bool) (Tokens, bool) {
 	var buf [64]byte
+	var own, nested Tokens
 	for r.More('}') {
-		if string(r.Key(&buf)) == "usage" { // the only one: CheckJSON refuses duplicates
-			return readUsage(r)
+		switch k := string(r.Key(&buf)); {
+		case k == "usage": // the only one: CheckJSON refuses duplicates
+			u, ok := readUsage(r)
+			if !ok {
+				return Tokens{}, false
+			}
+			own = u
+		case top && k == "response" && r.Peek() == '{':
+			r.Next()
+			u, ok := findUsage(r, false)
+			if !ok {
+				return Tokens{}, false
+			}
+			nested = u
+		default:
+			r.Skip()
 		}
-		r.Skip()
 	}
-	return Tokens{}, true
+	if own.Known {
+		return own, true
+	}
+	return nested, true
 }
 
 // hasTopLevelKey reports whether doc is a JSON object (read as parseUsage
@@ -329,22 +354,24 @@ func readUsage(r *classify.Reader) (Tokens, bool) {
 	}
 	u := Tokens{Known: true}
 	var buf [64]byte
+	var seen [2]bool // a count named twice (prompt_tokens and input_tokens) is malformed
 	for r.More('}') {
 		var dst *int64
+		var i int
 		switch string(r.Key(&buf)) {
-		case "prompt_tokens":
-			dst = &u.Prompt
-		case "completion_tokens":
-			dst = &u.Completion
+		case "prompt_tokens", "input_tokens": // Chat and Completions; the Responses API
+			dst, i = &u.Prompt, 0
+		case "completion_tokens", "output_tokens":
+			dst, i = &u.Completion, 1
 		default:
 			r.Skip()
 			continue
 		}
 		v, _, err := r.Int("", 0) // counters cannot go down
-		if err != nil {
+		if err != nil || seen[i] {
 			return Tokens{}, false
 		}
-		*dst = v
+		*dst, seen[i] = v, true
 	}
 	return u, true
 }

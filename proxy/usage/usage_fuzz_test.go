@@ -100,13 +100,32 @@ func usageOfWhole(format usageFormat, limit int, data []byte) Tokens {
 }
 
 // usageByEncodingJSON reads a document's usage with encoding/json, keys
-// matched exactly (its struct decoding would ignore case).
+// matched exactly (its struct decoding would ignore case): the top-level
+// usage, or when it is absent or null a top-level "response" object's.
 func usageByEncodingJSON(doc []byte) (Tokens, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &top); err != nil {
 		return Tokens{}, err
 	}
-	raw, ok := top["usage"]
+	own, err := usageIn(top)
+	if err != nil || own.Known {
+		return own, err
+	}
+	raw, ok := top["response"]
+	if !ok || len(raw) == 0 || raw[0] != '{' {
+		return Tokens{}, nil
+	}
+	var inner map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &inner); err != nil {
+		return Tokens{}, err
+	}
+	return usageIn(inner)
+}
+
+// usageIn reads obj's "usage" as parseUsage does: each count under one of
+// its two names, at most once.
+func usageIn(obj map[string]json.RawMessage) (Tokens, error) {
+	raw, ok := obj["usage"]
 	if !ok || string(raw) == "null" {
 		return Tokens{}, nil
 	}
@@ -115,11 +134,21 @@ func usageByEncodingJSON(doc []byte) (Tokens, error) {
 		return Tokens{}, err
 	}
 	u := Tokens{Known: true}
-	for k, dst := range map[string]*int64{"prompt_tokens": &u.Prompt, "completion_tokens": &u.Completion} {
-		if v, ok := fields[k]; ok {
-			if err := json.Unmarshal(v, dst); err != nil {
-				return Tokens{}, err
+	for _, c := range []struct {
+		names [2]string
+		dst   *int64
+	}{{[2]string{"prompt_tokens", "input_tokens"}, &u.Prompt}, {[2]string{"completion_tokens", "output_tokens"}, &u.Completion}} {
+		n := 0
+		for _, name := range c.names {
+			if v, ok := fields[name]; ok {
+				n++
+				if err := json.Unmarshal(v, c.dst); err != nil {
+					return Tokens{}, err
+				}
 			}
+		}
+		if n > 1 {
+			return Tokens{}, errors.New("a count under both its names")
 		}
 	}
 	if u.Prompt < 0 || u.Completion < 0 {

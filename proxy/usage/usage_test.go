@@ -101,6 +101,20 @@ var usageCases = []struct {
 	{name: "json content type with charset", contentType: "application/json; charset=utf-8", body: `{"usage":` + usageOf(3, 4) + `}`,
 		want: Tokens{Prompt: 3, Completion: 4, Known: true}},
 
+	// The Responses API (/v1/responses): input_tokens and output_tokens; in a
+	// stream, the usage of the response.completed event's response object.
+	{name: "responses json", contentType: jsonType, body: `{"id":"resp_1","object":"response","status":"completed",` +
+		`"output":[],"usage":{"input_tokens":11,"input_tokens_details":{"cached_tokens":0},"output_tokens":5,"total_tokens":16}}`,
+		want: Tokens{Prompt: 11, Completion: 5, Known: true}},
+	{name: "responses stream", body: "event: response.created\n" +
+		`data: {"type":"response.created","response":{"id":"resp_1","status":"in_progress","usage":null}}` + "\n\n" +
+		"event: response.output_text.delta\n" + `data: {"type":"response.output_text.delta","delta":"hi"}` + "\n\n" +
+		"event: response.completed\n" +
+		`data: {"type":"response.completed","response":{"id":"resp_1","status":"completed","usage":{"input_tokens":7,"output_tokens":2,"total_tokens":9}}}` + "\n\n",
+		want: Tokens{Prompt: 7, Completion: 2, Known: true}},
+	{name: "a usage deeper than response's is not read", contentType: jsonType,
+		body: `{"output":[{"usage":{"input_tokens":1}}],"response":{"meta":{"usage":{"input_tokens":2}}}}`},
+
 	{name: "gzip is not decoded", encoding: "gzip", body: sseChunk("a", usageOf(1, 1))},
 	{name: "identity encoding is read", encoding: "identity", body: sseChunk("a", usageOf(1, 1)), want: Tokens{Prompt: 1, Completion: 1, Known: true}},
 	{name: "other content type is unknown", contentType: "text/plain", body: sseChunk("a", usageOf(1, 1))},
