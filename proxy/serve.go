@@ -101,7 +101,7 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !served && unknown > 0: // a pod that may serve it has not said what it serves
 		h.refuse(w, r, ex, refusal{status: http.StatusServiceUnavailable, reason: ReasonNoUpstream,
-			message: "no upstream is known to serve the model `" + ex.model + "` yet (their model lists are not known); retry later",
+			message:    "no upstream is known to serve the model `" + ex.model + "` yet (their model lists are not known); retry later",
 			retryAfter: pol.RetryAfter})
 		return
 	case !served:
