@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -382,5 +384,32 @@ func TestOneRequestID(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A client that sends its whole body before it reads the answer, as
+// Python's http.client does, reads the 413 of a body over max_body_bytes
+// instead of meeting a reset while it writes (issue 24).
+func TestOversizedBodyGetsA413ItCanRead(t *testing.T) {
+	tp := newTestProxy(t, okPod(), func(o *Options) { o.Policy.MaxBodyBytes = 64 << 10 })
+	for _, chunked := range []bool{false, true} {
+		c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := bytes.Repeat([]byte("x"), 8<<20) // far past the socket buffers
+		head := fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+		if chunked {
+			head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+			body = append(fmt.Appendf(nil, "%x\r\n", len(body)), append(body, "\r\n0\r\n\r\n"...)...)
+		}
+		if _, err := c.Write(append([]byte(head), body...)); err != nil {
+			t.Fatalf("chunked %v: writing the body: %v, want the server to read it", chunked, err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || res.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("chunked %v: response %v, %v; want 413", chunked, res, err)
+		}
+		c.Close()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -161,7 +162,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 		return nil, false
 	}
 	if r.ContentLength > pol.MaxBodyBytes {
-		h.refuse(w, r, ex, tooLarge(pol.MaxBodyBytes))
+		h.refuseLarge(w, r, ex)
 		return nil, false
 	}
 	var buf bytes.Buffer
@@ -174,7 +175,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		h.refuse(w, r, ex, tooLarge(pol.MaxBodyBytes))
+		h.refuseLarge(w, r, ex)
 		return nil, false
 	case err != nil:
 		if r.Context().Err() != nil {
@@ -427,6 +428,26 @@ func (h *Handler) finish(r *http.Request, ex *exchange, o Outcome, status int) {
 			slog.String("request_id", ex.id), slog.String("upstream", ex.upstream),
 			slog.String("state", string(o)), slog.Int("status", status), slog.Duration("duration", d))
 	}
+}
+
+// Bounds on reading what a client still sends of a body refused as too
+// large, after its 413 (nginx's lingering close).
+const (
+	lingerBytes = 64 << 20
+	lingerTime  = 5 * time.Second
+)
+
+// refuseLarge answers 413 and then reads, within bounds, what the client
+// still sends of the body before the connection closes. A client that sends
+// its whole body before it reads the answer (Python's http.client) would
+// otherwise meet a reset while it writes, and never read the 413.
+func (h *Handler) refuseLarge(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	w.Header().Set("Connection", "close")
+	h.refuse(w, r, ex, tooLarge(ex.policy.MaxBodyBytes))
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(lingerTime)) // a connection deadline: the real clock
+	_, _ = io.CopyN(io.Discard, r.Body, lingerBytes)
 }
 
 func tooLarge(limit int64) refusal {
