@@ -45,6 +45,7 @@ func builtin() *Config {
 			ShutdownTimeout:      30 * time.Second,
 			ReadHeaderTimeout:    10 * time.Second,
 			IdleTimeout:          120 * time.Second,
+			SendTimeout:          60 * time.Second,
 			MaxHeaderBytes:       1 << 20,
 			RequestIDHeader:      "X-Request-Id",
 			Pprof:                false,

@@ -57,9 +57,13 @@ type Server struct {
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // then let in-flight streams finish for at most this long
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"` // http.Server.ReadHeaderTimeout
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // http.Server.IdleTimeout (client keep-alive)
-	MaxHeaderBytes    int           `yaml:"max_header_bytes"`    // http.Server.MaxHeaderBytes
-	RequestIDHeader   string        `yaml:"request_id_header"`   // header read (or set) to correlate requests
-	Pprof             bool          `yaml:"pprof"`               // serve net/http/pprof under /debug/pprof/ on the admin listener
+	// SendTimeout cuts an answer (a token stream above all) whose client
+	// takes no bytes of it for this long: its pod request is cancelled and
+	// its slot freed (nginx's send_timeout). 0: none.
+	SendTimeout     time.Duration `yaml:"send_timeout"`
+	MaxHeaderBytes  int           `yaml:"max_header_bytes"`  // http.Server.MaxHeaderBytes
+	RequestIDHeader string        `yaml:"request_id_header"` // header read (or set) to correlate requests
+	Pprof           bool          `yaml:"pprof"`             // serve net/http/pprof under /debug/pprof/ on the admin listener
 	// AdminTokenFile, if set, names a file whose content (trimmed) is the
 	// bearer token every admin request must carry; read at start and reload.
 	AdminTokenFile string `yaml:"admin_token_file"`

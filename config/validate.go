@@ -113,6 +113,9 @@ func (k *checker) server(s Server) {
 	}
 	k.duration("server.read_header_timeout", s.ReadHeaderTimeout)
 	k.duration("server.idle_timeout", s.IdleTimeout)
+	if s.SendTimeout < 0 {
+		k.add("server.send_timeout", "must not be negative (0: none), got %v", s.SendTimeout)
+	}
 	k.atLeast("server.max_header_bytes", int64(s.MaxHeaderBytes), 1024)
 	if !isToken(s.RequestIDHeader) {
 		k.add("server.request_id_header", "must be a valid header name, got %q", s.RequestIDHeader)

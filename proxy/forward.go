@@ -41,8 +41,9 @@ type flight struct {
 	// streamErr: the 200 stream carried an error event.
 	streamErr bool
 
-	body  bodyReader // the buffered request body, as the pod reads it
-	usage usage.Body // the response body, when its usage is read
+	body  bodyReader   // the buffered request body, as the pod reads it
+	usage usage.Body   // the response body, when its usage is read
+	out   clientWriter // the client's ResponseWriter, with the send timeout
 }
 
 // Value returns f for flightKey and asks the client's context otherwise.
@@ -271,7 +272,9 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry Slot) {
 	if ex.stream {
 		rp = h.rpStream // the small copy buffer: it is held while the stream lasts
 	}
-	rp.ServeHTTP(w, out)
+	f.out = clientWriter{w: w, timeout: ex.policy.SendTimeout}
+	defer f.out.disarm()
+	rp.ServeHTTP(&f.out, out)
 	completed = true
 	return nil
 }
@@ -321,6 +324,9 @@ func (h *Handler) complete(ex *exchange, completed bool) Slot {
 			h.metrics.firstByte(f.member.Name, f.firstByte.Sub(ex.start))
 		}
 		h.finish(r, ex, OutcomeServed, f.status)
+	case f.out.timedOut: // the client took no bytes for send_timeout: not the pod's fault
+		done(Excluded)
+		h.finish(r, ex, OutcomeClientTimeout, f.status)
 	case r.Context().Err() != nil:
 		done(Excluded)
 		h.finish(r, ex, OutcomeClientClosed, StatusClientClosed)

@@ -28,6 +28,9 @@ const (
 	// OutcomeShedPriority: a sheddable traffic class refused while its pods
 	// are degraded.
 	OutcomeShedPriority Outcome = "shed_priority"
+	// OutcomeClientTimeout: the client took no bytes of the answer for
+	// send_timeout; the pod's request was cancelled and its slot freed.
+	OutcomeClientTimeout Outcome = "client_timeout"
 	// OutcomeNoMemory: refused because its estimated memory exceeds what
 	// every pod it may use reports free for it (memory admission).
 	OutcomeNoMemory Outcome = "no_memory"
@@ -41,7 +44,7 @@ var Outcomes = [...]Outcome{
 	OutcomeServed, OutcomeUpstreamError, OutcomeRateLimited, OutcomeOverloaded,
 	OutcomeQueueFull, OutcomeQueueTimeout, OutcomeBadRequest, OutcomeClientClosed,
 	OutcomeNoUpstream, OutcomeDraining, OutcomeUpstreamOverloaded, OutcomeStreamError, OutcomeShedPriority,
-	OutcomeDeadline, OutcomeNoMemory,
+	OutcomeDeadline, OutcomeNoMemory, OutcomeClientTimeout,
 }
 
 // Reason is the X-Gatekeeper-Reason value of a refusal gatekeeper made itself.

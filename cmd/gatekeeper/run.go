@@ -105,7 +105,7 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 		ConnContext:       framing.ConnContext, // ambiguous framing → 400 (framing.Guard)
 		ConnState:         a.conns.track,       // gatekeeper_client_connections
-		// No WriteTimeout: streams last minutes; each request has its own context.
+		// No WriteTimeout: streams last minutes. A client that stops reading is cut by server.send_timeout, per write (proxy).
 	}
 	as := &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}

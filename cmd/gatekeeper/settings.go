@@ -60,6 +60,7 @@ func settingsFrom(c *config.Config) (settings, error) {
 			TTFTDeadline:        c.Queue.TTFTDeadline,
 			DeadlineHeader:      c.Queue.DeadlineHeader,
 			RetryAfter:          c.Shed.RetryAfter,
+			SendTimeout:         c.Server.SendTimeout,
 		},
 		transport: proxy.TransportSettings{
 			DialTimeout:           c.Transport.DialTimeout,

@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"time"
+)
+
+// clientWriter is the ResponseWriter the reverse proxy writes a pod's answer
+// to: the client's, with a send timeout. Before every write and flush it
+// moves the connection's write deadline to now + timeout, so a client that
+// takes no bytes for that long (a slow reader holding a slot: nginx's
+// send_timeout) makes the write fail; the reverse proxy then aborts the
+// copy, which closes the pod's response and so cancels its request, and the
+// slot is freed. It lives in flight, so it costs no allocation of its own.
+// Its zero value writes straight through.
+type clientWriter struct {
+	w        http.ResponseWriter
+	rc       *http.ResponseController // for a w that is wrapped; made when first needed
+	timeout  time.Duration            // 0: none
+	timedOut bool                     // a write passed its deadline
+	armed    bool                     // a deadline was set and must be cleared
+}
+
+func (c *clientWriter) Header() http.Header         { return c.w.Header() }
+func (c *clientWriter) WriteHeader(code int)        { c.arm(); c.w.WriteHeader(code) }
+func (c *clientWriter) Unwrap() http.ResponseWriter { return c.w }
+
+func (c *clientWriter) Write(p []byte) (int, error) {
+	c.arm()
+	n, err := c.w.Write(p)
+	c.note(err)
+	return n, err
+}
+
+// Flush flushes what was written, within the timeout too. net/http's own
+// writer is asked directly, which allocates nothing.
+func (c *clientWriter) Flush() {
+	c.arm()
+	switch f := c.w.(type) {
+	case interface{ FlushError() error }:
+		c.note(f.FlushError())
+	case http.Flusher:
+		f.Flush()
+	default: // a wrapper that unwraps to one
+		c.note(c.controller().Flush())
+	}
+}
+
+// arm moves the write deadline ahead by the timeout (the real clock: a
+// connection deadline).
+func (c *clientWriter) arm() {
+	if c.timeout > 0 && c.setDeadline(time.Now().Add(c.timeout)) == nil {
+		c.armed = true
+	}
+}
+
+func (c *clientWriter) setDeadline(t time.Time) error {
+	if d, ok := c.w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		return d.SetWriteDeadline(t)
+	}
+	return c.controller().SetWriteDeadline(t)
+}
+
+func (c *clientWriter) controller() *http.ResponseController {
+	if c.rc == nil {
+		c.rc = http.NewResponseController(c.w)
+	}
+	return c.rc
+}
+
+func (c *clientWriter) note(err error) {
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.timedOut = true
+	}
+}
+
+// disarm clears the deadline, so the connection's next request on it (keep
+// alive) does not inherit it.
+func (c *clientWriter) disarm() {
+	if c.armed {
+		_ = c.setDeadline(time.Time{})
+		c.armed = false
+	}
+}
