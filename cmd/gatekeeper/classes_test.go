@@ -15,7 +15,7 @@ upstreams:
   - {name: pod, url: "http://pod.invalid:8000", max_inflight: 1, min_inflight: 1, forward_priority: true}
 fast_breaker: {qps: 0}
 health_check: {interval: 1h, timeout: 1s}
-queue: {max_wait: 5m, starvation_after: 1m}
+queue: {max_wait: 5m, starvation_after: 1m, ttft_deadline: 0s}
 pressure: {rules: {fragmentation: {degrade: 1.2, shed: 1.5}}}
 classes:
   header: X-Class

@@ -126,7 +126,7 @@ func clusterPolicy(redis *clustertest.Server, podURL, extra string) string {
 	return `
 upstreams: [{name: pod, url: "` + podURL + `", max_inflight: 20, min_inflight: 20}]
 health_check: {interval: 1h}
-queue: {max_length: 1000, max_wait: 60s, starvation_after: 30s}
+queue: {max_length: 1000, max_wait: 60s, starvation_after: 30s, ttft_deadline: 0s} # every request waits its turn
 cluster: {redis: {url: "` + redis.URL() + `"}, timeout: 500ms, heartbeat: 200ms, lease_ttl: 10s, replica_id: REPLICA}
 ` + extra
 }

@@ -199,7 +199,7 @@ upstreams: [{name: pod, url: "http://pod.invalid:8000"}]
 fast_breaker: {qps: 0}
 health_check: {interval: 1h, timeout: 1s}
 upstream_breaker: {failures: 1, open_for: 10s, half_open_requests: 1}
-queue: {max_wait: 5m}
+queue: {max_wait: 5m, ttft_deadline: 0s}
 `), appOptions{transport: pod})
 				if err != nil {
 					t.Fatal(err)

@@ -148,7 +148,7 @@ upstreams:
   - {name: b, url: "http://b.invalid:8000", models: [mb], max_inflight: 1, min_inflight: 1}
 fast_breaker: {qps: 0}
 health_check: {interval: 1h, timeout: 1s}
-queue: {max_wait: 5m, starvation_after: 1m}
+queue: {max_wait: 5m, starvation_after: 1m, ttft_deadline: 0s}
 pressure: {rules: {fragmentation: {degrade: 1.2, shed: 1.5}}}  # no for: one round moves a level
 `), appOptions{transport: hostRouter{"a.invalid:8000": podA, "b.invalid:8000": podB}})
 		if err != nil {
