@@ -46,17 +46,23 @@ func (c *Core) groupFor(exclude []string) *group {
 func (c *Core) orderOf(g *group) Order {
 	o := FIFO
 	for _, w := range c.windows {
-		if w.removed || slices.Contains(g.exclude, w.name) {
-			continue
-		}
-		switch w.order {
-		case EarliestDeadline:
-			return EarliestDeadline
-		case ShortestFirst:
-			o = ShortestFirst
+		if !w.removed && !slices.Contains(g.exclude, w.name) {
+			o = stronger(o, w.order)
 		}
 	}
 	return o
+}
+
+// stronger is the order of waiters whose windows serve in a and b:
+// EarliestDeadline over ShortestFirst over FIFO.
+func stronger(a, b Order) Order {
+	switch {
+	case a == EarliestDeadline || b == EarliestDeadline:
+		return EarliestDeadline
+	case a == ShortestFirst || b == ShortestFirst:
+		return ShortestFirst
+	}
+	return a
 }
 
 // headKind is how a group's head was chosen.

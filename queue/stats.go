@@ -61,12 +61,7 @@ func (c *Core) Stats() Stats {
 func (c *Core) anyOrder() Order {
 	o := c.order
 	for _, w := range c.windows {
-		switch w.order {
-		case EarliestDeadline:
-			return EarliestDeadline
-		case ShortestFirst:
-			o = ShortestFirst
-		}
+		o = stronger(o, w.order)
 	}
 	return o
 }
