@@ -114,7 +114,9 @@ func TestRedisComponentAgrees(t *testing.T) {
 	readYAML(t, filepath.Join(redisComponent, "redis-service.yaml"), &rsvc)
 	readYAML(t, "kubernetes/deployment.yaml", &gk)
 	readYAML(t, "kubernetes/service.yaml", &gsvc)
-	readYAML(t, "kubernetes/poddisruptionbudget.yaml", &pdb)
+	readYAML(t, filepath.Join(redisComponent, "poddisruptionbudget.yaml"), &pdb)
+	var two deployment
+	readYAML(t, filepath.Join(redisComponent, "replicas.yaml"), &two)
 	readYAML(t, "kubernetes/servicemonitor.yaml", &sm)
 
 	if patched.Metadata.Name != base.Metadata.Name {
@@ -178,6 +180,9 @@ func TestRedisComponentAgrees(t *testing.T) {
 		{"gatekeeper's Deployment, Service and PodDisruptionBudget leave the Redis pods alone",
 			!subset(gk.Spec.Selector.MatchLabels, redisPods) && !subset(gsvc.Spec.Selector, redisPods) && !subset(pdb.Spec.Selector.MatchLabels, redisPods)},
 		{"gatekeeper's ServiceMonitor leaves the Redis Service alone", !subset(sm.Spec.Selector.MatchLabels, rsvc.Metadata.Labels)},
+		{"two or more gatekeeper replicas, now that they share", two.Spec.Replicas >= 2},
+		{"PodDisruptionBudget selects gatekeeper's pods", subset(pdb.Spec.Selector.MatchLabels, gkPods)},
+		{"PodDisruptionBudget leaves room to evict", pdb.Spec.MinAvailable >= 1 && pdb.Spec.MinAvailable < two.Spec.Replicas},
 	}
 	for _, tt := range tests {
 		if !tt.ok {
@@ -207,6 +212,7 @@ func TestKustomizeRedisComponent(t *testing.T) {
 		objects []string
 		policy  *configMap
 		redis   *service
+		gk      *deployment
 	)
 	for {
 		var node yaml.Node
@@ -234,6 +240,11 @@ func TestKustomizeRedisComponent(t *testing.T) {
 			if err := node.Decode(policy); err != nil {
 				t.Fatal(err)
 			}
+		case "Deployment/gatekeeper":
+			gk = new(deployment)
+			if err := node.Decode(gk); err != nil {
+				t.Fatal(err)
+			}
 		case "Service/gatekeeper-redis":
 			redis = new(service)
 			if err := node.Decode(redis); err != nil {
@@ -241,8 +252,12 @@ func TestKustomizeRedisComponent(t *testing.T) {
 			}
 		}
 	}
-	if want := len(manifests(t)) + 2; len(objects) != want || !slices.Contains(objects, "Deployment/gatekeeper-redis") || redis == nil {
-		t.Errorf("kustomize build = %v, want the %d base objects plus Deployment and Service gatekeeper-redis", objects, want-2)
+	if want := len(manifests(t)) + 3; len(objects) != want || !slices.Contains(objects, "Deployment/gatekeeper-redis") || redis == nil ||
+		!slices.Contains(objects, "PodDisruptionBudget/gatekeeper") {
+		t.Errorf("kustomize build = %v, want the %d base objects plus Deployment and Service gatekeeper-redis and a PodDisruptionBudget", objects, want-3)
+	}
+	if gk == nil || gk.Spec.Replicas < 2 {
+		t.Errorf("the rendered gatekeeper Deployment = %+v, want two replicas or more", gk)
 	}
 	if policy == nil {
 		t.Fatalf("kustomize build = %v, no ConfigMap gatekeeper-policy", objects)
