@@ -43,18 +43,31 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 
 // BenchmarkCoreEnqueueRelease keeps 10 000 waiters queued behind one full
 // slot; each op queues one more and releases the slot, which dispatches one.
+// The deadline cases give every request a far deadline, so each enqueue
+// predicts its wait (a pass over the waiters) and none is refused.
 func BenchmarkCoreEnqueueRelease(b *testing.B) {
-	for _, o := range []Order{FIFO, ShortestFirst} {
-		b.Run(o.String(), func(b *testing.B) {
+	for _, tc := range []struct {
+		order    Order
+		deadline bool
+	}{{FIFO, false}, {ShortestFirst, false}, {ShortestFirst, true}, {EarliestDeadline, true}} {
+		name := tc.order.String()
+		if tc.deadline {
+			name += "+deadline"
+		}
+		b.Run(name, func(b *testing.B) {
 			c, _ := NewCore(Settings{MaxLength: 20_000, MaxTokens: 1 << 40})
 			c.SetWindow("a", 1)
-			c.SetOrder(o)
+			c.SetOrder(tc.order)
 			r := rand.New(rand.NewPCG(1, 2))
 			now := t0
 			var id uint64
 			enq := func() {
 				id++
-				if _, _, err := c.Enqueue(now, Request{ID: id, Tokens: r.Int64N(8000)}); err != nil {
+				req := Request{ID: id, Tokens: r.Int64N(8000)}
+				if tc.deadline {
+					req.Deadline = now.Add(24 * time.Hour)
+				}
+				if _, _, err := c.Enqueue(now, req); err != nil {
 					b.Fatal(err)
 				}
 			}

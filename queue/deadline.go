@@ -89,9 +89,14 @@ func (c *Core) predictWait(now time.Time, it *item) (wait time.Duration, ok bool
 	}
 	order := c.orderFor(it.exclude)
 	ahead := 0
-	for _, o := range c.waiting {
-		if c.shares(o, it) && c.goesBefore(now, o, it, order) {
-			ahead += o.seqs
+	for _, g := range c.groups {
+		if !c.shareWindow(g.exclude, it.exclude) {
+			continue // its waiters compete for no window the newcomer may use
+		}
+		for _, o := range g.fifo.items {
+			if c.goesBefore(now, o, it, order) {
+				ahead += o.seqs
+			}
 		}
 	}
 	secs := float64(ahead+it.seqs+over) / rate
@@ -107,10 +112,12 @@ func (c *Core) orderFor(exclude []string) Order {
 	return c.orderOf(&group{exclude: exclude})
 }
 
-// shares reports whether waiter o may use some window it may: they compete.
-func (c *Core) shares(o, it *item) bool {
+// shareWindow reports whether waiters that exclude a and waiters that
+// exclude b may both use some window: they compete. It depends on the
+// exclude lists alone, so predictWait asks it once per group.
+func (c *Core) shareWindow(a, b []string) bool {
 	for _, w := range c.windows {
-		if !slices.Contains(it.exclude, w.name) && !slices.Contains(o.exclude, w.name) {
+		if !slices.Contains(a, w.name) && !slices.Contains(b, w.name) {
 			return true
 		}
 	}
@@ -125,7 +132,7 @@ func (c *Core) goesBefore(now time.Time, o, it *item, order Order) bool {
 	}
 	switch order {
 	case ShortestFirst:
-		return now.Sub(o.arrival) >= c.s.StarvationAfter || o.tokens <= it.tokens
+		return o.tokens <= it.tokens || now.Sub(o.arrival) >= c.s.StarvationAfter
 	case EarliestDeadline:
 		return !earlier(it.deadline, o.deadline) // ties go to the earlier arrival
 	}
