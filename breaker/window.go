@@ -194,7 +194,7 @@ func (w *Window) Fail(now time.Time, inflight int) bool {
 	if inflight < 1 || 2*inflight < w.limit {
 		return false
 	}
-	c := max(w.s.MinInflight, int(math.Floor(float64(inflight)*(1-w.s.Cut))))
+	c := w.afterCut(inflight)
 	lowered := w.ceiling == 0 || c < w.ceiling
 	if lowered {
 		w.ceiling = c
@@ -276,8 +276,14 @@ func (w *Window) worse(v float64) bool {
 }
 
 func (w *Window) cut(now time.Time, in WindowInput) {
-	w.limit = max(w.s.MinInflight, int(math.Floor(float64(w.limit)*(1-w.s.Cut))))
+	w.limit = w.afterCut(w.limit)
 	w.lastCut, w.cutSignal, w.cutValue = now, in.Signal, in.Value
+}
+
+// afterCut is what one cut leaves of a window of n: n less Cut, rounded
+// down, at least MinInflight.
+func (w *Window) afterCut(n int) int {
+	return max(w.s.MinInflight, int(math.Floor(float64(n)*(1-w.s.Cut))))
 }
 
 func (w *Window) recover(now time.Time, backlogEmpty bool) {
