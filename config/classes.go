@@ -95,9 +95,7 @@ func (k *checker) classes(c *Classes, perClient *PerClient) {
 		if cl.QPS > 0 {
 			k.atLeast(p+".burst", int64(cl.Burst), 1)
 		}
-		if cl.TTFTDeadline < 0 {
-			k.add(p+".ttft_deadline", "must not be negative (0: queue.ttft_deadline), got %v", cl.TTFTDeadline)
-		}
+		k.notNegative(p+".ttft_deadline", cl.TTFTDeadline, "0: queue.ttft_deadline")
 	}
 	if !names[c.Default] {
 		k.add("classes.default", "must name a listed class, got %q", c.Default)

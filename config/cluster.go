@@ -57,12 +57,8 @@ func (k *checker) cluster(c *Cluster) {
 	if c.Timeout < 0 || c.Timeout > time.Second {
 		k.add("cluster.timeout", "must be 0 (5ms) or at most 1s, got %v", c.Timeout)
 	}
-	if c.LeaseTTL < 0 {
-		k.add("cluster.lease_ttl", "must not be negative, got %v", c.LeaseTTL)
-	}
-	if c.Heartbeat < 0 {
-		k.add("cluster.heartbeat", "must not be negative, got %v", c.Heartbeat)
-	}
+	k.notNegative("cluster.lease_ttl", c.LeaseTTL, "")
+	k.notNegative("cluster.heartbeat", c.Heartbeat, "")
 	if ttl := cmp.Or(c.LeaseTTL, 10*time.Second); c.LeaseTTL >= 0 && c.Heartbeat > 0 && ttl < 3*c.Heartbeat {
 		k.add("cluster.lease_ttl", "must be at least 3 × cluster.heartbeat (%v), got %v (0 means 10s)", c.Heartbeat, c.LeaseTTL)
 	}

@@ -73,6 +73,18 @@ func (k *checker) duration(path string, d time.Duration) {
 	}
 }
 
+// notNegative checks that d is 0 or more; zero, if set, says in the error
+// what 0 means for the key.
+func (k *checker) notNegative(path string, d time.Duration, zero string) {
+	switch {
+	case d >= 0:
+	case zero != "":
+		k.add(path, "must not be negative (%s), got %v", zero, d)
+	default:
+		k.add(path, "must not be negative, got %v", d)
+	}
+}
+
 func (k *checker) atLeast(path string, v, lo int64) {
 	if v < lo {
 		k.add(path, "must be at least %d, got %d", lo, v)
@@ -104,18 +116,14 @@ func (k *checker) server(s Server) {
 		k.add("server.admin_listen", "must differ from server.listen (%q)", s.Listen)
 	}
 	k.atLeast("server.max_body_bytes", s.MaxBodyBytes, 1)
-	if s.DrainDelay < 0 {
-		k.add("server.drain_delay", "must not be negative, got %v", s.DrainDelay)
-	}
+	k.notNegative("server.drain_delay", s.DrainDelay, "")
 	k.duration("server.shutdown_timeout", s.ShutdownTimeout)
 	if total := s.DrainDelay + s.ShutdownTimeout; total > time.Hour {
 		k.add("server.shutdown_timeout", "drain_delay + shutdown_timeout is %v; more than 1h is almost certainly a typo", total)
 	}
 	k.duration("server.read_header_timeout", s.ReadHeaderTimeout)
 	k.duration("server.idle_timeout", s.IdleTimeout)
-	if s.SendTimeout < 0 {
-		k.add("server.send_timeout", "must not be negative (0: none), got %v", s.SendTimeout)
-	}
+	k.notNegative("server.send_timeout", s.SendTimeout, "0: none")
 	k.atLeast("server.max_header_bytes", int64(s.MaxHeaderBytes), 1024)
 	if !isToken(s.RequestIDHeader) {
 		k.add("server.request_id_header", "must be a valid header name, got %q", s.RequestIDHeader)
@@ -179,9 +187,7 @@ func (k *checker) batchQueue(b Batch, q Queue) {
 	k.fraction("batch.worse_by", b.WorseBy, false)
 	k.fraction("batch.ramp_step", b.RampStep, true)
 	k.duration("batch.ramp_every", b.RampEvery)
-	if b.FailureHold < 0 {
-		k.add("batch.failure_hold", "must not be negative (0: for as long as gatekeeper runs), got %v", b.FailureHold)
-	}
+	k.notNegative("batch.failure_hold", b.FailureHold, "0: for as long as gatekeeper runs")
 	k.fraction("batch.memory_share", b.MemoryShare, true)
 	k.atLeast("queue.max_length", int64(q.MaxLength), 1)
 	k.atLeast("queue.max_tokens", q.MaxTokens, 1)
@@ -191,9 +197,7 @@ func (k *checker) batchQueue(b Batch, q Queue) {
 		k.add("queue.starvation_after", "must be shorter than queue.max_wait (%v), or no waiter ever ages, got %v", q.MaxWait, q.StarvationAfter)
 	}
 	k.oneOf("queue.order", string(q.Order), OrderShortestFirst, OrderEarliestDeadline)
-	if q.TTFTDeadline < 0 {
-		k.add("queue.ttft_deadline", "must not be negative (0: none), got %v", q.TTFTDeadline)
-	}
+	k.notNegative("queue.ttft_deadline", q.TTFTDeadline, "0: none")
 	if q.DeadlineHeader != "" && !isToken(q.DeadlineHeader) {
 		k.add("queue.deadline_header", "must be a valid header name or empty, got %q", q.DeadlineHeader)
 	}

@@ -86,9 +86,7 @@ func (k *checker) source(path string, s Source) {
 	case s.Kind != SourceNVML:
 		k.url(path+".url", s.URL, urlSource)
 	}
-	if s.Timeout < 0 {
-		k.add(path+".timeout", "must not be negative (0 derives it from pressure.interval), got %v", s.Timeout)
-	}
+	k.notNegative(path+".timeout", s.Timeout, "0 derives it from pressure.interval")
 	if st := k.c.Pressure.StaleAfter; s.Timeout > st && st > 0 {
 		k.add(path+".timeout", "must not exceed pressure.stale_after (%v), or every slow reading is stale, got %v", st, s.Timeout)
 	}
@@ -130,9 +128,7 @@ func (k *checker) pressure(p Pressure) {
 	if !(p.Hysteresis >= 0 && p.Hysteresis < 1) {
 		k.add("pressure.hysteresis", "must be a fraction ≥ 0 and below 1, got %v", p.Hysteresis)
 	}
-	if p.Hold < 0 {
-		k.add("pressure.hold", "must not be negative, got %v", p.Hold)
-	}
+	k.notNegative("pressure.hold", p.Hold, "")
 	for j, s := range p.Sources {
 		sp := fmt.Sprintf("pressure.sources[%d]", j)
 		k.source(sp, s)
