@@ -347,14 +347,13 @@ func (r *runner) now() time.Time { return r.epoch.Add(r.t) }
 func (r *runner) advance(t time.Duration) {
 	r.t = t
 	r.e.Advance(t)
-	if alive := r.e.Alive(); r.wasAlive && !alive {
+	alive := r.e.Alive()
+	if r.wasAlive && !alive { // it died in this advance: keep the rounds that led there
 		o, _ := r.e.LastOOM()
 		r.res.OOMTimelines = append(r.res.OOMTimelines, OOMTimeline{OOM: o, Rounds: r.pm.timeline()})
-		r.wasAlive = false
-	} else {
-		r.wasAlive = alive
 	}
-	if r.core != nil && !r.e.Alive() && r.avail {
+	r.wasAlive = alive
+	if r.core != nil && !alive && r.avail {
 		// every in-flight request just failed with a 500: the error breaker
 		// opens (≥ 5 failures) and the health check agrees within a probe;
 		// the pod is down and its waiters are refused at once. It failed
