@@ -249,15 +249,12 @@ func (q *Queue) Drain(err error) {
 	}
 }
 
-// InFlight returns how many slots (sequences) the window named name holds;
-// 0 for an unknown name.
+// InFlight returns how many slots (sequences) the window named name holds
+// (Core.InFlight).
 func (q *Queue) InFlight(name string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if w, _ := q.core.find(name); w != nil {
-		return w.inflight
-	}
-	return 0
+	return q.core.InFlight(name)
 }
 
 // Stats returns a snapshot of the queue.

@@ -107,3 +107,32 @@ func TestStatsCountSequences(t *testing.T) {
 		t.Fatalf("InFlight %d after the release, want 0", w.InFlight)
 	}
 }
+
+// InFlight counts the slots a window's grants hold, sequences and all, and
+// nothing for a window that does not exist or a waiter not yet granted.
+func TestCoreInFlight(t *testing.T) {
+	t.Parallel()
+	c, err := NewCore(Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetWindow("a", 4)
+	check := func(step string, want int) {
+		t.Helper()
+		if got := c.InFlight("a"); got != want {
+			t.Errorf("%s: InFlight(a) = %d, want %d", step, got, want)
+		}
+	}
+	check("empty", 0)
+	for id, seqs := range []int{3, 1, 2} { // the third waits: 4 of 4 held
+		if _, _, err := c.Enqueue(t0, Request{ID: uint64(id + 1), Tokens: 1, Seqs: seqs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("3 + 1 granted, 2 waiting", 4)
+	c.Release(t0, "a", Cost{Tokens: 1, Seqs: 3}) // the waiter's 2 start
+	check("after releasing 3", 3)
+	if got := c.InFlight("b"); got != 0 {
+		t.Errorf("InFlight(b) of an unknown window = %d, want 0", got)
+	}
+}

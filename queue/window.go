@@ -104,6 +104,15 @@ func (c *Core) room(w *window) int {
 	return w.limit - w.inflight
 }
 
+// InFlight returns how many slots (sequences) the window named name holds;
+// 0 for an unknown name.
+func (c *Core) InFlight(name string) int {
+	if w, _ := c.find(name); w != nil {
+		return w.inflight
+	}
+	return 0
+}
+
 // find returns the window named name and its index, or nil and the index
 // where it would be inserted. Windows are kept sorted by name.
 func (c *Core) find(name string) (*window, int) {

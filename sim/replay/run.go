@@ -362,7 +362,7 @@ func (r *runner) advance(t time.Duration) {
 		// window (control.Controller.PodFailed).
 		r.avail = false
 		if !r.s.NoFailureCeiling {
-			f := Failure{At: r.now(), Inflight: r.core.Stats().Windows[0].InFlight}
+			f := Failure{At: r.now(), Inflight: r.core.InFlight(upstream)}
 			r.ctl.PodFailedAt(f.At, upstream, f.Inflight)
 			r.failures = append(r.failures, f)
 		}
