@@ -35,14 +35,19 @@ func loopbackPod(w http.ResponseWriter, r *http.Request) {
 // BenchmarkLoopback is one completion from a client through the Handler to a
 // pod, both over real loopback TCP with the Handler's own transport: unlike
 // BenchmarkServeHTTP it sees the writes, flushes and timers of the proxying
-// itself (bench/run measures the same path under load).
+// itself (bench/run measures the same path under load). The send_timeout
+// case is the stream with server.send_timeout's default, which moves the
+// client connection's write deadline at every write and flush.
 func BenchmarkLoopback(b *testing.B) {
+	const stream = `{"model":"m","prompt":"Say hello","max_tokens":16,"stream":true}`
 	for _, tt := range []struct {
-		name string
-		body string
+		name        string
+		body        string
+		sendTimeout time.Duration
 	}{
-		{"json", `{"model":"m","prompt":"Say hello","max_tokens":16}`},
-		{"stream", `{"model":"m","prompt":"Say hello","max_tokens":16,"stream":true}`},
+		{"json", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0},
+		{"stream", stream, 0},
+		{"stream+send_timeout", stream, time.Minute},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			pod := httptest.NewServer(http.HandlerFunc(loopbackPod))
@@ -60,6 +65,7 @@ func BenchmarkLoopback(b *testing.B) {
 				Admission:    newFakeAdmission(1<<16, "pod"),
 				Health:       HealthSettings{Interval: -1},
 				RoundTripper: rt,
+				Policy:       Policy{SendTimeout: tt.sendTimeout},
 			})
 			if err != nil {
 				b.Fatal(err)
