@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -25,7 +26,8 @@ func reportLatency(b *testing.B, what string, d []time.Duration) {
 func benchSettings() Settings { return Settings{Timeout: DefaultTimeout, DownAfter: 1 << 30} }
 
 // BenchmarkAllow is one shared limiter decision over a client and the
-// global bucket (one EVALSHA) on loopback.
+// global bucket on loopback: mostly from this replica's batches, one
+// EVALSHA per batch.
 func BenchmarkAllow(b *testing.B) {
 	r := startRedis(b)
 	c := replicas(b, r, 1, benchSettings())[0]
@@ -51,30 +53,28 @@ func BenchmarkAllow(b *testing.B) {
 	b.ReportMetric(float64(timeouts)/float64(len(lat)), "timeouts/op")
 }
 
-// BenchmarkAcquireRelease is one lease acquired (an EVALSHA) and released
-// (a ZREM) on loopback. Only the acquire is on a request's way in; the
-// release runs after its response.
-func BenchmarkAcquireRelease(b *testing.B) {
+// BenchmarkBeat is one heartbeat renewing the leases on 16 pods (one
+// EVALSHA) on loopback: the only Redis call the windows cost, once per
+// heartbeat interval per replica, whatever the traffic.
+func BenchmarkBeat(b *testing.B) {
 	r := startRedis(b)
 	c := replicas(b, r, 1, benchSettings())[0]
+	pods := map[string]int{}
+	for i := range 16 {
+		pods["pod-"+strconv.Itoa(i)] = 256
+	}
+	c.SetPods(pods)
 	ctx := b.Context()
-	var acq, rel []time.Duration
+	var lat []time.Duration
 	timeouts := 0
 	b.ReportAllocs()
 	for b.Loop() {
 		start := time.Now()
-		l, ok, err := c.Acquire(ctx, "pod", 1<<20)
-		mid := time.Now()
-		if !ok || err != nil {
-			b.Fatalf("Acquire() = %v, %v", ok, err)
+		if err := c.Beat(ctx); err != nil {
+			timeouts++
 		}
-		c.Release(ctx, l)
-		acq, rel = append(acq, mid.Sub(start)), append(rel, time.Since(mid))
-		if s := c.Snapshot(); s.PendingReleases > timeouts {
-			timeouts = s.PendingReleases
-		}
+		lat = append(lat, time.Since(start))
 	}
-	reportLatency(b, "acquire-", acq)
-	reportLatency(b, "release-", rel)
-	b.ReportMetric(float64(timeouts)/float64(len(acq)), "timeouts/op")
+	reportLatency(b, "", lat)
+	b.ReportMetric(float64(timeouts)/float64(len(lat)), "timeouts/op")
 }

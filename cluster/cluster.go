@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -25,7 +26,6 @@ type Cluster struct {
 	rdb     *redis.Client
 	scripts scripts
 	running atomic.Bool
-	seq     atomic.Uint64 // numbers this replica's leases
 	// up is the mode (true: shared); failures counts consecutive failed calls.
 	up       atomic.Bool
 	failures atomic.Int64
@@ -37,22 +37,8 @@ type Cluster struct {
 	notifyMu sync.Mutex
 	notified bool
 
-	// mu guards the fields below it.
-	mu sync.Mutex
-	// held is the set of live leases of this replica, by pod then id; the
-	// value says whether the lease may be in Redis (a call tried to write
-	// it), so one taken and released in local mode is never sent.
-	held map[string]map[string]bool
-	// pending lists leases released but perhaps still in Redis: their
-	// release failed, or ran while a heartbeat was writing them back.
-	pending []Lease
-	// beating counts the heartbeats whose write is in flight.
-	beating int
+	sh shares // the lease on each pod's window
 }
-
-// maxPending bounds the releases kept for a later heartbeat; beyond it they
-// are dropped and expire within LeaseTTL instead.
-const maxPending = 100000
 
 // New returns a Cluster for s, or an error naming each invalid field. It
 // does not contact Redis: the Cluster starts in local mode and switches to
@@ -67,15 +53,16 @@ func New(s Settings) (*Cluster, error) {
 		s:       s,
 		rdb:     redis.NewClient(opt),
 		scripts: newScripts(),
-		held:    make(map[string]map[string]bool),
 	}
+	c.sh.pods = make(map[string]*share)
+	c.sh.renewed = c.now() // a lease that never answers lapses LeaseTTL/2 after start
 	c.replicas.Store(int64(s.Replicas))
 	return c, nil
 }
 
 // Close closes the connections to Redis. Calls after Close fail like calls
-// to an unreachable Redis. It does not release leases: release them first,
-// or they expire within LeaseTTL.
+// to an unreachable Redis. Run's end withdraws the leases first; without it
+// they expire within LeaseTTL.
 func (c *Cluster) Close() error {
 	if err := c.rdb.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
 		return fmt.Errorf("cluster: close: %w", err)
@@ -146,6 +133,14 @@ func (c *Cluster) notify() {
 	c.s.OnChange(up)
 }
 
+// now is Settings.Now, or the local clock.
+func (c *Cluster) now() time.Time {
+	if c.s.Now != nil {
+		return c.s.Now()
+	}
+	return time.Now()
+}
+
 // nowArg is the first argument of every script: the time from Settings.Now
 // in µs, or "" for Redis's clock.
 func (c *Cluster) nowArg() string {
@@ -163,12 +158,11 @@ type Snapshot struct {
 	ReplicaID string `json:"replica_id"`
 	// Replicas is the last known number of live replicas.
 	Replicas int `json:"replicas"`
-	// Held counts the slots of this replica's live leases by pod (pods
-	// without one are left out).
-	Held map[string]int `json:"held"`
-	// PendingReleases counts released leases that may still be in Redis,
-	// to be removed by the next heartbeat.
-	PendingReleases int `json:"pending_releases"`
+	// Shares is this replica's lease on each pod's window.
+	Shares map[string]PodShare `json:"shares"`
+	// Lapsed reports that no renewal answered for LeaseTTL/2: every share
+	// is at its floor.
+	Lapsed bool `json:"lapsed"`
 }
 
 // Snapshot returns the current state. It does no I/O.
@@ -177,13 +171,13 @@ func (c *Cluster) Snapshot() Snapshot {
 		Up:        c.up.Load(),
 		ReplicaID: c.s.ReplicaID,
 		Replicas:  int(c.replicas.Load()),
-		Held:      make(map[string]int),
+		Shares:    make(map[string]PodShare),
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for pod, m := range c.held {
-		s.Held[pod] = len(m)
+	c.sh.mu.Lock()
+	defer c.sh.mu.Unlock()
+	for pod, p := range c.sh.pods {
+		s.Shares[pod] = PodShare{Base: p.base, Grant: p.grant, Cap: p.cap, Wants: p.wants}
 	}
-	s.PendingReleases = len(c.pending)
+	s.Lapsed = c.sh.lapsed
 	return s
 }

@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
@@ -27,8 +26,7 @@ func ExampleCluster() {
 }
 
 // Until a heartbeat reaches Redis (and whenever Redis is lost), a Gate
-// decides alone at this replica's share: of a burst of 4 over 2 replicas,
-// 2; of a window of 4, 2 slots.
+// decides alone at this replica's share: of a burst of 4 over 2 replicas, 2.
 func ExampleGate() {
 	c, err := cluster.New(cluster.Settings{URL: "redis://127.0.0.1:6379/0", Replicas: 2})
 	if err != nil {
@@ -36,10 +34,7 @@ func ExampleGate() {
 		return
 	}
 	defer c.Close()
-	g, err := c.NewGate(cluster.GateSettings{
-		Limits: breaker.LimiterSettings{QPS: 1, Burst: 4},
-		Window: func(pod string) int { return 4 },
-	})
+	g, err := c.NewGate(cluster.GateSettings{Limits: breaker.LimiterSettings{QPS: 1, Burst: 4}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -47,18 +42,25 @@ func ExampleGate() {
 	for range 3 {
 		fmt.Println(g.Allow("client") == nil)
 	}
-	for range 3 {
-		release, ok := g.Acquire(context.Background(), "pod-a", 1)
-		fmt.Println(ok)
-		if ok {
-			defer release()
-		}
-	}
 	// Output:
 	// true
 	// true
 	// false
-	// true
-	// true
-	// false
+}
+
+// A replica runs its part of each pod's window: what its lease holds, in
+// slots of the pod's largest window, scaled onto the window and budgets the
+// slow breaker sets now. A pod is declared with its largest window; before
+// any renewal answers the replica holds nothing of it.
+func ExampleCluster_Scale() {
+	c, err := cluster.New(cluster.Settings{URL: "redis://127.0.0.1:6379/0", Replicas: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	c.SetPods(map[string]int{"vllm-0": 256})
+	window, budget, tokens := c.Scale("vllm-0", 256, 1<<30, 0)
+	fmt.Println(window, budget, tokens)
+	// Output: 0 1 0
 }

@@ -18,24 +18,21 @@ type GateSettings struct {
 	// replica. The zero value limits nothing. MaxClients, IdleAfter and Now
 	// apply to the fallback bucket only.
 	Limits breaker.LimiterSettings
-	// Window returns a pod's window now (the slow breaker's limit): how many
-	// requests the replicas together may run on it. Required.
-	Window func(pod string) int
 }
 
-// Gate is the request path's view of a Cluster: the fast breaker's buckets,
-// each traffic class's and model's own bucket (Classes, Models) and each
-// pod's window, all summed over every replica through Redis, and this
-// replica's share of each while Redis is unreachable. Its Allow methods
+// Gate is the request path's view of a Cluster's buckets: the fast
+// breaker's and each traffic class's and model's own (Classes, Models), all
+// summed over every replica through Redis, and this replica's share of each
+// while Redis is unreachable. (Windows are not here: admission decides them
+// locally against the lease, see Cluster.Scale.) Its Allow methods
 // return nil or an error with a RetryAfter() time.Duration method.
 //
 // The Cluster's Settings.OnChange must call Reshare when it reports false,
 // so the fallback buckets follow the replica count last seen alive. Create
 // one with Cluster.NewGate. Safe for concurrent use; must not be copied.
 type Gate struct {
-	c      *Cluster
-	lim    *Limiter
-	window func(pod string) int
+	c   *Cluster
+	lim *Limiter
 	// classes and models are the traffic classes' and models' own buckets.
 	classes, models *Keyed
 
@@ -49,10 +46,7 @@ type Gate struct {
 // NewGate returns a Gate on c for s, or an error naming each invalid field.
 // It has no class or model bucket until SetKeyed.
 func (c *Cluster) NewGate(s GateSettings) (*Gate, error) {
-	if s.Window == nil {
-		return nil, errors.New("cluster: GateSettings.Window is nil, want a func")
-	}
-	g := &Gate{c: c, window: s.Window, full: s.Limits,
+	g := &Gate{c: c, full: s.Limits,
 		classes: &Keyed{c: c, kind: "class"}, models: &Keyed{c: c, kind: "model"}}
 	var err error
 	if g.lim, err = c.NewLimiter(sharedLimits(s.Limits)); err != nil {
@@ -117,27 +111,14 @@ func (g *Gate) Allow(clientKey string) error {
 	return l.Allow(clientKey)
 }
 
-// Acquire leases slots (a request's sequences) of pod's window over every
-// replica, without waiting: ok is false when they do not fit (or the call
-// failed). While Redis is unreachable it admits up to this replica's share
-// (see Cluster.AcquireN). When ok, call release exactly once, when the
-// request is over.
-func (g *Gate) Acquire(ctx context.Context, pod string, slots int) (release func(), ok bool) {
-	lease, ok, err := g.c.AcquireN(ctx, pod, g.window(pod), slots)
-	if err != nil || !ok {
-		return nil, false
-	}
-	return func() { g.c.Release(context.Background(), lease) }, true
-}
-
 // Classes returns the traffic classes' own buckets.
 func (g *Gate) Classes() *Keyed { return g.classes }
 
 // Models returns the models' own buckets.
 func (g *Gate) Models() *Keyed { return g.models }
 
-// Update applies a reloaded policy's limits from the next decision on (the
-// window follows Window by itself). On error nothing changes.
+// Update applies a reloaded policy's limits from the next decision on. On
+// error nothing changes.
 func (g *Gate) Update(l breaker.LimiterSettings) error {
 	if _, err := breaker.NewLimiter(l); err != nil {
 		return err

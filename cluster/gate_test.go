@@ -16,11 +16,11 @@ import (
 )
 
 // newGates returns n Gates on r, one per replica (r0…), each with limits,
-// classes and models and a window of window for every pod; every replica
+// classes and models; every replica
 // has beaten twice, so all know the count. Each Cluster's OnChange reshares
 // its Gate on a switch to local mode, as the wiring does; DownAfter is 1.
 func newGates(t *testing.T, r *redisServer, n int, clock *fakeClock, limits breaker.LimiterSettings,
-	keyed map[string]breaker.LimiterSettings, window int) []*Gate {
+	keyed map[string]breaker.LimiterSettings) []*Gate {
 	t.Helper()
 	gates := make([]*Gate, n)
 	cs := make([]*Cluster, n)
@@ -31,7 +31,7 @@ func newGates(t *testing.T, r *redisServer, n int, clock *fakeClock, limits brea
 					gates[i].Reshare()
 				}
 			}})
-		g, err := cs[i].NewGate(GateSettings{Limits: limits, Window: func(string) int { return window }})
+		g, err := cs[i].NewGate(GateSettings{Limits: limits})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,8 +48,8 @@ func newGates(t *testing.T, r *redisServer, n int, clock *fakeClock, limits brea
 	return gates
 }
 
-// TestGateFallback: three replicas share each bucket and window through
-// Redis (the first replica can take all of it); with Redis stopped each
+// TestGateFallback: three replicas share each bucket through Redis (the
+// first replica can take all of it); with Redis stopped each
 // decides alone at its share, a third (the class and model buckets too),
 // and a refusal says when to come back.
 func TestGateFallback(t *testing.T) {
@@ -57,9 +57,8 @@ func TestGateFallback(t *testing.T) {
 	r := startRedis(t)
 	clock := newFakeClock()
 	ls := breaker.LimiterSettings{QPS: 0.5, Burst: 3, Now: clock.Now} // a token every 2 s; 6 s at a third
-	gates := newGates(t, r, 3, clock, ls, map[string]breaker.LimiterSettings{"batch": ls}, 3)
+	gates := newGates(t, r, 3, clock, ls, map[string]breaker.LimiterSettings{"batch": ls})
 	ctx := t.Context()
-	var releases []func()
 	tests := []struct {
 		name string
 		try  func(g *Gate) error
@@ -67,14 +66,6 @@ func TestGateFallback(t *testing.T) {
 		{"fast breaker", func(g *Gate) error { return g.Allow("") }},
 		{"class", func(g *Gate) error { return g.Classes().Allow("batch") }},
 		{"model", func(g *Gate) error { return g.Models().Allow("batch") }},
-		{"window", func(g *Gate) error {
-			release, ok := g.Acquire(ctx, "p", 1)
-			if !ok {
-				return errors.New("window full")
-			}
-			releases = append(releases, release)
-			return nil
-		}},
 	}
 	// phase tries each row three times per replica, one replica after the
 	// other, and checks who was admitted and the Retry-After of the buckets.
@@ -90,7 +81,7 @@ func TestGateFallback(t *testing.T) {
 						continue
 					}
 					var ra interface{ RetryAfter() time.Duration }
-					if tt.name != "window" && (!errors.As(err, &ra) || ra.RetryAfter() != retry) {
+					if !errors.As(err, &ra) || ra.RetryAfter() != retry {
 						t.Errorf("%s, %s: refused with %v, want RetryAfter %v", mode, tt.name, err, retry)
 					}
 				}
@@ -99,10 +90,6 @@ func TestGateFallback(t *testing.T) {
 				t.Errorf("%s, %s: admitted %v per replica, want %v", mode, tt.name, got, want)
 			}
 		}
-		for _, release := range releases {
-			release()
-		}
-		releases = nil
 	}
 	phase("shared", []int{3, 0, 0}, 2*time.Second)
 	r.stop()
@@ -123,7 +110,7 @@ func TestGateKeys(t *testing.T) {
 	clock := newFakeClock()
 	one := breaker.LimiterSettings{QPS: 0.001, Burst: 1, Now: clock.Now}
 	g := newGates(t, r, 1, clock, breaker.LimiterSettings{ClientQPS: 0.001, ClientBurst: 1, Now: clock.Now},
-		map[string]breaker.LimiterSettings{"batch": one}, 1)[0]
+		map[string]breaker.LimiterSettings{"batch": one})[0]
 	rc := r.client()
 	hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
 	prefix := g.c.s.KeyPrefix + "rate:client:"
@@ -173,15 +160,11 @@ func TestGateSettingsInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	window := func(string) int { return 1 }
-	if _, err := c.NewGate(GateSettings{}); err == nil || !strings.Contains(err.Error(), "Window") {
-		t.Errorf("NewGate(no Window) = %v, want an error naming Window", err)
-	}
 	bad := breaker.LimiterSettings{QPS: -1}
-	if _, err := c.NewGate(GateSettings{Limits: bad, Window: window}); err == nil || !strings.Contains(err.Error(), "QPS") {
+	if _, err := c.NewGate(GateSettings{Limits: bad}); err == nil || !strings.Contains(err.Error(), "QPS") {
 		t.Errorf("NewGate(QPS -1) = %v, want an error naming QPS", err)
 	}
-	g, err := c.NewGate(GateSettings{Limits: breaker.LimiterSettings{QPS: 1, Burst: 1}, Window: window})
+	g, err := c.NewGate(GateSettings{Limits: breaker.LimiterSettings{QPS: 1, Burst: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +186,8 @@ func TestGateSettingsInvalid(t *testing.T) {
 	}
 }
 
-// TestGateConcurrent hammers every request-path method while reloads and
-// switches to local mode run (Redis unreachable: every decision local); the
+// TestGateConcurrent hammers every request-path method (and the pods'
+// declarations) while reloads and switches to local mode run (Redis unreachable: every decision local); the
 // race detector does the checking.
 func TestGateConcurrent(t *testing.T) {
 	t.Parallel()
@@ -214,7 +197,7 @@ func TestGateConcurrent(t *testing.T) {
 	}
 	defer c.Close()
 	ls := breaker.LimiterSettings{QPS: 1000, Burst: 100, ClientQPS: 100, ClientBurst: 10}
-	g, err := c.NewGate(GateSettings{Limits: ls, Window: func(string) int { return 4 }})
+	g, err := c.NewGate(GateSettings{Limits: ls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,9 +211,8 @@ func TestGateConcurrent(t *testing.T) {
 				_ = g.Allow(key)
 				_ = g.Classes().Allow("a")
 				_ = g.Models().Allow("a")
-				if release, ok := g.Acquire(ctx, "p", 1); ok {
-					release()
-				}
+				c.SetPods(map[string]int{"p": 4 + i})
+				_, _, _ = c.Scale("p", 4, 100, 100)
 			}
 		})
 	}
@@ -246,7 +228,4 @@ func TestGateConcurrent(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	if s := c.Snapshot(); len(s.Held) != 0 {
-		t.Fatalf("Snapshot().Held = %v after every release, want none", s.Held)
-	}
 }

@@ -3,27 +3,36 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 )
 
-// maxFlush bounds the pending releases one heartbeat sends, so the call
-// fits its timeout; the rest wait for the next heartbeat.
-const maxFlush = 1000
-
 // Run beats at once and then every Settings.HeartbeatInterval until ctx
-// ends: it announces the replica, learns the replica count, renews this
-// replica's leases and, in local mode, probes Redis (see Beat). When ctx
-// ends it withdraws the announcement, best effort, so the other replicas
-// count one fewer at once, and returns nil. It starts no goroutine. Call it
-// once; a second call returns an error.
+// ends (see Beat). Between beats it looks at the demand every quarter
+// interval and beats early, at most once a quarter interval, when a pod's
+// demand is above this replica's share and the last answer said more may
+// come. Once no beat has answered for LeaseTTL/2 it puts every share at its
+// floor. When ctx ends it withdraws the replica, best effort, so the others
+// may take its slots at once, and returns nil. It starts no goroutine. Call
+// it once; a second call returns an error.
 func (c *Cluster) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("cluster: Run called twice")
 	}
-	t := time.NewTicker(c.s.HeartbeatInterval)
+	every := c.s.HeartbeatInterval
+	t := time.NewTicker(max(every/4, time.Millisecond))
 	defer t.Stop()
+	last := time.Time{}
 	for {
-		_ = c.Beat(ctx) // a failure shows in Up and OnChange
+		now := c.now()
+		if now.Sub(last) >= every || c.hungry() {
+			last = now
+			_ = c.Beat(ctx) // a failure shows in Up and OnChange
+		}
+		if c.lapse(c.now()) {
+			c.sharesChanged()
+		}
 		select {
 		case <-ctx.Done():
 			c.leave(ctx)
@@ -33,106 +42,153 @@ func (c *Cluster) Run(ctx context.Context) error {
 	}
 }
 
-// Beat is one heartbeat, in one atomic call: it announces the replica for 3
-// heartbeat intervals, stores the number of live replicas for Share, and
-// writes every lease this replica holds with a fresh expiry (renewing shared
-// leases, making local ones shared, restoring any that expired). Then it
-// removes from Redis the leases released while they could not be. On
+// hungry reports whether a beat before the heartbeat is due is worth it:
+// some pod's demand is above this replica's share while the last answer
+// said more may come, or a share shrank and Redis should learn that the
+// slots are free.
+func (c *Cluster) hungry() bool {
+	if !c.up.Load() {
+		return false
+	}
+	d := c.readDemand()
+	c.sh.mu.Lock()
+	defer c.sh.mu.Unlock()
+	if c.sh.confirm {
+		return true
+	}
+	for pod, s := range c.sh.pods {
+		if s.owed && c.wantsLocked(s, d[pod]) > s.cap {
+			return true
+		}
+	}
+	return false
+}
+
+// readDemand asks Settings.Demand, outside every lock.
+func (c *Cluster) readDemand() map[string]Demand {
+	if c.s.Demand == nil {
+		return nil
+	}
+	return c.s.Demand()
+}
+
+// wantsLocked converts a pod's demand to slots of its base: what it runs
+// and holds waiting. c.sh.mu is held.
+func (c *Cluster) wantsLocked(s *share, d Demand) int {
+	return toBase(s.base, d.Window, d.InFlight+d.Waiting)
+}
+
+// toBase converts slots of a window of w into slots of base (w ≤ 0 or
+// above base counts as base), rounded up and at most base.
+func toBase(base, w, slots int) int {
+	if slots <= 0 {
+		return 0
+	}
+	if w <= 0 || w >= base {
+		return min(slots, base)
+	}
+	return min(base, int(math.Ceil(float64(slots)*float64(base)/float64(w))))
+}
+
+// Beat is one heartbeat, in one atomic call: it announces the replica,
+// learns how many are alive (Share, the floor), and renews this replica's
+// lease on every pod's window with its demand (Settings.Demand), taking
+// the grant Redis answers as the pod's share (see the package comment). On
 // success the Cluster is in shared mode. Run calls it; call it directly to
 // start in shared mode before serving, or to drive the Cluster by hand in
 // tests. The error matches ErrUnavailable, or is ctx's.
 func (c *Cluster) Beat(ctx context.Context) error {
-	// One at a time: a release queued behind one heartbeat's write must not
-	// be flushed before another heartbeat writes the lease back.
 	c.beatMu.Lock()
 	defer c.beatMu.Unlock()
-	keys, args := c.beatArgs()
-	var n int64
+	demand := c.readDemand()
+	sent := c.now()
+	pods, keys, args := c.beatArgs(demand)
+	var res []int64
 	err := c.call(ctx, func(ctx context.Context) error {
 		var err error
-		n, err = c.scripts.beat.Run(ctx, c.rdb, keys, args...).Int64()
+		res, err = c.scripts.beat.Run(ctx, c.rdb, keys, args...).Int64Slice()
 		return err
 	})
-	c.mu.Lock()
-	c.beating--
-	c.mu.Unlock()
+	if err == nil && len(res) != 1+3*len(pods) {
+		err = &unavailableError{cause: fmt.Errorf("beat script returned %d values, want %d", len(res), 1+3*len(pods))}
+	}
 	if err != nil {
 		return err
 	}
-	c.replicas.Store(max(1, n))
-	c.flush(ctx)
+	c.replicas.Store(max(1, res[0]))
+	if c.applyGrants(sent, int(res[0]), pods, res[1:]) {
+		c.sharesChanged()
+	}
 	if c.up.CompareAndSwap(false, true) {
 		c.notify()
 	}
 	return nil
 }
 
-// beatArgs builds the heartbeat's keys and arguments from the held leases,
-// marks them written and counts the heartbeat as in flight.
-func (c *Cluster) beatArgs() ([]string, []any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.beating++
-	keys := make([]string, 1, 1+len(c.held))
-	keys[0] = c.replicasKey()
-	args := []any{c.nowArg(), c.s.ReplicaID,
-		(replicaBeats * c.s.HeartbeatInterval).Milliseconds(), c.s.LeaseTTL.Milliseconds()}
-	for pod, m := range c.held {
+// beatArgs builds the heartbeat's keys and arguments: per pod its base, the
+// cap admission uses now, what runs (in slots of base), what it wants and
+// its floor.
+func (c *Cluster) beatArgs(demand map[string]Demand) (pods []*share, keys []string, args []any) {
+	c.sh.mu.Lock()
+	defer c.sh.mu.Unlock()
+	keys = append(make([]string, 0, 2+len(c.sh.pods)), c.replicasKey(), c.s.KeyPrefix+"epoch")
+	args = append(make([]any, 0, 4+5*len(c.sh.pods)), c.nowArg(), c.s.ReplicaID,
+		c.s.LeaseTTL.Milliseconds(), c.s.ForgetAfter.Milliseconds())
+	for pod, s := range c.sh.pods {
+		d := demand[pod]
+		s.wants = c.wantsLocked(s, d)
+		pods = append(pods, s)
 		keys = append(keys, c.leaseKey(pod))
-		args = append(args, len(m))
-		for id := range m {
-			args = append(args, id)
-			m[id] = true
-		}
+		args = append(args, s.base, s.cap, toBase(s.base, d.Window, d.InFlight), s.wants, c.floorLocked(s.base))
 	}
-	return keys, args
+	return pods, keys, args
 }
 
-// flush removes up to maxFlush pending releases from Redis; those it could
-// not remove stay pending.
-func (c *Cluster) flush(ctx context.Context) {
-	c.mu.Lock()
-	n := min(len(c.pending), maxFlush)
-	batch := c.pending[:n:n]
-	c.pending = c.pending[n:]
-	c.mu.Unlock()
-	if n == 0 {
-		return
-	}
-	byPod := make(map[string][]any)
-	for _, l := range batch {
-		byPod[l.pod] = append(byPod[l.pod], l.memberArgs()...)
-	}
-	err := c.call(ctx, func(ctx context.Context) error {
-		pipe := c.rdb.Pipeline()
-		for pod, ids := range byPod {
-			pipe.ZRem(ctx, c.leaseKey(pod), ids...)
+// applyGrants takes a heartbeat's answer (grant, target, free per pod, in
+// beatArgs' order) as the new shares and reports whether a cap changed. A
+// pod removed meanwhile is skipped: its entry expires in Redis.
+func (c *Cluster) applyGrants(sent time.Time, replicas int, pods []*share, res []int64) bool {
+	c.sh.mu.Lock()
+	defer c.sh.mu.Unlock()
+	c.sawLocked(sent, replicas)
+	c.sh.renewed, c.sh.lapsed, c.sh.confirm = sent, false, false
+	changed := false
+	for i, s := range pods {
+		grant, target, free := int(res[3*i]), int(res[3*i+1]), int(res[3*i+2])
+		if c.sh.pods[s.pod] != s {
+			continue
 		}
-		_, err := pipe.Exec(ctx)
-		return err
-	})
-	if err != nil {
-		c.mu.Lock()
-		c.pending = append(batch, c.pending...)
-		c.mu.Unlock()
+		s.grant, s.granted = min(grant, s.base), true
+		s.owed = target > grant || free > 0
+		if s.cap != s.grant {
+			c.sh.confirm = c.sh.confirm || s.grant < s.cap
+			s.cap, changed = s.grant, true
+		}
 	}
+	return changed
 }
 
-// leave withdraws this replica's announcement, best effort, bounded by
-// Settings.Timeout even though ctx has ended.
+// leave withdraws this replica's announcement and leases, best effort,
+// bounded by Settings.Timeout even though ctx has ended.
 func (c *Cluster) leave(ctx context.Context) {
 	if !c.up.Load() {
 		return
 	}
+	c.sh.mu.Lock()
+	keys := []string{c.replicasKey()}
+	for pod := range c.sh.pods {
+		keys = append(keys, c.leaseKey(pod))
+	}
+	c.sh.mu.Unlock()
 	_ = c.call(context.WithoutCancel(ctx), func(ctx context.Context) error {
-		return c.rdb.ZRem(ctx, c.replicasKey(), c.s.ReplicaID).Err()
+		return c.scripts.leave.Run(ctx, c.rdb, keys, c.s.ReplicaID).Err()
 	})
 }
 
 // Replicas asks Redis how many replicas are alive now (announced within the
-// last 3 heartbeat intervals) and keeps the count for Share. The error
-// matches ErrUnavailable when Redis cannot answer; then Share keeps the last
-// known count.
+// last LeaseTTL) and keeps the count for Share. The error matches
+// ErrUnavailable when Redis cannot answer; then Share keeps the last known
+// count.
 func (c *Cluster) Replicas(ctx context.Context) (int, error) {
 	var n int64
 	err := c.call(ctx, func(ctx context.Context) error {
@@ -152,3 +208,5 @@ func (c *Cluster) Replicas(ctx context.Context) (int, error) {
 func (c *Cluster) LastReplicas() int { return int(c.replicas.Load()) }
 
 func (c *Cluster) replicasKey() string { return c.s.KeyPrefix + "replicas" }
+
+func (c *Cluster) leaseKey(pod string) string { return c.s.KeyPrefix + "lease:" + pod }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -31,7 +32,10 @@ type LimiterSettings struct {
 }
 
 // bucket is one bucket's script arguments; interval "" means no limit.
-type bucket struct{ interval, burst string }
+type bucket struct {
+	interval, burst string
+	size            int // burst as a number
+}
 
 // limits is a validated LimiterSettings as script arguments.
 type limits struct{ global, client bucket }
@@ -69,17 +73,25 @@ func newBucket(qps float64, burst int) bucket {
 	return bucket{
 		interval: strconv.FormatFloat(1e6/qps, 'g', -1, 64), // µs between tokens
 		burst:    strconv.Itoa(burst),
+		size:     burst,
 	}
 }
 
 // Limiter is the fast breaker shared by the replicas: a global token bucket
-// and optional buckets per client key, kept in Redis and decided by one
-// atomic call per request (a GCRA, on Redis's clock). Client buckets expire
-// from Redis once full again, so nothing here needs evicting. Create one
-// with Cluster.NewLimiter. Safe for concurrent use; must not be copied.
+// and optional buckets per client key, kept in Redis (a GCRA on Redis's
+// clock). A replica takes tokens from a bucket in batches (see reservoir)
+// and admits from its batch without asking Redis, so a steady stream of
+// requests costs one Redis call per batch, not per request. Client buckets
+// expire from Redis once full again. Create one with Cluster.NewLimiter.
+// Safe for concurrent use; must not be copied.
 type Limiter struct {
 	c      *Cluster
 	limits atomic.Pointer[limits]
+	global reservoir
+	// mu guards clients: the batch of each client key, at most
+	// maxReservoirs of them.
+	mu      sync.Mutex
+	clients map[string]*reservoir
 }
 
 // NewLimiter returns a Limiter on c's Redis for s, or an error naming each
@@ -89,14 +101,14 @@ func (c *Cluster) NewLimiter(s LimiterSettings) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{c: c}
+	l := &Limiter{c: c, clients: make(map[string]*reservoir)}
 	l.limits.Store(&lim)
 	return l, nil
 }
 
 // Update applies reloaded rates from the next decision on. What a bucket
-// holds carries over as a time debt: no bucket is refilled or emptied. On
-// error nothing changes.
+// holds carries over as a time debt: no bucket is refilled or emptied;
+// batches already taken are used up. On error nothing changes.
 func (l *Limiter) Update(s LimiterSettings) error {
 	lim, err := s.limits()
 	if err != nil {
@@ -128,50 +140,192 @@ type Decision struct {
 // than MaxClientKey is an error. A refusal takes no token from any bucket.
 //
 // The error matches ErrUnavailable when Redis did not decide (local mode, or
-// the call failed or timed out): the caller then decides with its own
-// limiter at its share (see Cluster.Share and the package comment). It is
-// ctx's error when ctx ended first.
+// the call failed or timed out) and this replica's batches could not: the
+// caller then decides with its own limiter at its share (see Cluster.Share
+// and the package comment). It is ctx's error when ctx ended first.
 func (l *Limiter) Allow(ctx context.Context, clientKey string) (Decision, error) {
 	if len(clientKey) > MaxClientKey {
 		return Decision{}, fmt.Errorf("cluster: Allow: client key of %d bytes, want ≤ %d", len(clientKey), MaxClientKey)
 	}
 	lim := l.limits.Load()
-	c := l.c
-	keys := make([]string, 0, 2)
-	args := make([]any, 1, 5)
-	args[0] = c.nowArg()
-	if clientKey != "" && lim.client.interval != "" {
-		keys = append(keys, c.s.KeyPrefix+"rate:client:"+clientKey)
-		args = append(args, lim.client.interval, lim.client.burst)
-	}
-	if lim.global.interval != "" {
-		keys = append(keys, c.s.KeyPrefix+"rate:global")
-		args = append(args, lim.global.interval, lim.global.burst)
-	}
-	if len(keys) == 0 {
+	if lim.global.interval == "" && (clientKey == "" || lim.client.interval == "") {
 		return Decision{Allowed: true}, nil
 	}
-	if !c.up.Load() {
+	if !l.c.up.Load() { // one bucket decides each request: the caller's own now
 		return Decision{}, ErrUnavailable
 	}
+	var client *reservoir
+	if clientKey != "" && lim.client.interval != "" {
+		client = l.clientReservoir(clientKey)
+		// A client bucket known empty refuses before the global one is
+		// asked, so nothing is taken for a request that cannot pass.
+		if d, refused := client.knownEmpty(l.c.now()); refused {
+			d.Client = true
+			return d, nil
+		}
+	}
+	// The global token first, given back when the client's bucket refuses:
+	// no lock is held across two Redis calls.
+	var gen uint64
+	if lim.global.interval != "" {
+		var d Decision
+		var err error
+		if d, gen, err = l.take(ctx, &l.global, "rate:global", lim.global); err != nil || !d.Allowed {
+			return d, err
+		}
+	}
+	if client != nil {
+		d, _, err := l.take(ctx, client, "rate:client:"+clientKey, lim.client)
+		if err != nil || !d.Allowed {
+			if lim.global.interval != "" {
+				l.global.giveBack(gen)
+			}
+			d.Client = true
+			return d, err
+		}
+	}
+	return Decision{Allowed: true}, nil
+}
+
+// take takes one token of r's batch, taking a batch from Redis first when
+// r's own ran out or went stale. It returns the batch's generation, for
+// giveBack.
+func (l *Limiter) take(ctx context.Context, r *reservoir, key string, b bucket) (Decision, uint64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, err := l.ensure(ctx, r, key, b)
+	if err == nil && d.Allowed {
+		r.tokens--
+	}
+	return d, r.gen, err
+}
+
+// clientReservoir returns clientKey's batch, a new one when there is room,
+// or a throwaway one (a batch of one, no memory) when maxReservoirs are
+// live.
+func (l *Limiter) clientReservoir(clientKey string) *reservoir {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.clients[clientKey]; r != nil {
+		return r
+	}
+	if len(l.clients) >= maxReservoirs {
+		now := l.c.now()
+		for k, r := range l.clients {
+			if r.idle(now) {
+				delete(l.clients, k)
+			}
+		}
+		if len(l.clients) >= maxReservoirs {
+			return &reservoir{single: true}
+		}
+	}
+	r := &reservoir{}
+	l.clients[clientKey] = r
+	return r
+}
+
+// ensure makes r hold a token for one request, taking a batch from Redis
+// when its own ran out or went stale: Allowed, a refusal with the wait, or
+// an error. r.mu is held (a batch is taken once, however many wait on it).
+func (l *Limiter) ensure(ctx context.Context, r *reservoir, key string, b bucket) (Decision, error) {
+	c := l.c
+	now := c.now()
+	if now.Before(r.emptyUntil) {
+		return Decision{Wait: r.emptyUntil.Sub(now)}, nil
+	}
+	if r.tokens > 0 && now.Before(r.staleAt) {
+		return Decision{Allowed: true}, nil
+	}
+	want := r.nextBatch(now, max(1, b.size/max(1, c.LastReplicas())))
 	var res []int64
 	err := c.call(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = c.scripts.limit.Run(ctx, c.rdb, keys, args...).Int64Slice()
+		res, err = c.scripts.take.Run(ctx, c.rdb, []string{c.s.KeyPrefix + key},
+			c.nowArg(), b.interval, b.burst, want).Int64Slice()
 		return err
 	})
+	if err == nil && (len(res) != 2 || res[0] < 0 || res[0] > int64(want)) {
+		err = &unavailableError{cause: fmt.Errorf("take script returned %v", res)}
+	}
 	if err != nil {
 		return Decision{}, err
 	}
-	if len(res) != 3 || res[0] != 1 && (res[1] < 1 || res[1] > int64(len(keys))) {
-		return Decision{}, &unavailableError{cause: fmt.Errorf("limit script returned %v", res)}
+	if res[0] == 0 {
+		wait := max(time.Microsecond, time.Duration(res[1])*time.Microsecond)
+		r.emptyUntil = now.Add(wait)
+		return Decision{Wait: wait}, nil
 	}
-	if res[0] == 1 {
-		return Decision{Allowed: true}, nil
+	r.fill(now, int(res[0]))
+	return Decision{Allowed: true}, nil
+}
+
+// maxReservoirs bounds the client batches a Limiter keeps.
+const maxReservoirs = 10000
+
+// tokenHold is how long a batch of tokens may be used: tokens not used by
+// then are dropped, so a batch taken ahead admits nothing later than this
+// after the bucket held it.
+const tokenHold = 250 * time.Millisecond
+
+// reservoir is one bucket's batch of tokens on this replica: tokens taken
+// from Redis ahead and not used yet. Its size follows use: it doubles
+// (up to this replica's share of the burst) when a batch runs out before
+// it goes stale, and shrinks to what was used when one goes stale, so a
+// bucket that sees a request now and then takes one token at a time.
+type reservoir struct {
+	mu         sync.Mutex
+	tokens     int       // left of the batch
+	taken      int       // the batch's size
+	staleAt    time.Time // the batch is dropped then
+	emptyUntil time.Time // Redis said the bucket holds no token before then
+	batch      int       // the next batch's size
+	gen        uint64    // counts the batches
+	single     bool      // a throwaway: always a batch of one
+}
+
+// nextBatch is the size of the batch to take now, at most most.
+func (r *reservoir) nextBatch(now time.Time, most int) int {
+	switch {
+	case r.single || r.taken == 0:
+		r.batch = 1
+	case r.tokens == 0 && now.Before(r.staleAt): // ran out while fresh
+		r.batch = 2 * r.taken
+	default: // went stale with tokens left
+		r.batch = r.taken - r.tokens
 	}
-	refused := keys[res[1]-1]
-	return Decision{
-		Client: refused != c.s.KeyPrefix+"rate:global",
-		Wait:   max(time.Microsecond, time.Duration(res[2])*time.Microsecond),
-	}, nil
+	r.batch = min(max(r.batch, 1), most)
+	return r.batch
+}
+
+// fill installs a batch of n tokens taken at now.
+func (r *reservoir) fill(now time.Time, n int) {
+	r.tokens, r.taken, r.staleAt = n, n, now.Add(tokenHold)
+	r.gen++
+}
+
+// knownEmpty reports a refusal when Redis said r's bucket holds no token
+// before a time still ahead.
+func (r *reservoir) knownEmpty(now time.Time) (Decision, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.Before(r.emptyUntil) {
+		return Decision{Wait: r.emptyUntil.Sub(now)}, true
+	}
+	return Decision{}, false
+}
+
+// giveBack returns a token taken from batch gen, unless another batch
+// replaced it since.
+func (r *reservoir) giveBack(gen uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen == gen && r.tokens < r.taken {
+		r.tokens++
+	}
+}
+
+// idle reports whether r holds nothing worth keeping at now.
+func (r *reservoir) idle(now time.Time) bool {
+	return !now.Before(r.staleAt) && !now.Before(r.emptyUntil)
 }

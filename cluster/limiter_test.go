@@ -130,8 +130,10 @@ func TestLimiterSharedFakeClock(t *testing.T) {
 
 // TestLimiterSharedRealClock: three replicas, four goroutines each, hammer
 // one global bucket on Redis's own clock for about 1.5 s (a bounded number of
-// decisions). Admitted stays within −5 % and +1 of rate × elapsed + burst,
-// elapsed read from Redis's clock around the run.
+// decisions). Admitted stays at most rate × elapsed + burst + 1, elapsed
+// read from Redis's clock around the run; admitted plus the tokens the
+// replicas' batches still hold (taken, never to be used) at least 95 % of
+// it.
 func TestLimiterSharedRealClock(t *testing.T) {
 	t.Parallel()
 	r := startRedis(t)
@@ -142,11 +144,13 @@ func TestLimiterSharedRealClock(t *testing.T) {
 	start := r.redisNow(t.Context(), rc)
 	stop := time.Now().Add(1500 * time.Millisecond)
 	var wg sync.WaitGroup
+	var ls []*Limiter
 	for _, c := range cs {
 		l, err := c.NewLimiter(LimiterSettings{QPS: qps, Burst: burst})
 		if err != nil {
 			t.Fatal(err)
 		}
+		ls = append(ls, l)
 		for range 4 {
 			wg.Go(func() {
 				for i := 0; i < 20000 && time.Now().Before(stop); i++ {
@@ -169,8 +173,12 @@ func TestLimiterSharedRealClock(t *testing.T) {
 	}
 	want := burst + qps*elapsed.Seconds()
 	got := float64(admitted.Load())
-	t.Logf("admitted %v, refused %d over %v (Redis clock): want %.1f", got, refused.Load(), elapsed, want)
-	if got > want+1 || got < 0.95*want {
-		t.Fatalf("admitted %v over %v, want %.1f (−5 %%, +1)", got, elapsed, want)
+	held := 0
+	for _, l := range ls {
+		held += l.global.tokens
+	}
+	t.Logf("admitted %v, refused %d over %v (Redis clock), %d left in batches: want %.1f", got, refused.Load(), elapsed, held, want)
+	if got > want+1 || got+float64(held) < 0.95*want {
+		t.Fatalf("admitted %v (+%d left in batches) over %v, want %.1f (−5 %%, +1)", got, held, elapsed, want)
 	}
 }

@@ -27,104 +27,173 @@ local function keep(key, ms)
 end
 `
 
-// limitScript is a GCRA over one or two buckets, client first.
+// takeScript takes up to a batch of tokens from one GCRA bucket.
 //
-//	KEYS[i]      a bucket: the theoretical arrival time (TAT) in µs, a string
-//	ARGV[1]      now in µs, or ''
-//	ARGV[2i]     the bucket's emission interval in µs (1e6 / QPS)
-//	ARGV[2i+1]   the bucket's burst
+//	KEYS[1]  the bucket: the theoretical arrival time (TAT) in µs, a string
+//	ARGV[1]  now in µs, or ''
+//	ARGV[2]  the emission interval in µs (1e6 / QPS)
+//	ARGV[3]  the burst
+//	ARGV[4]  the most tokens to take, ≥ 1
 //
-// A request is admitted when, for every bucket, max(TAT, now) + interval lies
-// no further than burst × interval ahead of now; then every TAT advances and
-// its key expires when the bucket would be full again. A refusal writes
-// nothing. Returns {1, 0, 0} when admitted, or {0, i, wait µs} naming the
-// first bucket that refused and how long until it holds a token.
-const limitScript = luaNow + `
+// The bucket holds ⌊(now + burst × interval − max(TAT, now)) ÷ interval⌋
+// tokens; m = min(that, ARGV[4]) are taken by advancing the TAT m
+// intervals, and the key expires when the bucket would be full again. With
+// no token it writes nothing. Returns {m, 0}, or {0, µs until one token}.
+const takeScript = luaNow + `
 local now = now_us(ARGV[1])
-local tats = {}
-for i = 1, #KEYS do
-  local interval = tonumber(ARGV[2 * i])
-  local burst = tonumber(ARGV[2 * i + 1])
-  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
-  if tat < now then tat = now end
-  local new = tat + interval
-  local over = new - now - burst * interval
-  if over > 0 then return {0, i, math.ceil(over)} end
-  tats[i] = new
-end
+local interval = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local want = tonumber(ARGV[4])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local avail = math.floor((now + burst * interval - tat) / interval)
+if avail < 1 then return {0, math.max(1, math.ceil(tat + interval - now - burst * interval))} end
+local m = math.min(avail, want)
+tat = tat + m * interval
 -- Expiry runs on Redis's clock: with a caller's clock (tests) the two are
 -- unrelated, so a key lives at least a minute of real time, or a slow
 -- round trip would empty a bucket that the caller's clock still fills.
 local floor_ms = 1
 if ARGV[1] ~= '' then floor_ms = 60000 end
-for i = 1, #KEYS do
-  redis.call('SET', KEYS[i], string.format('%.0f', tats[i]),
-    'PX', string.format('%.0f', math.max(floor_ms, math.ceil((tats[i] - now) / 1000))))
-end
-return {1, 0, 0}
-`
-
-// acquireScript adds a lease's slots to a pod's set if they fit under the
-// limit with the live ones, or if none is live (a request above the whole
-// window runs alone).
-//
-//	KEYS[1]  the pod's lease set: member = one slot of a lease, score = expiry in ms
-//	ARGV[1]  now in µs, or ''
-//	ARGV[2]  the lease time in ms
-//	ARGV[3]  the limit
-//	ARGV[4…] the new lease's members, one per slot
-//
-// Expired members are dropped first, so a dead replica's slots are free again
-// once its leases expire. Returns {1, live} when added, {0, live} otherwise.
-const acquireScript = luaNow + `
-local now = math.floor(now_us(ARGV[1]) / 1000)
-local ttl = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local n = redis.call('ZCARD', KEYS[1])
-local k = #ARGV - 3
-if n > 0 and n + k > tonumber(ARGV[3]) then return {0, n} end
-local exp = string.format('%.0f', now + ttl)
-for i = 4, #ARGV do
-  redis.call('ZADD', KEYS[1], exp, ARGV[i])
-end
-keep(KEYS[1], ttl)
-return {1, n + k}
+redis.call('SET', KEYS[1], string.format('%.0f', tat),
+  'PX', string.format('%.0f', math.max(floor_ms, math.ceil((tat - now) / 1000))))
+return {m, 0}
 `
 
 // beatScript is one heartbeat: it announces the replica, counts the live
-// ones, and writes every lease the replica holds with a fresh expiry.
+// ones, and renews this replica's lease on each pod's window, granting it a
+// fair part of what the others do not hold.
 //
 //	KEYS[1]   the replica set: member = replica id, score = expiry in ms
-//	KEYS[1+k] the lease set of the k-th pod this replica holds leases in
+//	KEYS[2]   the epoch: when this Redis first saw a heartbeat (ms); a Redis
+//	          that lost its data has none
+//	KEYS[2+k] the lease hash of the k-th pod: field = replica id, value =
+//	          "held expiry floor wants"
 //	ARGV[1]   now in µs, or ''
 //	ARGV[2]   the replica id
-//	ARGV[3]   how long the announcement lasts, in ms
-//	ARGV[4]   the lease time in ms
-//	then, per pod: the number of leases c, then c lease ids
+//	ARGV[3]   the lease time in ms
+//	ARGV[4]   how long an expired lease's floor stays reserved, in ms
+//	then, per pod: base, cap, in_flight, wants, floor (slots of base)
 //
-// ZADD without XX: a lease that expired while Redis was unreachable, or was
-// never written (taken in local mode), is written again; it is still running.
-// Returns the number of live replicas, this one included.
+// Per pod, with "others" every other replica's entry:
+//   - an entry reserves its held slots until its expiry, then min(held,
+//     floor) (what its replica keeps without Redis) until ForgetAfter more
+//     has passed, when it is deleted;
+//   - the fair target is a max-min fair division of base less the expired
+//     reservations among the live entries by their wants, the slack split
+//     evenly;
+//   - the grant is the target, at most what the others do not reserve, and
+//     during the first lease time of an epoch (a Redis new or restarted
+//     empty) at most the cap the replica runs now: until every live
+//     replica had a heartbeat to write back what it holds, none grows;
+//   - held = max(cap, in_flight, grant): slots above a shrunk grant still
+//     run until they end, and a grant whose answer is lost is still counted.
+//
+// So the entries of one pod never reserve more than base between them.
+// Returns {live replicas, then per pod: grant, target, free after}.
 const beatScript = luaNow + `
 local now = math.floor(now_us(ARGV[1]) / 1000)
-local rttl = tonumber(ARGV[3])
+local me = ARGV[2]
+local ttl = tonumber(ARGV[3])
+local forget = tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZADD', KEYS[1], string.format('%.0f', now + rttl), ARGV[2])
-keep(KEYS[1], rttl)
-local ttl = tonumber(ARGV[4])
-local exp = string.format('%.0f', now + ttl)
-local a = 5
-for k = 2, #KEYS do
-  local c = tonumber(ARGV[a])
-  a = a + 1
-  redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', now)
-  for j = 1, c do
-    redis.call('ZADD', KEYS[k], exp, ARGV[a])
-    a = a + 1
-  end
-  keep(KEYS[k], ttl)
+redis.call('ZADD', KEYS[1], string.format('%.0f', now + ttl), me)
+keep(KEYS[1], ttl)
+local epoch = tonumber(redis.call('GET', KEYS[2]) or '')
+if not epoch then
+  epoch = now
+  redis.call('SET', KEYS[2], string.format('%.0f', now))
 end
-return redis.call('ZCARD', KEYS[1])
+local warm = now < epoch + ttl
+local out = {redis.call('ZCARD', KEYS[1])}
+
+-- fair returns me's part of capacity among parts ({id, wants}): max-min
+-- fair by wants, what is left split evenly, the remainders by id.
+local function fair(parts, capacity)
+  if capacity <= 0 then return 0 end
+  local n = #parts
+  table.sort(parts, function(a, b)
+    if a[2] ~= b[2] then return a[2] < b[2] end
+    return a[1] < b[1]
+  end)
+  local total = 0
+  for _, p in ipairs(parts) do total = total + p[2] end
+  if total > capacity then
+    local left = capacity
+    for i, p in ipairs(parts) do
+      local a = math.min(p[2], math.floor(left / (n - i + 1)))
+      if p[1] == me then return a end
+      left = left - a
+    end
+    return 0
+  end
+  table.sort(parts, function(a, b) return a[1] < b[1] end)
+  local slack = capacity - total
+  local each = math.floor(slack / n)
+  local extra = slack - each * n
+  for i, p in ipairs(parts) do
+    if p[1] == me then
+      if i <= extra then return p[2] + each + 1 end
+      return p[2] + each
+    end
+  end
+  return 0
+end
+
+local a = 5
+for k = 3, #KEYS do
+  local key = KEYS[k]
+  local base = tonumber(ARGV[a])
+  local cap = tonumber(ARGV[a + 1])
+  local inflight = tonumber(ARGV[a + 2])
+  local wants = tonumber(ARGV[a + 3])
+  local floor = tonumber(ARGV[a + 4])
+  a = a + 5
+  local others, expired = 0, 0
+  local parts = {{me, wants}}
+  local h = redis.call('HGETALL', key)
+  for i = 1, #h, 2 do
+    local id = h[i]
+    if id ~= me then
+      local held, exp, fl, w = string.match(h[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
+      held, exp, fl, w = tonumber(held), tonumber(exp), tonumber(fl), tonumber(w)
+      if not held or now > exp + forget then
+        redis.call('HDEL', key, id)
+      elseif now > exp then
+        local r = math.min(held, fl)
+        others = others + r
+        expired = expired + r
+      else
+        others = others + held
+        parts[#parts + 1] = {id, w}
+      end
+    end
+  end
+  local target = fair(parts, base - expired)
+  local grant = math.min(target, base - others)
+  if warm and grant > cap then grant = cap end
+  if grant < 0 then grant = 0 end
+  local held = math.max(cap, inflight, grant)
+  redis.call('HSET', key, me, string.format('%.0f %.0f %.0f %.0f', held, now + ttl,
+    math.min(math.max(cap, grant), floor), wants))
+  keep(key, ttl + forget)
+  out[#out + 1] = grant
+  out[#out + 1] = target
+  out[#out + 1] = math.max(0, base - others - held)
+end
+return out
+`
+
+// leaveScript withdraws a replica: its announcement and its entry in each
+// pod's lease hash, so the others may take its slots at once.
+//
+//	KEYS[1]   the replica set
+//	KEYS[2…]  the lease hashes of the pods it held leases on
+//	ARGV[1]   the replica id
+const leaveScript = `
+redis.call('ZREM', KEYS[1], ARGV[1])
+for k = 2, #KEYS do redis.call('HDEL', KEYS[k], ARGV[1]) end
+return 1
 `
 
 // countScript counts the live members of a set whose scores are expiries in
@@ -141,14 +210,14 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // SHA and falls back from EVALSHA to EVAL when Redis lost its script cache
 // (a restart), so each call stays one round trip in the common case.
 type scripts struct {
-	limit, acquire, beat, count *redis.Script
+	take, beat, leave, count *redis.Script
 }
 
 func newScripts() scripts {
 	return scripts{
-		limit:   redis.NewScript(limitScript),
-		acquire: redis.NewScript(acquireScript),
-		beat:    redis.NewScript(beatScript),
-		count:   redis.NewScript(countScript),
+		take:  redis.NewScript(takeScript),
+		beat:  redis.NewScript(beatScript),
+		leave: redis.NewScript(leaveScript),
+		count: redis.NewScript(countScript),
 	}
 }

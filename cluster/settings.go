@@ -27,19 +27,24 @@ const (
 	// run in the background of go-redis's pool, so a slow one delays no
 	// request beyond Timeout; it only has to finish eventually.
 	DefaultDialTimeout = time.Second
-	// DefaultLeaseTTL is how long a window slot outlives its replica.
+	// DefaultLeaseTTL is how long a lease on a pod's window lasts without
+	// a renewal.
 	DefaultLeaseTTL = 10 * time.Second
 	// DefaultHeartbeatInterval is how often Run announces the replica and
-	// renews its leases, when LeaseTTL/3 is not shorter.
-	DefaultHeartbeatInterval = time.Second
+	// renews its leases, when LeaseTTL/3 is not shorter. It is also how
+	// long a shift of demand between replicas takes to move slots.
+	DefaultHeartbeatInterval = 500 * time.Millisecond
+	// forgetLeases is how many LeaseTTLs an expired lease's floor stays
+	// reserved (ForgetAfter's default): a replica cut off from Redis keeps
+	// its floor that long before the others may take it.
+	forgetLeases = 6
 	// DefaultDownAfter is how many consecutive failed calls switch to
 	// local mode.
 	DefaultDownAfter = 3
 	// MaxTimeout is the largest Settings.Timeout accepted: beyond it a
 	// stalled Redis would hold requests for a time clients notice.
 	MaxTimeout = time.Second
-	// replicaBeats is how many heartbeat intervals an announcement lasts:
-	// a replica counts as gone after missing about three beats.
+	// replicaBeats is how many heartbeat intervals a lease lasts at least.
 	replicaBeats = 3
 )
 
@@ -69,22 +74,28 @@ type Settings struct {
 	// DialTimeout bounds opening one connection. 0 means DefaultDialTimeout;
 	// otherwise > 0.
 	DialTimeout time.Duration
-	// LeaseTTL is how long a window slot stays taken without a renewal, so
-	// the slots of a replica that died are free again within LeaseTTL. 0
-	// means DefaultLeaseTTL; otherwise at least 3 × HeartbeatInterval and at
+	// LeaseTTL is how long a replica's lease on a pod's window (and its
+	// announcement) lasts without a renewal. Past it the lease reserves
+	// only the replica's floor, for ForgetAfter more. 0 means
+	// DefaultLeaseTTL; otherwise at least 3 × HeartbeatInterval and at
 	// least 1 ms.
 	LeaseTTL time.Duration
+	// ForgetAfter is how long an expired lease keeps its replica's floor
+	// reserved before Redis deletes it: how long a replica cut off from
+	// Redis may keep serving at its floor with no other replica taking
+	// those slots, and how long a replica that died without leaving keeps
+	// its floor from the others. 0 means 6 × LeaseTTL; otherwise > 0.
+	ForgetAfter time.Duration
 	// HeartbeatInterval is how often Run announces the replica, renews its
 	// leases and, in local mode, probes Redis. 0 means
-	// min(DefaultHeartbeatInterval, LeaseTTL/3); otherwise > 0. A replica
-	// counts as gone 3 intervals after its last heartbeat.
+	// min(DefaultHeartbeatInterval, LeaseTTL/3); otherwise > 0.
 	HeartbeatInterval time.Duration
 	// ReplicaID names this replica in Redis; it must be unique among the
 	// replicas and change when the process restarts. Empty means the host
 	// name, a dash and 8 random hex digits.
 	ReplicaID string
 	// Replicas is the replica count assumed until the first heartbeat
-	// answers (Share divides by it). 0 means 1; otherwise ≥ 1.
+	// answers: Share and the floor divide by it. 0 means 1; otherwise ≥ 1.
 	Replicas int
 	// DownAfter is how many consecutive failed or timed-out calls switch to
 	// local mode. 0 means DefaultDownAfter; otherwise ≥ 1.
@@ -95,9 +106,20 @@ type Settings struct {
 	// switch (a request's, or Run's): it must return quickly and must not
 	// call Beat.
 	OnChange func(up bool)
-	// Now, if set, replaces Redis's clock inside every script. For tests
-	// and replays on a virtual clock only: with it, replicas trust their own
-	// clocks. Nil means Redis's clock.
+	// Demand, if set, reports this replica's demand on each pod's window;
+	// every heartbeat sends it, so the leases follow it. It must return
+	// quickly and must not call into the Cluster. Nil: no demand (every
+	// replica gets an even part).
+	Demand func() map[string]Demand
+	// OnShares, if set, is called after this replica's share of a pod's
+	// window changed (Cap, Scale): a renewal moved it, the leases lapsed
+	// to the floor, or SetPods ran. It runs on the goroutine that caused it
+	// and must return quickly.
+	OnShares func()
+	// Now, if set, replaces Redis's clock inside every script and the
+	// local clock for lease lapses and token batches. For tests and replays
+	// on a virtual clock only: with it, replicas trust their own clocks.
+	// Nil means Redis's clock in scripts and time.Now here.
 	Now func() time.Time
 }
 
@@ -121,6 +143,9 @@ func (s Settings) normalized() (Settings, *redis.Options, error) {
 	}
 	if s.LeaseTTL < 0 || s.LeaseTTL > 0 && s.LeaseTTL < time.Millisecond {
 		bad("LeaseTTL", s.LeaseTTL, "≥ 1ms")
+	}
+	if s.ForgetAfter < 0 {
+		bad("ForgetAfter", s.ForgetAfter, "> 0")
 	}
 	if s.HeartbeatInterval < 0 {
 		bad("HeartbeatInterval", s.HeartbeatInterval, "> 0")
@@ -171,6 +196,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.LeaseTTL == 0 {
 		s.LeaseTTL = DefaultLeaseTTL
+	}
+	if s.ForgetAfter == 0 {
+		s.ForgetAfter = forgetLeases * s.LeaseTTL
 	}
 	if s.HeartbeatInterval == 0 {
 		s.HeartbeatInterval = min(DefaultHeartbeatInterval, s.LeaseTTL/replicaBeats)

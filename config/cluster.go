@@ -17,15 +17,20 @@ type Cluster struct {
 	// Timeout bounds one Redis call (0: 5ms; at most 1s). A slower Redis
 	// is treated as down and each replica falls back to its share.
 	Timeout time.Duration `yaml:"timeout"`
-	// LeaseTTL is how long a window slot outlives a replica that died
-	// (0: 10s; at least 3 × heartbeat).
+	// LeaseTTL is how long a replica's lease on a pod's window lasts
+	// without a renewal (0: 10s; at least 3 × heartbeat); a silent
+	// replica's floor stays reserved 6 lease times more.
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
 	// Heartbeat is how often a replica announces itself and renews its
-	// slots (0: min(1s, lease_ttl/3)).
+	// lease on each pod's window (0: min(500ms, lease_ttl/3)): how fast
+	// slots follow demand between replicas.
 	Heartbeat time.Duration `yaml:"heartbeat"`
 	// ReplicaID names this replica ("" means the hostname and a random
 	// suffix).
 	ReplicaID string `yaml:"replica_id"`
+	// Replicas is how many replicas run (0: 1): until Redis first answers,
+	// each replica takes 1/replicas of every limit and window.
+	Replicas int `yaml:"replicas"`
 }
 
 // ClusterRedis is the Redis server of a Cluster.
@@ -56,6 +61,9 @@ func (k *checker) cluster(c *Cluster) {
 	}
 	if c.Timeout < 0 || c.Timeout > time.Second {
 		k.add("cluster.timeout", "must be 0 (5ms) or at most 1s, got %v", c.Timeout)
+	}
+	if c.Replicas < 0 {
+		k.add("cluster.replicas", "must be 0 (1) or more, got %d", c.Replicas)
 	}
 	k.notNegative("cluster.lease_ttl", c.LeaseTTL, "")
 	k.notNegative("cluster.heartbeat", c.Heartbeat, "")

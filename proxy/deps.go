@@ -39,17 +39,6 @@ type Admission interface {
 	Dispatch()
 }
 
-// SharedWindow is the part of each pod's window that other gatekeeper
-// replicas hold too (cluster mode): a slot taken locally runs only with a
-// lease on the pod's shared window.
-type SharedWindow interface {
-	// Acquire takes a lease of slots (the request's sequences) on
-	// upstream's shared window without waiting: ok false when they do not
-	// fit beside the slots taken over all the replicas. When ok, the caller
-	// calls release exactly once, when the request is over.
-	Acquire(ctx context.Context, upstream string, slots int) (release func(), ok bool)
-}
-
 // Levels reports the pressure level of each upstream (the slow breaker).
 type Levels interface {
 	// Critical reports whether the upstream must take no new work.

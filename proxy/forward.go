@@ -286,9 +286,6 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry Slot) {
 func (h *Handler) complete(ex *exchange, completed bool) Slot {
 	r, f, done := ex.r, ex.flight, ex.done
 	defer ex.slot.Release()
-	if ex.lease != nil {
-		defer ex.lease() // before the local slot: the shared count frees first
-	}
 	if f.retry != nil {
 		if f.refused {
 			done(Excluded) // the pod's own refusal: overload, not failure

@@ -23,27 +23,12 @@ func (a *needAdmission) Acquire(ctx context.Context, need Need, priority int, ex
 	return a.fakeAdmission.Acquire(ctx, need, priority, exclude)
 }
 
-// slotsShared records the slots each lease asked for, and grants it.
-type slotsShared struct {
-	mu    sync.Mutex
-	slots []int
-}
-
-func (s *slotsShared) Acquire(_ context.Context, _ string, slots int) (func(), bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.slots = append(s.slots, slots)
-	return func() {}, true
-}
-
-// TestNeedCountsSequences: the window and the shared window are asked for
-// the request's sequences, prompts × max(n, best_of), beside its token and
+// TestNeedCountsSequences: the window is asked for the request's sequences, prompts × max(n, best_of), beside its token and
 // memory estimates.
 func TestNeedCountsSequences(t *testing.T) {
 	adm := &needAdmission{fakeAdmission: newFakeAdmission(64, "pod-0")}
-	shared := &slotsShared{}
 	pod := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{"choices":[]}`) })
-	tp := newTestProxy(t, pod, func(o *Options) { o.Admission, o.Shared = adm, shared })
+	tp := newTestProxy(t, pod, func(o *Options) { o.Admission = adm })
 	adm.fakeAdmission.mu.Lock()
 	adm.fakeAdmission.avail = tp.h.Availability
 	adm.fakeAdmission.mu.Unlock()
@@ -63,12 +48,7 @@ func TestNeedCountsSequences(t *testing.T) {
 	}
 	adm.mu.Lock()
 	defer adm.mu.Unlock()
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
 	if len(adm.needs) != 2 || adm.needs[0].Seqs != 6 || adm.needs[1].Seqs != 1 || adm.needs[0].Memory != 6*32 {
 		t.Errorf("needs %+v, want 6 sequences (memory 6 × 32) then 1", adm.needs)
-	}
-	if len(shared.slots) != 2 || shared.slots[0] != 6 || shared.slots[1] != 1 {
-		t.Errorf("shared leases asked for %v slots, want [6 1]", shared.slots)
 	}
 }

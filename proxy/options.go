@@ -129,13 +129,6 @@ type Options struct {
 	ClassLimiter ClassLimiter
 	// ModelLimiter, if set, is the token bucket of each model that has one.
 	ModelLimiter ModelLimiter
-	// Shared, if set, holds each pod's window across replicas: a request
-	// with a local slot waits for a lease before it is sent.
-	Shared SharedWindow
-	// SharedRetry is how often a request whose pod's shared window is full
-	// asks again (other replicas' releases send no notice). 0 means 20ms;
-	// each wait is jittered by up to half of it.
-	SharedRetry time.Duration
 	// Transport bounds upstream connections.
 	Transport TransportSettings
 	// Health configures the active health check run by Handler.Run.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -44,7 +43,6 @@ type exchange struct {
 	member  *member       // the pod the slot is on
 	slot    Slot          // released by complete, once
 	done    func(Result)  // the pod's error breaker callback, called by complete once
-	lease   func()        // releases the pod's shared-window lease (cluster); nil without
 	body    []byte        // the buffered request body; nil when the route has none
 	flight  *flight       // what the reverse proxy learns; set by forward
 	retried bool          // it went to a second pod (at most once)
@@ -303,12 +301,6 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 			}
 			done = d
 		}
-		if !h.leaseShared(ctx, ex, m) { // waited out max_wait (or the client left)
-			done(Excluded)
-			slot.Release()
-			h.refuseAdmission(w, r, ex, ctx.Err())
-			return
-		}
 		ex.r, ex.member, ex.slot, ex.done, ex.body = r, m, slot, done, body
 		if slot = h.forward(w, ex); slot == nil {
 			return
@@ -480,32 +472,4 @@ func (ex *exchange) priority() int {
 		return 0
 	}
 	return ex.class.Priority
-}
-
-// leaseShared takes a lease on m's window shared with the other replicas,
-// holding ex's local slot meanwhile (so the local queue's order stands), and
-// asks again every SharedRetry (jittered) until one frees or ctx ends: a
-// release on another replica sends no notice. False when ctx ended first.
-func (h *Handler) leaseShared(ctx context.Context, ex *exchange, m *member) bool {
-	ex.lease = nil
-	if h.opts.Shared == nil || ex.policy.Observe {
-		return true
-	}
-	every := h.opts.SharedRetry
-	if every <= 0 {
-		every = 20 * time.Millisecond
-	}
-	for {
-		if release, ok := h.opts.Shared.Acquire(ctx, m.Name, ex.seqs); ok {
-			ex.lease = release
-			return true
-		}
-		t := time.NewTimer(every/2 + rand.N(every/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-		}
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -65,7 +66,8 @@ func (r *Server) Start() {
 	_, port, _ := net.SplitHostPort(r.addr)
 	r.cmd = exec.Command(r.bin, "--bind", "127.0.0.1", "--port", port,
 		"--save", "", "--appendonly", "no", "--dir", r.dir,
-		"--logfile", filepath.Join(r.dir, "redis.log"), "--daemonize", "no")
+		"--logfile", filepath.Join(r.dir, "redis.log"), "--daemonize", "no",
+		"--enable-debug-command", "local") // DEBUG SLEEP from loopback: a slow Redis
 	if err := r.cmd.Start(); err != nil {
 		r.tb.Fatalf("start redis-server: %v", err)
 	}
@@ -101,6 +103,32 @@ func (r *Server) Stop() {
 		<-r.done
 	}
 	r.cmd = nil
+}
+
+// Kill ends the server with SIGKILL, as a crash or an OOM kill would, and
+// waits for it; it persists nothing, so Start brings it back empty.
+func (r *Server) Kill() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	<-r.done
+	r.cmd = nil
+}
+
+// Pause stops the server with SIGSTOP: connections stay open and nothing
+// answers until Resume (SIGCONT), as in a long GC pause or a frozen VM.
+func (r *Server) Pause() {
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Resume continues a paused server.
+func (r *Server) Resume() {
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGCONT)
+	}
 }
 
 func (r *Server) ping() bool {

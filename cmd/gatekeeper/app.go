@@ -34,9 +34,6 @@ type appOptions struct {
 	// sources, if set, is the pressure sources' HTTP client (tests). Nil
 	// means the pressure package's own.
 	sources *http.Client
-	// sharedRetry, if set, is how often a request whose pod's shared window
-	// is full asks Redis again (tests). 0 means the proxy's default.
-	sharedRetry time.Duration
 	// now, if set, is the slow breaker's clock (tests). Nil means time.Now.
 	now func() time.Time
 	// lookup, if set, resolves discovery hosts (tests). Nil means the
@@ -69,6 +66,7 @@ type app struct {
 	handler    *proxy.Handler
 	ctl        *control.Controller
 	shared     *shared // nil without a cluster section
+	bounds     bounds  // each pod's window and budgets, as the slow breaker sets them
 	slow       *slowPath
 	pressure   *pressure.Runner
 	hooks      *relief.Runner
@@ -131,23 +129,20 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	var limiter proxy.Limiter = a.limiter
 	var classLimits proxy.ClassLimiter = &a.classLimit
 	var modelLimits proxy.ModelLimiter = &a.modelLimit
-	var sharedWindow proxy.SharedWindow
-	if cfg.Cluster != nil { // several replicas: buckets and windows through Redis
-		if a.shared, err = newShared(cfg, s.limiter, a.windowOf, a.log, a.reg, a.step); err != nil {
+	if cfg.Cluster != nil { // several replicas: buckets and window leases through Redis
+		if a.shared, err = newShared(cfg, s.limiter, a.demand, a.reshare, a.log, a.reg, a.step); err != nil {
 			return nil, err
 		}
 		if err := a.shared.gate.SetKeyed(s.classes, s.models); err != nil {
 			return nil, err
 		}
-		limiter, sharedWindow = a.shared.gate, a.shared.gate
+		limiter = a.shared.gate
 		classLimits, modelLimits = a.shared.gate.Classes(), a.shared.gate.Models()
 	}
 	a.handler, err = proxy.New(proxy.Options{
 		Policy:       s.policy,
 		Upstreams:    a.upstreams(s),
 		Limiter:      limiter,
-		Shared:       sharedWindow,
-		SharedRetry:  opts.sharedRetry,
 		Admission:    admission{a.queue},
 		Levels:       a.ctl,
 		OnPodRefused: a.ctl.PodRefused,
@@ -164,6 +159,9 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		return nil, err
 	}
 	a.current.Store(cfg)
+	if a.shared != nil { // each window at this replica's share: none until a renewal grants one
+		a.shared.c.SetPods(basesOf(s.upstreams))
+	}
 	tok, err := loadAdminToken(cfg.Server.AdminTokenFile)
 	if err != nil {
 		return nil, err
@@ -256,8 +254,17 @@ func (a *app) podFailed(name string) {
 // setWindows sizes each pod's batch window at its maximum.
 func (a *app) setWindows(ups []upstreamSpec) {
 	for _, u := range ups {
-		a.queue.SetWindow(u.name, u.maxInflight)
+		a.setBound(u.name, bound{limit: u.maxInflight})
 	}
+}
+
+// basesOf maps each pod to its largest window: the unit of its leases.
+func basesOf(ups []upstreamSpec) map[string]int {
+	m := make(map[string]int, len(ups))
+	for _, u := range ups {
+		m[u.name] = u.maxInflight
+	}
+	return m
 }
 
 // step reports a lifecycle step to opts.stage.
@@ -284,15 +291,6 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 		a.pressure.Stop()
 	})
 	return nil
-}
-
-// windowOf is a pod's window as the controller sets it: the limit that the
-// replicas share in cluster mode.
-func (a *app) windowOf(pod string) int {
-	if st, _, ok := a.ctl.State(pod); ok {
-		return st.Limit
-	}
-	return 0
 }
 
 // hookResult logs and counts one relief hook call.

@@ -14,14 +14,14 @@ import (
 
 var (
 	_ proxy.Limiter      = (*cluster.Gate)(nil)
-	_ proxy.SharedWindow = (*cluster.Gate)(nil)
 	_ proxy.ClassLimiter = (*cluster.Keyed)(nil)
 	_ proxy.ModelLimiter = (*cluster.Keyed)(nil)
 )
 
-// shared wires package cluster into the app: the Cluster and its Gate (the
-// request path's buckets and windows over every replica), and what a switch
-// of mode reports (the gauge, one log line, the lifecycle step).
+// shared wires package cluster into the app: the Cluster (this replica's
+// lease on each pod's window, which bounds scales) and its Gate (the request
+// path's buckets over every replica), and what a switch of mode reports
+// (the gauge, one log line, the lifecycle step).
 type shared struct {
 	c    *cluster.Cluster
 	gate *cluster.Gate
@@ -34,24 +34,25 @@ type shared struct {
 func clusterSettings(c *config.Cluster) cluster.Settings {
 	return cluster.Settings{URL: c.Redis.URL, PasswordFile: c.Redis.PasswordFile, CAFile: c.Redis.CAFile,
 		KeyPrefix: c.KeyPrefix, Timeout: c.Timeout, LeaseTTL: c.LeaseTTL, HeartbeatInterval: c.Heartbeat,
-		ReplicaID: c.ReplicaID}
+		ReplicaID: c.ReplicaID, Replicas: c.Replicas}
 }
 
 // newShared connects nothing yet: run's first heartbeat switches to shared
 // mode; until then, and whenever Redis fails, each replica takes its share.
-func newShared(cfg *config.Config, limits breaker.LimiterSettings, window func(string) int,
-	log *slog.Logger, reg prometheus.Registerer, step func(string)) (*shared, error) {
+func newShared(cfg *config.Config, limits breaker.LimiterSettings, demand func() map[string]cluster.Demand,
+	onShares func(), log *slog.Logger, reg prometheus.Registerer, step func(string)) (*shared, error) {
 	s := &shared{log: log, step: step}
 	s.up = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gatekeeper_cluster_up",
 		Help: "1 while limits and windows are shared with the other replicas through Redis; 0 while this replica takes its share alone."})
 	reg.MustRegister(s.up)
 	cs := clusterSettings(cfg.Cluster)
 	cs.OnChange = s.changed
+	cs.Demand, cs.OnShares = demand, onShares
 	var err error
 	if s.c, err = cluster.New(cs); err != nil {
 		return nil, err
 	}
-	if s.gate, err = s.c.NewGate(cluster.GateSettings{Limits: limits, Window: window}); err != nil {
+	if s.gate, err = s.c.NewGate(cluster.GateSettings{Limits: limits}); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -79,13 +80,4 @@ func (s *shared) changed(up bool) {
 func (s *shared) run(ctx context.Context) {
 	_ = s.c.Run(ctx)
 	_ = s.c.Close()
-}
-
-// replicaShare is a bound divided among the replicas (share: cluster.Share),
-// at least 1 so a bound never turns into none; 0 (no bound) stays 0.
-func replicaShare(bound int64, share func(float64) float64) int64 {
-	if bound <= 0 {
-		return bound
-	}
-	return max(1, int64(share(float64(bound))))
 }

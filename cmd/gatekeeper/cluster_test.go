@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"net/http"
@@ -89,37 +90,70 @@ func (p *busyPod) meanInflight(from, to int) float64 {
 var quietRedisOnce sync.Once
 
 // replicaApps builds n gatekeeper replicas sharing one Redis (its URL is in
-// policy), each heard by the others (two heartbeats each). Their switches
-// between shared and local mode arrive on stages.
-func replicaApps(t *testing.T, n int, policy string) (apps []*app, stages chan string) {
+// policy, or each replica's own URL from urls when given), runs their
+// cluster loops until the test ends, and returns once every replica holds a
+// share of each pod's window. The Redis is taken as one that has been up a
+// while (its epoch set long ago): a new epoch would hold every share at 0
+// for a lease time, which the restart cases test on purpose. Their
+// switches between shared and local mode arrive on stages.
+func replicaApps(t *testing.T, n int, policy string, urls ...string) (apps []*app, stages chan string) {
 	t.Helper()
 	stages = make(chan string, 1024)
 	quietRedisOnce.Do(func() { goredis.SetLogger(quietRedis{}) }) // as main does
 	apps = make([]*app, n)
 	for i := range apps {
-		a, err := newApp(mustParse(t, strings.ReplaceAll(policy, "REPLICA", "r"+string(rune('0'+i)))),
-			appOptions{sharedRetry: 5 * time.Millisecond, stage: func(name string) {
-				if strings.HasPrefix(name, "cluster_") {
-					select {
-					case stages <- name:
-					default: // nobody listens: drop
-					}
+		p := strings.ReplaceAll(policy, "REPLICA", "r"+string(rune('0'+i)))
+		if len(urls) > i {
+			p = strings.ReplaceAll(p, "REDIS_URL", urls[i])
+		}
+		a, err := newApp(mustParse(t, p), appOptions{stage: func(name string) {
+			if strings.HasPrefix(name, "cluster_") {
+				select {
+				case stages <- name:
+				default: // nobody listens: drop
 				}
-			}})
+			}
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = a.shared.c.Close() })
 		apps[i] = a
 	}
-	for range 2 {
+	oldEpoch(t, apps[0])
+	for range 4 { // the even split of an idle start: a grant given back takes two beats
 		for _, a := range apps {
 			if err := a.shared.c.Beat(t.Context()); err != nil {
 				t.Fatalf("Beat: %v", err)
 			}
 		}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	for _, a := range apps {
+		for pod, sh := range a.shared.c.Snapshot().Shares {
+			if sh.Cap == 0 {
+				t.Fatalf("%s holds nothing of %s after four beats: %+v", a.shared.c.ReplicaID(), pod, sh)
+			}
+		}
+		loops.Go(func() { a.shared.run(ctx) })
+	}
+	t.Cleanup(func() { cancel(); loops.Wait() })
 	return apps, stages
+}
+
+// oldEpoch marks a's Redis as up for long: no warm-up.
+func oldEpoch(t *testing.T, a *app) {
+	t.Helper()
+	opt, err := goredis.ParseURL(a.cfg().Cluster.Redis.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := goredis.NewClient(opt)
+	defer rc.Close()
+	prefix := cmp.Or(a.cfg().Cluster.KeyPrefix, "gatekeeper:")
+	if err := rc.Set(t.Context(), prefix+"epoch", "0", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func clusterPolicy(redis *clustertest.Server, podURL, extra string) string {
@@ -127,7 +161,7 @@ func clusterPolicy(redis *clustertest.Server, podURL, extra string) string {
 upstreams: [{name: pod, url: "` + podURL + `", max_inflight: 20, min_inflight: 20}]
 health_check: {interval: 1h}
 queue: {max_length: 1000, max_wait: 60s, starvation_after: 30s, ttft_deadline: 0s} # every request waits its turn
-cluster: {redis: {url: "` + redis.URL() + `"}, timeout: 500ms, heartbeat: 200ms, lease_ttl: 10s, replica_id: REPLICA}
+cluster: {redis: {url: "` + redis.URL() + `"}, timeout: 500ms, heartbeat: 200ms, lease_ttl: 2s, replica_id: REPLICA}
 ` + extra
 }
 
@@ -138,9 +172,8 @@ cluster: {redis: {url: "` + redis.URL() + `"}, timeout: 500ms, heartbeat: 200ms,
 func TestReplicasShareTheWindow(t *testing.T) {
 	t.Parallel()
 	redis := clustertest.StartRedis(t)
-	// Long: a hand-over costs a poll of Redis (5 ms, more under -race on a
-	// busy machine), a small part of it. At 400 ms the mean fell to 17.1–17.5
-	// in CI runs with every package testing at once.
+	// Long beside the heartbeat (200 ms), so the shares have moved to the
+	// demand well before the queue empties.
 	pod := newBusyPod(t, 800*time.Millisecond)
 	apps, _ := replicaApps(t, 3, clusterPolicy(redis, pod.url, "fast_breaker: {qps: 0}\n"))
 	var wg sync.WaitGroup
@@ -239,36 +272,28 @@ func TestRedisOutageEveryRequestAnswered(t *testing.T) {
 		wg.Wait()
 		return codes
 	}
+	// await takes n switches to stage off stages (each replica's, once).
+	await := func(stage string) {
+		t.Helper()
+		for got := 0; got < len(apps); {
+			select {
+			case s := <-stages:
+				if s == stage {
+					got++
+				}
+			case <-time.After(20 * time.Second): // a bound, not a wait for state
+				t.Fatalf("%d of %d replicas reported %s after 20 s", got, len(apps), stage)
+			}
+		}
+	}
 	before := send(60)
 	redis.Stop()
 	during := send(60)
-	for _, a := range apps {
-		if a.shared.c.Up() {
-			t.Fatal("a replica still in shared mode with Redis down")
-		}
-	}
-	for len(stages) > 0 { // only the switches after the restart count below
-		<-stages
-	}
+	await("cluster_down") // the heartbeats notice within three beats
 	redis.Start()
-	// The heartbeats notice: each replica switches back once (go-redis may
-	// refuse dials for about a second after an outage).
-	ctx, cancel := context.WithCancel(t.Context())
-	var loops sync.WaitGroup
-	defer func() { cancel(); loops.Wait() }()
-	for _, a := range apps {
-		loops.Go(func() { a.shared.run(ctx) })
-	}
-	for up := 0; up < len(apps); {
-		select {
-		case s := <-stages:
-			if s == "cluster_up" {
-				up++
-			}
-		case <-time.After(20 * time.Second): // a bound, not a wait for state
-			t.Fatalf("%d of %d replicas back in shared mode after 20 s", up, len(apps))
-		}
-	}
+	// Each replica switches back once (go-redis may refuse dials for about
+	// a second after an outage).
+	await("cluster_up")
 	after := send(60)
 	total := 0
 	for _, a := range apps {
@@ -317,17 +342,5 @@ classes:
 	}
 	if n := count("m", "interactive"); n != 3 {
 		t.Errorf("model m admitted %d over three replicas, want 3 (its burst)", n)
-	}
-}
-
-// TestReplicaShare: in cluster mode each replica bounds its pod's memory and
-// tokens by its share; no bound stays no bound, and a share never reaches 0.
-func TestReplicaShare(t *testing.T) {
-	t.Parallel()
-	third := func(v float64) float64 { return v / 3 }
-	for _, tc := range []struct{ in, want int64 }{{0, 0}, {3000, 1000}, {2, 1}, {1, 1}} {
-		if got := replicaShare(tc.in, third); got != tc.want {
-			t.Errorf("replicaShare(%d) over 3 replicas = %d, want %d", tc.in, got, tc.want)
-		}
 	}
 }

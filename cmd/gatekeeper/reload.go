@@ -112,7 +112,10 @@ func (a *app) swap(n *next) {
 	_ = a.queue.UpdateSettings(n.s.queue)
 	_ = a.ctl.Update(n.ctl)
 	for _, name := range a.handler.SetUpstreams(a.upstreams(n.s)) {
-		a.queue.RemoveWindow(name)
+		a.dropBound(name)
+	}
+	if a.shared != nil {
+		a.shared.c.SetPods(basesOf(n.s.upstreams))
 	}
 	a.handler.SetPolicy(n.s.policy)
 	// Each pod's window: the controller's (cut windows stay cut across a
@@ -122,7 +125,9 @@ func (a *app) swap(n *next) {
 		if st, _, ok := a.ctl.State(u.name); ok && n.cfg.Mode != config.ModeObserve {
 			limit = st.Limit
 		}
-		a.queue.SetWindow(u.name, limit)
+		b := a.boundOf(u.name)
+		b.limit = limit
+		a.setBound(u.name, b)
 	}
 	if ctx := a.loopsCtx.Load(); ctx != nil {
 		a.pressure.Start(*ctx, n.monitor, n.pressure)

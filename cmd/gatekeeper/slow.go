@@ -44,24 +44,22 @@ func (sp *slowPath) observe(st pressure.State) {
 // apply passes one upstream's change on, exactly once.
 func (sp *slowPath) apply(cfg *config.Config, ch *control.Change, name string, enforce bool) {
 	a := sp.a
+	b := a.boundOf(name)
 	if ch.LimitChanged {
 		a.handler.Metrics().Decided("window_resize", enforce)
 		if enforce {
-			a.queue.SetWindow(name, ch.Limit)
+			b.limit = ch.Limit
 		}
 	}
 	// Set every round, not only on change: observe mode bounds nothing, and
 	// a reload back to enforce must restore both (two short dispatches per
-	// upstream per round).
-	budget, tokens := ch.MemoryBudget, ch.TokenLimit
+	// upstream per round). In cluster mode every replica reads the same
+	// free memory and takes its lease's part of it (bounds).
+	b.budget, b.tokens = ch.MemoryBudget, ch.TokenLimit
 	if !enforce {
-		budget, tokens = 0, 0
+		b.budget, b.tokens = 0, 0
 	}
-	if a.shared != nil { // every replica reads the same free memory: each takes its share
-		budget, tokens = replicaShare(budget, a.shared.c.Share), replicaShare(tokens, a.shared.c.Share)
-	}
-	a.queue.SetMemoryBudget(name, budget)
-	a.queue.SetTokenLimit(name, tokens)
+	a.setBound(name, b)
 	if !ch.LevelChanged {
 		return
 	}
