@@ -142,7 +142,7 @@ func replicaApps(t *testing.T, n int, policy string, urls ...string) (apps []*ap
 }
 
 // oldEpoch marks a's Redis as up for long: no warm-up.
-func oldEpoch(t *testing.T, a *app) {
+func oldEpoch(t testing.TB, a *app) {
 	t.Helper()
 	opt, err := goredis.ParseURL(a.cfg().Cluster.Redis.URL)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/config"
 )
 
-func mustParse(t *testing.T, policy string) *config.Config {
+func mustParse(t testing.TB, policy string) *config.Config {
 	t.Helper()
 	c, err := config.Parse([]byte(policy))
 	if err != nil {
