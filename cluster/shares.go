@@ -138,6 +138,24 @@ func (c *Cluster) Cap(pod string) (capacity, base int, ok bool) {
 	return s.cap, s.base, true
 }
 
+// Holding reports whether this replica holds a share of some declared
+// pod's window (or declares none): false while it may admit nothing at all,
+// as in a new epoch's first lease time or before a new replica's first
+// grant.
+func (c *Cluster) Holding() bool {
+	c.sh.mu.Lock()
+	defer c.sh.mu.Unlock()
+	if len(c.sh.pods) == 0 {
+		return true
+	}
+	for _, s := range c.sh.pods {
+		if s.cap > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // floorLocked is the share a replica keeps without Redis: base divided by
 // the most replicas seen lately, rounded down. c.sh.mu is held.
 func (c *Cluster) floorLocked(base int) int {

@@ -116,6 +116,7 @@ var badFiles = map[string][]string{
 		`config: line 5: cluster.redis.ca_file: needs a rediss:// url`,
 		`config: line 6: cluster.timeout: must be 0 (5ms) or at most 1s, got 2s`,
 		`config: line 7: cluster.lease_ttl: must be at least 3 × cluster.heartbeat (1s), got 2s`,
+		`config: line 9: cluster.replicas: must be 0 (1) or more, got -2`,
 	},
 	"cluster-negative.bad.yaml": {
 		`config: line 3: cluster.redis.url: is required (redis://host:port/db)`,

@@ -119,7 +119,16 @@ func (h *Handler) RefuseNew() { h.draining.Store(true); h.refusing.Store(true) }
 // Ready reports what /readyz answers.
 func (h *Handler) Ready() bool {
 	allCritical := h.pool.allCritical() && !h.pool.observe.Load()
-	return h.ready.Load() && !h.draining.Load() && h.pool.anyAvailable() && !allCritical && h.pool.modelsKnown()
+	return h.ready.Load() && !h.draining.Load() && h.pool.anyAvailable() && !allCritical && h.pool.modelsKnown() &&
+		h.extraReady() == nil
+}
+
+// extraReady is Options.Ready's verdict, nil without one.
+func (h *Handler) extraReady() error {
+	if h.opts.Ready == nil {
+		return nil
+	}
+	return h.opts.Ready()
 }
 
 func (h *Handler) serveHealthz(w http.ResponseWriter, _ *http.Request) {
@@ -136,6 +145,9 @@ func (h *Handler) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	case h.ready.Load() && h.pool.anyAvailable() && !h.pool.modelsKnown():
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("no upstream's model list is known yet (discover_models)\n"))
+	case h.ready.Load() && h.extraReady() != nil:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(h.extraReady().Error() + "\n"))
 	case !h.Ready():
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("no upstream can take work\n"))

@@ -144,6 +144,10 @@ type Options struct {
 	Now func() time.Time
 	// Version is reported in logs and the build info metric.
 	Version string
+	// Ready, if set, is one more condition of /readyz: a non-nil error
+	// turns it 503 with the error's text (cluster mode: no share of any
+	// pod's window yet).
+	Ready func() error
 }
 
 func (o Options) validate() error {

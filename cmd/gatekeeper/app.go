@@ -154,6 +154,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		Metrics:      proxy.NewMetrics(a.reg),
 		Logger:       a.log,
 		Version:      version,
+		Ready:        a.holdsShare,
 	})
 	if err != nil {
 		return nil, err
@@ -256,6 +257,16 @@ func (a *app) setWindows(ups []upstreamSpec) {
 	for _, u := range ups {
 		a.setBound(u.name, bound{limit: u.maxInflight})
 	}
+}
+
+// holdsShare is /readyz's cluster condition: a replica that holds no share
+// of any pod's window (a new Redis's first lease time, a new replica before
+// its first grant) can admit nothing, so load balancers should wait.
+func (a *app) holdsShare() error {
+	if a.shared == nil || a.cfg().Mode == config.ModeObserve || a.shared.c.Holding() {
+		return nil
+	}
+	return errors.New("holding no share of any upstream's window yet (cluster: waiting for a lease)")
 }
 
 // basesOf maps each pod to its largest window: the unit of its leases.

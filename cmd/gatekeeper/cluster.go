@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,7 +28,13 @@ type shared struct {
 	gate *cluster.Gate
 	log  *slog.Logger
 	up   prometheus.Gauge
-	step func(name string) // the app's lifecycle hook: "cluster_up", "cluster_down"
+	// share is this replica's lease on each pod's window, in slots of its
+	// max_inflight.
+	share *prometheus.GaugeVec
+	step  func(name string) // the app's lifecycle hook: "cluster_up", "cluster_down"
+
+	mu     sync.Mutex
+	series map[string]bool // the pods share has a series for
 }
 
 // clusterSettings maps the policy's cluster section onto cluster.Settings.
@@ -44,10 +51,17 @@ func newShared(cfg *config.Config, limits breaker.LimiterSettings, demand func()
 	s := &shared{log: log, step: step}
 	s.up = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gatekeeper_cluster_up",
 		Help: "1 while limits and windows are shared with the other replicas through Redis; 0 while this replica takes its share alone."})
-	reg.MustRegister(s.up)
+	s.share = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gatekeeper_cluster_window_share",
+		Help: "This replica's lease on each upstream's window, in slots of its max_inflight (the replicas' leases sum to at most max_inflight)."},
+		[]string{"upstream"})
+	reg.MustRegister(s.up, s.share)
 	cs := clusterSettings(cfg.Cluster)
 	cs.OnChange = s.changed
-	cs.Demand, cs.OnShares = demand, onShares
+	cs.Demand = demand
+	cs.OnShares = func() {
+		s.gauges()
+		onShares()
+	}
 	var err error
 	if s.c, err = cluster.New(cs); err != nil {
 		return nil, err
@@ -73,6 +87,30 @@ func (s *shared) changed(up bool) {
 	s.log.LogAttrs(context.Background(), slog.LevelWarn, "cluster: Redis unreachable; this replica takes its share of every limit",
 		slog.String("state", "local"), slog.Int("replicas", s.c.LastReplicas()))
 	s.step("cluster_down")
+}
+
+// gauges sets the share gauge from the leases, a removed pod's series
+// dropped.
+func (s *shared) gauges() {
+	if s.c == nil { // OnShares before New returned: nothing declared yet
+		return
+	}
+	snap := s.c.Snapshot()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pod := range s.series {
+		if _, ok := snap.Shares[pod]; !ok {
+			s.share.DeleteLabelValues(pod)
+			delete(s.series, pod)
+		}
+	}
+	if s.series == nil {
+		s.series = map[string]bool{}
+	}
+	for pod, sh := range snap.Shares {
+		s.share.WithLabelValues(pod).Set(float64(sh.Cap))
+		s.series[pod] = true
+	}
 }
 
 // run beats until ctx ends (the heartbeat that counts replicas and renews

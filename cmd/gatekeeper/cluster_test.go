@@ -344,3 +344,35 @@ classes:
 		t.Errorf("model m admitted %d over three replicas, want 3 (its burst)", n)
 	}
 }
+
+// TestReadyzWaitsForAShare: a replica on a Redis that is new holds no
+// share of any pod for the new epoch's first lease time, so /readyz says
+// so with 503; once the epoch is old (a Redis up for long) one heartbeat
+// grants a share and /readyz answers 200.
+func TestReadyzWaitsForAShare(t *testing.T) {
+	t.Parallel()
+	redis := clustertest.StartRedis(t)
+	pod := newBusyPod(t, 0)
+	a, err := newApp(mustParse(t, strings.ReplaceAll(clusterPolicy(redis, pod.url, ""), "REPLICA", "r0")), appOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if err := a.shared.c.Beat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "no share") {
+		t.Fatalf("/readyz in a new epoch = %d %q, want 503 naming the missing share", code, body)
+	}
+	oldEpoch(t, a)
+	if err := a.shared.c.Beat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz with a share = %d %q, want 200", code, body)
+	}
+}
