@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -47,10 +46,9 @@ func BenchmarkClusterAdmission(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	quietRedisOnce.Do(func() { goredis.SetLogger(quietRedis{}) })
 	shared := strings.ReplaceAll(policy, "CLUSTER",
 		`cluster: {redis: {url: "`+redis.URL()+`"}, replica_id: REPLICA}`) // every other key at its default
-	apps := benchReplicas(b, 2, shared)
+	apps, _ := replicaApps(b, 2, shared)
 	rc := goredis.NewClient(&goredis.Options{Addr: redis.Addr()})
 	defer rc.Close()
 
@@ -74,35 +72,6 @@ func BenchmarkClusterAdmission(b *testing.B) {
 	b.ReportMetric(p99(soloLat), "alone-p99-µs")
 	b.ReportMetric(p99(clusterLat), "cluster-p99-µs")
 	b.ReportMetric(p99(clusterLat)/p99(soloLat), "p99-ratio")
-}
-
-// benchReplicas is replicaApps for a benchmark: n replicas on one Redis,
-// their loops running, each holding its share.
-func benchReplicas(b *testing.B, n int, policy string) []*app {
-	b.Helper()
-	apps := make([]*app, n)
-	for i := range apps {
-		a, err := newApp(mustParse(b, strings.ReplaceAll(policy, "REPLICA", "r"+strconv.Itoa(i))), appOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		apps[i] = a
-	}
-	oldEpoch(b, apps[0])
-	for range 4 {
-		for _, a := range apps {
-			if err := a.shared.c.Beat(b.Context()); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var loops sync.WaitGroup
-	for _, a := range apps {
-		loops.Go(func() { a.shared.run(ctx) })
-	}
-	b.Cleanup(func() { cancel(); loops.Wait() })
-	return apps
 }
 
 // driveApps sends total requests from clients goroutines spread over apps

@@ -96,7 +96,7 @@ var quietRedisOnce sync.Once
 // while (its epoch set long ago): a new epoch would hold every share at 0
 // for a lease time, which the restart cases test on purpose. Their
 // switches between shared and local mode arrive on stages.
-func replicaApps(t *testing.T, n int, policy string, urls ...string) (apps []*app, stages chan string) {
+func replicaApps(t testing.TB, n int, policy string, urls ...string) (apps []*app, stages chan string) {
 	t.Helper()
 	stages = make(chan string, 1024)
 	quietRedisOnce.Do(func() { goredis.SetLogger(quietRedis{}) }) // as main does
