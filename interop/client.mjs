@@ -26,19 +26,24 @@ const client = new OpenAI({
 });
 
 const messages = [{ role: 'user', content: 'Say hello.' }];
+let step = 'start'; // the call running, for the error report
 
 async function basic() {
+  step = 'chat';
   const chat = await client.chat.completions.create({ model: 'fake', messages, max_tokens: 8 });
   let chatStream = '';
   let chatChunks = 0;
+  step = 'chat stream';
   const cs = await client.chat.completions.create({ model: 'fake', messages, max_tokens: 8, stream: true });
   for await (const chunk of cs) {
     chatChunks++;
     chatStream += chunk.choices[0]?.delta?.content ?? '';
   }
+  step = 'completion';
   const completion = await client.completions.create({ model: 'fake', prompt: 'Say hello.', max_tokens: 8 });
   let completionStream = '';
   let completionChunks = 0;
+  step = 'completion stream';
   const ps = await client.completions.create({ model: 'fake', prompt: 'Say hello.', max_tokens: 8, stream: true });
   for await (const chunk of ps) {
     completionChunks++;
@@ -90,6 +95,13 @@ try {
   const out = await scenarios[scenario]();
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (err) {
-  console.error(`${scenario}: ${err?.constructor?.name}: ${err?.message}`);
+  // The cause chain says which side closed what (undici's "terminated"
+  // carries the socket error), and step which call was running.
+  const causes = [];
+  for (let c = err?.cause; c && causes.length < 4; c = c.cause) {
+    causes.push(`${c?.constructor?.name}: ${c?.code ?? ''} ${c?.message ?? ''}`.trim());
+  }
+  console.error(`${scenario} (${step}): ${err?.constructor?.name}: ${err?.message}` +
+    (causes.length ? ` caused by ${causes.join(' <- ')}` : ''));
   process.exit(1);
 }

@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -132,6 +133,21 @@ func newTap(t *testing.T, target string) (*tap, string) {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := hit{at: time.Now(), path: r.URL.Path}
+		// The body is read whole before it is forwarded, as gatekeeper
+		// does. Streamed through, it races net/http: when the answer's
+		// headers are written before the transport has read the body's
+		// EOF, the server drains and closes the body itself, the
+		// transport's next read fails ("invalid Read on closed Body"), it
+		// closes its connection to gatekeeper mid-answer, and the SDK
+		// meets "TypeError: terminated" (seen under heavy load).
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		rec := &statusWriter{ResponseWriter: w}
 		rp.ServeHTTP(rec, r)
 		h.status, h.retryAfter, h.reason = rec.status, w.Header().Get("Retry-After"), w.Header().Get("X-Gatekeeper-Reason")
