@@ -25,7 +25,7 @@ type Classes struct {
 // Class is one traffic class. A request is placed by, in order: Header,
 // ClientKeys, Routes, then Classes.Default.
 type Class struct {
-	Name string `yaml:"name"`
+	Name string `yaml:"name"` // unique; what the header and metrics call it
 	// Priority ranks the class: higher goes first. Below 0 the class is
 	// sheddable: refused with 503 shed_priority while every pod that could
 	// serve it is degraded or worse.
@@ -39,7 +39,7 @@ type Class struct {
 	// QPS, above 0, is the class's own token bucket (besides the global and
 	// per-client ones); Burst its size (0: qps rounded up).
 	QPS   float64 `yaml:"qps"`
-	Burst int     `yaml:"burst"`
+	Burst int     `yaml:"burst"` // the class's bucket size; 0: qps rounded up
 	// TTFTDeadline, above 0, is the time-to-first-token deadline of the
 	// class's requests (queue.ttft_deadline for them); 0: the queue's.
 	TTFTDeadline time.Duration `yaml:"ttft_deadline"`

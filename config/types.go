@@ -80,8 +80,8 @@ type Server struct {
 // TLS names the traffic listener's certificate and key (PEM). Both files
 // are re-read when they change, so a rotated certificate needs no restart.
 type TLS struct {
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	CertFile string `yaml:"cert_file"` // the certificate chain, PEM
+	KeyFile  string `yaml:"key_file"`  // its private key, PEM
 }
 
 // Upstream is one vLLM pod.
@@ -162,8 +162,8 @@ type Transport struct {
 	ResponseHeaderTimeout time.Duration `yaml:"response_header_timeout"`
 	// IdleConnTimeout must stay below the upstream's keep-alive (uvicorn: 5s).
 	IdleConnTimeout     time.Duration `yaml:"idle_conn_timeout"`
-	MaxIdleConnsPerHost int           `yaml:"max_idle_conns_per_host"`
-	TLSHandshakeTimeout time.Duration `yaml:"tls_handshake_timeout"`
+	MaxIdleConnsPerHost int           `yaml:"max_idle_conns_per_host"` // idle connections kept per pod; match max_inflight so bursts reuse them
+	TLSHandshakeTimeout time.Duration `yaml:"tls_handshake_timeout"`   // of one TLS handshake with a pod
 }
 
 // HealthCheck is the active GET probe of every upstream.
@@ -179,7 +179,7 @@ type HealthCheck struct {
 type Pressure struct {
 	Interval   time.Duration `yaml:"interval"`    // between readings of every source
 	StaleAfter time.Duration `yaml:"stale_after"` // without a good reading: stale; > Interval
-	OnStale    OnStale       `yaml:"on_stale"`
+	OnStale    OnStale       `yaml:"on_stale"`    // what a stale or failing source means: degrade the pod, hold its level, or ignore the signal
 	// Hysteresis is the margin, as a fraction of each threshold, by which a
 	// value must fall below the threshold before its level is left: with
 	// 0.05, a degrade threshold of 1.2 is left below 1.14. A fraction (not

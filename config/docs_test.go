@@ -1,0 +1,555 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+)
+
+// The policy reference (docs/configuration.md) and the JSON Schema for
+// editors (docs/config.schema.json) are generated from the policy types:
+// their yaml tags, their doc comments, the defaults the package fills in,
+// the enum constants and RestartOnly. TestPolicyReference fails when
+// either file drifts from the code; -update-docs rewrites both:
+//
+//	go test ./config -run TestPolicyReference -update-docs
+var updateDocs = flag.Bool("update-docs", false, "rewrite docs/configuration.md and docs/config.schema.json")
+
+const (
+	referencePath = "../docs/configuration.md"
+	schemaPath    = "../docs/config.schema.json"
+)
+
+// docsPolicy holds every optional section with its required keys only:
+// parsed, it shows the default of every key, items of lists and maps
+// included.
+const docsPolicy = `
+upstreams:
+  - url: http://127.0.0.1:8000
+    sources: [{kind: vllm, url: http://127.0.0.1:8000/metrics}]
+server: {tls: {cert_file: /tls.crt, key_file: /tls.key}}
+pressure: {sources: [{kind: dcgm, url: http://127.0.0.1:9400/metrics}]}
+fast_breaker: {per_client: {header: Authorization, qps: 1}}
+classes: {default: a, list: [{name: a}]}
+model_limits: {MODEL: {qps: 1}}
+cluster: {redis: {url: redis://127.0.0.1:6379/0}}
+hooks: {degraded: [{url: /x}]}
+`
+
+// givenPaths lists the key paths docsPolicy sets: each is required where it
+// appears, so it has no default to show.
+func givenPaths(t *testing.T) map[string]bool {
+	t.Helper()
+	var v any
+	if err := yaml.Unmarshal([]byte(docsPolicy), &v); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	var visit func(path string, v any)
+	visit = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if path == "model_limits" {
+					k = "<name>"
+				}
+				visit(join(path, k), e)
+			}
+		case []any:
+			for _, e := range x {
+				visit(path+"[]", e)
+			}
+		default:
+			out[path] = true
+		}
+	}
+	visit("", v)
+	return out
+}
+
+// keyDoc is one key of the reference.
+type keyDoc struct {
+	path, kind, def, reload, doc string
+}
+
+// docSource reads the doc comments of the package's types and the values
+// of its string enums from its Go files.
+type docSource struct {
+	given  map[string]bool              // paths docsPolicy sets: required
+	fields map[string]map[string]string // type → field → comment
+	types  map[string]string            // type → its own doc
+	enums  map[string][]string          // type → its constants' values
+}
+
+func readDocSource(t *testing.T) docSource {
+	t.Helper()
+	fset := token.NewFileSet()
+	ds := docSource{fields: map[string]map[string]string{}, types: map[string]string{}, enums: map[string][]string{}}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				switch s := spec.(type) {
+				case *ast.TypeSpec:
+					ds.types[s.Name.Name] = clean(gd.Doc.Text())
+					st, ok := s.Type.(*ast.StructType)
+					if !ok {
+						continue
+					}
+					m := map[string]string{}
+					for _, fl := range st.Fields.List {
+						text := fl.Doc.Text()
+						if text == "" {
+							text = fl.Comment.Text()
+						}
+						for _, n := range fl.Names {
+							m[n.Name] = clean(text)
+						}
+					}
+					ds.fields[s.Name.Name] = m
+				case *ast.ValueSpec:
+					id, ok := s.Type.(*ast.Ident)
+					if gd.Tok != token.CONST || !ok {
+						continue
+					}
+					for _, v := range s.Values {
+						if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+							val, _ := strconv.Unquote(lit.Value)
+							ds.enums[id.Name] = append(ds.enums[id.Name], val)
+						}
+					}
+				}
+			}
+		}
+	}
+	return ds
+}
+
+// clean joins a comment's lines into one.
+func clean(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+
+// walk visits every key under v (of type t) at path, appending its doc
+// and returning its JSON Schema.
+func (ds docSource) walk(path string, t reflect.Type, v reflect.Value, doc string, out *[]keyDoc) map[string]any {
+	if t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct {
+		var ev reflect.Value
+		if v.IsValid() && !v.IsNil() {
+			ev = v.Elem()
+		}
+		s := ds.walk(path, t.Elem(), ev, doc, out)
+		return s
+	}
+	kind, schema := ds.scalar(t)
+	if schema != nil {
+		if path != "" {
+			def := showDefault(t, v)
+			switch {
+			case ds.given[path]:
+				def = "required"
+			case strings.Contains(doc, "Empty in the file means"): // derived from other keys
+				def = `""`
+			default:
+				if d, ok := defaultValue(t, v); ok {
+					schema["default"] = d
+				}
+			}
+			*out = append(*out, keyDoc{path: path, kind: kind, def: def, reload: reloadOf(path), doc: doc})
+			if doc != "" {
+				schema["description"] = doc
+			}
+		}
+		return schema
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		props := map[string]any{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if !f.IsExported() || tag == "" || tag == "-" {
+				continue
+			}
+			var fv reflect.Value
+			if v.IsValid() {
+				fv = v.Field(i)
+			}
+			props[tag] = ds.walk(join(path, tag), f.Type, fv, ds.fields[t.Name()][f.Name], out)
+		}
+		// null: a key written with nothing after it, which the loader reads
+		// as the defaults.
+		s := map[string]any{"type": []any{"object", "null"}, "properties": props, "additionalProperties": false}
+		if doc != "" {
+			s["description"] = doc
+		}
+		return s
+	case reflect.Slice:
+		var ev reflect.Value
+		if v.IsValid() && v.Len() > 0 {
+			ev = v.Index(0)
+		}
+		if path != "" {
+			*out = append(*out, keyDoc{path: path, kind: "list", def: "", reload: reloadOf(path), doc: doc})
+		}
+		items := ds.walk(path+"[]", t.Elem(), ev, "", out)
+		s := map[string]any{"type": "array", "items": items}
+		if doc != "" {
+			s["description"] = doc
+		}
+		return s
+	case reflect.Map:
+		var ev reflect.Value
+		key := "<name>"
+		if t.Key().Name() == "Signal" {
+			key = "<signal>"
+		}
+		if v.IsValid() && v.Len() > 0 {
+			keys := v.MapKeys()
+			slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+			ev = v.MapIndex(keys[0])
+		}
+		*out = append(*out, keyDoc{path: path, kind: "map", reload: reloadOf(path), doc: doc})
+		s := map[string]any{"type": []any{"object", "null"}, "additionalProperties": ds.walk(path+"."+key, t.Elem(), ev, "", out)}
+		if vals := ds.enums[t.Key().Name()]; len(vals) > 0 {
+			s["propertyNames"] = map[string]any{"enum": vals}
+		}
+		if doc != "" {
+			s["description"] = doc
+		}
+		return s
+	}
+	panic("config docs: unhandled type " + t.String())
+}
+
+// scalar returns the kind name and schema of a leaf type, or nil.
+func (ds docSource) scalar(t reflect.Type) (string, map[string]any) {
+	if t == durationType {
+		return "duration", map[string]any{"type": "string",
+			"pattern": `^(0|-?([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`}
+	}
+	if t.Kind() == reflect.Pointer && t.Elem().Kind() != reflect.Struct {
+		kind, s := ds.scalar(t.Elem()) // unset: null in the file, as no key
+		if s != nil {
+			s["type"] = []any{s["type"], "null"}
+		}
+		return kind, s
+	}
+	switch t.Kind() {
+	case reflect.String:
+		if vals := ds.enums[t.Name()]; len(vals) > 0 {
+			return "one of " + strings.Join(vals, ", "), map[string]any{"type": "string", "enum": vals}
+		}
+		return "string", map[string]any{"type": "string"}
+	case reflect.Bool:
+		return "bool", map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int64:
+		return "integer", map[string]any{"type": "integer"}
+	case reflect.Float64:
+		return "number", map[string]any{"type": "number"}
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.String {
+			_, item := ds.scalar(t.Elem())
+			return "list of strings", map[string]any{"type": "array", "items": item}
+		}
+	case reflect.Map:
+		if t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String {
+			return "map of strings", map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}}
+		}
+	}
+	return "", nil
+}
+
+// defaultValue is v as the schema's default, when it has one.
+func defaultValue(t reflect.Type, v reflect.Value) (any, bool) {
+	if !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+		return nil, false
+	}
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if t == durationType {
+		return shortDuration(time.Duration(v.Int())), true
+	}
+	switch v.Kind() {
+	case reflect.Slice, reflect.Map:
+		if v.Len() == 0 {
+			return nil, false
+		}
+	case reflect.String: // an enum shows as its value
+		return v.String(), true
+	}
+	return v.Interface(), true
+}
+
+// shortDuration is d as a policy file would write it: 2m, not 2m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// showDefault is v for the reference's table.
+func showDefault(t reflect.Type, v reflect.Value) string {
+	d, ok := defaultValue(t, v)
+	if !ok {
+		if v.IsValid() && (v.Kind() == reflect.Slice || v.Kind() == reflect.Map) {
+			return "`[]`"
+		}
+		return "—"
+	}
+	if s, ok := d.(string); ok {
+		if s == "" {
+			return `""`
+		}
+		return "`" + s + "`"
+	}
+	b, _ := json.Marshal(d)
+	return "`" + string(b) + "`"
+}
+
+// reloadOf says whether a change of path applies at reload or at restart.
+func reloadOf(path string) string {
+	p := strings.ReplaceAll(strings.ReplaceAll(path, "[]", "[0]"), "<name>", "x")
+	p = strings.ReplaceAll(p, "<signal>", "x")
+	if len(RestartOnly([]string{p})) > 0 {
+		return "restart"
+	}
+	return "reload"
+}
+
+// generateDocs returns the reference page and the schema.
+func generateDocs(t *testing.T) ([]byte, []byte) {
+	t.Helper()
+	cfg, err := Parse([]byte(docsPolicy))
+	if err != nil {
+		t.Fatalf("docsPolicy: %v", err)
+	}
+	ds := readDocSource(t)
+	ds.given = givenPaths(t)
+	var keys []keyDoc
+	schema := ds.walk("", reflect.TypeFor[Config](), reflect.ValueOf(*cfg), "", &keys)
+	schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+	schema["$id"] = "https://github.com/gatekeeper-dev/gatekeeper/docs/config.schema.json"
+	schema["title"] = "gatekeeper policy"
+	schema["description"] = "A gatekeeper policy file (config.yaml). Generated from package config; see docs/configuration.md."
+	schema["required"] = []string{"upstreams"}
+	js, err := json.MarshalIndent(schema, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var md bytes.Buffer
+	md.WriteString(`# Policy reference
+
+Every key of the policy file, generated from the policy types in package
+config (their comments, the defaults the package fills in, the enum values)
+by ` + "`go test ./config -run TestPolicyReference -update-docs`" + `; a test
+fails when this page or [config.schema.json](config.schema.json) drifts from
+the code. The annotated default is the repository's ` + "`config.yaml`" + `; a
+key left out takes the default shown. Durations are Go durations (` + "`500ms`" + `,
+` + "`2s`" + `, ` + "`10m`" + `); unknown keys are errors.
+*Reload* keys apply when the file changes or on SIGHUP; *restart* keys only
+when the process starts again (a reload logs them as pending). Defaults of
+list items and optional sections are what an item gets when it sets only
+its required keys. Valid ranges are in each key's meaning and are checked
+by ` + "`gatekeeper -check`" + `.
+
+Editors that speak the YAML language server validate a policy as you type:
+config.yaml's first line names the schema.
+`)
+	section := ""
+	for _, k := range keys {
+		top, _, _ := strings.Cut(strings.TrimSuffix(k.path, "[]"), ".")
+		top = strings.TrimSuffix(top, "[]")
+		if top != section {
+			section = top
+			fmt.Fprintf(&md, "\n## `%s`\n\n", section)
+			if d := ds.fields["Config"][fieldOf(section)]; d != "" {
+				md.WriteString(d + "\n\n")
+			}
+			md.WriteString("| Key | Type | Default | Applies | Meaning |\n|---|---|---|---|---|\n")
+		}
+		fmt.Fprintf(&md, "| `%s` | %s | %s | %s | %s |\n", k.path, k.kind, k.def, k.reload,
+			strings.ReplaceAll(k.doc, "|", `\|`))
+	}
+	return md.Bytes(), append(js, '\n')
+}
+
+// fieldOf is the Config field whose yaml tag is tag.
+func fieldOf(tag string) string {
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		if t.Field(i).Tag.Get("yaml") == tag {
+			return t.Field(i).Name
+		}
+	}
+	return ""
+}
+
+// TestPolicyReference: docs/configuration.md and docs/config.schema.json
+// are what the code generates.
+func TestPolicyReference(t *testing.T) {
+	md, js := generateDocs(t)
+	if *updateDocs {
+		if err := os.WriteFile(referencePath, md, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(schemaPath, js, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	for path, want := range map[string][]byte{referencePath: md, schemaPath: js} {
+		got, err := os.ReadFile(path)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s differs from the code (err %v); run: go test ./config -run TestPolicyReference -update-docs", path, err)
+		}
+	}
+}
+
+// yamlToJSON decodes a YAML document into the values a JSON Schema
+// validator takes.
+func yamlToJSON(t *testing.T, data []byte) any {
+	t.Helper()
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// shippedPolicies are the policy files this repository ships or tests as
+// good, by name: the root config.yaml, config/testdata's *.good.yaml and
+// the policies inside the Kubernetes ConfigMaps.
+func shippedPolicies(t *testing.T) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	read := func(path string) []byte {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	out["../config.yaml"] = read("../config.yaml")
+	good, err := filepath.Glob("testdata/*.good.yaml")
+	if err != nil || len(good) == 0 {
+		t.Fatalf("testdata/*.good.yaml: %v (%d files)", err, len(good))
+	}
+	for _, p := range good {
+		out[p] = read(p)
+	}
+	for _, p := range []string{"../deploy/kubernetes/configmap.yaml", "../deploy/kubernetes/components/redis/policy.yaml"} {
+		var cm struct {
+			Data map[string]string `yaml:"data"`
+		}
+		if err := yaml.Unmarshal(read(p), &cm); err != nil || cm.Data["config.yaml"] == "" {
+			t.Fatalf("%s: no data.config.yaml (%v)", p, err)
+		}
+		out[p] = []byte(cm.Data["config.yaml"])
+	}
+	return out
+}
+
+// compileSchema compiles docs/config.schema.json.
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	f, err := os.Open(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("config.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("config.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch
+}
+
+// TestPoliciesMatchSchema: every policy the repository ships or tests as
+// good validates against docs/config.schema.json, and the bad files whose
+// fault is the shape (an unknown key, a wrong type, an unknown enum value)
+// do not: the schema is neither looser nor stricter than the loader.
+func TestPoliciesMatchSchema(t *testing.T) {
+	sch := compileSchema(t)
+	for name, data := range shippedPolicies(t) {
+		if _, err := Parse(data); err != nil {
+			t.Errorf("%s does not load: %v", name, err)
+		}
+		if err := sch.Validate(yamlToJSON(t, data)); err != nil {
+			t.Errorf("%s does not match the schema: %v", name, err)
+		}
+	}
+	for _, name := range []string{"unknown-key", "unknown-nested", "unknown-top", "wrong-type", "bad-enum", "bad-duration"} {
+		data, err := os.ReadFile("testdata/" + name + ".bad.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sch.Validate(yamlToJSON(t, data)); err == nil {
+			t.Errorf("testdata/%s.bad.yaml matches the schema, want it refused as the loader refuses it", name)
+		}
+	}
+}
+
+// TestConfigNamesTheSchema: config.yaml's first line points editors at
+// the schema.
+func TestConfigNamesTheSchema(t *testing.T) {
+	b, err := os.ReadFile("../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := bytes.Cut(b, []byte("\n"))
+	if want := "# yaml-language-server: $schema=docs/config.schema.json"; string(first) != want {
+		t.Errorf("config.yaml's first line = %q, want %q", first, want)
+	}
+}
