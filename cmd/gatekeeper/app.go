@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/gatekeeper-dev/gatekeeper/admin"
@@ -55,7 +54,7 @@ type fileChanges chan struct{}
 type app struct {
 	opts       appOptions
 	log        *slog.Logger
-	reg        *prometheus.Registry
+	reg        *registry
 	metrics    *appMetrics
 	conns      *clientConns // the traffic listener's open connections
 	current    atomic.Pointer[config.Config]
@@ -93,7 +92,7 @@ type upstreamGate struct {
 
 // newApp wires every package for cfg.
 func newApp(raw *config.Config, opts appOptions) (*app, error) {
-	a := &app{opts: opts, log: opts.log, reg: prometheus.NewRegistry(), gates: map[string]*upstreamGate{},
+	a := &app{opts: opts, log: opts.log, reg: newRegistry(), gates: map[string]*upstreamGate{},
 		lookup: opts.lookup}
 	if a.lookup == nil {
 		a.lookup = (&net.Resolver{}).LookupHost
