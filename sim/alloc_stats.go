@@ -44,7 +44,7 @@ type AllocStats struct {
 func (s AllocStats) FreeBytes() int64 { return s.DeviceFreeBytes + s.CachedFreeBytes }
 
 // LargestFreeBlockBytes is DESIGN §3's largest_free_block_bytes, as the
-// project's docs/ARCHITECTURE.md defines it: the most one allocation can
+// project's docs/design.md defines it: the most one allocation can
 // get, counting the allocator's flush-and-retry. That is the larger of the
 // biggest cached free block and the device's remaining memory plus the
 // wholly free segments a flush returns to it (with expandable segments:
