@@ -157,7 +157,6 @@ func readDocSource(t *testing.T) docSource {
 // clean joins a comment's lines into one.
 func clean(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-
 // walk visits every key under v (of type t) at path, appending its doc
 // and returning its JSON Schema.
 func (ds docSource) walk(path string, t reflect.Type, v reflect.Value, doc string, out *[]keyDoc) map[string]any {

@@ -28,6 +28,9 @@ func TestLayering(t *testing.T) {
 		{pkg: "queue", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
 		{pkg: "pressure", own: []string{}, thirdParty: []string{"github.com/NVIDIA/go-nvml/pkg/nvml",
 			"github.com/prometheus/common/expfmt", "github.com/prometheus/common/model", "github.com/prometheus/client_model/go"}},
+		// gatekeeper probe: one source read once with pressure's parsers.
+		{pkg: "pressure/probe", own: []string{"pressure"}, thirdParty: []string{"github.com/NVIDIA/go-nvml/pkg/nvml"},
+			banned: []string{"log", "log/slog"}},
 		// The slow path's one controller: it reads pressure, decides with
 		// breaker's machines, names the queue's order and maps the policy
 		// file; no HTTP, no logging (cmd turns its decisions into both).

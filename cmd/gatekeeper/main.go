@@ -2,9 +2,24 @@
 // that refuses, queues or slows work before the GPU runs out of memory.
 //
 //	gatekeeper -config config.yaml      run with a policy file
-//	gatekeeper -config config.yaml -check
+//	gatekeeper -config config.yaml -check [-replicas N]
+//	gatekeeper [-config config.yaml] -print-config
+//	gatekeeper probe [-kind K] [-timeout D] URL
 //	gatekeeper -version
 //	gatekeeper -demo [-demo-load]      a simulated vLLM pod behind gatekeeper, on loopback
+//
+// -check lists every error and warning of the policy, one a line naming the
+// file, line and key ("config.yaml: line 12: upstreams[0].sources: warning:
+// …"); -replicas is how many gatekeepers will run it. -print-config writes
+// the effective policy, every default filled in, as a file -check accepts.
+// probe reads one pressure source once and prints what gatekeeper would
+// read from it (the kind is guessed from the answer unless -kind says it;
+// -kind nvml reads the local GPUs and takes no URL).
+//
+// Exit status: 0 done (a -check without findings); 1 an error (a policy
+// that does not validate, a source that did not answer, a bad command
+// line); 3 a -check with warnings but no error. (Not 2: Go's runtime exits
+// 2 on a panic, and a warning must not read as a crash.)
 //
 // See README.md for the policy file, endpoints and metrics.
 package main
@@ -32,12 +47,50 @@ func main() {
 	// GOMEMLIMIT from the container's memory limit, unless the environment
 	// sets it (README, Performance tuning).
 	memlimit.Set(os.Getenv, os.DirFS("/sys/fs/cgroup"))
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errReported) {
-			fmt.Fprintln(os.Stderr, "gatekeeper:", err)
-		}
-		os.Exit(1)
+	err := command(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errReported) && !errors.Is(err, errWarned) {
+		fmt.Fprintln(os.Stderr, "gatekeeper:", err)
 	}
+	os.Exit(exitCode(err))
+}
+
+// The exit statuses (the package comment lists them).
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitWarnings = 3 // not 2: Go's runtime exits 2 on a panic
+)
+
+// exitCode is the exit status for command's error.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errWarned):
+		return exitWarnings
+	}
+	return exitError
+}
+
+// command is main without the exit. It answers `gatekeeper probe` and the
+// flags that answer and exit (-check, -print-config) itself; serving,
+// -version and -demo are run's.
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "probe" {
+		return runProbe(ctx, args[1:], stdout, stderr)
+	}
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.version || f.demo.enabled(): // run prints the version; it refuses -demo with -check
+	case f.check:
+		return runCheck(f.config, f.replicas, stdout, stderr)
+	case f.printConfig:
+		return printConfig(f.config, stdout, stderr)
+	}
+	return run(ctx, args, stdout, stderr)
 }
 
 // quietRedis drops go-redis's own log lines.
@@ -45,15 +98,20 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
-// errReported means run already printed what went wrong.
+// errReported means what went wrong is already printed (run, -check).
 var errReported = errors.New("gatekeeper: error already reported")
+
+// errWarned means -check printed warnings and no error.
+var errWarned = errors.New("gatekeeper: warnings reported")
 
 // flags are the command line.
 type flags struct {
-	config  string
-	check   bool
-	version bool
-	demo    demoFlags
+	config      string
+	check       bool
+	replicas    int // -check: the gatekeepers that will run the policy
+	printConfig bool
+	version     bool
+	demo        demoFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -61,7 +119,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs := flag.NewFlagSet("gatekeeper", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "policy file (YAML); empty runs the embedded default (config.yaml)")
-	fs.BoolVar(&f.check, "check", false, "validate the policy file and exit: 0 when valid, 1 with every problem listed")
+	fs.BoolVar(&f.check, "check", false, "validate the policy file, list every error and warning and exit: 0 clean, 1 errors, 3 warnings only")
+	fs.IntVar(&f.replicas, "replicas", 1, "with -check: how many gatekeeper replicas will run the policy (warns when they do not share limits through cluster)")
+	fs.BoolVar(&f.printConfig, "print-config", false, "print the effective policy, every default filled in, as YAML and exit")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	f.demo.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -69,6 +129,18 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	replicasSet := false
+	fs.Visit(func(fl *flag.Flag) { replicasSet = replicasSet || fl.Name == "replicas" })
+	switch {
+	case replicasSet && !f.check:
+		return f, errors.New("-replicas goes with -check")
+	case f.replicas < 1:
+		return f, fmt.Errorf("-replicas must be at least 1, got %d", f.replicas)
+	case f.printConfig && f.check:
+		return f, errors.New("-check and -print-config: choose one")
+	case f.printConfig && f.demo.enabled():
+		return f, errors.New("-demo builds its own policy; it takes no -print-config")
 	}
 	return f, nil
 }

@@ -42,7 +42,7 @@ func TestRunFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			err := run(t.Context(), tt.args, &out, &errb)
+			err := command(t.Context(), tt.args, &out, &errb)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("run(%v) = %v, want error %v; stderr %s", tt.args, err, tt.wantErr, errb.String())
 			}

@@ -19,7 +19,8 @@ import (
 )
 
 // run is main without the exit: it parses flags, loads the policy and serves
-// until ctx ends or SIGTERM/SIGINT arrives, then drains (DESIGN §7).
+// until ctx ends or SIGTERM/SIGINT arrives, then drains (docs/operations.md,
+// Shutdown).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseFlags(args, stderr)
 	if err != nil {
@@ -35,15 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return runDemo(ctx, f.demo, stdout, stderr)
 	}
-	cfg, err := loadConfig(f.config)
-	if f.check {
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return errReported
-		}
-		fmt.Fprintf(stdout, "%s: ok\n", displayName(f.config))
-		return nil
-	}
+	cfg, err := loadConfig(f.config) // -check and -print-config are command's
 	if err != nil {
 		return err
 	}

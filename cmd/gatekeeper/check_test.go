@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gatekeeper-dev/gatekeeper/config"
+)
+
+// writePolicy writes text to a file named name in a temporary folder and
+// returns its path.
+func writePolicy(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	const withSource = "upstreams:\n  - url: http://a:8000\n    sources: [{kind: vllm, url: http://a:8000/metrics}]\n"
+	tests := []struct {
+		name     string
+		policy   string // written to p.yaml; "" checks the embedded default
+		extra    []string
+		wantErr  error
+		exit     int
+		stdout   string
+		stderr   []string // the lines of stderr, each after "FILE: "
+		noPolicy bool     // check the embedded default
+	}{
+		{name: "embedded default", noPolicy: true, stdout: "embedded default policy: ok\n"},
+		{name: "clean", policy: withSource, stdout: "p.yaml: ok\n"},
+		{name: "no pressure source", policy: "upstreams:\n  - url: http://a:8000\n", wantErr: errWarned, exit: 3,
+			stdout: "p.yaml: valid, 1 warning\n",
+			stderr: []string{"line 2: upstreams[0].sources: warning: no pressure source reads this pod: the slow breaker has no signal for it (list its vLLM /metrics here)"}},
+		{name: "vocab_size without memory_blocks", policy: withSource + "    vocab_size: 128256\n", wantErr: errWarned, exit: 3,
+			stdout: "p.yaml: valid, 1 warning\n",
+			stderr: []string{"line 4: upstreams[0].vocab_size: warning: memory admission needs a memory_blocks source for this pod (its own, or one in pressure.sources and upstreams[0].gpus): without its free_bytes the memory budget is never set and admission stays off"}},
+		{name: "replicas without cluster", policy: withSource, extra: []string{"-replicas", "3"}, wantErr: errWarned, exit: 3,
+			stdout: "p.yaml: valid, 1 warning\n",
+			stderr: []string{"cluster: warning: 3 replicas without a cluster section: each enforces every limit and window alone, so the pods can get 3× fast_breaker.qps and 3× each max_inflight"}},
+		{name: "cluster replicas differ", policy: withSource + "cluster:\n  redis: {url: redis://r:6379/0}\n  replicas: 2\n",
+			extra: []string{"-replicas", "4"}, wantErr: errWarned, exit: 3, stdout: "p.yaml: valid, 1 warning\n",
+			stderr: []string{"line 6: cluster.replicas: warning: is 2, but 4 replicas run: until Redis first answers each takes 1/2 of every limit and window, 4/2 of them together"}},
+		{name: "cluster replicas match", policy: withSource + "cluster:\n  redis: {url: redis://r:6379/0}\n  replicas: 2\n",
+			extra: []string{"-replicas", "2"}, stdout: "p.yaml: ok\n"},
+		{name: "errors", policy: "upstreams:\n  - name: a\n    url: ftp://x\nlisen: 1\n", wantErr: errReported, exit: 1,
+			stderr: []string{
+				`line 3: upstreams[0].url: error: scheme must be http or https, got "ftp://x"`,
+				`line 4: error: unknown key "lisen" at top level`,
+				"invalid, 2 errors",
+			}},
+		{name: "syntax error", policy: "upstreams: [\n", wantErr: errReported, exit: 1,
+			stderr: []string{"error: yaml: line 1: did not find expected node content", "invalid, 1 error"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"-check"}, tt.extra...)
+			prefix := "embedded default policy: "
+			if !tt.noPolicy {
+				path := writePolicy(t, "p.yaml", tt.policy)
+				args = append(args, "-config", path)
+				prefix = path + ": "
+				tt.stdout = strings.Replace(tt.stdout, "p.yaml", path, 1)
+			}
+			var out, errb bytes.Buffer
+			err := command(t.Context(), args, &out, &errb)
+			if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Fatalf("command(%v) = %v, want %v; stderr %s", args, err, tt.wantErr, errb.String())
+			}
+			if code := exitCode(err); code != tt.exit {
+				t.Errorf("exitCode(%v) = %d, want %d", err, code, tt.exit)
+			}
+			if out.String() != tt.stdout {
+				t.Errorf("stdout = %q, want %q", out.String(), tt.stdout)
+			}
+			var want string
+			for _, l := range tt.stderr {
+				want += prefix + l + "\n"
+			}
+			if got := errb.String(); got != want {
+				t.Errorf("stderr =\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestCommandFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string // the error's text
+	}{
+		{[]string{"-replicas", "2"}, "-replicas goes with -check"},
+		{[]string{"-check", "-replicas", "0"}, "-replicas must be at least 1, got 0"},
+		{[]string{"-check", "-print-config"}, "-check and -print-config: choose one"},
+		{[]string{"-demo", "-print-config"}, "-demo builds its own policy; it takes no -print-config"},
+		{[]string{"-demo", "-check"}, "gatekeeper: -demo builds its own policy; it takes no -config or -check"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		err := command(t.Context(), tt.args, &out, &errb)
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("command(%v) = %v, want %q", tt.args, err, tt.want)
+		}
+		if code := exitCode(err); code != 1 {
+			t.Errorf("exitCode(%v) = %d, want 1", err, code)
+		}
+	}
+	var out, errb bytes.Buffer
+	if err := command(t.Context(), []string{"-version"}, &out, &errb); err != nil || out.String() != "gatekeeper dev\n" {
+		t.Errorf("command(-version) = %v, stdout %q; want gatekeeper dev", err, out.String())
+	}
+	if err := command(t.Context(), []string{"-h"}, &out, &errb); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errb.String(), "-print-config") {
+		t.Errorf("command(-h) = %v, usage %q; want ErrHelp and a usage naming -print-config", err, errb.String())
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{{nil, 0}, {errReported, 1}, {errWarned, 3}, {flag.ErrHelp, 1}, {errors.New("x"), 1}} {
+		if got := exitCode(tt.err); got != tt.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}
+
+// TestPrintConfig: -print-config writes the effective policy, which -check
+// accepts and which parses back to the policy printed.
+func TestPrintConfig(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("../../config/testdata/*.good.yaml")
+	files = append(files, "../../config.yaml", "") // "": the embedded default
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			args := []string{"-print-config"}
+			want := config.Default()
+			if f != "" {
+				args = append(args, "-config", f)
+				var err error
+				if want, err = config.LoadFile(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out, errb bytes.Buffer
+			if err := command(t.Context(), args, &out, &errb); err != nil {
+				t.Fatalf("command(%v) = %v; stderr %s", args, err, errb.String())
+			}
+			if !strings.HasPrefix(out.String(), "# gatekeeper -print-config: the effective policy of ") {
+				t.Errorf("output starts %.80q, want the header comment", out.String())
+			}
+			printed := writePolicy(t, "printed.yaml", out.String())
+			var cout, cerr bytes.Buffer
+			if err := command(t.Context(), []string{"-check", "-config", printed}, &cout, &cerr); err != nil && !errors.Is(err, errWarned) {
+				t.Errorf("-check of the printed policy = %v:\n%s", err, cerr.String())
+			}
+			back, err := config.LoadFile(printed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := config.Diff(want, back); len(d) > 0 {
+				t.Errorf("the printed policy differs from %s at %v", f, d)
+			}
+		})
+	}
+}
+
+func TestPrintConfigInvalid(t *testing.T) {
+	t.Parallel()
+	path := writePolicy(t, "bad.yaml", "upstreams: []\n")
+	var out, errb bytes.Buffer
+	err := command(t.Context(), []string{"-print-config", "-config", path}, &out, &errb)
+	if !errors.Is(err, errReported) || out.Len() > 0 {
+		t.Fatalf("command(-print-config bad) = %v, stdout %q; want errReported and nothing printed", err, out.String())
+	}
+	if want := path + ": line 1: upstreams: error: at least one upstream is required\n"; !strings.HasPrefix(errb.String(), want) {
+		t.Errorf("stderr = %q, want it to start %q", errb.String(), want)
+	}
+}
