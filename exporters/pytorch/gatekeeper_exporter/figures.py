@@ -3,8 +3,8 @@
 Nothing here imports torch. Inputs are plain dicts and numbers (what
 ``torch.cuda.memory_stats``, ``mem_get_info`` and ``memory_snapshot`` return),
 so every definition is tested on recorded data. The definitions are
-gatekeeper's (DESIGN §3 as corrected in docs/ARCHITECTURE.md, "Where this
-differs from DESIGN.md"); the README of this package gives them field by field.
+gatekeeper's (docs/sources.md, and docs/design.md on the fragmentation
+ratio); the README of this package gives them field by field.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +41,8 @@ class Exporter:
         self._reader = reader
         self._sampler = sampler
         self._clock = clock
-        self._httpd = _Server((host, port), _Handler)
+        server = _Server6 if ":" in host else _Server  # "::" binds every IPv6 (and, on Linux, IPv4) address
+        self._httpd = server((host, port), _Handler)
         self._httpd.exporter = self
         self.host = host
         self.port = int(self._httpd.server_address[1])
@@ -51,7 +53,8 @@ class Exporter:
     @property
     def url(self) -> str:
         """The address of the JSON endpoint, for gatekeeper's sources entry."""
-        return f"http://{self.host}:{self.port}{JSON_PATH}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{JSON_PATH}"
 
     @property
     def sampler(self) -> Sampler:
@@ -105,8 +108,10 @@ def start(port: int = 8001, host: str = "127.0.0.1", devices: Sequence[int] | No
     """Starts the exporter in this process and returns its handle.
 
     port: TCP port (0 picks a free one; see the handle's .port). host: the
-    address to bind, loopback by default. devices: CUDA device indexes to
-    report; None means those this process has allocated on. interval:
+    address to bind, loopback by default; "0.0.0.0" (every IPv4 address)
+    or "::" (every address) when gatekeeper runs in another pod. devices:
+    CUDA device indexes to report; None means those this process has
+    allocated on. interval:
     seconds between snapshot checks (a snapshot is taken only when the
     allocator changed). clock: monotonic seconds, for tests.
 
@@ -126,6 +131,10 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     exporter: Exporter
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -11,7 +11,8 @@ GATEKEEPER_EXPORTER_PORT, register() does nothing at all.
 
 Environment:
   GATEKEEPER_EXPORTER_PORT      base port; the worker with local rank r serves base + r
-  GATEKEEPER_EXPORTER_HOST      address to bind (default 127.0.0.1)
+  GATEKEEPER_EXPORTER_HOST      address to bind (default 127.0.0.1, this pod only; 0.0.0.0
+                                or :: when gatekeeper runs in another pod, as in Kubernetes)
   GATEKEEPER_EXPORTER_INTERVAL  seconds between snapshot checks (default 1.0)
 """
 
@@ -122,8 +123,9 @@ def after_init_device(wrapper: Any, settings: Settings, start: Callable[..., Any
             if port in _started:
                 return
             _started[port] = start(devices=[index], port=port, host=settings.host, interval=settings.interval)
+        host = f"[{settings.host}]" if ":" in settings.host else settings.host
         logger.info("gatekeeper_exporter: GPU worker (local rank %d, cuda:%d) serves http://%s:%d/memory_blocks",
-                    rank, index, settings.host, port)
+                    rank, index, host, port)
     except Exception:  # noqa: BLE001 - a port in use, an odd worker: vLLM goes on
         logger.warning("gatekeeper_exporter: exporter not started in this worker", exc_info=True)
 

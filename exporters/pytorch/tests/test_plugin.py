@@ -82,6 +82,10 @@ class PluginTest(unittest.TestCase):
             ({"GATEKEEPER_EXPORTER_PORT": "8001"}, Settings(8001, "127.0.0.1", 1.0)),
             ({"GATEKEEPER_EXPORTER_PORT": " 9100 ", "GATEKEEPER_EXPORTER_HOST": "0.0.0.0",
               "GATEKEEPER_EXPORTER_INTERVAL": "2.5"}, Settings(9100, "0.0.0.0", 2.5)),
+            # The bind address: blank is the loopback default; IPv6 as written.
+            ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_HOST": "  "}, Settings(8001, "127.0.0.1", 1.0)),
+            ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_HOST": " :: "}, Settings(8001, "::", 1.0)),
+            ({"GATEKEEPER_EXPORTER_HOST": "0.0.0.0"}, None),  # no port: the plugin stays off
         ]
         for env, want in cases:
             with self.subTest(env=env), self.assertNoLogs("gatekeeper_exporter", "ERROR"):
@@ -199,16 +203,25 @@ class RegisterTest(unittest.TestCase):
             vllm_plugin.register()  # does not raise
 
     def test_with_env_hooks_the_worker(self):
-        cls = self.fake_vllm()
-        start = Recorder()
-        with mock.patch.dict(os.environ, {"GATEKEEPER_EXPORTER_PORT": "18100"}), \
-                mock.patch.object(vllm_plugin, "_start_exporter", start):
-            vllm_plugin.register()
-            vllm_plugin.register()
-            w = cls()
-            w.init_worker(1)
-            w.init_device()
-        self.assertEqual(start.calls, [{"devices": [1], "port": 18101, "host": "127.0.0.1", "interval": 1.0}])
+        cases = [
+            ({"GATEKEEPER_EXPORTER_PORT": "18100"}, "127.0.0.1"),
+            # Kubernetes: gatekeeper is in another pod, so the worker binds every address.
+            ({"GATEKEEPER_EXPORTER_PORT": "18100", "GATEKEEPER_EXPORTER_HOST": "0.0.0.0"}, "0.0.0.0"),
+        ]
+        for env, want_host in cases:
+            with self.subTest(env=env):
+                vllm_plugin._started.clear()
+                cls = self.fake_vllm()
+                start = Recorder()
+                clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEKEEPER_EXPORTER_")}
+                with mock.patch.dict(os.environ, {**clean, **env}, clear=True), \
+                        mock.patch.object(vllm_plugin, "_start_exporter", start):
+                    vllm_plugin.register()
+                    vllm_plugin.register()
+                    w = cls()
+                    w.init_worker(1)
+                    w.init_device()
+                self.assertEqual(start.calls, [{"devices": [1], "port": 18101, "host": want_host, "interval": 1.0}])
 
 
 if __name__ == "__main__":

@@ -84,11 +84,40 @@ class ServerTest(unittest.TestCase):
         self.assertIn("free_bytes", b)
         self.assertEqual(b["error"], "memory_snapshot: snapshot refused")
 
+    def test_bind_address(self):
+        # host is where the exporter listens: loopback by default, every
+        # address when gatekeeper runs in another pod (Kubernetes).
+        cases = [
+            ("127.0.0.1", "127.0.0.1", "http://127.0.0.1:{port}/memory_blocks"),
+            ("0.0.0.0", "127.0.0.1", "http://0.0.0.0:{port}/memory_blocks"),
+            ("::1", "::1", "http://[::1]:{port}/memory_blocks"),
+            ("::", "::1", "http://[::]:{port}/memory_blocks"),
+        ]
+        for host, dial, want_url in cases:
+            with self.subTest(host=host):
+                if ":" in host and not _ipv6_loopback():
+                    self.skipTest("no IPv6 loopback here")
+                ex = server.start(port=0, host=host, interval=3600)
+                self.addCleanup(ex.stop, helpers.WAIT)
+                self.assertEqual(ex.url, want_url.format(port=ex.port))
+                url_host = f"[{dial}]" if ":" in dial else dial
+                doc = helpers.get_json(f"http://{url_host}:{ex.port}/memory_blocks")
+                self.assertEqual([b["gpu_id"] for b in doc["memory_blocks"]], ["0", "1"])
+
     def test_port_in_use_raises_at_start(self):
         ex = helpers.start(self, self.cuda)
         with self.assertRaises(OSError):
             other = server.start(port=ex.port)
             other.stop()  # not reached: the port is taken
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
 
 
 class NoDeviceTest(unittest.TestCase):
