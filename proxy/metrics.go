@@ -72,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		upstreamRes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatekeeper_upstream_responses_total",
 			Help: "Responses and transport errors from pods, by status class (2xx..5xx, error).",
-		}, []string{"upstream", "class"}),
+		}, []string{"upstream", "status_class"}),
 		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gatekeeper_upstream_healthy",
 			Help: "1 while the pod's active health check passes.",
@@ -168,11 +168,11 @@ func (m *Metrics) response(upstream string, status int) {
 	if m == nil {
 		return
 	}
-	class := "error"
+	statusClass := "error"
 	if status >= 100 && status < 600 {
-		class = string(rune('0'+status/100)) + "xx"
+		statusClass = string(rune('0'+status/100)) + "xx"
 	}
-	m.upstreamRes.WithLabelValues(upstream, class).Inc()
+	m.upstreamRes.WithLabelValues(upstream, statusClass).Inc()
 }
 
 func (m *Metrics) health(upstream string, ok bool) {
