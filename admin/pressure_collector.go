@@ -14,8 +14,8 @@ import (
 type pressureCollector struct {
 	snapshot func() pressure.State
 
-	fragmentation, signal, age, growth, effective, allocFailures *prometheus.Desc
-	up, lastSuccess, stale, neverAnswered                        *prometheus.Desc
+	fragmentation, signal, age, growth, effective, allocRetries *prometheus.Desc
+	up, lastSuccess, stale, neverAnswered                       *prometheus.Desc
 }
 
 // NewPressureCollector returns a collector that calls snapshot at every
@@ -37,8 +37,8 @@ func NewPressureCollector(snapshot func() pressure.State) prometheus.Collector {
 			"Change of the fragmentation ratio (total free ÷ largest free block) per second, smoothed.", ug, nil),
 		effective: prometheus.NewDesc("gatekeeper_effective_utilization",
 			"Allocated ÷ reserved bytes of the GPU's caching allocator.", ug, nil),
-		allocFailures: prometheus.NewDesc("gatekeeper_alloc_failure_rate",
-			"Allocations retried after a cache flush, per second, smoothed.", ug, nil),
+		allocRetries: prometheus.NewDesc("gatekeeper_alloc_retry_rate",
+			"Allocation retries after a cache flush, per second, smoothed (the alloc_retry_rate signal).", ug, nil),
 		up: prometheus.NewDesc("gatekeeper_source_up",
 			"1 when the pressure source's latest read succeeded.", src, nil),
 		lastSuccess: prometheus.NewDesc("gatekeeper_source_last_success_timestamp_seconds",
@@ -52,7 +52,7 @@ func NewPressureCollector(snapshot func() pressure.State) prometheus.Collector {
 
 func (c *pressureCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.fragmentation, c.signal, c.age, c.growth,
-		c.effective, c.allocFailures, c.up, c.lastSuccess, c.stale, c.neverAnswered} {
+		c.effective, c.allocRetries, c.up, c.lastSuccess, c.stale, c.neverAnswered} {
 		ch <- d
 	}
 }
@@ -89,7 +89,7 @@ func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
 				gauge(c.age, v.Age.Seconds(), u.Name, g.ID, string(sig))
 			}
 			for sig, d := range map[pressure.Signal]*prometheus.Desc{pressure.FragmentationGrowth: c.growth,
-				pressure.EffectiveUtilization: c.effective, pressure.AllocRetryRate: c.allocFailures} {
+				pressure.EffectiveUtilization: c.effective, pressure.AllocRetryRate: c.allocRetries} {
 				if v, ok := g.Signals[sig]; ok {
 					gauge(d, v.Value, u.Name, g.ID)
 				}

@@ -49,12 +49,12 @@ func TestPressureCollector(t *testing.T) {
 			},
 			names: []string{"vllm_gpu_memory_fragmentation", "gatekeeper_pressure_signal",
 				"gatekeeper_fragmentation_growth_rate", "gatekeeper_effective_utilization",
-				"gatekeeper_alloc_failure_rate", "gatekeeper_source_up",
+				"gatekeeper_alloc_retry_rate", "gatekeeper_source_up",
 				"gatekeeper_source_last_success_timestamp_seconds", "gatekeeper_source_stale"},
 			want: `
-# HELP gatekeeper_alloc_failure_rate Allocations retried after a cache flush, per second, smoothed.
-# TYPE gatekeeper_alloc_failure_rate gauge
-gatekeeper_alloc_failure_rate{gpu_id="0",upstream="a"} 0.5
+# HELP gatekeeper_alloc_retry_rate Allocation retries after a cache flush, per second, smoothed (the alloc_retry_rate signal).
+# TYPE gatekeeper_alloc_retry_rate gauge
+gatekeeper_alloc_retry_rate{gpu_id="0",upstream="a"} 0.5
 # HELP gatekeeper_effective_utilization Allocated ÷ reserved bytes of the GPU's caching allocator.
 # TYPE gatekeeper_effective_utilization gauge
 gatekeeper_effective_utilization{gpu_id="0",upstream="a"} 0.8
