@@ -8,14 +8,15 @@ import (
 
 // pressureCollector exports pressure.State at scrape time: the classic
 // fragmentation per GPU, every signal per upstream and GPU with its age,
-// the derived rates DESIGN §7 names, and each source's health. Values the
+// the per-GPU derived signals (the fragmentation ratio as the policy reads
+// it, and the rates DESIGN §7 names), and each source's health. Values the
 // monitor keeps after their source went stale are still exported; their
 // age and gatekeeper_source_stale say so.
 type pressureCollector struct {
 	snapshot func() pressure.State
 
-	fragmentation, signal, age, growth, effective, allocFailures *prometheus.Desc
-	up, lastSuccess, stale, neverAnswered                        *prometheus.Desc
+	fragmentation, ratio, signal, age, growth, effective, allocRetries *prometheus.Desc
+	up, lastSuccess, stale, neverAnswered                              *prometheus.Desc
 }
 
 // NewPressureCollector returns a collector that calls snapshot at every
@@ -28,7 +29,9 @@ func NewPressureCollector(snapshot func() pressure.State) prometheus.Collector {
 	src := []string{"source"}
 	return &pressureCollector{snapshot: snapshot,
 		fragmentation: prometheus.NewDesc("vllm_gpu_memory_fragmentation",
-			"Largest free block ÷ total free memory of the GPU's allocator (1 = one free block).", []string{"gpu_id"}, nil),
+			"Largest free block ÷ total free memory of the GPU's allocator (≤ 1; 1 = one free block): the inverse of gatekeeper_fragmentation_ratio, which the policy's thresholds act on.", []string{"gpu_id"}, nil),
+		ratio: prometheus.NewDesc("gatekeeper_fragmentation_ratio",
+			"Total free memory ÷ largest free block of the GPU's allocator (≥ 1; 1 = one free block): the fragmentation signal as the policy's thresholds read it, the inverse of vllm_gpu_memory_fragmentation.", ug, nil),
 		signal: prometheus.NewDesc("gatekeeper_pressure_signal",
 			"Latest value of a pressure signal; gpu_id is empty for upstream-level signals.", ugs, nil),
 		age: prometheus.NewDesc("gatekeeper_pressure_signal_age_seconds",
@@ -37,8 +40,8 @@ func NewPressureCollector(snapshot func() pressure.State) prometheus.Collector {
 			"Change of the fragmentation ratio (total free ÷ largest free block) per second, smoothed.", ug, nil),
 		effective: prometheus.NewDesc("gatekeeper_effective_utilization",
 			"Allocated ÷ reserved bytes of the GPU's caching allocator.", ug, nil),
-		allocFailures: prometheus.NewDesc("gatekeeper_alloc_failure_rate",
-			"Allocations retried after a cache flush, per second, smoothed.", ug, nil),
+		allocRetries: prometheus.NewDesc("gatekeeper_alloc_retry_rate",
+			"Allocation retries after a cache flush, per second, smoothed (the alloc_retry_rate signal).", ug, nil),
 		up: prometheus.NewDesc("gatekeeper_source_up",
 			"1 when the pressure source's latest read succeeded.", src, nil),
 		lastSuccess: prometheus.NewDesc("gatekeeper_source_last_success_timestamp_seconds",
@@ -51,8 +54,8 @@ func NewPressureCollector(snapshot func() pressure.State) prometheus.Collector {
 }
 
 func (c *pressureCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.fragmentation, c.signal, c.age, c.growth,
-		c.effective, c.allocFailures, c.up, c.lastSuccess, c.stale, c.neverAnswered} {
+	for _, d := range []*prometheus.Desc{c.fragmentation, c.ratio, c.signal, c.age, c.growth,
+		c.effective, c.allocRetries, c.up, c.lastSuccess, c.stale, c.neverAnswered} {
 		ch <- d
 	}
 }
@@ -88,8 +91,8 @@ func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
 				gauge(c.signal, v.Value, u.Name, g.ID, string(sig))
 				gauge(c.age, v.Age.Seconds(), u.Name, g.ID, string(sig))
 			}
-			for sig, d := range map[pressure.Signal]*prometheus.Desc{pressure.FragmentationGrowth: c.growth,
-				pressure.EffectiveUtilization: c.effective, pressure.AllocRetryRate: c.allocFailures} {
+			for sig, d := range map[pressure.Signal]*prometheus.Desc{pressure.Fragmentation: c.ratio, pressure.FragmentationGrowth: c.growth,
+				pressure.EffectiveUtilization: c.effective, pressure.AllocRetryRate: c.allocRetries} {
 				if v, ok := g.Signals[sig]; ok {
 					gauge(d, v.Value, u.Name, g.ID)
 				}

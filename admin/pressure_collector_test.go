@@ -48,19 +48,23 @@ func TestPressureCollector(t *testing.T) {
 				},
 			},
 			names: []string{"vllm_gpu_memory_fragmentation", "gatekeeper_pressure_signal",
-				"gatekeeper_fragmentation_growth_rate", "gatekeeper_effective_utilization",
-				"gatekeeper_alloc_failure_rate", "gatekeeper_source_up",
+				"gatekeeper_fragmentation_ratio", "gatekeeper_fragmentation_growth_rate", "gatekeeper_effective_utilization",
+				"gatekeeper_alloc_retry_rate", "gatekeeper_source_up",
 				"gatekeeper_source_last_success_timestamp_seconds", "gatekeeper_source_stale"},
 			want: `
-# HELP gatekeeper_alloc_failure_rate Allocations retried after a cache flush, per second, smoothed.
-# TYPE gatekeeper_alloc_failure_rate gauge
-gatekeeper_alloc_failure_rate{gpu_id="0",upstream="a"} 0.5
+# HELP gatekeeper_alloc_retry_rate Allocation retries after a cache flush, per second, smoothed (the alloc_retry_rate signal).
+# TYPE gatekeeper_alloc_retry_rate gauge
+gatekeeper_alloc_retry_rate{gpu_id="0",upstream="a"} 0.5
 # HELP gatekeeper_effective_utilization Allocated ÷ reserved bytes of the GPU's caching allocator.
 # TYPE gatekeeper_effective_utilization gauge
 gatekeeper_effective_utilization{gpu_id="0",upstream="a"} 0.8
 # HELP gatekeeper_fragmentation_growth_rate Change of the fragmentation ratio (total free ÷ largest free block) per second, smoothed.
 # TYPE gatekeeper_fragmentation_growth_rate gauge
 gatekeeper_fragmentation_growth_rate{gpu_id="0",upstream="a"} 0.01
+# HELP gatekeeper_fragmentation_ratio Total free memory ÷ largest free block of the GPU's allocator (≥ 1; 1 = one free block): the fragmentation signal as the policy's thresholds read it, the inverse of vllm_gpu_memory_fragmentation.
+# TYPE gatekeeper_fragmentation_ratio gauge
+gatekeeper_fragmentation_ratio{gpu_id="0",upstream="a"} 1.25
+gatekeeper_fragmentation_ratio{gpu_id="0",upstream="b"} 2
 # HELP gatekeeper_pressure_signal Latest value of a pressure signal; gpu_id is empty for upstream-level signals.
 # TYPE gatekeeper_pressure_signal gauge
 gatekeeper_pressure_signal{gpu_id="",signal="kv_cache_usage",upstream="a"} 0.5
@@ -83,7 +87,7 @@ gatekeeper_source_stale{source="nvml"} 1
 gatekeeper_source_up{source="a/vllm"} 1
 gatekeeper_source_up{source="b/alloc"} 0
 gatekeeper_source_up{source="nvml"} 0
-# HELP vllm_gpu_memory_fragmentation Largest free block ÷ total free memory of the GPU's allocator (1 = one free block).
+# HELP vllm_gpu_memory_fragmentation Largest free block ÷ total free memory of the GPU's allocator (≤ 1; 1 = one free block): the inverse of gatekeeper_fragmentation_ratio, which the policy's thresholds act on.
 # TYPE vllm_gpu_memory_fragmentation gauge
 vllm_gpu_memory_fragmentation{gpu_id="0"} 0.8
 `,

@@ -58,7 +58,7 @@ func startGatekeeper(t *testing.T) *gatekeeper {
 			return false
 		}
 		_, body := gk.get("http://" + gk.admin + "/metrics")
-		return strings.Contains(body, "\ngatekeeper_alloc_failure_rate{") &&
+		return strings.Contains(body, "\ngatekeeper_alloc_retry_rate{") &&
 			strings.Contains(body, "\ngatekeeper_fragmentation_growth_rate{")
 	})
 	for range 3 {

@@ -54,7 +54,8 @@ type GPUState struct {
 
 // ClassicFragmentation returns the classic fragmentation ratio, largest free
 // block ÷ total free (≤ 1; the vllm_gpu_memory_fragmentation metric), which
-// is the inverse of the Fragmentation signal, and whether it is present.
+// is the inverse of the Fragmentation signal (gatekeeper_fragmentation_ratio),
+// and whether it is present.
 func (g GPUState) ClassicFragmentation() (Value, bool) {
 	v, ok := g.Signals[Fragmentation]
 	if !ok || v.Value <= 0 {

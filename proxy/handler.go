@@ -50,7 +50,7 @@ func New(opts Options) (*Handler, error) {
 	h.ids = newIDSource()
 	h.pool = newPool(opts.Levels)
 	h.pool.observe.Store(p.Observe)
-	h.pool.set(opts.Upstreams)
+	h.metrics.upstreamsSet(opts.Upstreams, h.pool.set(opts.Upstreams))
 	rt := opts.RoundTripper
 	if rt == nil {
 		rt = newTransport(opts.Transport)
@@ -107,7 +107,9 @@ func (h *Handler) SetPolicy(p Policy) {
 // SetUpstreams replaces the pod list (reload). Pods that keep their name and
 // URL keep their state. It returns the names that were removed.
 func (h *Handler) SetUpstreams(ups []Upstream) (removed []string) {
-	return h.pool.set(ups)
+	removed = h.pool.set(ups)
+	h.metrics.upstreamsSet(ups, removed)
+	return removed
 }
 
 // StartDrain turns /readyz to 503 (DESIGN §7, step one of SIGTERM).

@@ -72,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		upstreamRes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatekeeper_upstream_responses_total",
 			Help: "Responses and transport errors from pods, by status class (2xx..5xx, error).",
-		}, []string{"upstream", "class"}),
+		}, []string{"upstream", "status_class"}),
 		healthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gatekeeper_upstream_healthy",
 			Help: "1 while the pod's active health check passes.",
@@ -84,10 +84,44 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.requests, m.rejections, m.decisions, m.duration, m.ttfb,
 		m.queueWait, m.tokens, m.usedTokens, m.usageLost, m.upstreamRes, m.healthy, m.classes)
+	// Series whose label values are known now start at 0, so rate() and
+	// alerts see them before the first event.
 	for _, o := range Outcomes {
 		m.requests.WithLabelValues(string(o))
 	}
+	for _, r := range Reasons {
+		m.rejections.WithLabelValues(string(r))
+	}
+	for _, r := range decisionReasons {
+		m.DeclareDecision(string(r))
+	}
 	return m
+}
+
+// DeclareDecision creates the decision's series at 0, enforced or not, so
+// they exist before the first decision.
+func (m *Metrics) DeclareDecision(decision string) {
+	if m != nil {
+		m.decisions.WithLabelValues(decision, "true")
+		m.decisions.WithLabelValues(decision, "false")
+	}
+}
+
+// upstreamsSet creates the response series of every upstream at 0 (one per
+// status class) and drops those of removed upstreams, so pods that come and
+// go with discovery leave no series behind.
+func (m *Metrics) upstreamsSet(ups []Upstream, removed []string) {
+	if m == nil {
+		return
+	}
+	for _, name := range removed {
+		m.upstreamRes.DeletePartialMatch(prometheus.Labels{"upstream": name})
+	}
+	for _, u := range ups {
+		for _, c := range StatusClasses {
+			m.upstreamRes.WithLabelValues(u.Name, c)
+		}
+	}
 }
 
 // shortRequestTokens splits queue waits into short and long requests.
@@ -168,11 +202,11 @@ func (m *Metrics) response(upstream string, status int) {
 	if m == nil {
 		return
 	}
-	class := "error"
+	statusClass := "error"
 	if status >= 100 && status < 600 {
-		class = string(rune('0'+status/100)) + "xx"
+		statusClass = string(rune('0'+status/100)) + "xx"
 	}
-	m.upstreamRes.WithLabelValues(upstream, class).Inc()
+	m.upstreamRes.WithLabelValues(upstream, statusClass).Inc()
 }
 
 func (m *Metrics) health(upstream string, ok bool) {

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -126,5 +129,53 @@ func TestUsageOnlyWhereResponsesCarryIt(t *testing.T) {
 	}
 	if r := tp.gate.got(); len(r) != 2 || r[1] != Failure {
 		t.Errorf("breaker results = %v, want the stream's failure last", r)
+	}
+}
+
+// TestKnownSeriesStartAtZero checks that every series whose label values
+// are known in advance exists at 0 before the first event, and that an
+// upstream's response series go when it does.
+func TestKnownSeriesStartAtZero(t *testing.T) {
+	src, err := os.ReadFile("outcome.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(regexp.MustCompile(`(?m)^\tOutcome\w+ +Outcome = "`).FindAll(src, -1)); n != len(Outcomes) {
+		t.Errorf("outcome.go declares %d outcomes, Outcomes lists %d", n, len(Outcomes))
+	}
+	if n := len(regexp.MustCompile(`(?m)^\tReason\w+ +Reason = "`).FindAll(src, -1)); n != len(Reasons) {
+		t.Errorf("outcome.go declares %d reasons, Reasons lists %d", n, len(Reasons))
+	}
+
+	m := NewMetrics(prometheus.NewPedanticRegistry())
+	for _, tt := range []struct {
+		name string
+		c    prometheus.Collector
+		want int
+	}{
+		{"gatekeeper_requests_total", m.requests, len(Outcomes)},
+		{"gatekeeper_rejections_total", m.rejections, len(Reasons)},
+		{"gatekeeper_decisions_total", m.decisions, 2 * len(decisionReasons)},
+		{"gatekeeper_upstream_responses_total", m.upstreamRes, 0},
+	} {
+		if n := testutil.CollectAndCount(tt.c); n != tt.want {
+			t.Errorf("%s: %d series at start, want %d", tt.name, n, tt.want)
+		}
+	}
+	if v := testutil.ToFloat64(m.rejections.WithLabelValues(string(ReasonDeadline))); v != 0 {
+		t.Errorf("rejections{reason=deadline} = %v, want 0", v)
+	}
+
+	m.upstreamsSet([]Upstream{{Name: "a"}, {Name: "b"}}, nil)
+	m.response("b", 503)
+	if n := testutil.CollectAndCount(m.upstreamRes); n != 2*len(StatusClasses) {
+		t.Errorf("two upstreams: %d response series, want %d", n, 2*len(StatusClasses))
+	}
+	m.upstreamsSet([]Upstream{{Name: "a"}}, []string{"b"})
+	if n := testutil.CollectAndCount(m.upstreamRes); n != len(StatusClasses) {
+		t.Errorf("b removed: %d response series, want %d", n, len(StatusClasses))
+	}
+	if v := testutil.ToFloat64(m.upstreamRes.WithLabelValues("a", "5xx")); v != 0 {
+		t.Errorf(`upstream_responses{upstream="a",status_class="5xx"} = %v, want 0`, v)
 	}
 }

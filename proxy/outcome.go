@@ -80,6 +80,22 @@ const (
 	ReasonDeadline Reason = "deadline"
 )
 
+// Reasons lists every refusal reason, so metrics can pre-create their series.
+var Reasons = [...]Reason{
+	ReasonRateLimited, ReasonOverloaded, ReasonQueueFull, ReasonQueueTimeout, ReasonDraining,
+	ReasonBadRequest, ReasonNotFound, ReasonNoUpstream, ReasonUpstream, ReasonUpstreamTimeout,
+	ReasonUpstreamOverloaded, ReasonShedPriority, ReasonModelNotFound, ReasonTooLarge,
+	ReasonNoMemory, ReasonDeadline,
+}
+
+// decisionReasons are the refusals decide counts as decisions: those observe
+// mode counts without enforcing.
+var decisionReasons = [...]Reason{ReasonRateLimited, ReasonShedPriority, ReasonOverloaded, ReasonNoUpstream}
+
+// StatusClasses are the status_class values of an upstream's responses: a
+// status's hundreds, or error for a transport error.
+var StatusClasses = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx", "error"}
+
 // outcome maps a refusal reason onto the outcome it is counted as.
 func (r Reason) outcome() Outcome {
 	switch r {

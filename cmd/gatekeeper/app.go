@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/gatekeeper-dev/gatekeeper/admin"
@@ -158,6 +159,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.handler.Metrics().DeclareDecision(decisionWindowResize)
 	a.current.Store(cfg)
 	if a.shared != nil { // each window at this replica's share: none until a renewal grants one
 		a.shared.c.SetPods(basesOf(s.upstreams))
@@ -210,6 +212,11 @@ func (a *app) upstreams(s settings) []proxy.Upstream {
 		}
 		out = append(out, up)
 	}
+	for name := range a.gates {
+		if _, ok := next[name]; !ok { // a pod gone: its series go with it
+			a.metrics.breakerTransitions.DeletePartialMatch(prometheus.Labels{"upstream": name})
+		}
+	}
 	a.gates = next
 	return out
 }
@@ -234,6 +241,10 @@ func (a *app) newErrorBreaker(name string, s breaker.ErrorSettings) *breaker.Err
 	if err != nil {
 		a.log.LogAttrs(context.Background(), slog.LevelError, "error breaker disabled",
 			slog.String("upstream", name), slog.String("err", err.Error()))
+		return b
+	}
+	for _, st := range []breaker.State{breaker.Closed, breaker.HalfOpen, breaker.Open} {
+		a.metrics.breakerTransitions.WithLabelValues(name, st.String()) // at 0 from the start
 	}
 	return b
 }

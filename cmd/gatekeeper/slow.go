@@ -41,12 +41,16 @@ func (sp *slowPath) observe(st pressure.State) {
 	a.queue.Dispatch()
 }
 
+// decisionWindowResize is the gatekeeper_decisions_total decision of a
+// window change the slow breaker made.
+const decisionWindowResize = "window_resize"
+
 // apply passes one upstream's change on, exactly once.
 func (sp *slowPath) apply(cfg *config.Config, ch *control.Change, name string, enforce bool) {
 	a := sp.a
 	b := a.boundOf(name)
 	if ch.LimitChanged {
-		a.handler.Metrics().Decided("window_resize", enforce)
+		a.handler.Metrics().Decided(decisionWindowResize, enforce)
 		if enforce {
 			b.limit = ch.Limit
 		}

@@ -264,6 +264,10 @@ func TestObserveModeRefusesNothing(t *testing.T) {
 				t.Errorf("/metrics lacks %q", want)
 			}
 		}
+		// The series exists at 0 from the start: a resize must have counted.
+		if zero := `gatekeeper_decisions_total{decision="window_resize",enforced="false"} 0` + "\n"; strings.Contains(body, zero) {
+			t.Errorf("/metrics has %q: no window resize counted", zero)
+		}
 	})
 }
 

@@ -87,7 +87,7 @@ func (srv *Server) metrics(w http.ResponseWriter, _ *http.Request) {
 		"DCGM_FI_DEV_FB_FREE"+gpu+" "+num(float64(m.Device.FreeBytes>>20)))
 	family("vllm_sim_engine_ooms_total", "counter", "Out-of-memory deaths of the simulated engine since the simulator started.",
 		"vllm_sim_engine_ooms_total "+num(float64(m.OOMs)))
-	family("vllm_sim_alloc_retries_total", "counter", "Allocations retried after a cache flush in the current engine process.",
+	family("vllm_sim_alloc_retries_total", "counter", "Allocation retries after a cache flush in the current engine process.",
 		"vllm_sim_alloc_retries_total "+num(float64(m.Allocator.NumAllocRetries)))
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write([]byte(b.String()))
