@@ -84,12 +84,111 @@ func givenPaths(t *testing.T) map[string]bool {
 
 // keyDoc is one key of the reference.
 type keyDoc struct {
-	path, kind, def, reload, doc string
+	path, kind, def, valid, reload, doc string
+}
+
+// lowerBound probes the loader for a numeric key's least valid value:
+// docsPolicy with the key set to −1, 0 and the smallest step above 0.
+// "≥ 0", "> 0" or "≥ 1" when the loader draws the line there; "" when it
+// takes a negative value, refuses all three (another key bounds it) or
+// the key cannot be set on its own (a list item or map entry docsPolicy
+// does not hold).
+func lowerBound(t *testing.T, path, kind string) string {
+	t.Helper()
+	var small, zero, neg any
+	switch kind {
+	case "integer":
+		neg, zero, small = -1, 0, 1
+	case "number":
+		neg, zero, small = -1, 0, 0.001
+	case "duration":
+		neg, zero, small = "-1s", "0s", "1ms"
+	default:
+		return ""
+	}
+	accepts := func(v any) (bool, bool) {
+		var doc any
+		if err := yaml.Unmarshal([]byte(docsPolicy), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if !setPath(doc, strings.Split(strings.ReplaceAll(path, "<name>", "MODEL"), "."), v) {
+			return false, false
+		}
+		b, err := yaml.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Parse(b)
+		return err == nil, true
+	}
+	n, ok := accepts(neg)
+	if !ok || n {
+		return ""
+	}
+	z, _ := accepts(zero)
+	sm, _ := accepts(small)
+	switch {
+	case z:
+		return "≥ 0"
+	case sm && kind == "integer":
+		return "≥ 1"
+	case sm:
+		return "> 0"
+	}
+	return ""
+}
+
+// unitOf names a numeric key's unit where its name says it (durations say
+// theirs in their type).
+func unitOf(path string) string {
+	key := path[strings.LastIndex(path, ".")+1:]
+	switch {
+	case strings.HasSuffix(key, "_bytes"):
+		return " (bytes)"
+	case strings.HasSuffix(key, "_tokens"):
+		return " (tokens)"
+	case key == "qps":
+		return " (requests/s)"
+	case key == "burst":
+		return " (requests)"
+	}
+	return ""
+}
+
+// setPath sets the key at keys in doc (maps; "x[]" is x's first item),
+// creating maps on the way; false when a list item is missing.
+func setPath(doc any, keys []string, v any) bool {
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return false
+	}
+	k := keys[0]
+	if name, found := strings.CutSuffix(k, "[]"); found {
+		list, ok := m[name].([]any)
+		if !ok || len(list) == 0 || len(keys) == 1 {
+			return false
+		}
+		return setPath(list[0], keys[1:], v)
+	}
+	if len(keys) == 1 {
+		m[k] = v
+		return true
+	}
+	next, ok := m[k].(map[string]any)
+	if !ok {
+		if m[k] != nil {
+			return false
+		}
+		next = map[string]any{}
+		m[k] = next
+	}
+	return setPath(next, keys[1:], v)
 }
 
 // docSource reads the doc comments of the package's types and the values
 // of its string enums from its Go files.
 type docSource struct {
+	t      *testing.T
 	given  map[string]bool              // paths docsPolicy sets: required
 	fields map[string]map[string]string // type → field → comment
 	types  map[string]string            // type → its own doc
@@ -182,7 +281,12 @@ func (ds docSource) walk(path string, t reflect.Type, v reflect.Value, doc strin
 					schema["default"] = d
 				}
 			}
-			*out = append(*out, keyDoc{path: path, kind: kind, def: def, reload: reloadOf(path), doc: doc})
+			valid := ""
+			if def != "required" && !strings.Contains(path, "<signal>") {
+				valid = lowerBound(ds.t, path, kind)
+			}
+			kind += unitOf(path)
+			*out = append(*out, keyDoc{path: path, kind: kind, def: def, valid: valid, reload: reloadOf(path), doc: doc})
 			if doc != "" {
 				schema["description"] = doc
 			}
@@ -359,6 +463,7 @@ func generateDocs(t *testing.T) ([]byte, []byte) {
 	}
 	ds := readDocSource(t)
 	ds.given = givenPaths(t)
+	ds.t = t
 	var keys []keyDoc
 	schema := ds.walk("", reflect.TypeFor[Config](), reflect.ValueOf(*cfg), "", &keys)
 	schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
@@ -384,8 +489,10 @@ key left out takes the default shown. Durations are Go durations (` + "`500ms`" 
 *Reload* keys apply when the file changes or on SIGHUP; *restart* keys only
 when the process starts again (a reload logs them as pending). Defaults of
 list items and optional sections are what an item gets when it sets only
-its required keys. Valid ranges are in each key's meaning and are checked
-by ` + "`gatekeeper -check`" + `.
+its required keys. *Valid* is the lower bound the loader enforces, found by
+trying −1, 0 and the smallest step above 0 on each numeric key; upper
+bounds and bounds set by other keys are in each key's meaning. ` + "`gatekeeper -check`" + `
+checks them all.
 
 Editors that speak the YAML language server validate a policy as you type:
 config.yaml's first line names the schema.
@@ -400,9 +507,9 @@ config.yaml's first line names the schema.
 			if d := ds.fields["Config"][fieldOf(section)]; d != "" {
 				md.WriteString(d + "\n\n")
 			}
-			md.WriteString("| Key | Type | Default | Applies | Meaning |\n|---|---|---|---|---|\n")
+			md.WriteString("| Key | Type | Default | Valid | Applies | Meaning |\n|---|---|---|---|---|---|\n")
 		}
-		fmt.Fprintf(&md, "| `%s` | %s | %s | %s | %s |\n", k.path, k.kind, k.def, k.reload,
+		fmt.Fprintf(&md, "| `%s` | %s | %s | %s | %s | %s |\n", k.path, k.kind, k.def, k.valid, k.reload,
 			strings.ReplaceAll(k.doc, "|", `\|`))
 	}
 	return md.Bytes(), append(js, '\n')
