@@ -1,6 +1,11 @@
 package main
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
+)
 
 // appMetrics are the series the command owns itself.
 type appMetrics struct {
@@ -42,6 +47,11 @@ func newAppMetrics(reg prometheus.Registerer) *appMetrics {
 	info.Set(1)
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("error")
+	for _, hook := range []control.Hook{control.Degraded, control.Critical, control.Recovered} {
+		for _, result := range relief.Outcomes { // 15 series, there from the start
+			m.hookCalls.WithLabelValues(string(hook), result)
+		}
+	}
 	m.reloadTime.SetToCurrentTime()
 	reg.MustRegister(m.reloads, m.reloadTime, m.breakerTransitions, m.levelTransitions, m.hookCalls, info)
 	return m

@@ -65,6 +65,10 @@ type Result struct {
 	Skipped bool
 }
 
+// Outcomes lists every value Outcome returns, for series that exist
+// before the first call.
+var Outcomes = []string{"ok", "error", "timeout", "skipped", "canceled"}
+
 // Outcome names the result for logs and the hook_calls_total metric:
 // "ok", "skipped", "timeout", "canceled" (shutdown) or "error" (a non-2xx
 // status or a transport error).

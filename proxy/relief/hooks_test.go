@@ -475,3 +475,20 @@ func ExampleRunner() {
 	// degraded vllm-0 POST /reset_prefix_cache 204 ok
 	// run: <nil>
 }
+
+// TestOutcomes: Outcomes lists exactly the values Outcome returns.
+func TestOutcomes(t *testing.T) {
+	got := map[string]bool{}
+	for _, r := range []Result{{Skipped: true}, {}, {Err: context.DeadlineExceeded}, {Err: context.Canceled},
+		{Err: errors.New("HTTP 500")}} {
+		got[r.Outcome()] = true
+	}
+	if len(got) != len(Outcomes) {
+		t.Errorf("Outcome returns %v, Outcomes lists %v", got, Outcomes)
+	}
+	for _, o := range Outcomes {
+		if !got[o] {
+			t.Errorf("Outcomes lists %q, which Outcome never returns", o)
+		}
+	}
+}
