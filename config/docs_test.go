@@ -87,22 +87,23 @@ type keyDoc struct {
 	path, kind, def, valid, reload, doc string
 }
 
-// lowerBound probes the loader for a numeric key's least valid value:
-// docsPolicy with the key set to −1, 0 and the smallest step above 0.
-// "≥ 0", "> 0" or "≥ 1" when the loader draws the line there; "" when it
-// takes a negative value, refuses all three (another key bounds it) or
-// the key cannot be set on its own (a list item or map entry docsPolicy
-// does not hold).
-func lowerBound(t *testing.T, path, kind string) string {
+// validRange probes the loader for what a numeric key accepts, with
+// docsPolicy's other keys at their defaults: its lower bound from −1, 0
+// and the smallest step above 0 ("≥ 0", "> 0", "≥ 1"), and an upper bound
+// of 1 for fractions ("< 1", "≤ 1") or "bounded" when a huge value is
+// refused (the meaning says by what). "" when the key cannot be set on
+// its own (a list item or map entry docsPolicy does not hold) or the
+// loader takes any value.
+func validRange(t *testing.T, path, kind string) string {
 	t.Helper()
-	var small, zero, neg any
+	var neg, zero, small, huge any
 	switch kind {
 	case "integer":
-		neg, zero, small = -1, 0, 1
+		neg, zero, small, huge = -1, 0, 1, 1<<40
 	case "number":
-		neg, zero, small = -1, 0, 0.001
+		neg, zero, small, huge = -1, 0, 0.001, 1e12
 	case "duration":
-		neg, zero, small = "-1s", "0s", "1ms"
+		neg, zero, small, huge = "-1s", "0s", "1ms", "100000h"
 	default:
 		return ""
 	}
@@ -122,20 +123,40 @@ func lowerBound(t *testing.T, path, kind string) string {
 		return err == nil, true
 	}
 	n, ok := accepts(neg)
-	if !ok || n {
+	if !ok {
 		return ""
 	}
 	z, _ := accepts(zero)
 	sm, _ := accepts(small)
+	var parts []string
 	switch {
+	case n:
 	case z:
-		return "≥ 0"
+		parts = append(parts, "≥ 0")
 	case sm && kind == "integer":
-		return "≥ 1"
+		parts = append(parts, "≥ 1")
 	case sm:
-		return "> 0"
+		parts = append(parts, "> 0")
 	}
-	return ""
+	if h, _ := accepts(huge); !h {
+		switch one, _ := accepts(1); {
+		case kind != "number":
+			parts = append(parts, "bounded")
+		case one:
+			if over, _ := accepts(1.001); !over {
+				parts = append(parts, "≤ 1")
+			} else {
+				parts = append(parts, "bounded")
+			}
+		default:
+			if under, _ := accepts(0.999); under {
+				parts = append(parts, "< 1")
+			} else {
+				parts = append(parts, "bounded")
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // unitOf names a numeric key's unit where its name says it (durations say
@@ -283,7 +304,7 @@ func (ds docSource) walk(path string, t reflect.Type, v reflect.Value, doc strin
 			}
 			valid := ""
 			if def != "required" && !strings.Contains(path, "<signal>") {
-				valid = lowerBound(ds.t, path, kind)
+				valid = validRange(ds.t, path, kind)
 			}
 			kind += unitOf(path)
 			*out = append(*out, keyDoc{path: path, kind: kind, def: def, valid: valid, reload: reloadOf(path), doc: doc})
@@ -489,10 +510,11 @@ key left out takes the default shown. Durations are Go durations (` + "`500ms`" 
 *Reload* keys apply when the file changes or on SIGHUP; *restart* keys only
 when the process starts again (a reload logs them as pending). Defaults of
 list items and optional sections are what an item gets when it sets only
-its required keys. *Valid* is the lower bound the loader enforces, found by
-trying −1, 0 and the smallest step above 0 on each numeric key; upper
-bounds and bounds set by other keys are in each key's meaning. ` + "`gatekeeper -check`" + `
-checks them all.
+its required keys. *Valid* is what the loader accepts for a numeric key,
+found by trying values on it with every other key at its default (−1, 0
+and the smallest step above 0 for the lower bound; 1 for fractions; a huge
+value for the rest): "bounded" means a limit the key's meaning states,
+often another key. ` + "`gatekeeper -check`" + ` checks them all.
 
 Editors that speak the YAML language server validate a policy as you type:
 config.yaml's first line names the schema.
