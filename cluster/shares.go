@@ -52,8 +52,7 @@ type shares struct {
 	confirm bool
 	// seen is the most replicas announced at once within the last
 	// ForgetAfter: the floor divides base by it.
-	seen   []seenAt
-	demand map[string]Demand // last read from Settings.Demand
+	seen []seenAt
 }
 
 type seenAt struct {
