@@ -23,16 +23,20 @@ type FieldError struct {
 }
 
 // Error reads "config: line 12: upstreams[1].url: scheme "ftp" is not http or https".
-func (e *FieldError) Error() string {
+func (e *FieldError) Error() string { return located(e.Line, e.Path, e.Msg) }
+
+// located is "config: line N: path: msg", leaving out a line of 0 and an
+// empty path: the shape of every finding about a key.
+func located(line int, path, msg string) string {
 	var b strings.Builder
 	b.WriteString("config: ")
-	if e.Line > 0 {
-		b.WriteString("line " + strconv.Itoa(e.Line) + ": ")
+	if line > 0 {
+		b.WriteString("line " + strconv.Itoa(line) + ": ")
 	}
-	if e.Path != "" {
-		b.WriteString(e.Path + ": ")
+	if path != "" {
+		b.WriteString(path + ": ")
 	}
-	b.WriteString(e.Msg)
+	b.WriteString(msg)
 	return b.String()
 }
 

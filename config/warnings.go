@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // Warning is a policy choice that validates but most likely does not do
@@ -25,18 +24,7 @@ type Warning struct {
 
 // String reads "config: line 12: upstreams[0].sources: warning: no pressure
 // source reads this pod: …", the shape of FieldError's message.
-func (w Warning) String() string {
-	var b strings.Builder
-	b.WriteString("config: ")
-	if w.Line > 0 {
-		b.WriteString("line " + strconv.Itoa(w.Line) + ": ")
-	}
-	if w.Path != "" {
-		b.WriteString(w.Path + ": ")
-	}
-	b.WriteString("warning: " + w.Msg)
-	return b.String()
-}
+func (w Warning) String() string { return located(w.Line, w.Path, "warning: "+w.Msg) }
 
 // Warnings returns c's warnings for a deployment of replicas gatekeepers
 // running this policy (0 means 1), ordered by line (those not in the file
