@@ -72,9 +72,8 @@ func exitCode(err error) int {
 	return exitError
 }
 
-// command is main without the exit. It answers `gatekeeper probe` and the
-// flags that answer and exit (-check, -print-config) itself; serving,
-// -version and -demo are run's.
+// command is main without the exit: `gatekeeper probe`, or the flags
+// parsed once and dispatched to what they ask for; serving is run's.
 func command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "probe" {
 		return runProbe(ctx, args[1:], stdout, stderr)
@@ -84,13 +83,20 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	switch {
-	case f.version || f.demo.enabled(): // run prints the version; it refuses -demo with -check
+	case f.version:
+		fmt.Fprintln(stdout, "gatekeeper", version)
+		return nil
+	case f.demo.enabled():
+		if err := f.demo.validate(f.config, f.check); err != nil {
+			return err
+		}
+		return runDemo(ctx, f.demo, stdout, stderr)
 	case f.check:
 		return runCheck(f.config, f.replicas, stdout, stderr)
 	case f.printConfig:
 		return printConfig(f.config, stdout, stderr)
 	}
-	return run(ctx, args, stdout, stderr)
+	return run(ctx, f.config, stderr)
 }
 
 // quietRedis drops go-redis's own log lines.

@@ -18,25 +18,11 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/proxy/framing"
 )
 
-// run is main without the exit: it parses flags, loads the policy and serves
+// run loads the policy at path ("" for the embedded default) and serves
 // until ctx ends or SIGTERM/SIGINT arrives, then drains (docs/operations.md,
-// Shutdown).
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseFlags(args, stderr)
-	if err != nil {
-		return err
-	}
-	if f.version {
-		fmt.Fprintln(stdout, "gatekeeper", version)
-		return nil
-	}
-	if f.demo.enabled() {
-		if err := f.demo.validate(f.config, f.check); err != nil {
-			return err
-		}
-		return runDemo(ctx, f.demo, stdout, stderr)
-	}
-	cfg, err := loadConfig(f.config) // -check and -print-config are command's
+// Shutdown). command parsed the flags.
+func run(ctx context.Context, path string, stderr io.Writer) error {
+	cfg, err := loadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -50,7 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	a, err := newApp(cfg, appOptions{log: log, level: level, path: f.config})
+	a, err := newApp(cfg, appOptions{log: log, level: level, path: path})
 	if err != nil {
 		return err
 	}
