@@ -112,7 +112,7 @@ type Settings struct {
 	// replica gets an even part).
 	Demand func() map[string]Demand
 	// OnShares, if set, is called after this replica's share of a pod's
-	// window changed (Cap, Scale): a renewal moved it, the leases lapsed
+	// window changed (Scale, Snapshot): a renewal moved it, the leases lapsed
 	// to the floor, or SetPods ran. It runs on the goroutine that caused it
 	// and must return quickly.
 	OnShares func()

@@ -100,7 +100,8 @@ func (c *Cluster) SetPods(base map[string]int) {
 
 // Scale maps a pod's bounds as the slow breaker sets them (its window
 // limit, memory budget and token limit; 0 for a budget means none) onto
-// this replica's part of them: each times cap ÷ base, the window rounded
+// this replica's part of them: each times its share ÷ base (Snapshot's Cap
+// and Base), the window rounded
 // down, so that the replicas' parts sum to at most the whole. A pod that
 // SetPods never declared gets nothing (window 0, budgets 1). Pure: no I/O.
 func (c *Cluster) Scale(pod string, limit int, budget, tokens int64) (int, int64, int64) {
@@ -123,18 +124,6 @@ func (c *Cluster) Scale(pod string, limit int, budget, tokens int64) (int, int64
 	}
 	w := int(math.Floor(float64(max(limit, 0)) * float64(capacity) / float64(base)))
 	return w, part(budget), part(tokens)
-}
-
-// Cap returns this replica's share of pod in slots of its largest window,
-// and that window; ok is false for a pod SetPods did not declare.
-func (c *Cluster) Cap(pod string) (capacity, base int, ok bool) {
-	c.sh.mu.Lock()
-	defer c.sh.mu.Unlock()
-	s := c.sh.pods[pod]
-	if s == nil {
-		return 0, 0, false
-	}
-	return s.cap, s.base, true
 }
 
 // Holding reports whether this replica holds a share of some declared

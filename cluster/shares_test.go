@@ -130,7 +130,7 @@ func TestLeaseSteps(t *testing.T) {
 			}
 		}
 		for j, c := range cs {
-			if got, _, _ := c.Cap("p"); got != tt.caps[j] {
+			if got := c.Snapshot().Shares["p"].Cap; got != tt.caps[j] {
 				t.Errorf("step %d (%s): r%d cap %d, want %d", i, tt.name, j, got, tt.caps[j])
 			}
 		}
@@ -160,7 +160,7 @@ func TestLeaseFairAndLeave(t *testing.T) {
 	caps := func() [3]int {
 		var got [3]int
 		for i, c := range cs {
-			got[i], _, _ = c.Cap("p")
+			got[i] = c.Snapshot().Shares["p"].Cap
 		}
 		return got
 	}
@@ -203,15 +203,15 @@ func TestLeaseUnreachableFromStart(t *testing.T) {
 	if err := c.Beat(t.Context()); !errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Beat() = %v, want ErrUnavailable only", err)
 	}
-	if got, base, ok := c.Cap("p"); got != 0 || base != 9 || !ok {
-		t.Fatalf("Cap(p) = %d, %d, %v before the lapse; want 0, 9, true", got, base, ok)
+	if sh, ok := c.Snapshot().Shares["p"]; sh.Cap != 0 || sh.Base != 9 || !ok {
+		t.Fatalf("Shares[p] = %+v, %v before the lapse; want cap 0, base 9", sh, ok)
 	}
 	clock.Advance(500 * time.Millisecond)
 	if !c.lapse(clock.Now()) {
 		t.Fatal("lapse() = false after half a lease time")
 	}
-	if got, _, _ := c.Cap("p"); got != 4 {
-		t.Fatalf("Cap(p) = %d after the lapse, want ⌊9/2⌋ = 4", got)
+	if got := c.Snapshot().Shares["p"].Cap; got != 4 {
+		t.Fatalf("Shares[p].Cap = %d after the lapse, want ⌊9/2⌋ = 4", got)
 	}
 	if w, b, tok := c.Scale("p", 9, 900, 90); w != 4 || b != 400 || tok != 40 {
 		t.Fatalf("Scale(p, 9, 900, 90) = %d, %d, %d; want 4, 400, 40", w, b, tok)
@@ -220,8 +220,8 @@ func TestLeaseUnreachableFromStart(t *testing.T) {
 		t.Fatalf("Scale(p, 4) = %d, want 1", w)
 	}
 	c.SetPods(map[string]int{"p": 9, "q": 3}) // a pod declared while lapsed: its floor at once
-	if got, _, _ := c.Cap("q"); got != 1 {
-		t.Fatalf("Cap(q) = %d, want ⌊3/2⌋ = 1", got)
+	if got := c.Snapshot().Shares["q"].Cap; got != 1 {
+		t.Fatalf("Shares[q].Cap = %d, want ⌊3/2⌋ = 1", got)
 	}
 	if s := c.Snapshot(); !s.Lapsed || s.Up || s.Shares["p"].Cap != 4 {
 		t.Fatalf("Snapshot() = %+v, want lapsed, local, p at 4", s)
