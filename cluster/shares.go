@@ -101,9 +101,9 @@ func (c *Cluster) SetPods(base map[string]int) {
 // Scale maps a pod's bounds as the slow breaker sets them (its window
 // limit, memory budget and token limit; 0 for a budget means none) onto
 // this replica's part of them: each times its share ÷ base (Snapshot's Cap
-// and Base), the window rounded
-// down, so that the replicas' parts sum to at most the whole. A pod that
-// SetPods never declared gets nothing (window 0, budgets 1). Pure: no I/O.
+// and Base), the window rounded down, so that the replicas' parts sum to
+// at most the whole. A pod that SetPods never declared gets nothing
+// (window 0, budgets 1). Pure: no I/O.
 func (c *Cluster) Scale(pod string, limit int, budget, tokens int64) (int, int64, int64) {
 	c.sh.mu.Lock()
 	s := c.sh.pods[pod]
