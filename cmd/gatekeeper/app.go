@@ -265,7 +265,7 @@ func (a *app) podFailed(name string) {
 // setWindows sizes each pod's batch window at its maximum.
 func (a *app) setWindows(ups []upstreamSpec) {
 	for _, u := range ups {
-		a.setBound(u.name, bound{limit: u.maxInflight})
+		a.updateBound(u.name, func(b *bound) { b.limit = u.maxInflight })
 	}
 }
 

@@ -23,20 +23,18 @@ type bounds struct {
 	set map[string]bound
 }
 
-// boundOf returns name's bound (the zero bound when none is set).
-func (a *app) boundOf(name string) bound {
-	a.bounds.mu.Lock()
-	defer a.bounds.mu.Unlock()
-	return a.bounds.set[name]
-}
-
-// setBound records name's bound and pushes this replica's part of it.
-func (a *app) setBound(name string, b bound) {
+// updateBound changes name's bound in place (the zero bound when none is
+// set) and pushes this replica's part of it, under one lock: the slow
+// path sets the budgets and a reload the window of the same bound, and
+// neither may undo the other.
+func (a *app) updateBound(name string, change func(*bound)) {
 	a.bounds.mu.Lock()
 	defer a.bounds.mu.Unlock()
 	if a.bounds.set == nil {
 		a.bounds.set = map[string]bound{}
 	}
+	b := a.bounds.set[name]
+	change(&b)
 	a.bounds.set[name] = b
 	a.pushBound(name, b)
 }

@@ -125,9 +125,7 @@ func (a *app) swap(n *next) {
 		if st, _, ok := a.ctl.State(u.name); ok && n.cfg.Mode != config.ModeObserve {
 			limit = st.Limit
 		}
-		b := a.boundOf(u.name)
-		b.limit = limit
-		a.setBound(u.name, b)
+		a.updateBound(u.name, func(b *bound) { b.limit = limit })
 	}
 	if ctx := a.loopsCtx.Load(); ctx != nil {
 		a.pressure.Start(*ctx, n.monitor, n.pressure)

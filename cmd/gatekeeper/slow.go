@@ -48,22 +48,23 @@ const decisionWindowResize = "window_resize"
 // apply passes one upstream's change on, exactly once.
 func (sp *slowPath) apply(cfg *config.Config, ch *control.Change, name string, enforce bool) {
 	a := sp.a
-	b := a.boundOf(name)
 	if ch.LimitChanged {
 		a.handler.Metrics().Decided(decisionWindowResize, enforce)
-		if enforce {
+	}
+	// The budgets are set every round, not only on change: observe mode
+	// bounds nothing, and a reload back to enforce must restore both (two
+	// short dispatches per upstream per round). In cluster mode every
+	// replica reads the same free memory and takes its lease's part of it
+	// (bounds).
+	a.updateBound(name, func(b *bound) {
+		if ch.LimitChanged && enforce {
 			b.limit = ch.Limit
 		}
-	}
-	// Set every round, not only on change: observe mode bounds nothing, and
-	// a reload back to enforce must restore both (two short dispatches per
-	// upstream per round). In cluster mode every replica reads the same
-	// free memory and takes its lease's part of it (bounds).
-	b.budget, b.tokens = ch.MemoryBudget, ch.TokenLimit
-	if !enforce {
-		b.budget, b.tokens = 0, 0
-	}
-	a.setBound(name, b)
+		b.budget, b.tokens = ch.MemoryBudget, ch.TokenLimit
+		if !enforce {
+			b.budget, b.tokens = 0, 0
+		}
+	})
 	if !ch.LevelChanged {
 		return
 	}
