@@ -92,10 +92,7 @@ func (s *shared) changed(up bool) {
 // gauges sets the share gauge from the leases, a removed pod's series
 // dropped.
 func (s *shared) gauges() {
-	if s.c == nil { // OnShares before New returned: nothing declared yet
-		return
-	}
-	snap := s.c.Snapshot()
+	snap := s.c.Snapshot() // OnShares runs once SetPods has, after New returned
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for pod := range s.series {
