@@ -231,8 +231,8 @@ func (l *Limiter) clientReservoir(clientKey string) *reservoir {
 func (l *Limiter) ensure(ctx context.Context, r *reservoir, key string, b bucket) (Decision, error) {
 	c := l.c
 	now := c.now()
-	if now.Before(r.emptyUntil) {
-		return Decision{Wait: r.emptyUntil.Sub(now)}, nil
+	if d, refused := r.emptyLocked(now); refused {
+		return d, nil
 	}
 	if r.tokens > 0 && now.Before(r.staleAt) {
 		return Decision{Allowed: true}, nil
@@ -279,23 +279,21 @@ type reservoir struct {
 	taken      int       // the batch's size
 	staleAt    time.Time // the batch is dropped then
 	emptyUntil time.Time // Redis said the bucket holds no token before then
-	batch      int       // the next batch's size
 	gen        uint64    // counts the batches
 	single     bool      // a throwaway: always a batch of one
 }
 
 // nextBatch is the size of the batch to take now, at most most.
 func (r *reservoir) nextBatch(now time.Time, most int) int {
+	n := 1
 	switch {
 	case r.single || r.taken == 0:
-		r.batch = 1
 	case r.tokens == 0 && now.Before(r.staleAt): // ran out while fresh
-		r.batch = 2 * r.taken
+		n = 2 * r.taken
 	default: // went stale with tokens left
-		r.batch = r.taken - r.tokens
+		n = r.taken - r.tokens
 	}
-	r.batch = min(max(r.batch, 1), most)
-	return r.batch
+	return min(max(n, 1), most)
 }
 
 // fill installs a batch of n tokens taken at now.
@@ -309,6 +307,11 @@ func (r *reservoir) fill(now time.Time, n int) {
 func (r *reservoir) knownEmpty(now time.Time) (Decision, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.emptyLocked(now)
+}
+
+// emptyLocked is knownEmpty with r.mu held.
+func (r *reservoir) emptyLocked(now time.Time) (Decision, bool) {
 	if now.Before(r.emptyUntil) {
 		return Decision{Wait: r.emptyUntil.Sub(now)}, true
 	}
