@@ -23,13 +23,14 @@ type FieldError struct {
 }
 
 // Error reads "config: line 12: upstreams[1].url: scheme "ftp" is not http or https".
-func (e *FieldError) Error() string { return located(e.Line, e.Path, e.Msg) }
+func (e *FieldError) Error() string { return Located("config", e.Line, e.Path, e.Msg) }
 
-// located is "config: line N: path: msg", leaving out a line of 0 and an
-// empty path: the shape of every finding about a key.
-func located(line int, path, msg string) string {
+// Located is "who: line N: path: msg", leaving out a line of 0 and an
+// empty path: the shape of every finding about a key (errors, warnings,
+// and -check's lines, which name the file).
+func Located(who string, line int, path, msg string) string {
 	var b strings.Builder
-	b.WriteString("config: ")
+	b.WriteString(who + ": ")
 	if line > 0 {
 		b.WriteString("line " + strconv.Itoa(line) + ": ")
 	}

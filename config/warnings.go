@@ -24,7 +24,7 @@ type Warning struct {
 
 // String reads "config: line 12: upstreams[0].sources: warning: no pressure
 // source reads this pod: …", the shape of FieldError's message.
-func (w Warning) String() string { return located(w.Line, w.Path, "warning: "+w.Msg) }
+func (w Warning) String() string { return Located("config", w.Line, w.Path, "warning: "+w.Msg) }
 
 // Warnings returns c's warnings for a deployment of replicas gatekeepers
 // running this policy (0 means 1), ordered by line (those not in the file

@@ -90,16 +90,7 @@ func problems(err error) []error {
 // finding is one line of -check: "config.yaml: line 12: upstreams[0].url:
 // error: …", without the line or key when there is none.
 func finding(name string, line int, path, severity, msg string) string {
-	var b strings.Builder
-	b.WriteString(name + ": ")
-	if line > 0 {
-		b.WriteString("line " + strconv.Itoa(line) + ": ")
-	}
-	if path != "" {
-		b.WriteString(path + ": ")
-	}
-	b.WriteString(severity + ": " + msg)
-	return b.String()
+	return config.Located(name, line, path, severity+": "+msg)
 }
 
 // count writes "1 warning", "2 warnings".
