@@ -91,5 +91,5 @@ func compareIDs(a, b string) int {
 
 // newDCGMSource reads a DCGM exporter.
 func newDCGMSource(name, url string, c *http.Client) *httpSource {
-	return &httpSource{name: name, parse: ParseDCGMMetrics, get: metricsGetter(c, url)}
+	return &httpSource{name: name, parse: ParseDCGMMetrics, get: getter(c, url, KindDCGM)}
 }

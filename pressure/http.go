@@ -51,9 +51,49 @@ func (s *httpSource) Read(ctx context.Context) (Reading, error) {
 	return s.parse(body)
 }
 
-// metricsGetter fetches a Prometheus text endpoint.
-func metricsGetter(c *http.Client, url string) httpGetter {
-	return httpGetter{client: c, url: url, limit: maxMetricsBytes, accept: "text/plain;version=0.0.4;q=1,*/*;q=0.1"}
+// The Accept headers HTTP sources send.
+const (
+	acceptMetrics = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+	acceptJSON    = "application/json"
+	// acceptAny is for an answer whose kind is not known yet (HTTPFormat
+	// of ""): either of the two, JSON first.
+	acceptAny = "application/json;q=0.9,text/plain;version=0.0.4;q=0.8,*/*;q=0.1"
+)
+
+// HTTPFormat returns the Accept header and body limit gatekeeper uses for
+// an HTTP source of kind (vllm, dcgm, memory_blocks; "" for one whose kind
+// is not known yet: any of them, within the larger limit), and false for
+// a kind that is not read over HTTP. What reads a source outside the
+// monitor (gatekeeper probe) asks here, so it reads as the monitor does.
+func HTTPFormat(kind Kind) (accept string, limit int64, ok bool) {
+	switch kind {
+	case KindVLLM, KindDCGM:
+		return acceptMetrics, maxMetricsBytes, true
+	case KindMemoryBlocks:
+		return acceptJSON, maxJSONBytes, true
+	case "":
+		return acceptAny, maxMetricsBytes, true
+	}
+	return "", 0, false
+}
+
+// Parse parses an HTTP source's answer of kind with that kind's parser.
+func Parse(kind Kind, body []byte) (Reading, error) {
+	switch kind {
+	case KindVLLM:
+		return ParseVLLMMetrics(body)
+	case KindDCGM:
+		return ParseDCGMMetrics(body)
+	case KindMemoryBlocks:
+		return ParseMemoryBlocks(body)
+	}
+	return Reading{}, fmt.Errorf("pressure: %q is not an HTTP source kind", kind)
+}
+
+// getter fetches url as an HTTP source of kind.
+func getter(c *http.Client, url string, kind Kind) httpGetter {
+	accept, limit, _ := HTTPFormat(kind)
+	return httpGetter{client: c, url: url, limit: limit, accept: accept}
 }
 
 // httpGetter fetches one URL with a bounded body.

@@ -196,7 +196,5 @@ func nonNegative(p *float64) (float64, bool) {
 
 // newMemoryBlocksSource reads an allocator endpoint.
 func newMemoryBlocksSource(name, url string, c *http.Client) *httpSource {
-	return &httpSource{name: name, parse: ParseMemoryBlocks, get: httpGetter{
-		client: c, url: url, limit: maxJSONBytes, accept: "application/json",
-	}}
+	return &httpSource{name: name, parse: ParseMemoryBlocks, get: getter(c, url, KindMemoryBlocks)}
 }

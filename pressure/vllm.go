@@ -51,5 +51,5 @@ func ParseVLLMMetrics(data []byte) (Reading, error) {
 
 // newVLLMSource reads a vLLM pod's /metrics.
 func newVLLMSource(name, url string, c *http.Client) *httpSource {
-	return &httpSource{name: name, parse: ParseVLLMMetrics, get: metricsGetter(c, url)}
+	return &httpSource{name: name, parse: ParseVLLMMetrics, get: getter(c, url, KindVLLM)}
 }

@@ -20,17 +20,6 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 )
 
-// Accept headers and body limits of gatekeeper's own HTTP sources
-// (pressure/http.go): a scrape of vLLM or DCGM is tens of KiB, an allocator
-// answer a few hundred bytes per GPU.
-const (
-	acceptMetrics   = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
-	acceptJSON      = "application/json"
-	acceptAny       = "application/json;q=0.9,text/plain;version=0.0.4;q=0.8,*/*;q=0.1"
-	maxMetricsBytes = 8 << 20
-	maxJSONBytes    = 1 << 20
-)
-
 // ErrUnknownKind reports an answer whose kind Guess cannot tell.
 var ErrUnknownKind = errors.New("probe: cannot tell the source kind from the answer (no vllm: or DCGM_FI_DEV_ metrics, not JSON); pass -kind vllm, dcgm or memory_blocks")
 
@@ -91,14 +80,8 @@ func Read(ctx context.Context, s Settings) (Result, error) {
 	if err := checkURL(s.URL); err != nil {
 		return Result{}, err
 	}
-	accept, limit := acceptAny, int64(maxMetricsBytes)
-	switch s.Kind {
-	case "":
-	case pressure.KindVLLM, pressure.KindDCGM:
-		accept = acceptMetrics
-	case pressure.KindMemoryBlocks:
-		accept, limit = acceptJSON, maxJSONBytes
-	default:
+	accept, limit, ok := pressure.HTTPFormat(s.Kind) // as the monitor reads it
+	if !ok {
 		return Result{}, fmt.Errorf("probe: unknown kind %q (want vllm, dcgm, memory_blocks or nvml)", s.Kind)
 	}
 	c := s.Client
@@ -117,11 +100,11 @@ func Read(ctx context.Context, s Settings) (Result, error) {
 			return Result{}, fmt.Errorf("probe: %s: %w", s.URL, ErrUnknownKind)
 		}
 		r.Kind, r.Guessed = kind, true
-		if kind == pressure.KindMemoryBlocks && len(body) > maxJSONBytes {
-			return Result{}, fmt.Errorf("probe: GET %s: over %d bytes: %w", s.URL, maxJSONBytes, pressure.ErrBodyTooLarge)
+		if _, most, _ := pressure.HTTPFormat(kind); int64(len(body)) > most {
+			return Result{}, fmt.Errorf("probe: GET %s: over %d bytes: %w", s.URL, most, pressure.ErrBodyTooLarge)
 		}
 	}
-	rd, err := parse(r.Kind, body)
+	rd, err := pressure.Parse(r.Kind, body)
 	if err != nil {
 		return Result{}, fmt.Errorf("probe: %s: not a %s answer: %w", s.URL, r.Kind, err)
 	}
@@ -146,16 +129,6 @@ func Guess(body []byte) (pressure.Kind, bool) {
 		return pressure.KindVLLM, true
 	}
 	return "", false
-}
-
-func parse(kind pressure.Kind, body []byte) (pressure.Reading, error) {
-	switch kind {
-	case pressure.KindVLLM:
-		return pressure.ParseVLLMMetrics(body)
-	case pressure.KindDCGM:
-		return pressure.ParseDCGMMetrics(body)
-	}
-	return pressure.ParseMemoryBlocks(body)
 }
 
 // checkURL rejects what gatekeeper's policy would: a URL that is not

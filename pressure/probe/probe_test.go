@@ -58,6 +58,14 @@ func table(rows []Row) string {
 	return b.String()
 }
 
+// The Accept headers gatekeeper's monitor sends (pressure.HTTPFormat).
+const (
+	acceptMetrics = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+	acceptJSON    = "application/json"
+	acceptAny     = "application/json;q=0.9,text/plain;version=0.0.4;q=0.8,*/*;q=0.1"
+	maxJSONBytes  = 1 << 20
+)
+
 func TestRead(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
