@@ -421,7 +421,7 @@ func defaultValue(t reflect.Type, v reflect.Value) (any, bool) {
 		v = v.Elem()
 	}
 	if t == durationType {
-		return shortDuration(time.Duration(v.Int())), true
+		return formatDuration(time.Duration(v.Int())), true // as -print-config writes it
 	}
 	switch v.Kind() {
 	case reflect.Slice, reflect.Map:
@@ -432,18 +432,6 @@ func defaultValue(t reflect.Type, v reflect.Value) (any, bool) {
 		return v.String(), true
 	}
 	return v.Interface(), true
-}
-
-// shortDuration is d as a policy file would write it: 2m, not 2m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // showDefault is v for the reference's table.
