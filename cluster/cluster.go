@@ -31,7 +31,8 @@ type Cluster struct {
 	failures atomic.Int64
 	replicas atomic.Int64 // the last known replica count, ≥ 1
 
-	beatMu sync.Mutex // serializes Beat
+	beatMu  sync.Mutex // serializes Beat; guards beatSeq
+	beatSeq int64      // the last beat's number (beatScript refuses a late one)
 
 	// notifyMu serializes OnChange calls; notified is the mode last reported.
 	notifyMu sync.Mutex

@@ -29,9 +29,15 @@
 // floor, min(its cap, base ÷ the most replicas its replica has seen), for
 // ForgetAfter more; then Redis forgets it.
 //
+// Each beat carries a number that rises with every beat (at least the
+// time in µs, so across restarts too); Redis refuses one not above the
+// number its entry holds, so a beat a stalled link delivers late cannot
+// write back an older cap or floor.
+//
 // Without Redis a replica keeps its caps for LeaseTTL/2 after its last
-// renewal that answered, then lowers each to that floor (a pod it was
-// never granted gets the floor), so what it runs above the floor has the
+// renewal that answered, then lowers each to that floor, never above the
+// least floor Redis may hold for it (a pod it was never granted gets the
+// floor), so what it runs above the floor has the
 // other half of the lease to finish. A Redis that lost its data (a restart,
 // FLUSHALL) has no epoch key; the first heartbeat starts a new epoch, and
 // for one LeaseTTL no grant grows above the cap its replica runs, so that

@@ -131,15 +131,26 @@ func (c *Cluster) Beat(ctx context.Context) error {
 func (c *Cluster) beatArgs(demand map[string]Demand) (pods []*share, keys []string, args []any) {
 	c.sh.mu.Lock()
 	defer c.sh.mu.Unlock()
+	// The beat's number rises across restarts of a process that keeps its
+	// ReplicaID: it is at least the time in µs.
+	c.beatSeq = max(c.beatSeq+1, time.Now().UnixMicro())
 	keys = append(make([]string, 0, 2+len(c.sh.pods)), c.replicasKey(), c.s.KeyPrefix+"epoch")
-	args = append(make([]any, 0, 4+5*len(c.sh.pods)), c.nowArg(), c.s.ReplicaID,
-		c.s.LeaseTTL.Milliseconds(), c.s.ForgetAfter.Milliseconds())
+	args = append(make([]any, 0, 5+5*len(c.sh.pods)), c.nowArg(), c.s.ReplicaID,
+		c.s.LeaseTTL.Milliseconds(), c.s.ForgetAfter.Milliseconds(), c.beatSeq)
 	for pod, s := range c.sh.pods {
 		d := demand[pod]
 		s.wants = c.wantsLocked(s, d)
+		s.sentFloor = c.floorLocked(s.base)
+		// Redis may keep this beat's floor even if its answer is lost:
+		// the lapse never goes above the least floor it may hold.
+		if s.floorKnown {
+			s.lapseFloor = min(s.lapseFloor, s.sentFloor)
+		} else {
+			s.lapseFloor, s.floorKnown = s.sentFloor, true
+		}
 		pods = append(pods, s)
 		keys = append(keys, c.leaseKey(pod))
-		args = append(args, s.base, s.cap, toBase(s.base, d.Window, d.InFlight), s.wants, c.floorLocked(s.base))
+		args = append(args, s.base, s.cap, toBase(s.base, d.Window, d.InFlight), s.wants, s.sentFloor)
 	}
 	return pods, keys, args
 }
@@ -159,6 +170,9 @@ func (c *Cluster) applyGrants(sent time.Time, replicas int, pods []*share, res [
 			continue
 		}
 		s.grant, s.granted = min(grant, s.base), true
+		// Redis holds this beat's floor now: an older beat arriving late is
+		// refused by its number.
+		s.lapseFloor = s.sentFloor
 		s.owed = target > grant || free > 0
 		if s.cap != s.grant {
 			c.sh.confirm = c.sh.confirm || s.grant < s.cap

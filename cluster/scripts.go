@@ -68,11 +68,12 @@ return {m, 0}
 //	KEYS[2]   the epoch: when this Redis first saw a heartbeat (ms); a Redis
 //	          that lost its data has none
 //	KEYS[2+k] the lease hash of the k-th pod: field = replica id, value =
-//	          "held expiry floor wants"
+//	          "held expiry floor wants seq"
 //	ARGV[1]   now in µs, or ''
 //	ARGV[2]   the replica id
 //	ARGV[3]   the lease time in ms
 //	ARGV[4]   how long an expired lease's floor stays reserved, in ms
+//	ARGV[5]   the beat's number, rising with every beat the replica sends
 //	then, per pod: base, cap, in_flight, wants, floor (slots of base)
 //
 // Per pod, with "others" every other replica's entry:
@@ -87,7 +88,10 @@ return {m, 0}
 //     empty) at most the cap the replica runs now: until every live
 //     replica had a heartbeat to write back what it holds, none grows;
 //   - held = max(cap, in_flight, grant): slots above a shrunk grant still
-//     run until they end, and a grant whose answer is lost is still counted.
+//     run until they end, and a grant whose answer is lost is still counted;
+//   - a beat whose number is not above the one its replica's entry holds
+//     changes nothing: it was delayed on the way (a stalled link delivers
+//     it late) and its cap and floor are older than what Redis has.
 //
 // So the entries of one pod never reserve more than base between them.
 // Returns {live replicas, then per pod: grant, target, free after}.
@@ -140,7 +144,15 @@ local function fair(parts, capacity)
   return 0
 end
 
-local a = 5
+local seq = tonumber(ARGV[5])
+-- entry parses "held expiry floor wants [seq]" (seq absent: written by an
+-- older gatekeeper, taken as 0).
+local function entry(v)
+  local held, exp, fl, w, n = string.match(v or '', '^(%d+) (%d+) (%d+) (%d+) ?(%d*)$')
+  return tonumber(held), tonumber(exp), tonumber(fl), tonumber(w), tonumber(n) or 0
+end
+
+local a = 6
 for k = 3, #KEYS do
   local key = KEYS[k]
   local base = tonumber(ARGV[a])
@@ -151,12 +163,13 @@ for k = 3, #KEYS do
   a = a + 5
   local others, expired = 0, 0
   local parts = {{me, wants}}
+  local _, _, _, _, mine = entry(redis.call('HGET', key, me))
   local h = redis.call('HGETALL', key)
+  if mine >= seq then h = {} end -- a late beat: below, it writes nothing
   for i = 1, #h, 2 do
     local id = h[i]
     if id ~= me then
-      local held, exp, fl, w = string.match(h[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
-      held, exp, fl, w = tonumber(held), tonumber(exp), tonumber(fl), tonumber(w)
+      local held, exp, fl, w = entry(h[i + 1])
       if not held or now > exp + forget then
         redis.call('HDEL', key, id)
       elseif now > exp then
@@ -169,17 +182,23 @@ for k = 3, #KEYS do
       end
     end
   end
-  local target = fair(parts, base - expired)
-  local grant = math.min(target, base - others)
-  if warm and grant > cap then grant = cap end
-  if grant < 0 then grant = 0 end
-  local held = math.max(cap, inflight, grant)
-  redis.call('HSET', key, me, string.format('%.0f %.0f %.0f %.0f', held, now + ttl,
-    math.min(math.max(cap, grant), floor), wants))
-  keep(key, ttl + forget)
-  out[#out + 1] = grant
-  out[#out + 1] = target
-  out[#out + 1] = math.max(0, base - others - held)
+  if mine >= seq then
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+  else
+    local target = fair(parts, base - expired)
+    local grant = math.min(target, base - others)
+    if warm and grant > cap then grant = cap end
+    if grant < 0 then grant = 0 end
+    local held = math.max(cap, inflight, grant)
+    redis.call('HSET', key, me, string.format('%.0f %.0f %.0f %.0f %.0f', held, now + ttl,
+      math.min(math.max(cap, grant), floor), wants, seq))
+    keep(key, ttl + forget)
+    out[#out + 1] = grant
+    out[#out + 1] = target
+    out[#out + 1] = math.max(0, base - others - held)
+  end
 end
 return out
 `

@@ -36,6 +36,13 @@ type share struct {
 	// granted: a renewal answered for this pod once. One that never did
 	// has no reservation to keep within: it takes its floor on a lapse.
 	granted bool
+	// sentFloor is the floor the last beat sent; lapseFloor the least
+	// floor Redis may hold for this replica's entry (that of the last beat
+	// that answered, or of one sent since whose answer was lost): a lapse
+	// goes no higher, so this replica never runs above what Redis reserves
+	// for it once its lease expires. floorKnown: a beat has set them.
+	sentFloor, lapseFloor int
+	floorKnown            bool
 }
 
 // shares is the lease state of every pod, guarded by its own lock.
@@ -191,7 +198,7 @@ func (c *Cluster) lapse(now time.Time) bool {
 	for _, s := range c.sh.pods {
 		f := c.floorLocked(s.base)
 		if s.granted {
-			f = min(s.cap, f)
+			f = min(s.cap, s.lapseFloor, f)
 		}
 		if f != s.cap {
 			s.cap, changed = f, true

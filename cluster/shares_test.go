@@ -231,3 +231,45 @@ func TestLeaseUnreachableFromStart(t *testing.T) {
 			c.Up(), called, c.Share(10), shares)
 	}
 }
+
+// TestLateBeatChangesNothing: a heartbeat delivered after a newer one (a
+// stalled link that lets its bytes through late) writes nothing, so the
+// entry keeps the newer beat's cap and floor; and a lapse never goes above
+// the floor the last answered beat left in Redis.
+func TestLateBeatChangesNothing(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	clock := newFakeClock()
+	cs, ds := leaseReplicas(t, r, 1, 10, clock)
+	c := cs[0]
+	ctx := t.Context()
+	ds[0].set("p", Demand{Waiting: 4})
+	clock.Advance(0)
+	if err := c.Beat(ctx); err != nil { // the epoch's warm-up: nothing yet
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	c.beatMu.Lock()
+	_, keys, late := c.beatArgs(c.readDemand()) // sent now, delivered after the next
+	c.beatMu.Unlock()
+	if err := c.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, err := r.client().HGet(ctx, c.leaseKey("p"), "r0").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.scripts.beat.Run(ctx, c.rdb, keys, late...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := r.client().HGet(ctx, c.leaseKey("p"), "r0").Result()
+	if err != nil || after != before {
+		t.Fatalf("entry after a late beat = %q (%v), want it unchanged: %q", after, err, before)
+	}
+	sh := c.Snapshot().Shares["p"]
+	clock.Advance(600 * time.Millisecond)
+	c.lapse(clock.Now())
+	if got := c.Snapshot().Shares["p"].Cap; got > sh.Cap || got > 10 {
+		t.Fatalf("cap after the lapse = %d, want at most %d (the floor Redis holds)", got, sh.Cap)
+	}
+}
