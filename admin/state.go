@@ -8,8 +8,8 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
 
@@ -28,7 +28,7 @@ type Sources struct {
 	Queue func() queue.Stats
 	// Upstreams returns the traffic handler's view of each upstream, in
 	// the document's order.
-	Upstreams func() []proxy.UpstreamStatus
+	Upstreams func() []pods.Status
 	// Breaker returns the upstream's error breaker state; false when the
 	// upstream has none (the document says "none").
 	Breaker func(name string) (breaker.State, bool)
@@ -77,7 +77,7 @@ type Class struct {
 
 // Upstream is one upstream's entry in State.
 type Upstream struct {
-	proxy.UpstreamStatus
+	pods.Status
 	Breaker     string `json:"breaker"`
 	WindowLimit int    `json:"window_limit"`
 	InFlight    int    `json:"inflight"`
@@ -175,7 +175,7 @@ func Snapshot(src Sources) State {
 	}
 	for _, u := range src.Upstreams() {
 		w := windows[u.Name]
-		us := Upstream{UpstreamStatus: u, WindowLimit: w.Limit, InFlight: w.InFlight,
+		us := Upstream{Status: u, WindowLimit: w.Limit, InFlight: w.InFlight,
 			MinInflight: bounds[u.Name][0], MaxInflight: bounds[u.Name][1], Breaker: "none"}
 		if w.MemoryBudget > 0 { // the queue counts bytes per vocabulary entry
 			us.MemoryBudgetBytes, us.MemoryHeldBytes = w.MemoryBudget*vocab[u.Name], w.MemoryHeld*vocab[u.Name]

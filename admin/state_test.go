@@ -13,8 +13,8 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
 
@@ -41,8 +41,8 @@ func fakeSources() Sources {
 			return queue.Stats{Length: 1, Tokens: 42, Order: queue.ShortestFirst,
 				Windows: []queue.WindowStats{{Name: "a", Limit: 6, InFlight: 3}, {Name: "b", Limit: 256}}}
 		},
-		Upstreams: func() []proxy.UpstreamStatus {
-			return []proxy.UpstreamStatus{{Name: "a", URL: "http://a:8000", Healthy: true},
+		Upstreams: func() []pods.Status {
+			return []pods.Status{{Name: "a", URL: "http://a:8000", Healthy: true},
 				{Name: "b", URL: "http://b:8000", Healthy: true, Available: true}}
 		},
 		Breaker: func(name string) (breaker.State, bool) { return breaker.HalfOpen, name == "a" },

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
+	"github.com/gatekeeper-dev/gatekeeper/pods/healthcheck"
 )
 
 // staticTransport answers every request at once with the same small body.
@@ -19,15 +23,15 @@ func (staticTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		Body: io.NopCloser(strings.NewReader(`{"id":"x","choices":[]}`)), ContentLength: 23, Request: r}, nil
 }
 
-func benchHandler(b *testing.B, limiter Limiter) *Handler {
+func benchHandler(b *testing.B, limiter decide.Limiter) *Handler {
 	b.Helper()
 	u, _ := url.Parse("http://pod.invalid:8000")
-	h, err := New(Options{
-		Upstreams:    []Upstream{{Name: "pod", URL: u}},
+	h, err := newHandler(testOptions{
+		Upstreams:    []pods.Pod{{Name: "pod", URL: u}},
 		Admission:    newFakeAdmission(1<<16, "pod"),
 		Limiter:      limiter,
 		RoundTripper: staticTransport{},
-		Health:       HealthSettings{Interval: -1},
+		Health:       healthcheck.Settings{Interval: -1},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -8,19 +8,21 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/decide"
 )
 
 // admissionFunc is an Admission whose Acquire the test writes.
-type admissionFunc func(ctx context.Context, need Need) (Slot, error)
+type admissionFunc func(ctx context.Context, need decide.Need) (decide.Slot, error)
 
-func (f admissionFunc) Acquire(ctx context.Context, need Need, _ int, _ []string) (Slot, error) {
+func (f admissionFunc) Acquire(ctx context.Context, need decide.Need, _ int, _ []string) (decide.Slot, error) {
 	return f(ctx, need)
 }
-func (admissionFunc) TryAcquire(Need, []string) Slot { return nil }
-func (admissionFunc) Dispatch()                      {}
+func (admissionFunc) TryAcquire(decide.Need, []string) decide.Slot { return nil }
+func (admissionFunc) Dispatch()                                    {}
 
 // predictedWait is what the queue returns when a request cannot start in
-// time: ErrDeadline with the wait it predicted.
+// time: decide.ErrDeadline with the wait it predicted.
 type predictedWait time.Duration
 
 func (p predictedWait) Error() string             { return "queue: cannot start before its deadline" }
@@ -32,35 +34,35 @@ func (p predictedWait) RetryAfter() time.Duration { return time.Duration(p) }
 // predicted Retry-After (capped at 60 s), counted as its own outcome.
 func TestDeadlines(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	classes := &Classes{Header: "X-Class", Default: "chat", List: []Class{{Name: "chat"}, {Name: "docs", TTFTDeadline: 8 * time.Second}}}
+	classes := &decide.Classes{Header: "X-Class", Default: "chat", List: []decide.Class{{Name: "chat"}, {Name: "docs", TTFTDeadline: 8 * time.Second}}}
 	for _, tc := range []struct {
 		name   string
-		policy Policy
+		policy decide.Policy
 		hdr    map[string]string
 		want   time.Duration // the deadline the queue sees, after the start
 	}{
-		{"none: max_wait", Policy{MaxWait: 30 * time.Second}, nil, 30 * time.Second},
-		{"the policy's", Policy{MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second}, nil, 5 * time.Second},
-		{"the class's replaces it", Policy{MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second, Classes: classes},
+		{"none: max_wait", decide.Policy{MaxWait: 30 * time.Second}, nil, 30 * time.Second},
+		{"the policy's", decide.Policy{MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second}, nil, 5 * time.Second},
+		{"the class's replaces it", decide.Policy{MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second, Classes: classes},
 			map[string]string{"X-Class": "docs"}, 8 * time.Second},
-		{"the client tightens it", Policy{MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second, DeadlineHeader: "X-SLO-TTFT-Ms"},
+		{"the client tightens it", decide.Policy{MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second, DeadlineHeader: "X-SLO-TTFT-Ms"},
 			map[string]string{"X-SLO-TTFT-Ms": "1500"}, 1500 * time.Millisecond},
-		{"but cannot loosen it", Policy{MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second, DeadlineHeader: "X-SLO-TTFT-Ms"},
+		{"but cannot loosen it", decide.Policy{MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second, DeadlineHeader: "X-SLO-TTFT-Ms"},
 			map[string]string{"X-SLO-TTFT-Ms": "9000"}, 5 * time.Second},
-		{"nor pass max_wait", Policy{MaxWait: 30 * time.Second, DeadlineHeader: "X-SLO-TTFT-Ms"},
+		{"nor pass max_wait", decide.Policy{MaxWait: 30 * time.Second, DeadlineHeader: "X-SLO-TTFT-Ms"},
 			map[string]string{"X-SLO-TTFT-Ms": "60000"}, 30 * time.Second},
-		{"and junk is ignored", Policy{MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second, DeadlineHeader: "X-SLO-TTFT-Ms"},
+		{"and junk is ignored", decide.Policy{MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second, DeadlineHeader: "X-SLO-TTFT-Ms"},
 			map[string]string{"X-SLO-TTFT-Ms": "-3"}, 5 * time.Second},
-		{"without the header in the policy, clients cannot", Policy{MaxWait: 30 * time.Second},
+		{"without the header in the policy, clients cannot", decide.Policy{MaxWait: 30 * time.Second},
 			map[string]string{"X-SLO-TTFT-Ms": "100"}, 30 * time.Second},
-		{"observe mode enforces no deadline", Policy{Observe: true, MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second,
+		{"observe mode enforces no deadline", decide.Policy{Observe: true, MaxWait: 30 * time.Second, TTFTDeadline: 5 * time.Second,
 			DeadlineHeader: "X-SLO-TTFT-Ms"}, map[string]string{"X-SLO-TTFT-Ms": "100"}, 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got time.Time
-			tp := newTestProxy(t, okPod(), func(o *Options) {
+			tp := newTestProxy(t, okPod(), func(o *testOptions) {
 				o.Policy, o.Now = tc.policy, func() time.Time { return t0 }
-				o.Admission = admissionFunc(func(_ context.Context, n Need) (Slot, error) {
+				o.Admission = admissionFunc(func(_ context.Context, n decide.Need) (decide.Slot, error) {
 					got = n.Deadline
 					sem := make(chan struct{}, 1)
 					sem <- struct{}{} // the slot it holds, given back by Release
@@ -82,14 +84,14 @@ func TestDeadlines(t *testing.T) {
 		hdr        map[string]string
 		retryAfter string
 	}{
-		{"predicted: Retry-After is the wait", fmt.Errorf("%w: %w", ErrDeadline, predictedWait(7*time.Second)), nil, "7"},
-		{"a prediction past a minute is capped", fmt.Errorf("%w: %w", ErrDeadline, predictedWait(10*time.Minute)), nil, "60"},
+		{"predicted: Retry-After is the wait", fmt.Errorf("%w: %w", decide.ErrDeadline, predictedWait(7*time.Second)), nil, "7"},
+		{"a prediction past a minute is capped", fmt.Errorf("%w: %w", decide.ErrDeadline, predictedWait(10*time.Minute)), nil, "60"},
 		{"waited until the client's deadline", nil, map[string]string{"X-SLO-TTFT-Ms": "30"}, "2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tp := newTestProxy(t, okPod(), func(o *Options) {
-				o.Policy = Policy{MaxWait: 30 * time.Second, DeadlineHeader: "X-SLO-TTFT-Ms"}
-				o.Admission = admissionFunc(func(ctx context.Context, _ Need) (Slot, error) {
+			tp := newTestProxy(t, okPod(), func(o *testOptions) {
+				o.Policy = decide.Policy{MaxWait: 30 * time.Second, DeadlineHeader: "X-SLO-TTFT-Ms"}
+				o.Admission = admissionFunc(func(ctx context.Context, _ decide.Need) (decide.Slot, error) {
 					if tc.err != nil {
 						return nil, tc.err
 					}
@@ -100,13 +102,15 @@ func TestDeadlines(t *testing.T) {
 			res := post(t, tp.srv.URL, "/v1/chat/completions", chatBody, tc.hdr)
 			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			var e errorBody
+			var e struct {
+				Error struct{ Message, Type, Code string }
+			}
 			if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("X-Gatekeeper-Reason") != "deadline" ||
 				res.Header.Get("Retry-After") != tc.retryAfter || json.Unmarshal(body, &e) != nil || e.Error.Code != "deadline" {
 				t.Errorf("= %d, reason %q, Retry-After %q, body %s; want 503 deadline, Retry-After %s",
 					res.StatusCode, res.Header.Get("X-Gatekeeper-Reason"), res.Header.Get("Retry-After"), body, tc.retryAfter)
 			}
-			if n := tp.outcomes(t)[OutcomeDeadline]; n != 1 {
+			if n := tp.outcomes(t)[decide.OutcomeDeadline]; n != 1 {
 				t.Errorf("outcome deadline counted %v times, want 1", n)
 			}
 		})
@@ -116,9 +120,9 @@ func TestDeadlines(t *testing.T) {
 // A request too large for every pod's free memory has its own reason and
 // outcome, not "no upstream" (issue 24).
 func TestNoMemoryRefusal(t *testing.T) {
-	tp := newTestProxy(t, okPod(), func(o *Options) {
-		o.Admission = admissionFunc(func(context.Context, Need) (Slot, error) {
-			return nil, fmt.Errorf("%w: queue: request needs more memory than any upstream has free", ErrNoMemory)
+	tp := newTestProxy(t, okPod(), func(o *testOptions) {
+		o.Admission = admissionFunc(func(context.Context, decide.Need) (decide.Slot, error) {
+			return nil, fmt.Errorf("%w: queue: request needs more memory than any upstream has free", decide.ErrNoMemory)
 		})
 	})
 	res := post(t, tp.srv.URL, "/v1/chat/completions", chatBody, nil)
@@ -128,7 +132,7 @@ func TestNoMemoryRefusal(t *testing.T) {
 		t.Errorf("= %d, reason %q, Retry-After %q, body %s; want 503 no_memory with Retry-After",
 			res.StatusCode, res.Header.Get("X-Gatekeeper-Reason"), res.Header.Get("Retry-After"), body)
 	}
-	if n := tp.outcomes(t)[OutcomeNoMemory]; n != 1 {
+	if n := tp.outcomes(t)[decide.OutcomeNoMemory]; n != 1 {
 		t.Errorf("outcome no_memory counted %v times, want 1", n)
 	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,18 +11,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
+	"github.com/gatekeeper-dev/gatekeeper/pods/healthcheck"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/framing"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // fakeAdmission hands out slots on named upstreams from a semaphore per
 // upstream, queueing up to maxQueue waiters. Like the real queue it asks
-// availability at dispatch (avail, the Handler's Availability).
+// availability at dispatch (avail, the Handler's queue.Availability).
 type fakeAdmission struct {
 	mu       sync.Mutex
 	sem      map[string]chan struct{}
-	avail    func(string) Availability // nil: all available
+	avail    func(string) queue.Availability // nil: all available
 	waiting  int
 	maxQueue int
 	order    []string
@@ -44,11 +49,11 @@ type fakeSlot struct {
 func (s *fakeSlot) Upstream() string { return s.name }
 func (s *fakeSlot) Release()         { s.once.Do(func() { <-s.sem }) }
 
-func (a *fakeAdmission) Acquire(ctx context.Context, _ Need, _ int, exclude []string) (Slot, error) {
+func (a *fakeAdmission) Acquire(ctx context.Context, _ decide.Need, _ int, exclude []string) (decide.Slot, error) {
 	a.mu.Lock()
 	if a.waiting >= a.maxQueue {
 		a.mu.Unlock()
-		return nil, ErrQueueFull
+		return nil, decide.ErrQueueFull
 	}
 	a.waiting++
 	a.mu.Unlock()
@@ -64,10 +69,10 @@ func (a *fakeAdmission) Acquire(ctx context.Context, _ Need, _ int, exclude []st
 			return nil, ctx.Err()
 		}
 	}
-	return nil, ErrNoUpstream
+	return nil, decide.ErrNoUpstream
 }
 
-func (a *fakeAdmission) TryAcquire(_ Need, exclude []string) Slot {
+func (a *fakeAdmission) TryAcquire(_ decide.Need, exclude []string) decide.Slot {
 	for _, n := range a.order {
 		if skip(exclude, n) || !a.isAvailable(n) {
 			continue
@@ -94,7 +99,7 @@ func (a *fakeAdmission) isAvailable(n string) bool {
 	a.mu.Lock()
 	f := a.avail
 	a.mu.Unlock()
-	return f == nil || f(n) == Available
+	return f == nil || f(n) == queue.Available
 }
 
 func (a *fakeAdmission) Dispatch() {}
@@ -139,7 +144,7 @@ func (f limiterFunc) Allow(k string) error { return f(k) }
 // gateFunc adapts a function to Gate and records results.
 type recordingGate struct {
 	mu      sync.Mutex
-	results []Result
+	results []pods.Result
 	refuse  bool
 	left    time.Duration // OpenRemaining while refusing
 }
@@ -153,26 +158,26 @@ func (g *recordingGate) OpenRemaining() time.Duration {
 	return 0
 }
 
-func (g *recordingGate) State() GateState {
+func (g *recordingGate) State() pods.GateState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.refuse {
-		return GateOpen
+		return pods.GateOpen
 	}
-	return GateReady
+	return pods.GateReady
 }
 
-func (g *recordingGate) Allow() (func(Result), error) {
+func (g *recordingGate) Allow() (func(pods.Result), error) {
 	if g.refuse {
 		return nil, errors.New("open")
 	}
-	return func(r Result) { g.mu.Lock(); g.results = append(g.results, r); g.mu.Unlock() }, nil
+	return func(r pods.Result) { g.mu.Lock(); g.results = append(g.results, r); g.mu.Unlock() }, nil
 }
 
-func (g *recordingGate) got() []Result {
+func (g *recordingGate) got() []pods.Result {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return append([]Result(nil), g.results...)
+	return append([]pods.Result(nil), g.results...)
 }
 
 // testProxy is a Handler in front of one httptest pod, served by an
@@ -199,7 +204,7 @@ func (c *counter) get() int {
 	return c.n
 }
 
-func newTestProxy(t *testing.T, pod http.Handler, mutate func(*Options)) *testProxy {
+func newTestProxy(t *testing.T, pod http.Handler, mutate func(*testOptions)) *testProxy {
 	t.Helper()
 	hits := &counter{}
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -210,24 +215,24 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*Options)) *testPr
 	u, _ := url.Parse(upstream.URL)
 	tp := &testProxy{reg: prometheus.NewRegistry(), adm: newFakeAdmission(64, "pod-0"), levels: &fakeLevels{},
 		gate: &recordingGate{}, podHits: hits}
-	opts := Options{
-		Upstreams: []Upstream{{Name: "pod-0", URL: u, Gate: tp.gate}},
+	opts := testOptions{
+		Upstreams: []pods.Pod{{Name: "pod-0", URL: u, Gate: tp.gate}},
 		Admission: tp.adm,
 		Levels:    tp.levels,
-		Health:    HealthSettings{Interval: -1},
+		Health:    healthcheck.Settings{Interval: -1},
 		Metrics:   NewMetrics(tp.reg),
 	}
 	if mutate != nil {
 		mutate(&opts)
 	}
-	h, err := New(opts)
+	h, err := newHandler(opts)
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
 	tp.h = h
 	if a, ok := opts.Admission.(*fakeAdmission); ok {
 		a.mu.Lock()
-		a.avail = h.Availability
+		a.avail = h.reg.Availability
 		a.mu.Unlock()
 	}
 	tp.srv = httptest.NewUnstartedServer(h)
@@ -238,11 +243,54 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*Options)) *testPr
 	return tp
 }
 
-func (tp *testProxy) outcomes(t *testing.T) map[Outcome]float64 {
+func (tp *testProxy) outcomes(t *testing.T) map[decide.Outcome]float64 {
 	t.Helper()
-	out := map[Outcome]float64{}
-	for _, o := range Outcomes {
+	out := map[decide.Outcome]float64{}
+	for _, o := range decide.Outcomes {
 		out[o] = testutil.ToFloat64(tp.h.metrics.requests.WithLabelValues(string(o)))
 	}
 	return out
+}
+
+// testOptions are a Handler's options with the decision core's ingredients
+// beside them: newHandler builds the core (over a registry of Upstreams)
+// the way cmd/gatekeeper does, so every proxy test runs the real core.
+type testOptions struct {
+	Policy       decide.Policy
+	Upstreams    []pods.Pod
+	Limiter      decide.Limiter
+	Admission    decide.Admission
+	Levels       pods.Levels
+	ClassLimiter decide.ClassLimiter
+	ModelLimiter decide.ModelLimiter
+	OnPodRefused func(upstream string)
+	Transport    TransportSettings
+	Health       healthcheck.Settings
+	RoundTripper http.RoundTripper
+	Metrics      *Metrics
+	Logger       *slog.Logger
+	Now          func() time.Time
+	Version      string
+	Ready        func() error
+}
+
+func newHandler(o testOptions) (*Handler, error) {
+	reg := pods.New(o.Levels)
+	reg.Set(o.Upstreams)
+	var rec decide.Recorder
+	if o.Metrics != nil {
+		rec = o.Metrics
+		names := make([]string, len(o.Upstreams))
+		for i, u := range o.Upstreams {
+			names[i] = u.Name
+		}
+		o.Metrics.UpstreamsSet(names, nil)
+	}
+	core, err := decide.New(decide.Options{Registry: reg, Admission: o.Admission, Limiter: o.Limiter,
+		ClassLimiter: o.ClassLimiter, ModelLimiter: o.ModelLimiter, Recorder: rec, Policy: o.Policy, Now: o.Now})
+	if err != nil {
+		return nil, err
+	}
+	return New(Options{Core: core, OnPodRefused: o.OnPodRefused, Transport: o.Transport, Health: o.Health,
+		RoundTripper: o.RoundTripper, Metrics: o.Metrics, Logger: o.Logger, Now: o.Now, Version: o.Version, Ready: o.Ready})
 }

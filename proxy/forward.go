@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
 )
@@ -26,7 +28,7 @@ import (
 type flight struct {
 	context.Context // the client's request context, read-only once built
 
-	member    *member
+	member    *pods.Member
 	metrics   *Metrics
 	status    int   // pod's status, 0 if none arrived
 	err       error // transport error, nil if a response arrived
@@ -37,7 +39,7 @@ type flight struct {
 	// retry, when set, is a slot on another pod for the one retry of a
 	// request that never reached this pod's engine (its own refusal before
 	// any body byte, or a dial error); nothing was written to the client.
-	retry Slot
+	retry *decide.Admitted
 	// streamErr: the 200 stream carried an error event.
 	streamErr bool
 
@@ -57,7 +59,7 @@ func (f *flight) Value(key any) any {
 // ReportUsage counts the usage a 200 response reported as its body streamed
 // through; usage.Body calls it on the handler goroutine, before complete.
 func (f *flight) ReportUsage(u usage.Tokens) {
-	f.metrics.usage(f.member.Name, u)
+	f.metrics.Usage(f.member.Name, u)
 	f.streamErr = u.StreamError
 }
 
@@ -101,11 +103,11 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 			// The client already has the id on the response; a pod that echoes
 			// it (vLLM --enable-request-id-headers) would add a second value,
 			// which the OpenAI SDKs read as "id, id".
-			res.Header.Del(f.ex.policy.RequestIDHeader)
+			res.Header.Del(f.ex.Policy.RequestIDHeader)
 			if res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests {
 				return h.podRefused(f, res)
 			}
-			if !reportsUsage(f.ex.kind) {
+			if !reportsUsage(f.ex.Kind) {
 				return nil
 			}
 			f.usage.Watch(res, f) // count the usage as the body streams through
@@ -184,21 +186,22 @@ func (h *Handler) podRefused(f *flight, res *http.Response) error {
 		return errRetry // ReverseProxy closes the pod's body and calls proxyError
 	}
 	if res.Header.Get("Retry-After") == "" {
-		res.Header.Set("Retry-After", retryAfterSeconds(f.ex.policy.RetryAfter))
+		res.Header.Set("Retry-After", decide.RetryAfterSeconds(f.ex.Policy.RetryAfter))
 	}
-	res.Header.Set("X-Gatekeeper-Reason", string(ReasonUpstreamOverloaded))
+	res.Header.Set("X-Gatekeeper-Reason", string(decide.ReasonUpstreamOverloaded))
 	return nil
 }
 
 // retrySlot takes a slot on another pod for f's request, at once or not at
 // all: only a request's first forward is retried, and only where a pod
 // that has not seen it has room now.
-func (h *Handler) retrySlot(f *flight) Slot {
+func (h *Handler) retrySlot(f *flight) *decide.Admitted {
 	ex := f.ex
 	if ex.retried {
 		return nil
 	}
-	return h.opts.Admission.TryAcquire(ex.need(), append(slices.Clip(ex.skip), f.member.Name))
+	next, _ := h.core.Retry(&ex.Request, append(slices.Clip(ex.Skip), f.member.Name))
+	return next
 }
 
 // proxyError is ReverseProxy's single error writer: a transport error before
@@ -220,14 +223,12 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 			return
 		}
 	}
-	rf := refusal{status: http.StatusBadGateway, reason: ReasonUpstream,
-		message: "the upstream could not be reached; retry later", retryAfter: f.ex.policy.RetryAfter}
+	rf := decide.Refuse(decide.ReasonUpstream, "the upstream could not be reached; retry later", f.ex.Policy.RetryAfter, f.ex.Policy.RetryAfter)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
-		rf = refusal{status: http.StatusGatewayTimeout, reason: ReasonUpstreamTimeout,
-			message: "the upstream did not answer in time"}
+		rf = decide.Refuse(decide.ReasonUpstreamTimeout, "the upstream did not answer in time", 0, 0)
 	}
-	h.metrics.rejected(rf.reason)
+	h.metrics.Rejected(rf.Reason)
 	writeRefusal(w, rf)
 }
 
@@ -241,15 +242,15 @@ func neverSent(err error) bool {
 // forward sends ex's request to the member dispatch chose and records its
 // outcome when the response body has been copied (not when headers arrive),
 // releasing the slot then.
-func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry Slot) {
+func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Admitted) {
 	r, m, body := ex.r, ex.member, ex.body
 	ex.upstream = m.Name
-	if ex.policy.ForwardPriority[m.Name] {
-		if b := withPriority(body, ex.class); b != nil {
+	if ex.Policy.ForwardPriority[m.Name] {
+		if b := withPriority(body, ex.Class); b != nil {
 			body = b
 		}
 	}
-	h.metrics.sent(m.Name, ex.tokens)
+	h.metrics.Sent(m.Name, ex.Tokens)
 	f := &flight{Context: r.Context(), member: m, metrics: h.metrics, ex: ex}
 	ex.flight = f
 	out := r.WithContext(f)
@@ -269,10 +270,10 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry Slot) {
 		}
 	}()
 	rp := h.rp
-	if ex.stream {
+	if ex.Stream {
 		rp = h.rpStream // the small copy buffer: it is held while the stream lasts
 	}
-	f.out = clientWriter{w: w, timeout: ex.policy.SendTimeout}
+	f.out = clientWriter{w: w, timeout: ex.Policy.SendTimeout}
 	defer f.out.disarm()
 	rp.ServeHTTP(&f.out, out)
 	completed = true
@@ -283,16 +284,16 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry Slot) {
 // result and a released slot; completed says the response body was copied to
 // its end. A request that goes to another pod instead records no outcome:
 // complete returns the slot it goes on with.
-func (h *Handler) complete(ex *exchange, completed bool) Slot {
+func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 	r, f, done := ex.r, ex.flight, ex.done
 	defer ex.slot.Release()
 	if f.retry != nil {
 		if f.refused {
-			done(Excluded) // the pod's own refusal: overload, not failure
-			h.metrics.response(f.member.Name, f.status)
+			done(pods.Excluded) // the pod's own refusal: overload, not failure
+			h.metrics.Response(f.member.Name, f.status)
 		} else {
-			done(Failure) // it could not be reached: a real failure
-			h.metrics.response(f.member.Name, 0)
+			done(pods.Failure) // it could not be reached: a real failure
+			h.metrics.Response(f.member.Name, 0)
 		}
 		return f.retry
 	}
@@ -302,35 +303,35 @@ func (h *Handler) complete(ex *exchange, completed bool) Slot {
 	delivered := completed && f.err == nil && f.status != 0
 	switch {
 	case delivered && f.refused:
-		done(Excluded) // overload, not failure: the breaker is not fed
-		h.metrics.response(f.member.Name, f.status)
-		h.metrics.rejected(ReasonUpstreamOverloaded)
-		h.finish(r, ex, OutcomeUpstreamOverloaded, f.status)
+		done(pods.Excluded) // overload, not failure: the breaker is not fed
+		h.metrics.Response(f.member.Name, f.status)
+		h.metrics.Rejected(decide.ReasonUpstreamOverloaded)
+		h.finish(r, ex, decide.OutcomeUpstreamOverloaded, f.status)
 	case delivered && f.streamErr:
-		done(Failure) // vLLM sends it when generation fails: as a 500 would count
-		h.metrics.response(f.member.Name, f.status)
-		h.finish(r, ex, OutcomeStreamError, f.status)
+		done(pods.Failure) // vLLM sends it when generation fails: as a 500 would count
+		h.metrics.Response(f.member.Name, f.status)
+		h.finish(r, ex, decide.OutcomeStreamError, f.status)
 	case delivered && f.status >= 500:
-		done(Failure)
-		h.metrics.response(f.member.Name, f.status)
-		h.finish(r, ex, OutcomeUpstreamError, f.status)
+		done(pods.Failure)
+		h.metrics.Response(f.member.Name, f.status)
+		h.finish(r, ex, decide.OutcomeUpstreamError, f.status)
 	case delivered:
-		done(Success)
-		h.metrics.response(f.member.Name, f.status)
+		done(pods.Success)
+		h.metrics.Response(f.member.Name, f.status)
 		if !f.firstByte.IsZero() {
-			h.metrics.firstByte(f.member.Name, f.firstByte.Sub(ex.start))
+			h.metrics.FirstByte(f.member.Name, f.firstByte.Sub(ex.Start))
 		}
-		h.finish(r, ex, OutcomeServed, f.status)
+		h.finish(r, ex, decide.OutcomeServed, f.status)
 	case f.out.timedOut: // the client took no bytes for send_timeout: not the pod's fault
-		done(Excluded)
-		h.finish(r, ex, OutcomeClientTimeout, f.status)
+		done(pods.Excluded)
+		h.finish(r, ex, decide.OutcomeClientTimeout, f.status)
 	case r.Context().Err() != nil:
-		done(Excluded)
-		h.finish(r, ex, OutcomeClientClosed, StatusClientClosed)
+		done(pods.Excluded)
+		h.finish(r, ex, decide.OutcomeClientClosed, decide.StatusClientClosed)
 	default: // a transport error, or the stream broke mid-copy
-		done(Failure)
-		h.metrics.response(f.member.Name, 0)
-		h.finish(r, ex, OutcomeUpstreamError, http.StatusBadGateway)
+		done(pods.Failure)
+		h.metrics.Response(f.member.Name, 0)
+		h.finish(r, ex, decide.OutcomeUpstreamError, http.StatusBadGateway)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -8,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
+	"github.com/gatekeeper-dev/gatekeeper/pods/healthcheck"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/framing"
 	"github.com/go-chi/chi/v5"
 )
@@ -19,8 +23,9 @@ type Handler struct {
 	log     *slog.Logger
 	now     func() time.Time
 	metrics *Metrics
-	policy  atomic.Pointer[Policy]
-	pool    *pool
+	core    *decide.Core
+	reg     *pods.Registry
+	health  *healthcheck.Checker
 	rp      *httputil.ReverseProxy // 32 KiB copy buffers
 	// rpStream forwards requests that ask for a stream; it is rp with 4 KiB
 	// copy buffers.
@@ -45,16 +50,14 @@ func New(opts Options) (*Handler, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	p := opts.Policy.withDefaults()
-	h.policy.Store(&p)
+	h.core, h.reg = opts.Core, opts.Core.Registry()
 	h.ids = newIDSource()
-	h.pool = newPool(opts.Levels)
-	h.pool.observe.Store(p.Observe)
-	h.metrics.upstreamsSet(opts.Upstreams, h.pool.set(opts.Upstreams))
 	rt := opts.RoundTripper
 	if rt == nil {
 		rt = newTransport(opts.Transport)
 	}
+	h.health = &healthcheck.Checker{Registry: h.reg, Settings: opts.Health, Transport: rt,
+		Observed: h.metrics.Health, Dispatch: opts.Core.Dispatch, Logger: h.log}
 	h.rp = h.newReverseProxy(rt, &bufferPool{})
 	h.rpStream = h.newReverseProxy(rt, &streamBufferPool{})
 	h.router = h.routes()
@@ -94,23 +97,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Metrics returns the handler's metrics (nil if it records none).
 func (h *Handler) Metrics() *Metrics { return h.metrics }
 
-// SetPolicy swaps in a reloaded policy; requests already admitted keep the
-// one they started with.
-func (h *Handler) SetPolicy(p Policy) {
-	p = p.withDefaults()
-	h.policy.Store(&p)
-	if h.pool.observe.Swap(p.Observe) != p.Observe {
-		h.opts.Admission.Dispatch() // critical pods may take work again, or no longer
-	}
-}
+// Run runs the pods' active health check until ctx ends.
+func (h *Handler) Run(ctx context.Context) error { return h.health.Run(ctx) }
 
-// SetUpstreams replaces the pod list (reload). Pods that keep their name and
-// URL keep their state. It returns the names that were removed.
-func (h *Handler) SetUpstreams(ups []Upstream) (removed []string) {
-	removed = h.pool.set(ups)
-	h.metrics.upstreamsSet(ups, removed)
-	return removed
-}
+// CheckAll runs one round of the active health check now (a test acts at
+// an exact moment with it).
+func (h *Handler) CheckAll(ctx context.Context) { h.health.CheckAll(ctx) }
+
+// Transport is the pods' pooled transport (the health check's too).
+func (h *Handler) Transport() http.RoundTripper { return h.rp.Transport }
+
+// Draining reports whether shutdown has begun.
+func (h *Handler) Draining() bool { return h.draining.Load() }
 
 // StartDrain turns /readyz to 503 (DESIGN §7, step one of SIGTERM).
 func (h *Handler) StartDrain() { h.draining.Store(true) }
@@ -120,9 +118,7 @@ func (h *Handler) RefuseNew() { h.draining.Store(true); h.refusing.Store(true) }
 
 // Ready reports what /readyz answers.
 func (h *Handler) Ready() bool {
-	allCritical := h.pool.allCritical() && !h.pool.observe.Load()
-	return h.ready.Load() && !h.draining.Load() && h.pool.anyAvailable() && !allCritical && h.pool.modelsKnown() &&
-		h.extraReady() == nil
+	return h.ready.Load() && !h.draining.Load() && h.core.Unready() == "" && h.extraReady() == nil
 }
 
 // extraReady is Options.Ready's verdict, nil without one.
@@ -140,22 +136,23 @@ func (h *Handler) serveHealthz(w http.ResponseWriter, _ *http.Request) {
 
 func (h *Handler) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	why := ""
 	switch {
 	case h.draining.Load():
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("draining\n"))
-	case h.ready.Load() && h.pool.anyAvailable() && !h.pool.modelsKnown():
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("no upstream's model list is known yet (discover_models)\n"))
-	case h.ready.Load() && h.extraReady() != nil:
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(h.extraReady().Error() + "\n"))
-	case !h.Ready():
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte("no upstream can take work\n"))
-	default:
-		_, _ = w.Write([]byte("ready\n"))
+		why = "draining"
+	case !h.ready.Load():
+		why = "starting"
+	case h.core.Unready() != "":
+		why = h.core.Unready()
+	case h.extraReady() != nil:
+		why = h.extraReady().Error()
 	}
+	if why != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(why + "\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
 }
 
 // newTransport builds the pooled upstream transport.

@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
 )
 
 const chatBody = `{"model":"m","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`
@@ -46,7 +49,7 @@ func post(t *testing.T, url, path, body string, hdr map[string]string) *http.Res
 func TestRefusals(t *testing.T) {
 	tests := []struct {
 		name       string
-		mutate     func(*Options)
+		mutate     func(*testOptions)
 		path, body string
 		want       int
 		reason     string
@@ -60,21 +63,21 @@ func TestRefusals(t *testing.T) {
 		{name: "path trick", path: "/v1//chat/completions", body: chatBody, want: 404, reason: "not_found"},
 		{name: "encoded slash", path: "/v1%2Fchat/completions", body: chatBody, want: 404, reason: "not_found"},
 		{name: "too large", path: "/v1/chat/completions", body: strings.Repeat(" ", 2048) + chatBody, want: 413, reason: "bad_request",
-			mutate: func(o *Options) { o.Policy.MaxBodyBytes = 1024 }},
+			mutate: func(o *testOptions) { o.Policy.MaxBodyBytes = 1024 }},
 		{name: "rate limited", path: "/v1/chat/completions", body: chatBody, want: 429, reason: "rate_limited", retryAfter: "3",
-			mutate: func(o *Options) {
+			mutate: func(o *testOptions) {
 				o.Limiter = limiterFunc(func(string) error { return limitErr{2100 * time.Millisecond} })
 			}},
 		{name: "error breaker open: Retry-After is what it still refuses", path: "/v1/chat/completions", body: chatBody,
 			want: 503, reason: "no_upstream", retryAfter: "7",
-			mutate: func(o *Options) {
+			mutate: func(o *testOptions) {
 				g := o.Upstreams[0].Gate.(*recordingGate)
 				g.refuse, g.left = true, 6200*time.Millisecond
 			}},
 		{name: "compressed body", path: "/v1/chat/completions", body: chatBody, want: 415, reason: "bad_request",
 			hdr: map[string]string{"Content-Encoding": "gzip"}},
 		{name: "observe mode admits", path: "/v1/chat/completions", body: chatBody, want: 200,
-			mutate: func(o *Options) {
+			mutate: func(o *testOptions) {
 				o.Policy.Observe = true
 				o.Limiter = limiterFunc(func(string) error { return limitErr{time.Second} })
 			}},
@@ -88,7 +91,7 @@ func TestRefusals(t *testing.T) {
 				t.Fatalf("POST %s = %d %s, want %d", tt.path, res.StatusCode, body, tt.want)
 			}
 			if got := res.Header.Get("X-Gatekeeper-Reason"); got != tt.reason {
-				t.Errorf("X-Gatekeeper-Reason = %q, want %q", got, tt.reason)
+				t.Errorf("X-Gatekeeper-decide.Reason = %q, want %q", got, tt.reason)
 			}
 			if got := res.Header.Get("Retry-After"); got != tt.retryAfter {
 				t.Errorf("Retry-After = %q, want %q", got, tt.retryAfter)
@@ -97,7 +100,9 @@ func TestRefusals(t *testing.T) {
 				t.Error("no X-Request-Id on the response")
 			}
 			if tt.want != 200 {
-				var e errorBody
+				var e struct {
+					Error struct{ Message, Type, Code string }
+				}
 				if err := json.Unmarshal(body, &e); err != nil || e.Error.Message == "" {
 					t.Errorf("body %s is not an OpenAI error: %v", body, err)
 				}
@@ -175,10 +180,10 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		t.Fatal("the upstream request was not cancelled after the client left")
 	}
 	tp.srv.Close() // waits for the handler to record its outcome
-	if got := tp.outcomes(t)[OutcomeClientClosed]; got != 1 {
+	if got := tp.outcomes(t)[decide.OutcomeClientClosed]; got != 1 {
 		t.Errorf("client_closed = %v, want 1", got)
 	}
-	if got := tp.gate.got(); len(got) != 1 || got[0] != Excluded {
+	if got := tp.gate.got(); len(got) != 1 || got[0] != pods.Excluded {
 		t.Errorf("breaker results = %v, want [Excluded]", got)
 	}
 }
@@ -194,16 +199,16 @@ func TestUpstreamFailureFeedsBreaker(t *testing.T) {
 		t.Fatalf("got %d %s, want the pod's 500 passed through", res.StatusCode, body)
 	}
 	tp.srv.Close()
-	if got := tp.gate.got(); len(got) != 1 || got[0] != Failure {
+	if got := tp.gate.got(); len(got) != 1 || got[0] != pods.Failure {
 		t.Errorf("breaker results = %v, want [Failure]", got)
 	}
-	if got := tp.outcomes(t)[OutcomeUpstreamError]; got != 1 {
+	if got := tp.outcomes(t)[decide.OutcomeUpstreamError]; got != 1 {
 		t.Errorf("upstream_error = %v, want 1", got)
 	}
 }
 
 func TestUnreachableUpstreamIs502(t *testing.T) {
-	tp := newTestProxy(t, okPod(), func(o *Options) {
+	tp := newTestProxy(t, okPod(), func(o *testOptions) {
 		o.Upstreams[0].URL.Host = "127.0.0.1:1" // nothing listens on port 1
 	})
 	res := post(t, tp.srv.URL, "/v1/completions", `{"model":"m","prompt":"x"}`, nil)
@@ -295,7 +300,7 @@ func TestOutcomesAddUp(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "{}")
 	})
-	tp := newTestProxy(t, pod, func(o *Options) {
+	tp := newTestProxy(t, pod, func(o *testOptions) {
 		o.Limiter = limiterFunc(func(k string) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -391,7 +396,7 @@ func TestOneRequestID(t *testing.T) {
 // Python's http.client does, reads the 413 of a body over max_body_bytes
 // instead of meeting a reset while it writes (issue 24).
 func TestOversizedBodyGetsA413ItCanRead(t *testing.T) {
-	tp := newTestProxy(t, okPod(), func(o *Options) { o.Policy.MaxBodyBytes = 64 << 10 })
+	tp := newTestProxy(t, okPod(), func(o *testOptions) { o.Policy.MaxBodyBytes = 64 << 10 })
 	for _, chunked := range []bool{false, true} {
 		c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
 		if err != nil {

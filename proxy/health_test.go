@@ -9,6 +9,10 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/pods"
+	"github.com/gatekeeper-dev/gatekeeper/pods/healthcheck"
+	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
 
 // healthRT answers /health with 200 while ok is true, else 503.
@@ -32,11 +36,11 @@ func TestHealthCheckFlipsAvailability(t *testing.T) {
 		rt.ok.Store(true)
 		adm := newFakeAdmission(4, "pod")
 		u, _ := url.Parse("http://pod.invalid:8000")
-		h, err := New(Options{
-			Upstreams:    []Upstream{{Name: "pod", URL: u}},
+		h, err := newHandler(testOptions{
+			Upstreams:    []pods.Pod{{Name: "pod", URL: u}},
 			Admission:    adm,
 			RoundTripper: rt,
-			Health:       HealthSettings{Interval: 5 * time.Second, Timeout: time.Second, UnhealthyAfter: 2, HealthyAfter: 1},
+			Health:       healthcheck.Settings{Interval: 5 * time.Second, Timeout: time.Second, UnhealthyAfter: 2, HealthyAfter: 1},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -57,7 +61,7 @@ func TestHealthCheckFlipsAvailability(t *testing.T) {
 			rt.ok.Store(s.ok)
 			time.Sleep(s.wait)
 			synctest.Wait()
-			if got := h.Availability("pod") == Available; got != s.wantAvail {
+			if got := h.reg.Availability("pod") == queue.Available; got != s.wantAvail {
 				t.Errorf("step %d: available = %v, want %v", i, got, s.wantAvail)
 			}
 			if got := h.Ready(); got != s.wantReady {

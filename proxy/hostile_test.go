@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/decide"
 )
 
 // rawExchange writes raw bytes to addr on a fresh connection and reads one
@@ -183,8 +185,8 @@ func TestAmbiguousFramingIsRefused(t *testing.T) {
 					t.Errorf("pod saw %+v, want the clean /v1/completions framed by Content-Length only", r)
 				}
 			}
-			if o := tp.outcomes(t); o[OutcomeBadRequest] != 1 {
-				t.Errorf("outcome bad_request = %v, want 1", o[OutcomeBadRequest])
+			if o := tp.outcomes(t); o[decide.OutcomeBadRequest] != 1 {
+				t.Errorf("outcome bad_request = %v, want 1", o[decide.OutcomeBadRequest])
 			}
 		})
 	}

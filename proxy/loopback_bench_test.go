@@ -12,6 +12,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
+	"github.com/gatekeeper-dev/gatekeeper/pods/healthcheck"
 )
 
 // loopbackPod answers a completion at once: JSON with a Content-Length, or
@@ -60,12 +64,12 @@ func BenchmarkLoopback(b *testing.B) {
 				c, err := dial(ctx, network, addr)
 				return countingConn{c, &writes}, err
 			}
-			h, err := New(Options{
-				Upstreams:    []Upstream{{Name: "pod", URL: u}},
+			h, err := newHandler(testOptions{
+				Upstreams:    []pods.Pod{{Name: "pod", URL: u}},
 				Admission:    newFakeAdmission(1<<16, "pod"),
-				Health:       HealthSettings{Interval: -1},
+				Health:       healthcheck.Settings{Interval: -1},
 				RoundTripper: rt,
-				Policy:       Policy{SendTimeout: tt.sendTimeout},
+				Policy:       decide.Policy{SendTimeout: tt.sendTimeout},
 			})
 			if err != nil {
 				b.Fatal(err)

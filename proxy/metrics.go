@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/decide"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -86,13 +87,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.queueWait, m.tokens, m.usedTokens, m.usageLost, m.upstreamRes, m.healthy, m.classes)
 	// Series whose label values are known now start at 0, so rate() and
 	// alerts see them before the first event.
-	for _, o := range Outcomes {
+	for _, o := range decide.Outcomes {
 		m.requests.WithLabelValues(string(o))
 	}
-	for _, r := range Reasons {
+	for _, r := range decide.Reasons {
 		m.rejections.WithLabelValues(string(r))
 	}
-	for _, r := range decisionReasons {
+	for _, r := range decide.DecisionReasons {
 		m.DeclareDecision(string(r))
 	}
 	return m
@@ -110,16 +111,16 @@ func (m *Metrics) DeclareDecision(decision string) {
 // upstreamsSet creates the response series of every upstream at 0 (one per
 // status class) and drops those of removed upstreams, so pods that come and
 // go with discovery leave no series behind.
-func (m *Metrics) upstreamsSet(ups []Upstream, removed []string) {
+func (m *Metrics) UpstreamsSet(names, removed []string) {
 	if m == nil {
 		return
 	}
 	for _, name := range removed {
 		m.upstreamRes.DeletePartialMatch(prometheus.Labels{"upstream": name})
 	}
-	for _, u := range ups {
+	for _, name := range names {
 		for _, c := range StatusClasses {
-			m.upstreamRes.WithLabelValues(u.Name, c)
+			m.upstreamRes.WithLabelValues(name, c)
 		}
 	}
 }
@@ -127,7 +128,7 @@ func (m *Metrics) upstreamsSet(ups []Upstream, removed []string) {
 // shortRequestTokens splits queue waits into short and long requests.
 const shortRequestTokens = 1024
 
-func (m *Metrics) outcome(o Outcome, d time.Duration) {
+func (m *Metrics) Outcome(o decide.Outcome, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -135,19 +136,17 @@ func (m *Metrics) outcome(o Outcome, d time.Duration) {
 	m.duration.WithLabelValues(string(o)).Observe(d.Seconds())
 }
 
-func (m *Metrics) classOutcome(class string, o Outcome) {
+func (m *Metrics) ClassOutcome(class string, o decide.Outcome) {
 	if m != nil {
 		m.classes.WithLabelValues(class, string(o)).Inc()
 	}
 }
 
-func (m *Metrics) rejected(r Reason) {
+func (m *Metrics) Rejected(r decide.Reason) {
 	if m != nil {
 		m.rejections.WithLabelValues(string(r)).Inc()
 	}
 }
-
-func (m *Metrics) decided(r Reason, enforced bool) { m.Decided(string(r), enforced) }
 
 // Decided counts one decision (a refusal reason, or a window resize the slow
 // breaker made) and whether it was enforced: false in observe mode.
@@ -162,7 +161,7 @@ func (m *Metrics) Decided(decision string, enforced bool) {
 	m.decisions.WithLabelValues(decision, e).Inc()
 }
 
-func (m *Metrics) waited(tokens int64, d time.Duration) {
+func (m *Metrics) Waited(tokens int64, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -173,7 +172,7 @@ func (m *Metrics) waited(tokens int64, d time.Duration) {
 	m.queueWait.WithLabelValues(size).Observe(d.Seconds())
 }
 
-func (m *Metrics) sent(upstream string, tokens int64) {
+func (m *Metrics) Sent(upstream string, tokens int64) {
 	if m != nil {
 		m.tokens.WithLabelValues(upstream).Add(float64(tokens))
 	}
@@ -181,7 +180,7 @@ func (m *Metrics) sent(upstream string, tokens int64) {
 
 // usage counts the tokens a pod reported for one 200 response, or that it
 // could not be read.
-func (m *Metrics) usage(upstream string, u usage.Tokens) {
+func (m *Metrics) Usage(upstream string, u usage.Tokens) {
 	switch {
 	case m == nil:
 	case u.Known:
@@ -192,13 +191,13 @@ func (m *Metrics) usage(upstream string, u usage.Tokens) {
 	}
 }
 
-func (m *Metrics) firstByte(upstream string, d time.Duration) {
+func (m *Metrics) FirstByte(upstream string, d time.Duration) {
 	if m != nil {
 		m.ttfb.WithLabelValues(upstream).Observe(d.Seconds())
 	}
 }
 
-func (m *Metrics) response(upstream string, status int) {
+func (m *Metrics) Response(upstream string, status int) {
 	if m == nil {
 		return
 	}
@@ -209,7 +208,7 @@ func (m *Metrics) response(upstream string, status int) {
 	m.upstreamRes.WithLabelValues(upstream, statusClass).Inc()
 }
 
-func (m *Metrics) health(upstream string, ok bool) {
+func (m *Metrics) Health(upstream string, ok bool) {
 	if m == nil {
 		return
 	}
@@ -219,3 +218,7 @@ func (m *Metrics) health(upstream string, ok bool) {
 	}
 	m.healthy.WithLabelValues(upstream).Set(v)
 }
+
+// StatusClasses are the status_class values of an upstream's responses: a
+// status's hundreds, or error for a transport error.
+var StatusClasses = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx", "error"}

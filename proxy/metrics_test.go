@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -124,10 +126,10 @@ func TestUsageOnlyWhereResponsesCarryIt(t *testing.T) {
 		t.Errorf("usage unknown = %v, want 0: /v1/models has no usage to read", n)
 	}
 	got := tp.outcomes(t)
-	if got[OutcomeStreamError] != 1 || got[OutcomeServed] != 1 {
+	if got[decide.OutcomeStreamError] != 1 || got[decide.OutcomeServed] != 1 {
 		t.Errorf("outcomes = %v, want one served (/v1/models) and one stream_error", got)
 	}
-	if r := tp.gate.got(); len(r) != 2 || r[1] != Failure {
+	if r := tp.gate.got(); len(r) != 2 || r[1] != pods.Failure {
 		t.Errorf("breaker results = %v, want the stream's failure last", r)
 	}
 }
@@ -136,15 +138,15 @@ func TestUsageOnlyWhereResponsesCarryIt(t *testing.T) {
 // are known in advance exists at 0 before the first event, and that an
 // upstream's response series go when it does.
 func TestKnownSeriesStartAtZero(t *testing.T) {
-	src, err := os.ReadFile("outcome.go")
+	src, err := os.ReadFile("../decide/outcome.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(regexp.MustCompile(`(?m)^\tOutcome\w+ +Outcome = "`).FindAll(src, -1)); n != len(Outcomes) {
-		t.Errorf("outcome.go declares %d outcomes, Outcomes lists %d", n, len(Outcomes))
+	if n := len(regexp.MustCompile(`(?m)^\tOutcome\w+ +Outcome = "`).FindAll(src, -1)); n != len(decide.Outcomes) {
+		t.Errorf("outcome.go declares %d outcomes, decide.Outcomes lists %d", n, len(decide.Outcomes))
 	}
-	if n := len(regexp.MustCompile(`(?m)^\tReason\w+ +Reason = "`).FindAll(src, -1)); n != len(Reasons) {
-		t.Errorf("outcome.go declares %d reasons, Reasons lists %d", n, len(Reasons))
+	if n := len(regexp.MustCompile(`(?m)^\tReason\w+ +Reason = "`).FindAll(src, -1)); n != len(decide.Reasons) {
+		t.Errorf("outcome.go declares %d reasons, decide.Reasons lists %d", n, len(decide.Reasons))
 	}
 
 	m := NewMetrics(prometheus.NewPedanticRegistry())
@@ -153,25 +155,25 @@ func TestKnownSeriesStartAtZero(t *testing.T) {
 		c    prometheus.Collector
 		want int
 	}{
-		{"gatekeeper_requests_total", m.requests, len(Outcomes)},
-		{"gatekeeper_rejections_total", m.rejections, len(Reasons)},
-		{"gatekeeper_decisions_total", m.decisions, 2 * len(decisionReasons)},
+		{"gatekeeper_requests_total", m.requests, len(decide.Outcomes)},
+		{"gatekeeper_rejections_total", m.rejections, len(decide.Reasons)},
+		{"gatekeeper_decisions_total", m.decisions, 2 * len(decide.DecisionReasons)},
 		{"gatekeeper_upstream_responses_total", m.upstreamRes, 0},
 	} {
 		if n := testutil.CollectAndCount(tt.c); n != tt.want {
 			t.Errorf("%s: %d series at start, want %d", tt.name, n, tt.want)
 		}
 	}
-	if v := testutil.ToFloat64(m.rejections.WithLabelValues(string(ReasonDeadline))); v != 0 {
+	if v := testutil.ToFloat64(m.rejections.WithLabelValues(string(decide.ReasonDeadline))); v != 0 {
 		t.Errorf("rejections{reason=deadline} = %v, want 0", v)
 	}
 
-	m.upstreamsSet([]Upstream{{Name: "a"}, {Name: "b"}}, nil)
-	m.response("b", 503)
+	m.UpstreamsSet([]string{"a", "b"}, nil)
+	m.Response("b", 503)
 	if n := testutil.CollectAndCount(m.upstreamRes); n != 2*len(StatusClasses) {
 		t.Errorf("two upstreams: %d response series, want %d", n, 2*len(StatusClasses))
 	}
-	m.upstreamsSet([]Upstream{{Name: "a"}}, []string{"b"})
+	m.UpstreamsSet([]string{"a"}, []string{"b"})
 	if n := testutil.CollectAndCount(m.upstreamRes); n != len(StatusClasses) {
 		t.Errorf("b removed: %d response series, want %d", n, len(StatusClasses))
 	}

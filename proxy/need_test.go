@@ -7,16 +7,18 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gatekeeper-dev/gatekeeper/decide"
 )
 
 // needAdmission records what each request asked of the window.
 type needAdmission struct {
 	*fakeAdmission
 	mu    sync.Mutex
-	needs []Need
+	needs []decide.Need
 }
 
-func (a *needAdmission) Acquire(ctx context.Context, need Need, priority int, exclude []string) (Slot, error) {
+func (a *needAdmission) Acquire(ctx context.Context, need decide.Need, priority int, exclude []string) (decide.Slot, error) {
 	a.mu.Lock()
 	a.needs = append(a.needs, need)
 	a.mu.Unlock()
@@ -28,9 +30,9 @@ func (a *needAdmission) Acquire(ctx context.Context, need Need, priority int, ex
 func TestNeedCountsSequences(t *testing.T) {
 	adm := &needAdmission{fakeAdmission: newFakeAdmission(64, "pod-0")}
 	pod := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{"choices":[]}`) })
-	tp := newTestProxy(t, pod, func(o *Options) { o.Admission = adm })
+	tp := newTestProxy(t, pod, func(o *testOptions) { o.Admission = adm })
 	adm.fakeAdmission.mu.Lock()
-	adm.fakeAdmission.avail = tp.h.Availability
+	adm.fakeAdmission.avail = tp.h.reg.Availability
 	adm.fakeAdmission.mu.Unlock()
 	for _, body := range []string{
 		`{"model":"m","prompt":["a","b"],"n":3,"max_tokens":4}`,

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
 )
 
 // TestPodDiesMidStream: the pod sends one event and its process dies (the
@@ -46,10 +49,10 @@ func TestPodDiesMidStream(t *testing.T) {
 		t.Errorf("stream claimed completion: %q", rest)
 	}
 	tp.srv.Close()
-	if got := tp.outcomes(t)[OutcomeUpstreamError]; got != 1 {
+	if got := tp.outcomes(t)[decide.OutcomeUpstreamError]; got != 1 {
 		t.Errorf("upstream_error = %v, want 1 (outcomes %v)", got, tp.outcomes(t))
 	}
-	if got := tp.gate.got(); len(got) != 1 || got[0] != Failure {
+	if got := tp.gate.got(); len(got) != 1 || got[0] != pods.Failure {
 		t.Errorf("breaker results = %v, want [Failure]", got)
 	}
 }
@@ -66,7 +69,7 @@ func TestPodHangsBeforeHeaders(t *testing.T) {
 		case <-release:
 		}
 	})
-	tp := newTestProxy(t, pod, func(o *Options) {
+	tp := newTestProxy(t, pod, func(o *testOptions) {
 		o.Transport.ResponseHeaderTimeout = 50 * time.Millisecond
 	})
 	t.Cleanup(func() { close(release) }) // runs before the servers close
@@ -76,10 +79,10 @@ func TestPodHangsBeforeHeaders(t *testing.T) {
 		t.Fatalf("got %d %s, want a 504 OpenAI error", res.StatusCode, body)
 	}
 	tp.srv.Close()
-	if got := tp.outcomes(t)[OutcomeUpstreamError]; got != 1 {
+	if got := tp.outcomes(t)[decide.OutcomeUpstreamError]; got != 1 {
 		t.Errorf("upstream_error = %v, want 1", got)
 	}
-	if got := tp.gate.got(); len(got) != 1 || got[0] != Failure {
+	if got := tp.gate.got(); len(got) != 1 || got[0] != pods.Failure {
 		t.Errorf("breaker results = %v, want [Failure]", got)
 	}
 }
@@ -110,11 +113,11 @@ func TestPodOOM500s(t *testing.T) {
 		t.Fatalf("breaker results = %v, want %d failures", got, n)
 	}
 	for _, r := range got {
-		if r != Failure {
+		if r != pods.Failure {
 			t.Fatalf("breaker results = %v, want only failures", got)
 		}
 	}
-	if o := tp.outcomes(t); o[OutcomeUpstreamError] != n || o[OutcomeServed] != 0 {
+	if o := tp.outcomes(t); o[decide.OutcomeUpstreamError] != n || o[decide.OutcomeServed] != 0 {
 		t.Errorf("outcomes = %v, want %d upstream_error", o, n)
 	}
 }
@@ -126,7 +129,7 @@ type signallingAdmission struct {
 	answered chan error
 }
 
-func (a *signallingAdmission) Acquire(ctx context.Context, need Need, priority int, exclude []string) (Slot, error) {
+func (a *signallingAdmission) Acquire(ctx context.Context, need decide.Need, priority int, exclude []string) (decide.Slot, error) {
 	a.asked <- struct{}{}
 	s, err := a.fakeAdmission.Acquire(ctx, need, priority, exclude)
 	a.answered <- err
@@ -146,7 +149,7 @@ func TestClientLeavesWhileQueued(t *testing.T) {
 		_, _ = io.WriteString(w, `{}`)
 	})
 	adm := &signallingAdmission{fakeAdmission: newFakeAdmission(1, "pod-0"), asked: make(chan struct{}, 2), answered: make(chan error, 2)}
-	tp := newTestProxy(t, pod, func(o *Options) { o.Admission = adm })
+	tp := newTestProxy(t, pod, func(o *testOptions) { o.Admission = adm })
 
 	first := make(chan int, 1)
 	go func() {
@@ -190,7 +193,7 @@ func TestClientLeavesWhileQueued(t *testing.T) {
 	if got := tp.podHits.get(); got != 1 {
 		t.Errorf("pod saw %d requests, want 1: the one that left was sent upstream", got)
 	}
-	if o := tp.outcomes(t); o[OutcomeClientClosed] != 1 || o[OutcomeServed] != 1 {
+	if o := tp.outcomes(t); o[decide.OutcomeClientClosed] != 1 || o[decide.OutcomeServed] != 1 {
 		t.Errorf("outcomes = %v, want 1 served and 1 client_closed", o)
 	}
 	adm.mu.Lock()
@@ -199,7 +202,7 @@ func TestClientLeavesWhileQueued(t *testing.T) {
 	if waiting != 0 || used != 0 {
 		t.Errorf("after both ended: %d waiting, %d slots held; want 0 and 0", waiting, used)
 	}
-	if got := tp.gate.got(); len(got) != 1 || got[0] != Success {
+	if got := tp.gate.got(); len(got) != 1 || got[0] != pods.Success {
 		t.Errorf("breaker results = %v, want only the first request's success", got)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
 )
 
 // A client that stops reading a stream is cut after send_timeout: the pod's
@@ -30,7 +33,7 @@ func TestSendTimeoutCutsAStalledReader(t *testing.T) {
 		<-r.Context().Done() // gatekeeper cancels it
 		close(canceled)
 	})
-	tp := newTestProxy(t, pod, func(o *Options) { o.Policy.SendTimeout = 200 * time.Millisecond })
+	tp := newTestProxy(t, pod, func(o *testOptions) { o.Policy.SendTimeout = 200 * time.Millisecond })
 	c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -46,15 +49,15 @@ func TestSendTimeoutCutsAStalledReader(t *testing.T) {
 	}
 	c.Close()
 	tp.srv.Close() // waits for the handler to record its outcome
-	if got := tp.outcomes(t)[OutcomeClientTimeout]; got != 1 {
+	if got := tp.outcomes(t)[decide.OutcomeClientTimeout]; got != 1 {
 		t.Errorf("outcomes %v, want one client_timeout", tp.outcomes(t))
 	}
-	if s := tp.adm.TryAcquire(Need{Seqs: 1}, nil); s == nil {
+	if s := tp.adm.TryAcquire(decide.Need{Seqs: 1}, nil); s == nil {
 		t.Error("the slot was not freed")
 	} else {
 		s.Release()
 	}
-	if got := tp.gate.got(); len(got) != 1 || got[0] != Excluded {
+	if got := tp.gate.got(); len(got) != 1 || got[0] != pods.Excluded {
 		t.Errorf("breaker results = %v, want [Excluded]: a slow client is not the pod's failure", got)
 	}
 }

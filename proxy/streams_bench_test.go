@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/pods"
+	"github.com/gatekeeper-dev/gatekeeper/pods/healthcheck"
 )
 
 // openStreams is how many SSE streams BenchmarkOpenStreams holds open at once.
@@ -41,10 +44,10 @@ func BenchmarkOpenStreams(b *testing.B) {
 	u, _ := url.Parse(pod.URL)
 	rt := newTransport(TransportSettings{MaxIdleConnsPerHost: openStreams})
 	b.Cleanup(rt.CloseIdleConnections)
-	h, err := New(Options{
-		Upstreams:    []Upstream{{Name: "pod", URL: u}},
+	h, err := newHandler(testOptions{
+		Upstreams:    []pods.Pod{{Name: "pod", URL: u}},
 		Admission:    newFakeAdmission(1<<16, "pod"),
-		Health:       HealthSettings{Interval: -1},
+		Health:       healthcheck.Settings{Interval: -1},
 		RoundTripper: rt,
 	})
 	if err != nil {

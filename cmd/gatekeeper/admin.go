@@ -52,7 +52,7 @@ func (a *app) pprofEnabled(next http.Handler) http.Handler {
 func (a *app) snapshot() admin.State {
 	src := admin.Sources{
 		Version: version, Config: a.cfg, Ready: a.handler.Ready, Draining: a.handler.Draining,
-		Queue: a.queue.Stats, Upstreams: a.handler.Upstreams, Breaker: a.breakerState,
+		Queue: a.queue.Stats, Upstreams: a.pods.Statuses, Breaker: a.breakerState,
 		Slow: a.ctl.State, Ceiling: a.ctl.Ceiling, Pressure: a.pressure.Snapshot,
 	}
 	if a.shared != nil {

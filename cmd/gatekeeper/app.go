@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,7 +18,9 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/decide"
 	"github.com/gatekeeper-dev/gatekeeper/discovery"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
@@ -63,7 +66,10 @@ type app struct {
 	classLimit breaker.LimiterSet // per traffic class
 	modelLimit breaker.LimiterSet // per model
 	queue      *queue.Queue
+	pods       *pods.Registry // the decision core's pods
+	core       *decide.Core   // what both fronts ask
 	handler    *proxy.Handler
+	reqMetrics *proxy.Metrics // the request metrics both fronts record
 	ctl        *control.Controller
 	shared     *shared // nil without a cluster section
 	bounds     bounds  // each pod's window and budgets, as the slow breaker sets them
@@ -126,9 +132,9 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		return nil, err
 	}
 	a.setWindows(s.upstreams)
-	var limiter proxy.Limiter = a.limiter
-	var classLimits proxy.ClassLimiter = &a.classLimit
-	var modelLimits proxy.ModelLimiter = &a.modelLimit
+	var limiter decide.Limiter = a.limiter
+	var classLimits decide.ClassLimiter = &a.classLimit
+	var modelLimits decide.ModelLimiter = &a.modelLimit
 	if cfg.Cluster != nil { // several replicas: buckets and window leases through Redis
 		if a.shared, err = newShared(cfg, s.limiter, a.demand, a.reshare, a.log, a.reg, a.step); err != nil {
 			return nil, err
@@ -139,19 +145,20 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		limiter = a.shared.gate
 		classLimits, modelLimits = a.shared.gate.Classes(), a.shared.gate.Models()
 	}
+	a.reqMetrics = proxy.NewMetrics(a.reg)
+	a.pods = pods.New(a.ctl)
+	a.setPods(a.upstreams(s))
+	if a.core, err = decide.New(decide.Options{Registry: a.pods, Admission: decide.Queue(a.queue), Limiter: limiter,
+		ClassLimiter: classLimits, ModelLimiter: modelLimits, Recorder: a.reqMetrics, Policy: s.policy}); err != nil {
+		return nil, err
+	}
 	a.handler, err = proxy.New(proxy.Options{
-		Policy:       s.policy,
-		Upstreams:    a.upstreams(s),
-		Limiter:      limiter,
-		Admission:    admission{a.queue},
-		Levels:       a.ctl,
+		Core:         a.core,
 		OnPodRefused: a.ctl.PodRefused,
-		ClassLimiter: classLimits,
-		ModelLimiter: modelLimits,
 		Transport:    s.transport,
 		Health:       s.health,
 		RoundTripper: opts.transport,
-		Metrics:      proxy.NewMetrics(a.reg),
+		Metrics:      a.reqMetrics,
 		Logger:       a.log,
 		Version:      version,
 		Ready:        a.holdsShare,
@@ -159,7 +166,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.handler.Metrics().DeclareDecision(decisionWindowResize)
+	a.reqMetrics.DeclareDecision(decisionWindowResize)
 	a.current.Store(cfg)
 	if a.shared != nil { // each window at this replica's share: none until a renewal grants one
 		a.shared.c.SetPods(basesOf(s.upstreams))
@@ -172,7 +179,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if a.hooks, err = relief.New(relief.Settings{OnResult: a.hookResult}); err != nil {
 		return nil, err
 	}
-	a.queue.SetAvailability(a.availability)
+	a.queue.SetAvailability(a.pods.Availability) // asked directly at every dispatch
 	a.slow = &slowPath{a: a, ctl: a.ctl, hooks: a.hooks}
 	a.pressure = pressure.NewRunner(pressure.RunnerSettings{Logger: a.log, OnUpdate: func(st pressure.State) {
 		a.slow.observe(st)
@@ -185,6 +192,21 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	return a, nil
 }
 
+// setPods replaces the registry's pods and their series; it returns the
+// names removed, whose windows the caller retires.
+func (a *app) setPods(ps []pods.Pod) (removed []string) {
+	removed = a.pods.Set(ps)
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	a.reqMetrics.UpstreamsSet(names, removed)
+	return removed
+}
+
+// errDrainingQueue is what queued requests get when shutdown drains the queue.
+var errDrainingQueue = fmt.Errorf("%w: shutting down", decide.ErrDraining)
+
 // cfg returns the running policy.
 func (a *app) cfg() *config.Config { return a.current.Load() }
 
@@ -195,10 +217,10 @@ func (a *app) close() {
 	}
 }
 
-// upstreams builds proxy's view of the pods, reusing each pod's error breaker
+// upstreams builds the registry's pods, reusing each pod's error breaker
 // while its settings stay the same. The caller holds a.mu or is newApp.
-func (a *app) upstreams(s settings) []proxy.Upstream {
-	out := make([]proxy.Upstream, 0, len(s.upstreams))
+func (a *app) upstreams(s settings) []pods.Pod {
+	out := make([]pods.Pod, 0, len(s.upstreams))
 	next := make(map[string]*upstreamGate, len(s.upstreams))
 	for _, u := range s.upstreams {
 		g, ok := a.gates[u.name]
@@ -206,9 +228,9 @@ func (a *app) upstreams(s settings) []proxy.Upstream {
 			g = &upstreamGate{s: s.errors, b: a.newErrorBreaker(u.name, s.errors)}
 		}
 		next[u.name] = g
-		up := proxy.Upstream{Name: u.name, URL: u.url, Models: u.models, DiscoverModels: u.discoverModels}
+		up := pods.Pod{Name: u.name, URL: u.url, Models: u.models, DiscoverModels: u.discoverModels}
 		if g.b != nil {
-			up.Gate = gate{g.b}
+			up.Gate = pods.Breaker(g.b)
 		}
 		out = append(out, up)
 	}

@@ -10,13 +10,13 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/cluster"
 	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/decide"
 )
 
 var (
-	_ proxy.Limiter      = (*cluster.Gate)(nil)
-	_ proxy.ClassLimiter = (*cluster.Keyed)(nil)
-	_ proxy.ModelLimiter = (*cluster.Keyed)(nil)
+	_ decide.Limiter      = (*cluster.Gate)(nil)
+	_ decide.ClassLimiter = (*cluster.Keyed)(nil)
+	_ decide.ModelLimiter = (*cluster.Keyed)(nil)
 )
 
 // shared wires package cluster into the app: the Cluster (this replica's

@@ -270,7 +270,7 @@ func TestReloadRebuildsOpenBreaker(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(`{"model":"m","prompt":"x"}`)))
-	if up := a.handler.Upstreams()[0]; !up.BreakerOpen || up.Available {
+	if up := a.pods.Statuses()[0]; !up.BreakerOpen || up.Available {
 		t.Fatalf("after one 500 with failures: 1, upstream = %+v, want its breaker open", up)
 	}
 	next, err := config.Parse([]byte(base + "upstream_breaker: {failures: 3, open_for: 1h}\n"))
@@ -280,7 +280,7 @@ func TestReloadRebuildsOpenBreaker(t *testing.T) {
 	if err := a.apply(next); err != nil {
 		t.Fatal(err)
 	}
-	if up := a.handler.Upstreams()[0]; up.BreakerOpen || !up.Available {
+	if up := a.pods.Statuses()[0]; up.BreakerOpen || !up.Available {
 		t.Errorf("after a reload that rebuilt the breaker, upstream = %+v, want closed and available", up)
 	}
 }

@@ -49,9 +49,21 @@ func TestLayering(t *testing.T) {
 		// The admin listener's documents (/admin/state, the scrape-time
 		// collectors, the status page): it reads the packages it reports on
 		// through funcs it is handed; no logging, never sim.
-		{pkg: "admin", own: []string{"config", "control", "breaker", "queue", "pressure", "proxy", "proxy/..."},
+		{pkg: "admin", own: []string{"config", "control", "breaker", "queue", "pressure", "pods", "proxy", "proxy/..."},
 			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}, banned: []string{"log", "log/slog"}},
-		{pkg: "proxy", own: []string{"proxy/classify", "proxy/framing", "proxy/usage"},
+		// The pod registry of the decision core: pods, health, error-breaker
+		// state, models, availability (asked by the queue at dispatch); no
+		// I/O, no logging. Its health checker is its only HTTP.
+		{pkg: "pods", own: []string{"breaker", "queue"}, thirdParty: []string{}, banned: []string{"net/http", "log", "log/slog"}},
+		{pkg: "pods/healthcheck", own: []string{"pods", "breaker", "queue"}, thirdParty: []string{}},
+		// The decision core both fronts ask: classification, model routing,
+		// classes, deadlines, the fast and slow breaker, the queue and the
+		// pod's error breaker, and the one mapping of every refusal. No HTTP,
+		// no logging, no front.
+		{pkg: "decide", own: []string{"pods", "breaker", "queue", "proxy/classify"}, thirdParty: []string{},
+			banned: []string{"net", "net/http", "log", "log/slog"}},
+		// The HTTP front of the core.
+		{pkg: "proxy", own: []string{"decide", "pods", "pods/healthcheck", "breaker", "queue", "proxy/classify", "proxy/framing", "proxy/usage"},
 			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus"}},
 		// proxy's parts that need no handler: pure, no logging, none of the
 		// traffic-control packages (nor proxy itself).

@@ -125,7 +125,7 @@ health_check: {interval: 1h}
 	if n := len(a.queue.Stats().Windows); n != 1 {
 		t.Errorf("%d windows after a refused reload, want 1", n)
 	}
-	if ups := a.handler.Upstreams(); len(ups) != 1 {
+	if ups := a.pods.Statuses(); len(ups) != 1 {
 		t.Errorf("upstreams %+v after a refused reload, want a only", ups)
 	}
 	codes := []int{}

@@ -111,13 +111,13 @@ func (a *app) swap(n *next) {
 	_ = a.modelLimit.Set(n.s.models)
 	_ = a.queue.UpdateSettings(n.s.queue)
 	_ = a.ctl.Update(n.ctl)
-	for _, name := range a.handler.SetUpstreams(a.upstreams(n.s)) {
+	for _, name := range a.setPods(a.upstreams(n.s)) {
 		a.dropBound(name)
 	}
 	if a.shared != nil {
 		a.shared.c.SetPods(basesOf(n.s.upstreams))
 	}
-	a.handler.SetPolicy(n.s.policy)
+	a.core.SetPolicy(n.s.policy)
 	// Each pod's window: the controller's (cut windows stay cut across a
 	// reload, clamped into the new bounds); at its maximum in observe mode.
 	for _, u := range n.s.upstreams {

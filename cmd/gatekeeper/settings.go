@@ -6,6 +6,8 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods/healthcheck"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
@@ -18,9 +20,9 @@ type settings struct {
 	models    map[string]breaker.LimiterSettings // models with a token bucket of their own
 	errors    breaker.ErrorSettings
 	queue     queue.Settings
-	policy    proxy.Policy
+	policy    decide.Policy
 	transport proxy.TransportSettings
-	health    proxy.HealthSettings
+	health    healthcheck.Settings
 	upstreams []upstreamSpec
 }
 
@@ -48,7 +50,7 @@ func settingsFrom(c *config.Config) (settings, error) {
 			MaxTokens:       c.Queue.MaxTokens,
 			StarvationAfter: c.Queue.StarvationAfter,
 		},
-		policy: proxy.Policy{
+		policy: decide.Policy{
 			Observe:             c.Mode == config.ModeObserve,
 			MaxBodyBytes:        c.Server.MaxBodyBytes,
 			RequestIDHeader:     c.Server.RequestIDHeader,
@@ -69,7 +71,7 @@ func settingsFrom(c *config.Config) (settings, error) {
 			IdleConnTimeout:       c.Transport.IdleConnTimeout,
 			MaxIdleConnsPerHost:   c.Transport.MaxIdleConnsPerHost,
 		},
-		health: proxy.HealthSettings{
+		health: healthcheck.Settings{
 			Path:           c.HealthCheck.Path,
 			Interval:       c.HealthCheck.Interval,
 			Timeout:        c.HealthCheck.Timeout,
@@ -108,14 +110,14 @@ func settingsFrom(c *config.Config) (settings, error) {
 
 // classesFrom maps the policy's traffic classes onto the proxy's, and the
 // classes with a QPS of their own onto limiter settings.
-func classesFrom(c *config.Classes) (*proxy.Classes, map[string]breaker.LimiterSettings) {
+func classesFrom(c *config.Classes) (*decide.Classes, map[string]breaker.LimiterSettings) {
 	if c == nil {
 		return nil, nil
 	}
-	out := &proxy.Classes{Header: c.Header, Default: c.Default}
+	out := &decide.Classes{Header: c.Header, Default: c.Default}
 	limits := map[string]breaker.LimiterSettings{}
 	for _, cl := range c.List {
-		out.List = append(out.List, proxy.Class{Name: cl.Name, Priority: cl.Priority, Routes: cl.Routes, ClientKeys: cl.ClientKeys,
+		out.List = append(out.List, decide.Class{Name: cl.Name, Priority: cl.Priority, Routes: cl.Routes, ClientKeys: cl.ClientKeys,
 			TTFTDeadline: cl.TTFTDeadline})
 		if cl.QPS > 0 {
 			limits[cl.Name] = breaker.LimiterSettings{QPS: cl.QPS, Burst: cl.Burst}

@@ -7,7 +7,6 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
@@ -30,11 +29,9 @@ func (sp *slowPath) observe(st pressure.State) {
 	cfg := a.cfg()
 	enforce := cfg.Mode != config.ModeObserve
 	d := sp.ctl.Observe(st, a.queue.Stats().Length == 0)
+	d.Apply(boundedWindows{a}, enforce) // the queue's windows, at this replica's share in cluster mode
 	for i, ch := range d.Upstreams {
-		sp.apply(cfg, &d.Upstreams[i], ch.Name, enforce)
-		if enforce { // each pool of pods orders its own waiters
-			a.queue.SetWindowOrder(ch.Name, ch.Order)
-		}
+		sp.report(cfg, &d.Upstreams[i], ch.Name, enforce)
 	}
 	// Availability is read at dispatch: look again now, so a pod that left
 	// critical, or whose error breaker's open time ended, takes its waiters.
@@ -45,26 +42,13 @@ func (sp *slowPath) observe(st pressure.State) {
 // window change the slow breaker made.
 const decisionWindowResize = "window_resize"
 
-// apply passes one upstream's change on, exactly once.
-func (sp *slowPath) apply(cfg *config.Config, ch *control.Change, name string, enforce bool) {
+// report passes one upstream's change to the log, the metrics and the
+// relief hooks, exactly once.
+func (sp *slowPath) report(cfg *config.Config, ch *control.Change, name string, enforce bool) {
 	a := sp.a
 	if ch.LimitChanged {
-		a.handler.Metrics().Decided(decisionWindowResize, enforce)
+		a.reqMetrics.Decided(decisionWindowResize, enforce)
 	}
-	// The budgets are set every round, not only on change: observe mode
-	// bounds nothing, and a reload back to enforce must restore both (two
-	// short dispatches per upstream per round). In cluster mode every
-	// replica reads the same free memory and takes its lease's part of it
-	// (bounds).
-	a.updateBound(name, func(b *bound) {
-		if ch.LimitChanged && enforce {
-			b.limit = ch.Limit
-		}
-		b.budget, b.tokens = ch.MemoryBudget, ch.TokenLimit
-		if !enforce {
-			b.budget, b.tokens = 0, 0
-		}
-	})
 	if !ch.LevelChanged {
 		return
 	}
@@ -116,16 +100,21 @@ func upstreamNamed(cfg *config.Config, name string) (config.Upstream, bool) {
 	return config.Upstream{}, false
 }
 
-// availability is what the queue asks at every dispatch: the pod's state
-// now, from the proxy's pool (health, error breaker) and the controller
-// (critical pressure; ignored in observe mode, where nothing is refused).
-// It only reads state, as queue.SetAvailability requires.
-func (a *app) availability(name string) queue.Availability {
-	switch a.handler.Availability(name) {
-	case proxy.Down:
-		return queue.Down
-	case proxy.Paused:
-		return queue.Paused
-	}
-	return queue.Available
+// boundedWindows applies the controller's decisions through the bounds, so
+// that in cluster mode each value the queue enforces is this replica's
+// part of it (cluster.Scale).
+type boundedWindows struct{ a *app }
+
+func (w boundedWindows) SetWindow(name string, limit int) {
+	w.a.updateBound(name, func(b *bound) { b.limit = limit })
 }
+
+func (w boundedWindows) SetMemoryBudget(name string, budget int64) {
+	w.a.updateBound(name, func(b *bound) { b.budget = budget })
+}
+
+func (w boundedWindows) SetTokenLimit(name string, limit int64) {
+	w.a.updateBound(name, func(b *bound) { b.tokens = limit })
+}
+
+func (w boundedWindows) SetWindowOrder(name string, o queue.Order) { w.a.queue.SetWindowOrder(name, o) }

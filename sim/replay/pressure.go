@@ -154,19 +154,8 @@ func (r *runner) sample() {
 		r.res.LevelTime[up.Level] += r.s.Interval
 	}
 	r.winSum += float64(up.Limit)
-	if up.LimitChanged {
-		r.core.SetWindow(upstream, up.Limit)
-	}
-	if up.MemoryBudgetChanged {
-		r.core.SetMemoryBudget(upstream, up.MemoryBudget)
-	}
-	if up.TokenLimitChanged {
-		r.core.SetTokenLimit(upstream, up.TokenLimit)
-	}
+	d.Apply(r.core, true) // as gatekeeper applies it
 	r.phase = up.Phase
-	if d.OrderChanged {
-		r.core.SetOrder(d.Order)
-	}
 	if (up.Hook == control.Degraded || up.Hook == control.Critical) && up.Transition.To > up.Transition.From &&
 		r.s.EmptyCacheOnDegraded {
 		r.e.EmptyCache()

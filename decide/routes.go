@@ -1,7 +1,6 @@
-package proxy
+package decide
 
 import (
-	"net/http"
 	"strings"
 
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
@@ -46,21 +45,21 @@ func (rt Route) Allow() string { return strings.Join(rt.Methods, ", ") }
 //
 // GET routes also allow HEAD, as Starlette does for vLLM. Tests pin the list.
 var routes = [...]Route{
-	{Path: "/v1/models", Methods: []string{http.MethodGet, http.MethodHead}, Kind: classify.KindModels},
-	{Path: "/v1/completions", Methods: []string{http.MethodPost}, Kind: classify.KindCompletion, Body: true},
-	{Path: "/v1/chat/completions", Methods: []string{http.MethodPost}, Kind: classify.KindChat, Body: true},
-	{Path: "/v1/responses", Methods: []string{http.MethodPost}, Kind: classify.KindResponses, Body: true},
-	{Path: "/v1/embeddings", Methods: []string{http.MethodPost}, Kind: classify.KindEmbedding, Body: true},
+	{Path: "/v1/models", Methods: []string{"GET", "HEAD"}, Kind: classify.KindModels},
+	{Path: "/v1/completions", Methods: []string{"POST"}, Kind: classify.KindCompletion, Body: true},
+	{Path: "/v1/chat/completions", Methods: []string{"POST"}, Kind: classify.KindChat, Body: true},
+	{Path: "/v1/responses", Methods: []string{"POST"}, Kind: classify.KindResponses, Body: true},
+	{Path: "/v1/embeddings", Methods: []string{"POST"}, Kind: classify.KindEmbedding, Body: true},
 	// vLLM serves /v1/score and /v1/rerank as deprecated aliases of /score
 	// and /rerank, and /v2/rerank for Cohere's client.
-	{Path: "/v1/score", Methods: []string{http.MethodPost}, Kind: classify.KindScore, Body: true},
-	{Path: "/v1/rerank", Methods: []string{http.MethodPost}, Kind: classify.KindScore, Body: true},
-	{Path: "/v2/rerank", Methods: []string{http.MethodPost}, Kind: classify.KindScore, Body: true},
-	{Path: "/v1/audio/transcriptions", Methods: []string{http.MethodPost}, Kind: classify.KindAudio},
-	{Path: "/v1/audio/translations", Methods: []string{http.MethodPost}, Kind: classify.KindAudio},
+	{Path: "/v1/score", Methods: []string{"POST"}, Kind: classify.KindScore, Body: true},
+	{Path: "/v1/rerank", Methods: []string{"POST"}, Kind: classify.KindScore, Body: true},
+	{Path: "/v2/rerank", Methods: []string{"POST"}, Kind: classify.KindScore, Body: true},
+	{Path: "/v1/audio/transcriptions", Methods: []string{"POST"}, Kind: classify.KindAudio},
+	{Path: "/v1/audio/translations", Methods: []string{"POST"}, Kind: classify.KindAudio},
 }
 
-// lookupRoute finds the route for a request. escapedPath is the path as the
+// LookupRoute finds the route for a request. escapedPath is the path as the
 // client sent it (r.URL.EscapedPath(), never the decoded r.URL.Path), and it
 // must equal a route's canonical path byte for byte: no percent-encoding,
 // no empty, "." or ".." segments, no backslash or NUL, no trailing slash, no
@@ -72,7 +71,7 @@ var routes = [...]Route{
 // On success the refusal is nil. An unknown path is refused with 404; a known
 // path with a method it does not allow is refused with 405 and the route is
 // still returned, so the caller can set the Allow header from route.Allow().
-func lookupRoute(method, escapedPath string) (Route, *refusal) {
+func LookupRoute(method, escapedPath string) (Route, *Refusal) {
 	for _, rt := range routes {
 		if rt.Path != escapedPath {
 			continue
@@ -82,12 +81,12 @@ func lookupRoute(method, escapedPath string) (Route, *refusal) {
 				return rt, nil
 			}
 		}
-		return rt, &refusal{status: http.StatusMethodNotAllowed, reason: ReasonBadRequest,
-			errType: "invalid_request_error",
-			message: "method " + quoteMethod(method) + " is not allowed on " + rt.Path + "; allowed: " + rt.Allow()}
+		rf := BadRequest(StatusMethodNotAllowed,
+			"method "+quoteMethod(method)+" is not allowed on "+rt.Path+"; allowed: "+rt.Allow(), "")
+		return rt, &rf
 	}
-	return Route{}, &refusal{status: http.StatusNotFound, reason: ReasonNotFound,
-		errType: "not_found_error", message: "no such route; gatekeeper forwards only the inference API (/v1/...)"}
+	rf := Refuse(ReasonNotFound, "no such route; gatekeeper forwards only the inference API (/v1/...)", 0, 0)
+	return Route{}, &rf
 }
 
 // quoteMethod renders a client-supplied method for an error message: printable

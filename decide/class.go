@@ -1,13 +1,9 @@
-package proxy
+package decide
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"net/http"
-	"strconv"
 	"time"
-
-	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 )
 
 // Class is one traffic class as the handler places requests into it.
@@ -61,12 +57,12 @@ func (cs *Classes) compile() {
 
 // place returns r's class: the header's, the client key's, the route's,
 // else the default; nil when there are no classes.
-func (cs *Classes) place(r *http.Request, path, clientKey string) *Class {
+func (cs *Classes) Place(h Headers, path, clientKey string) *Class {
 	if cs == nil || len(cs.List) == 0 {
 		return nil
 	}
 	if cs.Header != "" {
-		if c, ok := cs.byName[r.Header.Get(cs.Header)]; ok {
+		if c, ok := cs.byName[h.Get(cs.Header)]; ok {
 			return c
 		}
 	}
@@ -92,37 +88,4 @@ type ClassLimiter interface {
 // "model"). Allow returns nil, or an error that implements RetryAfter.
 type ModelLimiter interface {
 	Allow(model string) error
-}
-
-// withPriority returns body with vLLM's "priority" field set from the
-// class (vLLM serves lower values first, so a higher class is sent lower),
-// unless the body already has one; nil when it is left as it is.
-func withPriority(body []byte, c *Class) []byte {
-	if c == nil || len(body) < 2 || body[0] != '{' || classify.HasTopLevelKey(body, "priority") {
-		return nil
-	}
-	field := `"priority":` + strconv.Itoa(-c.Priority)
-	out := make([]byte, 0, len(body)+len(field)+1)
-	out = append(out, '{')
-	out = append(out, field...)
-	rest := body[1:]
-	if !emptyObject(rest) {
-		out = append(out, ',')
-	}
-	return append(out, rest...)
-}
-
-// emptyObject reports whether rest (a JSON object after its '{') is "}",
-// whitespace aside.
-func emptyObject(rest []byte) bool {
-	for _, b := range rest {
-		switch b {
-		case ' ', '\t', '\n', '\r':
-		case '}':
-			return true
-		default:
-			return false
-		}
-	}
-	return false
 }

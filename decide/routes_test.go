@@ -1,4 +1,4 @@
-package proxy
+package decide
 
 import (
 	"net/http"
@@ -98,29 +98,29 @@ func TestLookupRoute(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rt, rf := lookupRoute(tt.method, tt.path)
+			rt, rf := LookupRoute(tt.method, tt.path)
 			switch {
 			case tt.wantStatus == 0 && rf != nil:
-				t.Fatalf("lookupRoute(%q, %q) refused with %d (%s), want found", tt.method, tt.path, rf.status, rf.message)
+				t.Fatalf("LookupRoute(%q, %q) refused with %d (%s), want found", tt.method, tt.path, rf.Status, rf.Message)
 			case tt.wantStatus != 0 && rf == nil:
-				t.Fatalf("lookupRoute(%q, %q) = %+v, want status %d", tt.method, tt.path, rt, tt.wantStatus)
-			case rf != nil && rf.status != tt.wantStatus:
-				t.Fatalf("lookupRoute(%q, %q) status = %d, want %d", tt.method, tt.path, rf.status, tt.wantStatus)
+				t.Fatalf("LookupRoute(%q, %q) = %+v, want status %d", tt.method, tt.path, rt, tt.wantStatus)
+			case rf != nil && rf.Status != tt.wantStatus:
+				t.Fatalf("LookupRoute(%q, %q) status = %d, want %d", tt.method, tt.path, rf.Status, tt.wantStatus)
 			}
 			if tt.wantStatus == http.StatusNotFound {
 				if rt.Path != "" {
-					t.Errorf("lookupRoute(%q, %q) route = %+v on 404, want zero", tt.method, tt.path, rt)
+					t.Errorf("LookupRoute(%q, %q) route = %+v on 404, want zero", tt.method, tt.path, rt)
 				}
-				if rf.reason != ReasonNotFound {
-					t.Errorf("lookupRoute(%q, %q) reason = %q, want %q", tt.method, tt.path, rf.reason, ReasonNotFound)
+				if rf.Reason != ReasonNotFound {
+					t.Errorf("LookupRoute(%q, %q) reason = %q, want %q", tt.method, tt.path, rf.Reason, ReasonNotFound)
 				}
 				return
 			}
 			if rt.Kind != tt.wantKind || rt.Body != tt.wantBody || rt.Path != tt.path {
-				t.Errorf("lookupRoute(%q, %q) = %+v, want kind %v body %v", tt.method, tt.path, rt, tt.wantKind, tt.wantBody)
+				t.Errorf("LookupRoute(%q, %q) = %+v, want kind %v body %v", tt.method, tt.path, rt, tt.wantKind, tt.wantBody)
 			}
-			if tt.wantStatus == http.StatusMethodNotAllowed && !strings.Contains(rf.message, rt.Allow()) {
-				t.Errorf("lookupRoute(%q, %q) message = %q, want it to name %q", tt.method, tt.path, rf.message, rt.Allow())
+			if tt.wantStatus == http.StatusMethodNotAllowed && !strings.Contains(rf.Message, rt.Allow()) {
+				t.Errorf("LookupRoute(%q, %q) message = %q, want it to name %q", tt.method, tt.path, rf.Message, rt.Allow())
 			}
 		})
 	}
@@ -150,9 +150,9 @@ func TestLookupRouteFromHTTP(t *testing.T) {
 		t.Run(tt.target, func(t *testing.T) {
 			t.Parallel()
 			r := httptest.NewRequest(http.MethodPost, tt.target, nil)
-			_, rf := lookupRoute(r.Method, r.URL.EscapedPath())
+			_, rf := LookupRoute(r.Method, r.URL.EscapedPath())
 			if found := rf == nil; found != tt.found {
-				t.Errorf("lookupRoute(POST, EscapedPath of %q = %q) found = %v, want %v",
+				t.Errorf("LookupRoute(POST, EscapedPath of %q = %q) found = %v, want %v",
 					tt.target, r.URL.EscapedPath(), found, tt.found)
 			}
 		})

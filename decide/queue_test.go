@@ -1,4 +1,4 @@
-package main
+package decide
 
 import (
 	"context"
@@ -7,12 +7,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
 
-// The admission adapter passes a request's deadline to the queue, and the
-// queue's refusal reaches the proxy as ErrDeadline with the predicted wait
+// The queue's Admission passes a request's deadline to the queue, and the
+// queue's refusal reaches the core as ErrDeadline with the predicted wait
 // as its Retry-After.
 func TestAdmissionPassesDeadlines(t *testing.T) {
 	t.Parallel()
@@ -26,31 +25,31 @@ func admissionPassesDeadlines(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.SetWindow("pod", 1)
-	a := admission{q}
+	a := Queue(q)
 	ctx := t.Context()
 	for range 10 { // ten slots given back within a second: 10 a second
-		s, err := a.Acquire(ctx, proxy.Need{Seqs: 1}, 0, nil)
+		s, err := a.Acquire(ctx, Need{Seqs: 1}, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		now = now.Add(100 * time.Millisecond)
 		s.Release()
 	}
-	held, err := a.Acquire(ctx, proxy.Need{Seqs: 1}, 0, nil)
+	held, err := a.Acquire(ctx, Need{Seqs: 1}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Release()
 	waiting, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, err := a.Acquire(waiting, proxy.Need{Seqs: 1}, 0, nil); done <- err }()
+	go func() { _, err := a.Acquire(waiting, Need{Seqs: 1}, 0, nil); done <- err }()
 	synctest.Wait() // it waits in the queue
 	if n := q.Stats().Length; n != 1 {
 		t.Fatalf("%d waiting, want the second request", n)
 	}
-	_, err = a.Acquire(ctx, proxy.Need{Seqs: 1, Deadline: now.Add(100 * time.Millisecond)}, 0, nil)
+	_, err = a.Acquire(ctx, Need{Seqs: 1, Deadline: now.Add(100 * time.Millisecond)}, 0, nil)
 	var ra interface{ RetryAfter() time.Duration }
-	if !errors.Is(err, proxy.ErrDeadline) || !errors.As(err, &ra) || ra.RetryAfter() != 200*time.Millisecond {
+	if !errors.Is(err, ErrDeadline) || !errors.As(err, &ra) || ra.RetryAfter() != 200*time.Millisecond {
 		t.Fatalf("Acquire with a deadline 100 ms ahead behind one waiter at 10/s = %v, want ErrDeadline with a wait of 200ms", err)
 	}
 	cancel()

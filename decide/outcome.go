@@ -1,4 +1,4 @@
-package proxy
+package decide
 
 // Outcome is the one recorded end of a request (DESIGN §2). The counters of
 // all outcomes add up to the requests received.
@@ -88,16 +88,12 @@ var Reasons = [...]Reason{
 	ReasonNoMemory, ReasonDeadline,
 }
 
-// decisionReasons are the refusals decide counts as decisions: those observe
+// DecisionReasons are the refusals decide counts as decisions: those observe
 // mode counts without enforcing.
-var decisionReasons = [...]Reason{ReasonRateLimited, ReasonShedPriority, ReasonOverloaded, ReasonNoUpstream}
-
-// StatusClasses are the status_class values of an upstream's responses: a
-// status's hundreds, or error for a transport error.
-var StatusClasses = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx", "error"}
+var DecisionReasons = [...]Reason{ReasonRateLimited, ReasonShedPriority, ReasonOverloaded, ReasonNoUpstream}
 
 // outcome maps a refusal reason onto the outcome it is counted as.
-func (r Reason) outcome() Outcome {
+func (r Reason) Outcome() Outcome {
 	switch r {
 	case ReasonRateLimited:
 		return OutcomeRateLimited

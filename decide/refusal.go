@@ -1,0 +1,195 @@
+package decide
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+)
+
+// HTTP statuses a refusal carries. decide imports no net/http: the numbers
+// are the protocol's, the same in an HTTP answer and an ImmediateResponse.
+const (
+	StatusBadRequest         = 400
+	StatusNotFound           = 404
+	StatusMethodNotAllowed   = 405
+	StatusEntityTooLarge     = 413
+	StatusUnsupportedMedia   = 415
+	StatusTooManyRequests    = 429
+	StatusClientClosed       = 499 // nginx's: logged, never written to a live client
+	StatusBadGateway         = 502
+	StatusServiceUnavailable = 503
+	StatusGatewayTimeout     = 504
+	maxRetryAfter            = 60 * time.Second
+	defaultRateLimitedRetry  = time.Second
+	errTypeInvalidRequest    = "invalid_request_error"
+	errTypeRateLimit         = "rate_limit_error"
+	errTypeServer            = "server_error"
+	errTypeNotFound          = "not_found_error"
+)
+
+// Refusal is a decision gatekeeper makes itself: a status, a reason (the
+// X-Gatekeeper-Reason header and the error's code), an OpenAI-style message
+// and, for 429 and 503, when to come back. Both fronts render the same
+// Refusal: the proxy as an HTTP answer, the endpoint picker as Envoy's
+// ImmediateResponse.
+type Refusal struct {
+	Status     int
+	Reason     Reason
+	ErrType    string // "" → from the status
+	Message    string
+	Param      string
+	RetryAfter time.Duration
+}
+
+// Refuse is the one mapping from a reason to its answer: the status, error
+// type and whether Retry-After is sent all follow from the reason here, and
+// nowhere else. message says what happened; retryAfter when to come back
+// (0: the policy's default, which the caller passes as def).
+func Refuse(reason Reason, message string, retryAfter, def time.Duration) Refusal {
+	rf := Refusal{Status: statusOf(reason), Reason: reason, Message: message, RetryAfter: retryAfter}
+	switch rf.Status {
+	case StatusTooManyRequests:
+		rf.ErrType = errTypeRateLimit
+	case StatusBadRequest, StatusNotFound:
+		rf.ErrType = errTypeInvalidRequest
+	}
+	if rf.RetryAfter <= 0 && (rf.Status == StatusTooManyRequests || rf.Status == StatusServiceUnavailable) {
+		rf.RetryAfter = def
+	}
+	if reason == ReasonTooLarge {
+		rf.RetryAfter = 0 // no wait admits it
+	}
+	return rf
+}
+
+// BadRequest is a refusal of a malformed request: status is 400, or the
+// more precise 404, 405, 413 or 415 the front found.
+func BadRequest(status int, message, param string) Refusal {
+	return Refusal{Status: status, Reason: ReasonBadRequest, ErrType: errTypeFor(status), Message: message, Param: param}
+}
+
+// statusOf is every reason's status.
+func statusOf(r Reason) int {
+	switch r {
+	case ReasonRateLimited:
+		return StatusTooManyRequests
+	case ReasonBadRequest, ReasonTooLarge:
+		return StatusBadRequest
+	case ReasonNotFound, ReasonModelNotFound:
+		return StatusNotFound
+	case ReasonUpstream:
+		return StatusBadGateway
+	case ReasonUpstreamTimeout:
+		return StatusGatewayTimeout
+	}
+	return StatusServiceUnavailable
+}
+
+// retryAfterer is how a rejection that knows when to come back crosses a
+// package seam (STYLE §2): by behaviour, not identity.
+type retryAfterer interface{ RetryAfter() time.Duration }
+
+// ReasonFor maps an error from the admission path onto its reason: the one
+// place where errors become refusals. "" for a client that left.
+func ReasonFor(err error) Reason {
+	var ra retryAfterer
+	switch {
+	case errors.Is(err, context.Canceled):
+		return ""
+	case errors.Is(err, ErrDraining):
+		return ReasonDraining
+	case errors.Is(err, ErrTooLarge):
+		return ReasonTooLarge
+	case errors.Is(err, ErrQueueFull):
+		return ReasonQueueFull
+	case errors.Is(err, ErrDeadline):
+		return ReasonDeadline
+	case errors.Is(err, context.DeadlineExceeded):
+		return ReasonQueueTimeout
+	case errors.Is(err, ErrNoUpstream):
+		return ReasonNoUpstream
+	case errors.Is(err, ErrNoMemory):
+		return ReasonNoMemory
+	case errors.As(err, &ra):
+		return ReasonRateLimited
+	}
+	return ReasonUpstream
+}
+
+// admissionMessage is the client's message for a failed admission.
+func admissionMessage(reason Reason) string {
+	switch reason {
+	case ReasonQueueFull:
+		return "the admission queue is full; retry later"
+	case ReasonQueueTimeout:
+		return "waited too long for capacity; retry later"
+	case ReasonDraining:
+		return "gatekeeper is shutting down; retry on another replica"
+	case ReasonNoUpstream:
+		return "no upstream can take the request; retry later"
+	case ReasonDeadline:
+		return "the request cannot start before its time-to-first-token deadline; retry after the Retry-After delay"
+	case ReasonNoMemory:
+		return "the request needs more GPU memory than any upstream reports free for it (its sampled sequences, n/best_of, prompt_logprobs); retry later or ask for less"
+	case ReasonRateLimited:
+		return "rate limit exceeded; retry after the Retry-After delay"
+	}
+	return "could not admit the request"
+}
+
+// RetryAfterSeconds renders d as Retry-After's whole seconds, at least 1.
+func RetryAfterSeconds(d time.Duration) string {
+	s := int64(math.Ceil(d.Seconds()))
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
+}
+
+// SendsRetryAfter reports whether the answer carries Retry-After.
+func (rf Refusal) SendsRetryAfter() bool {
+	return rf.Status == StatusTooManyRequests || rf.Status == StatusServiceUnavailable || rf.RetryAfter > 0
+}
+
+func errTypeFor(status int) string {
+	switch {
+	case status == StatusTooManyRequests:
+		return errTypeRateLimit
+	case status == StatusNotFound:
+		return errTypeNotFound
+	case status >= 500:
+		return errTypeServer
+	}
+	return errTypeInvalidRequest
+}
+
+// errorBody is the OpenAI error shape: {"error": {...}}.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+// Body is the refusal's OpenAI-style JSON body, newline-terminated.
+func (rf Refusal) Body() []byte {
+	body := errorBody{Error: errorDetail{Message: rf.Message, Type: rf.ErrType, Code: string(rf.Reason)}}
+	if body.Error.Type == "" {
+		body.Error.Type = errTypeFor(rf.Status)
+	}
+	if body.Error.Code == "" {
+		body.Error.Code = strconv.Itoa(rf.Status)
+	}
+	if rf.Param != "" {
+		body.Error.Param = &rf.Param
+	}
+	buf, _ := json.Marshal(body) // cannot fail: strings only
+	return append(buf, '\n')
+}
