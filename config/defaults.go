@@ -105,6 +105,12 @@ func (p *PerClient) setDefaults() { p.MaxClients, p.IdleAfter = 10000, 10*time.M
 func (c *Config) fillDerived() {
 	for i := range c.Upstreams {
 		u := &c.Upstreams[i]
+		if u.InferencePool != nil && u.URL == "" {
+			u.URL = poolURL()
+		}
+		if u.Name == "" && u.InferencePool != nil {
+			u.Name = u.InferencePool.Name
+		}
 		if u.Name == "" {
 			if p, err := url.Parse(u.URL); err == nil {
 				u.Name = p.Host
@@ -120,6 +126,9 @@ func (c *Config) fillDerived() {
 	}
 	for j := range c.Pressure.Sources {
 		c.Pressure.Sources[j].deriveName()
+	}
+	if e := c.EndpointPicker; e != nil && e.Listen == "" {
+		e.Listen = DefaultPickerListen
 	}
 	if f := &c.FastBreaker; f.Burst == 0 {
 		f.Burst = secondsWorth(f.QPS)

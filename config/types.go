@@ -40,6 +40,9 @@ type Config struct {
 	// Cluster, if set, shares limits and windows with the other replicas
 	// through Redis (nil: this replica decides alone).
 	Cluster *Cluster `yaml:"cluster"`
+	// EndpointPicker, if set, runs gatekeeper as the Gateway API Inference
+	// Extension's endpoint picker (Envoy ext_proc) instead of the HTTP proxy.
+	EndpointPicker *EndpointPicker `yaml:"endpoint_picker"`
 	// Log configures the process log.
 	Log Log `yaml:"log"`
 
@@ -104,6 +107,12 @@ type Upstream struct {
 	// turns the entry into one upstream per address (a Kubernetes headless
 	// Service): pods that come and go are picked up without a restart.
 	DNSInterval time.Duration `yaml:"dns_interval"`
+	// InferencePool, if set, makes the entry stand for every ready pod of
+	// that InferencePool, one upstream per pod and target port (named
+	// NAME/IP:PORT), watched through the Kubernetes API. url is then
+	// optional ("http://pod"): its host, and the host of sources on the same
+	// host, is each pod's IP; its port each of the pool's targetPorts.
+	InferencePool *InferencePool `yaml:"inference_pool"`
 	// Models are the models the pod serves (the request body's "model"); a
 	// request goes only to pods that serve its model. Empty: every model,
 	// unless DiscoverModels.

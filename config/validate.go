@@ -37,6 +37,7 @@ func (c *Config) validate() []error {
 	k.classes(c.Classes, c.FastBreaker.PerClient)
 	k.modelLimits(c.ModelLimits)
 	k.cluster(c.Cluster)
+	k.endpointPicker(c.EndpointPicker, c.Server)
 	k.batchQueue(c.Batch, c.Queue)
 	k.positive("estimate.chars_per_token", c.Estimate.CharsPerToken)
 	k.atLeast("estimate.default_max_tokens", int64(c.Estimate.DefaultMaxTokens), 1)

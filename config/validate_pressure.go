@@ -22,12 +22,13 @@ func (k *checker) upstreams(us []Upstream) {
 		} else {
 			names[u.Name] = i
 		}
-		if k.url(p+".url", u.URL, urlUpstream) {
+		if k.url(p+".url", u.URL, urlUpstream) && u.InferencePool == nil { // a pool's url is a template
 			if j, dup := urls[u.URL]; dup {
 				k.add(p+".url", "%q is already the url of upstreams[%d]", u.URL, j)
 			}
 			urls[u.URL] = i
 		}
+		k.inferencePool(p, u)
 		if u.DNSInterval < 0 || (u.DNSInterval > 0 && u.DNSInterval < time.Second) {
 			k.add(p+".dns_interval", "must be 0 (off) or at least 1s, got %v", u.DNSInterval)
 		}

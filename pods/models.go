@@ -186,3 +186,13 @@ func (r *Registry) ModelEntries() []json.RawMessage {
 	}
 	return data
 }
+
+// ModelList is GET /v1/models's answer: {"object":"list","data":
+// ModelEntries}.
+func (r *Registry) ModelList() []byte {
+	body, _ := json.Marshal(struct {
+		Object string            `json:"object"`
+		Data   []json.RawMessage `json:"data"`
+	}{"list", r.ModelEntries()})
+	return body
+}

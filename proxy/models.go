@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/gatekeeper-dev/gatekeeper/decide"
@@ -11,11 +10,7 @@ import (
 // every pod serves: the pods' own entries where they were discovered,
 // minimal OpenAI model objects where the policy lists them.
 func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	data := h.reg.ModelEntries()
-	body, _ := json.Marshal(struct {
-		Object string            `json:"object"`
-		Data   []json.RawMessage `json:"data"`
-	}{"list", append([]json.RawMessage{}, data...)})
+	body := h.reg.ModelList()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {

@@ -61,9 +61,13 @@ func displayName(path string) string {
 
 // serve runs the listeners and background loops until ctx ends, then drains.
 func (a *app) serve(ctx context.Context, hup <-chan os.Signal) error {
-	traffic, err := net.Listen("tcp", a.cfg().Server.Listen)
+	addr, key := a.cfg().Server.Listen, "server.listen"
+	if e := a.cfg().EndpointPicker; e != nil { // the gRPC listener replaces the traffic listener
+		addr, key = e.Listen, "endpoint_picker.listen"
+	}
+	traffic, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("gatekeeper: server.listen: %w", err)
+		return fmt.Errorf("gatekeeper: %s: %w", key, err)
 	}
 	admin, err := net.Listen("tcp", a.cfg().Server.AdminListen)
 	if err != nil {
@@ -73,7 +77,8 @@ func (a *app) serve(ctx context.Context, hup <-chan os.Signal) error {
 	return a.serveOn(ctx, traffic, admin, hup)
 }
 
-// serveOn is serve on listeners the caller opened (tests pass loopback ones).
+// serveOn is serve on listeners the caller opened (tests pass loopback
+// ones). In endpoint-picker mode traffic is the gRPC listener.
 func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-chan os.Signal) error {
 	s := a.cfg().Server
 	ts := &http.Server{
@@ -100,6 +105,9 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 		traffic.Close()
 		admin.Close()
 		return err
+	}
+	if a.cfg().EndpointPicker != nil {
+		return a.runPicker(ctx, traffic, admin, as, stopLoops, &wg)
 	}
 	useTLS, err := a.configureTLS(ts)
 	if err != nil {

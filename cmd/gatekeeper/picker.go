@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/gatekeeper-dev/gatekeeper/epp"
+	"github.com/gatekeeper-dev/gatekeeper/proxy/tlscert"
+)
+
+// picker is the endpoint-picker front: the ext_proc server over the same
+// decision core the proxy asks, on its own gRPC server.
+type picker struct {
+	srv *epp.Server
+	gs  *grpc.Server
+}
+
+// errDrainingPicker is readiness's answer once shutdown has begun.
+var errDrainingPicker = errors.New("draining")
+
+// newPicker builds the endpoint picker for the running policy.
+func (a *app) newPicker() (*picker, error) {
+	dec := epp.NewCoreDecider(epp.CoreOptions{
+		Core:         a.core,
+		Recorder:     a.reqMetrics,
+		OnPodRefused: a.ctl.PodRefused,
+		Ready: func() error {
+			if a.handler.Draining() {
+				return errDrainingPicker
+			}
+			return a.holdsShare()
+		},
+		Draining: a.handler.Refusing,
+		Logger:   a.log,
+	})
+	srv, err := epp.NewServer(epp.Options{Decider: dec, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	opts := []grpc.ServerOption{
+		// Envoy keeps one HTTP/2 connection per worker and multiplexes a
+		// stream per request: no cap on streams here (Envoy's circuit
+		// breaker is the cap), and its keepalive pings are welcome.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	}
+	if t := a.cfg().EndpointPicker.TLS; t != nil {
+		l, err := tlscert.New(tlscert.Settings{CertFile: t.CertFile, KeyFile: t.KeyFile, Logger: a.log})
+		if err != nil {
+			return nil, fmt.Errorf("gatekeeper: endpoint_picker.tls: %w", err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: l.GetCertificate,
+			NextProtos: []string{"h2"}})))
+	}
+	gs := grpc.NewServer(opts...)
+	srv.Register(gs)
+	return &picker{srv: srv, gs: gs}, nil
+}
+
+// servePicker serves the picker on lis until ctx ends, then drains it as
+// the proxy drains: readiness NOT_SERVING at once, new requests refused
+// after drain_delay, open streams given shutdown_timeout.
+func (a *app) servePicker(ctx context.Context, lis net.Listener, p *picker) error {
+	errc := make(chan error, 1)
+	go func() { errc <- p.gs.Serve(lis) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		if err != nil {
+			err = fmt.Errorf("gatekeeper: endpoint picker: %w", err)
+		}
+	}
+	s := a.cfg().Server
+	a.handler.StartDrain()
+	p.srv.Drain()
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "draining",
+		slog.String("state", "draining"), slog.Duration("duration", s.DrainDelay))
+	a.step("draining")
+	if s.DrainDelay > 0 && err == nil {
+		t := time.NewTimer(s.DrainDelay) // load balancers poll in real time
+		<-t.C
+	}
+	a.handler.RefuseNew()
+	a.queue.Drain(errDrainingQueue)
+	a.step("refusing")
+	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+	defer cancel()
+	if serr := p.srv.Shutdown(sctx, p.gs); serr != nil {
+		a.log.LogAttrs(sctx, slog.LevelWarn, "shutdown timeout: closing remaining streams",
+			slog.String("state", "closing"), slog.String("err", serr.Error()))
+	}
+	return err
+}
+
+// runPicker is serveOn's endpoint-picker half: the admin listener and the
+// picker on lis until ctx ends (or either fails), then the drain, the
+// loops' end. It closes what it was handed.
+func (a *app) runPicker(ctx context.Context, lis, admin net.Listener, as *http.Server, stopLoops func(), wg *sync.WaitGroup) error {
+	p, err := a.newPicker()
+	if err != nil {
+		lis.Close()
+		admin.Close()
+		stopLoops()
+		wg.Wait()
+		return err
+	}
+	adminErr := make(chan error, 1)
+	go func() { adminErr <- serveErr(as.Serve(admin)) }()
+	a.log.LogAttrs(ctx, slog.LevelInfo, "gatekeeper started", slog.String("state", "serving"),
+		slog.String("mode", "endpoint_picker"), slog.String("listen", lis.Addr().String()),
+		slog.String("admin_listen", admin.Addr().String()), slog.String("version", version))
+	pctx, cancel := context.WithCancel(ctx)
+	var aerr error
+	watched := make(chan struct{})
+	go func() { // the admin listener failing ends the picker too
+		defer close(watched)
+		select {
+		case aerr = <-adminErr:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	err = a.servePicker(pctx, lis, p)
+	cancel()
+	<-watched
+	_ = as.Close()
+	stopLoops()
+	wg.Wait()
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "gatekeeper stopped", slog.String("state", "stopped"))
+	return errors.Join(err, aerr)
+}

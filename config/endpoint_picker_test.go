@@ -1,0 +1,40 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEndpointPicker(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte(`
+endpoint_picker: {}
+upstreams:
+  - inference_pool: {name: vllm-llama3}
+    max_inflight: 64
+    sources: [{kind: vllm, url: "http://pod:8000/metrics"}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.EndpointPicker.Listen != DefaultPickerListen {
+		t.Errorf("listen = %q, want the default %q", c.EndpointPicker.Listen, DefaultPickerListen)
+	}
+	u := c.Upstreams[0]
+	if u.Name != "vllm-llama3" || u.URL != "http://pod" || u.InferencePool.Namespace != "" {
+		t.Errorf("upstream = %q %q %+v: the pool names it and the placeholder url stands in", u.Name, u.URL, u.InferencePool)
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{"endpoint_picker: {listen: nope}\nupstreams: [{url: 'http://a:1'}]", "endpoint_picker.listen"},
+		{"endpoint_picker: {listen: '127.0.0.1:9090'}\nupstreams: [{url: 'http://a:1'}]", "must differ from server.admin_listen"},
+		{"endpoint_picker: {tls: {cert_file: c}}\nupstreams: [{url: 'http://a:1'}]", "endpoint_picker.tls.key_file"},
+		{"upstreams: [{inference_pool: {name: Bad_Name}}]", "upstreams[0].inference_pool.name"},
+		{"upstreams: [{inference_pool: {name: p, namespace: 'a b'}}]", "upstreams[0].inference_pool.namespace"},
+		{"upstreams: [{inference_pool: {name: p}, dns_interval: 5s}]", "cannot be set with inference_pool"},
+	} {
+		_, err := Parse([]byte(tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want an error naming %q", tt.yaml, err, tt.want)
+		}
+	}
+}

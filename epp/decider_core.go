@@ -1,0 +1,215 @@
+package epp
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/pods"
+	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
+)
+
+// Recorder is where the picker counts what happened to each request: the
+// same request metrics the proxy records (proxy.Metrics satisfies it).
+type Recorder interface {
+	Outcome(o decide.Outcome, d time.Duration)
+	ClassOutcome(class string, o decide.Outcome)
+	Rejected(r decide.Reason)
+	Sent(upstream string, tokens int64)
+	Response(upstream string, status int)
+}
+
+// CoreOptions configures the Decider over gatekeeper's decision core.
+type CoreOptions struct {
+	Core     *decide.Core
+	Recorder Recorder // nil records nothing
+	// OnPodRefused hears that a pod answered 503 or 429 itself (its own
+	// queue is full), so its window is cut as the proxy's are.
+	OnPodRefused func(pod string)
+	// Ready, if set, is one more readiness condition (cluster mode: a share
+	// of some pod's window is held).
+	Ready func() error
+	// Draining, if set, says shutdown has begun: new requests are refused.
+	Draining func() bool
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// NewCoreDecider is the Decider over gatekeeper's decision core: the same
+// allow-list, classification, model routing, classes, buckets, slow
+// breaker, queue and error breaker as the proxy, and the same refusals.
+func NewCoreDecider(o CoreOptions) Decider {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &coreDecider{o: o}
+}
+
+type coreDecider struct{ o CoreOptions }
+
+func (d *coreDecider) MaxBodyBytes() int64 { return d.o.Core.Policy().MaxBodyBytes }
+
+func (d *coreDecider) Ready() bool {
+	if d.o.Draining != nil && d.o.Draining() {
+		return false
+	}
+	if d.o.Ready != nil && d.o.Ready() != nil {
+		return false
+	}
+	return d.o.Core.Unready() == ""
+}
+
+// Decide runs the core's pipeline on what Envoy sent. Only the endpoint
+// whose slot the core took is named: a fallback would reach a pod past its
+// window.
+func (d *coreDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) {
+	core := d.o.Core
+	req := core.Begin()
+	pol := req.Policy
+	if d.o.Draining != nil && d.o.Draining() {
+		return nil, d.refuse(&req, decide.Refuse(decide.ReasonDraining, "gatekeeper is shutting down; retry on another replica", 0, pol.RetryAfter))
+	}
+	path, _, _ := strings.Cut(r.Path, "?")
+	route, rf := decide.LookupRoute(r.Method, path)
+	if rf != nil {
+		return nil, d.refuse(&req, *rf)
+	}
+	req.Kind = route.Kind
+	if route.Kind == classify.KindModels && core.Registry().KnowsModels() {
+		return nil, d.models(&req)
+	}
+	if r.TooLarge {
+		return nil, d.refuse(&req, decide.BadRequest(decide.StatusEntityTooLarge,
+			"request body is larger than the limit of "+strconv.FormatInt(pol.MaxBodyBytes, 10)+" bytes", ""))
+	}
+	if route.Body {
+		if rf := core.Classify(&req, r.Body); rf != nil {
+			return nil, d.refuse(&req, *rf)
+		}
+	}
+	if rf := core.Route(&req); rf != nil {
+		return nil, d.refuse(&req, *rf)
+	}
+	if r.Subset != nil {
+		if rf := d.restrict(&req, r.Subset); rf != nil {
+			return nil, d.refuse(&req, *rf)
+		}
+	}
+	adm, rf := core.Admit(ctx, &req, r.Header, route.Path)
+	switch {
+	case rf != nil:
+		return nil, d.refuse(&req, *rf)
+	case adm == nil: // the client left while queued
+		d.outcome(&req, decide.OutcomeClientClosed)
+		return nil, nil
+	}
+	if d.o.Recorder != nil {
+		d.o.Recorder.Sent(adm.Pod.Name, req.Tokens)
+	}
+	endpoint := adm.Pod.Endpoint()
+	return &Pick{Endpoints: []string{endpoint}, Done: func(e End) { d.finish(&req, adm, endpoint, e) }}, nil
+}
+
+// restrict skips every pod outside Envoy's subset hint; with none of the
+// request's pods in it the request is refused at once (503), as the
+// Inference Extension's protocol asks.
+func (d *coreDecider) restrict(req *decide.Request, subset []string) *decide.Refusal {
+	reg := d.o.Core.Registry()
+	eligible := 0
+	for _, m := range reg.List() {
+		switch {
+		case slices.Contains(req.Skip, m.Name):
+		case slices.Contains(subset, m.Endpoint()):
+			eligible++
+		default:
+			req.Skip = append(req.Skip, m.Name)
+		}
+	}
+	if eligible > 0 {
+		return nil
+	}
+	rf := decide.Refuse(decide.ReasonNoUpstream, "no endpoint in the gateway's subset hint can serve the request; retry later",
+		0, req.Policy.RetryAfter)
+	return &rf
+}
+
+// finish releases the slot once the exchange ended and records its outcome:
+// a pod's own 503 or 429 is overload (its window is cut), 5xx or a response
+// cut short a failure, a client gone neither.
+func (d *coreDecider) finish(req *decide.Request, adm *decide.Admitted, endpoint string, e End) {
+	defer adm.Slot.Release()
+	rec := d.o.Recorder
+	if e.Served != "" && e.Served != endpoint {
+		d.o.Logger.LogAttrs(context.Background(), slog.LevelWarn, "the gateway served another endpoint than the one picked",
+			slog.String("picked", endpoint), slog.String("served", e.Served), slog.String("upstream", adm.Pod.Name))
+	}
+	if rec != nil && e.Status != 0 {
+		rec.Response(adm.Pod.Name, e.Status)
+	}
+	switch {
+	case e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests:
+		adm.Done(pods.Excluded)
+		if d.o.OnPodRefused != nil {
+			d.o.OnPodRefused(adm.Pod.Name)
+		}
+		if rec != nil {
+			rec.Rejected(decide.ReasonUpstreamOverloaded)
+		}
+		d.outcome(req, decide.OutcomeUpstreamOverloaded)
+	case e.Status >= 500:
+		adm.Done(pods.Failure)
+		d.outcome(req, decide.OutcomeUpstreamError)
+	case e.Complete && e.Status != 0:
+		adm.Done(pods.Success)
+		d.outcome(req, decide.OutcomeServed)
+	case e.Status == 0 && !e.Complete:
+		// No response headers: the client left, or Envoy could not reach
+		// the pod; the picker cannot tell which, so the pod is not blamed.
+		adm.Done(pods.Excluded)
+		d.outcome(req, decide.OutcomeClientClosed)
+	default: // a response cut short
+		adm.Done(pods.Excluded)
+		d.outcome(req, decide.OutcomeClientClosed)
+	}
+}
+
+// models answers GET /v1/models itself, as the proxy does: the union of
+// the pods' models.
+func (d *coreDecider) models(req *decide.Request) *Refusal {
+	body := d.o.Core.Registry().ModelList()
+	d.outcome(req, decide.OutcomeServed)
+	return &Refusal{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+}
+
+func (d *coreDecider) refuse(req *decide.Request, rf decide.Refusal) *Refusal {
+	if d.o.Recorder != nil && rf.Reason != "" {
+		d.o.Recorder.Rejected(rf.Reason)
+	}
+	d.outcome(req, rf.Reason.Outcome())
+	h := http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}}
+	if rf.Reason != "" {
+		h.Set("X-Gatekeeper-Reason", string(rf.Reason))
+	}
+	if rf.SendsRetryAfter() {
+		h.Set("Retry-After", decide.RetryAfterSeconds(rf.RetryAfter))
+	}
+	return &Refusal{Status: rf.Status, Header: h, Body: rf.Body()}
+}
+
+func (d *coreDecider) outcome(req *decide.Request, o decide.Outcome) {
+	if d.o.Recorder == nil {
+		return
+	}
+	d.o.Recorder.Outcome(o, d.o.Now().Sub(req.Start))
+	if req.Class != nil {
+		d.o.Recorder.ClassOutcome(req.Class.Name, o)
+	}
+}
