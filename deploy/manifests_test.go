@@ -29,6 +29,13 @@ type (
 			Path string `yaml:"path"`
 			Port string `yaml:"port"`
 		} `yaml:"httpGet"`
+		// GRPC is a gRPC health probe (the endpoint picker's); nil for
+		// the others.
+		GRPC *struct {
+			Port    int     `yaml:"port"`
+			Service *string `yaml:"service"`
+			Mode    string  `yaml:"mode"`
+		} `yaml:"grpc"`
 		PeriodSeconds    int `yaml:"periodSeconds"`
 		FailureThreshold int `yaml:"failureThreshold"`
 	}
@@ -79,9 +86,10 @@ type (
 		SubPath   string `yaml:"subPath"`
 	}
 	servicePort struct {
-		Name       string `yaml:"name"`
-		Port       int    `yaml:"port"`
-		TargetPort string `yaml:"targetPort"`
+		Name        string `yaml:"name"`
+		Port        int    `yaml:"port"`
+		TargetPort  string `yaml:"targetPort"`
+		AppProtocol string `yaml:"appProtocol"`
 	}
 	deployment struct {
 		Spec struct {
@@ -93,11 +101,16 @@ type (
 					TerminationGracePeriodSeconds int         `yaml:"terminationGracePeriodSeconds"`
 					SecurityContext               podSecurity `yaml:"securityContext"`
 					Containers                    []container `yaml:"containers"`
+					ServiceAccountName            string      `yaml:"serviceAccountName"`
+					AutomountServiceAccountToken  *bool       `yaml:"automountServiceAccountToken"`
 					Volumes                       []struct {
 						Name      string `yaml:"name"`
 						ConfigMap *struct {
 							Name string `yaml:"name"`
 						} `yaml:"configMap"`
+						Secret *struct {
+							SecretName string `yaml:"secretName"`
+						} `yaml:"secret"`
 					} `yaml:"volumes"`
 				} `yaml:"spec"`
 			} `yaml:"template"`
