@@ -85,6 +85,15 @@ type (
 		MountPath string `yaml:"mountPath"`
 		SubPath   string `yaml:"subPath"`
 	}
+	podVolume struct {
+		Name      string `yaml:"name"`
+		ConfigMap *struct {
+			Name string `yaml:"name"`
+		} `yaml:"configMap"`
+		Secret *struct {
+			SecretName string `yaml:"secretName"`
+		} `yaml:"secret"`
+	}
 	servicePort struct {
 		Name        string `yaml:"name"`
 		Port        int    `yaml:"port"`
@@ -103,15 +112,7 @@ type (
 					Containers                    []container `yaml:"containers"`
 					ServiceAccountName            string      `yaml:"serviceAccountName"`
 					AutomountServiceAccountToken  *bool       `yaml:"automountServiceAccountToken"`
-					Volumes                       []struct {
-						Name      string `yaml:"name"`
-						ConfigMap *struct {
-							Name string `yaml:"name"`
-						} `yaml:"configMap"`
-						Secret *struct {
-							SecretName string `yaml:"secretName"`
-						} `yaml:"secret"`
-					} `yaml:"volumes"`
+					Volumes                       []podVolume `yaml:"volumes"`
 				} `yaml:"spec"`
 			} `yaml:"template"`
 		} `yaml:"spec"`
