@@ -59,6 +59,18 @@ type chartCase struct {
 	// goMemLimit is the container's GOMEMLIMIT; "" means unset, leaving
 	// gatekeeper's own rule (memlimit: 90 % of the memory limit).
 	goMemLimit string
+	// picker, when set, is what endpointPicker asks for (checkChartPicker).
+	picker *chartPicker
+}
+
+// chartPicker is the endpoint picker a chartCase renders.
+type chartPicker struct {
+	port int
+	// pool and poolNamespace are endpointPicker.inferencePool's; pool ""
+	// means none named (no RBAC, the values' upstreams).
+	pool, poolNamespace string
+	// tlsSecret is endpointPicker.tls.secretName; "" is plaintext.
+	tlsSecret string
 }
 
 // chartCases cover the defaults and each switch: several replicas with our
@@ -107,6 +119,35 @@ func chartCases() []chartCase {
 				"NetworkPolicy/gatekeeper", "NetworkPolicy/gatekeeper-redis"},
 			replicas: 2,
 			redisURL: "redis://gatekeeper-redis:6379/0",
+		},
+		{
+			name: "endpoint picker of a pool, with TLS",
+			args: []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.inferencePool.name=vllm-llama3-8b",
+				"--set", "endpointPicker.tls.secretName=gatekeeper-epp-tls"},
+			objects: []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper",
+				"ServiceAccount/gatekeeper", "Role/gatekeeper", "RoleBinding/gatekeeper"},
+			replicas: 1,
+			picker:   &chartPicker{port: 9002, pool: "vllm-llama3-8b", tlsSecret: "gatekeeper-epp-tls"},
+		},
+		{
+			name:     "endpoint picker without a pool, plaintext, on another port",
+			args:     []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.port=9102"},
+			objects:  []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper"},
+			replicas: 1,
+			picker:   &chartPicker{port: 9102},
+		},
+		{
+			name: "endpoint picker of a pool in another namespace, with the NetworkPolicy and Redis",
+			args: []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.inferencePool.name=pool",
+				"--set", "endpointPicker.inferencePool.namespace=models", "--set", "networkPolicy.enabled=true",
+				"--set", "redis.enabled=true", "--set", "replicas=2"},
+			objects: []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper",
+				"ServiceAccount/gatekeeper", "Role/gatekeeper", "RoleBinding/gatekeeper",
+				"Deployment/gatekeeper-redis", "Service/gatekeeper-redis", "PodDisruptionBudget/gatekeeper",
+				"NetworkPolicy/gatekeeper", "NetworkPolicy/gatekeeper-redis"},
+			replicas: 2,
+			redisURL: "redis://gatekeeper-redis:6379/0",
+			picker:   &chartPicker{port: 9002, pool: "pool", poolNamespace: "models"},
 		},
 	}
 }
@@ -166,31 +207,43 @@ func TestHelmTemplate(t *testing.T) {
 			if d.Spec.Replicas != tt.replicas {
 				t.Errorf("Deployment replicas = %d, want %d", d.Spec.Replicas, tt.replicas)
 			}
-			cfg := renderedPolicy(t, objs)
-			switch {
-			case tt.redisURL == "" && cfg.Cluster != nil:
-				t.Errorf("policy has a cluster section %+v, want none without Redis", cfg.Cluster)
-			case tt.redisURL != "" && cfg.Cluster == nil:
-				t.Errorf("policy has no cluster section, want cluster.redis.url %q", tt.redisURL)
-			case tt.redisURL != "":
-				c := cfg.Cluster
-				if c.Redis.URL != tt.redisURL || c.Replicas != tt.replicas || c.Redis.PasswordFile != tt.passwordFile {
-					t.Errorf("policy cluster = url %q, replicas %d, password_file %q; want %q, %d, %q",
-						c.Redis.URL, c.Replicas, c.Redis.PasswordFile, tt.redisURL, tt.replicas, tt.passwordFile)
-				}
-			}
-			if tt.passwordFile != "" {
-				c := d.Spec.Template.Spec.Containers[0]
-				dir := filepath.Dir(tt.passwordFile)
-				if !slices.ContainsFunc(c.VolumeMounts, func(m volumeMount) bool { return m.MountPath == dir && m.SubPath == "" }) {
-					t.Errorf("gatekeeper's volumeMounts %+v, want the password Secret mounted at %s", c.VolumeMounts, dir)
-				}
+			if tt.picker != nil {
+				checkChartPicker(t, objs, tt)
+			} else {
+				checkChartPolicy(t, objs, tt, d)
 			}
 			if got := containerEnv(objs["Deployment/gatekeeper"], "GOMEMLIMIT"); got != tt.goMemLimit {
 				t.Errorf("GOMEMLIMIT = %q, want %q", got, tt.goMemLimit)
 			}
 			checkMonitoring(t, objs)
 		})
+	}
+}
+
+// checkChartPolicy checks a rendered proxy's policy: it passes
+// config.Parse, with the cluster section the values ask for, and the Redis
+// password Secret mounted where password_file points.
+func checkChartPolicy(t *testing.T, objs map[string]map[string]any, tt chartCase, d deployment) {
+	t.Helper()
+	cfg := renderedPolicy(t, objs)
+	switch {
+	case tt.redisURL == "" && cfg.Cluster != nil:
+		t.Errorf("policy has a cluster section %+v, want none without Redis", cfg.Cluster)
+	case tt.redisURL != "" && cfg.Cluster == nil:
+		t.Errorf("policy has no cluster section, want cluster.redis.url %q", tt.redisURL)
+	case tt.redisURL != "":
+		c := cfg.Cluster
+		if c.Redis.URL != tt.redisURL || c.Replicas != tt.replicas || c.Redis.PasswordFile != tt.passwordFile {
+			t.Errorf("policy cluster = url %q, replicas %d, password_file %q; want %q, %d, %q",
+				c.Redis.URL, c.Replicas, c.Redis.PasswordFile, tt.redisURL, tt.replicas, tt.passwordFile)
+		}
+	}
+	if tt.passwordFile != "" {
+		c := d.Spec.Template.Spec.Containers[0]
+		dir := filepath.Dir(tt.passwordFile)
+		if !slices.ContainsFunc(c.VolumeMounts, func(m volumeMount) bool { return m.MountPath == dir && m.SubPath == "" }) {
+			t.Errorf("gatekeeper's volumeMounts %+v, want the password Secret mounted at %s", c.VolumeMounts, dir)
+		}
 	}
 }
 
@@ -270,6 +323,15 @@ func TestHelmTemplateFails(t *testing.T) {
 		{"a misspelt value", []string{"--set", "replica=2"}, "additional properties 'replica' not allowed"},
 		{"a GOMEMLIMIT the runtime does not read", []string{"--set", "goMemLimit=1GB"}, "/goMemLimit"},
 		{"no upstreams", []string{"--set", "policy.upstreams=null"}, "upstreams"},
+		{"an InferencePool without the endpoint picker", []string{"--set", "endpointPicker.inferencePool.name=pool"},
+			"endpointPicker.inferencePool.name or endpointPicker.tls.secretName is set but endpointPicker.enabled is false"},
+		{"endpoint_picker in the policy", []string{"--set", "endpointPicker.enabled=true", "--set", "policy.endpoint_picker.listen=:9002"},
+			"policy.endpoint_picker is set by the chart from endpointPicker"},
+		{"inference_pool in the pool's upstream", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.upstream.inference_pool.name=pool"},
+			"endpointPicker.upstream.inference_pool is set by the chart"},
+		{"a misspelt endpointPicker value", []string{"--set", "endpointPicker.pool=x"}, "additional properties 'pool' not allowed"},
+		{"a pool name Kubernetes refuses", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.inferencePool.name=Pool_1"},
+			"/endpointPicker/inferencePool/name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,9 +350,11 @@ func TestHelmTemplateFails(t *testing.T) {
 
 // TestHelmMatchesKustomize keeps the chart and the kustomize manifests in
 // agreement: the chart with default values (release "gatekeeper") against
-// `kustomize build kubernetes`, and with our own Redis and two replicas
-// against the overlay testdata/redis (components/redis). Compared, as
-// decoded YAML:
+// `kustomize build kubernetes`, with our own Redis and two replicas
+// against the overlay testdata/redis (components/redis), and as the
+// endpoint picker of a pool with TLS against inference-gateway/base (the
+// Deployment's service account and the Role's rules compared too).
+// Compared, as decoded YAML:
 //
 //   - the gatekeeper Deployment's replicas and update strategy; its whole
 //     container (image, args, ports, env — neither sets GOMEMLIMIT —
@@ -325,6 +389,7 @@ func TestHelmMatchesKustomize(t *testing.T) {
 		args      []string
 		kustomize string
 		fields    map[string][][]string // kind/name → the paths compared
+		policy    string                // the ConfigMap holding config.yaml; "" is ConfigMap/gatekeeper-policy
 	}{
 		{
 			name:      "defaults and the base",
@@ -348,6 +413,18 @@ func TestHelmMatchesKustomize(t *testing.T) {
 				"PodDisruptionBudget/gatekeeper": {{"spec", "minAvailable"}},
 			},
 		},
+		{
+			name: "the endpoint picker and inference-gateway/base",
+			args: []string{"--set", "fullnameOverride=gatekeeper-epp", "--set", "endpointPicker.enabled=true",
+				"--set", "endpointPicker.inferencePool.name=vllm-llama3-8b", "--set", "endpointPicker.tls.secretName=gatekeeper-epp-tls"},
+			kustomize: filepath.Join(inferenceGateway, "base"),
+			fields: map[string][][]string{
+				"Deployment/gatekeeper-epp": append(slices.Clone(gatekeeper), []string{"spec", "template", "spec", "serviceAccountName"}),
+				"Service/gatekeeper-epp":    svc,
+				"Role/gatekeeper-epp":       {{"rules"}},
+			},
+			policy: "ConfigMap/gatekeeper-epp-policy",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -370,8 +447,9 @@ func TestHelmMatchesKustomize(t *testing.T) {
 					}
 				}
 			}
-			for _, d := range valueDiff("config.yaml", policyValues(t, fromHelm), policyValues(t, fromKustomize)) {
-				t.Errorf("ConfigMap/gatekeeper-policy %s (kustomize build %s)", d, tt.kustomize)
+			cm := cmp.Or(tt.policy, "ConfigMap/gatekeeper-policy")
+			for _, d := range valueDiff("config.yaml", configYAML(t, fromHelm[cm]), configYAML(t, fromKustomize[cm])) {
+				t.Errorf("%s %s (kustomize build %s)", cm, d, tt.kustomize)
 			}
 		})
 	}
@@ -552,8 +630,18 @@ func renderedPolicy(t *testing.T, objs map[string]map[string]any) *config.Config
 // policyValues decodes the rendered policy as plain YAML values.
 func policyValues(t *testing.T, objs map[string]map[string]any) map[string]any {
 	t.Helper()
+	return configYAML(t, objs["ConfigMap/gatekeeper-policy"])
+}
+
+// configYAML decodes a policy ConfigMap's config.yaml as plain YAML values.
+func configYAML(t *testing.T, cm map[string]any) map[string]any {
+	t.Helper()
+	text, ok := lookup(cm, "data", "config.yaml").(string)
+	if !ok {
+		t.Fatalf("no ConfigMap with a config.yaml")
+	}
 	var v map[string]any
-	if err := yaml.Unmarshal([]byte(policyText(t, objs)), &v); err != nil {
+	if err := yaml.Unmarshal([]byte(text), &v); err != nil {
 		t.Fatalf("the rendered policy: %v", err)
 	}
 	return v

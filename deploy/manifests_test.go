@@ -29,6 +29,13 @@ type (
 			Path string `yaml:"path"`
 			Port string `yaml:"port"`
 		} `yaml:"httpGet"`
+		// GRPC is a gRPC health probe (the endpoint picker's); nil for
+		// the others.
+		GRPC *struct {
+			Port    int     `yaml:"port"`
+			Service *string `yaml:"service"`
+			Mode    string  `yaml:"mode"`
+		} `yaml:"grpc"`
 		PeriodSeconds    int `yaml:"periodSeconds"`
 		FailureThreshold int `yaml:"failureThreshold"`
 	}
@@ -78,10 +85,20 @@ type (
 		MountPath string `yaml:"mountPath"`
 		SubPath   string `yaml:"subPath"`
 	}
+	podVolume struct {
+		Name      string `yaml:"name"`
+		ConfigMap *struct {
+			Name string `yaml:"name"`
+		} `yaml:"configMap"`
+		Secret *struct {
+			SecretName string `yaml:"secretName"`
+		} `yaml:"secret"`
+	}
 	servicePort struct {
-		Name       string `yaml:"name"`
-		Port       int    `yaml:"port"`
-		TargetPort string `yaml:"targetPort"`
+		Name        string `yaml:"name"`
+		Port        int    `yaml:"port"`
+		TargetPort  string `yaml:"targetPort"`
+		AppProtocol string `yaml:"appProtocol"`
 	}
 	deployment struct {
 		Spec struct {
@@ -93,12 +110,9 @@ type (
 					TerminationGracePeriodSeconds int         `yaml:"terminationGracePeriodSeconds"`
 					SecurityContext               podSecurity `yaml:"securityContext"`
 					Containers                    []container `yaml:"containers"`
-					Volumes                       []struct {
-						Name      string `yaml:"name"`
-						ConfigMap *struct {
-							Name string `yaml:"name"`
-						} `yaml:"configMap"`
-					} `yaml:"volumes"`
+					ServiceAccountName            string      `yaml:"serviceAccountName"`
+					AutomountServiceAccountToken  *bool       `yaml:"automountServiceAccountToken"`
+					Volumes                       []podVolume `yaml:"volumes"`
 				} `yaml:"spec"`
 			} `yaml:"template"`
 		} `yaml:"spec"`

@@ -85,6 +85,19 @@ redis.url; "" without Redis.
 /etc/gatekeeper-redis
 {{- end }}
 
+{{/* Where the endpoint picker's TLS Secret is mounted: beside /etc/gatekeeper. */}}
+{{- define "gatekeeper.pickerTLSDir" -}}
+/etc/gatekeeper-tls
+{{- end }}
+
+{{/*
+"true" when gatekeeper watches an InferencePool (endpoint picker with a
+pool named): it then needs a ServiceAccount, its token and a Role.
+*/}}
+{{- define "gatekeeper.watchesPool" -}}
+{{- if and .Values.endpointPicker.enabled .Values.endpointPicker.inferencePool.name }}true{{ end }}
+{{- end }}
+
 {{/*
 Fails rendering on values that would deploy something wrong. Included by
 every template that depends on them.
@@ -105,6 +118,16 @@ every template that depends on them.
 {{- fail (printf "podDisruptionBudget.minAvailable is %d with %d replicas: a node drain could never evict one; set it below replicas" (int $pdb.minAvailable) (int .Values.replicas)) }}
 {{- end }}
 {{- $policy := .Values.policy | default dict }}
+{{- $epp := .Values.endpointPicker }}
+{{- if hasKey $policy "endpoint_picker" }}
+{{- fail "policy.endpoint_picker is set by the chart from endpointPicker (enabled, port, tls): remove it from policy and set endpointPicker instead" }}
+{{- end }}
+{{- if and (not $epp.enabled) (or $epp.inferencePool.name $epp.tls.secretName) }}
+{{- fail "endpointPicker.inferencePool.name or endpointPicker.tls.secretName is set but endpointPicker.enabled is false: set endpointPicker.enabled=true, or leave them empty" }}
+{{- end }}
+{{- if hasKey ($epp.upstream | default dict) "inference_pool" }}
+{{- fail "endpointPicker.upstream.inference_pool is set by the chart from endpointPicker.inferencePool: remove it and set endpointPicker.inferencePool.name (and .namespace)" }}
+{{- end }}
 {{- range $key := list "listen" "admin_listen" }}
 {{- if hasKey ($policy.server | default dict) $key }}
 {{- fail (printf "policy.server.%s is set by the chart from ports.http and ports.admin (the container's ports): remove it from policy and set ports instead" $key) }}
@@ -149,14 +172,33 @@ Redis.
 
 {{/*
 The policy as rendered into the ConfigMap: values' policy plus the listeners
-from ports and, with Redis, the cluster section.
+from ports and, with Redis, the cluster section. As the endpoint picker:
+endpoint_picker instead of server.listen (no HTTP traffic listener), and
+with a pool named, the upstreams as endpointPicker.upstream with
+inference_pool.
 */}}
 {{- define "gatekeeper.policy" -}}
 {{- $policy := deepCopy (.Values.policy | default dict) }}
 {{- $server := deepCopy ($policy.server | default dict) }}
+{{- $epp := .Values.endpointPicker }}
+{{- if not $epp.enabled }}
 {{- $_ := set $server "listen" (printf ":%d" (int .Values.ports.http)) }}
+{{- end }}
 {{- $_ := set $server "admin_listen" (printf ":%d" (int .Values.ports.admin)) }}
 {{- $_ := set $policy "server" $server }}
+{{- if $epp.enabled }}
+{{- $picker := dict "listen" (printf ":%d" (int $epp.port)) }}
+{{- if $epp.tls.secretName }}
+{{- $dir := include "gatekeeper.pickerTLSDir" . }}
+{{- $_ := set $picker "tls" (dict "cert_file" (printf "%s/tls.crt" $dir) "key_file" (printf "%s/tls.key" $dir)) }}
+{{- end }}
+{{- $_ := set $policy "endpoint_picker" $picker }}
+{{- if $epp.inferencePool.name }}
+{{- $up := deepCopy ($epp.upstream | default dict) }}
+{{- $_ := set $up "inference_pool" (dict "name" $epp.inferencePool.name "namespace" ($epp.inferencePool.namespace | default "")) }}
+{{- $_ := set $policy "upstreams" (list $up) }}
+{{- end }}
+{{- end }}
 {{- $cluster := include "gatekeeper.cluster" . | fromYaml }}
 {{- if $cluster }}
 {{- $_ := set $policy "cluster" $cluster }}
