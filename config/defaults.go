@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
 	"math"
@@ -127,8 +128,9 @@ func (c *Config) fillDerived() {
 	for j := range c.Pressure.Sources {
 		c.Pressure.Sources[j].deriveName()
 	}
-	if e := c.EndpointPicker; e != nil && e.Listen == "" {
-		e.Listen = DefaultPickerListen
+	if e := c.EndpointPicker; e != nil {
+		e.Listen = cmp.Or(e.Listen, DefaultPickerListen)
+		e.HealthListen = cmp.Or(e.HealthListen, DefaultPickerHealthListen)
 	}
 	if f := &c.FastBreaker; f.Burst == 0 {
 		f.Burst = secondsWorth(f.QPS)

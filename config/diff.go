@@ -88,7 +88,8 @@ func RestartOnly(changed []string) []string {
 			k == "server.max_connections",
 			strings.HasPrefix(k, "server.tls"),
 			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."),
-			k == "cluster", strings.HasPrefix(k, "cluster."):
+			k == "cluster", strings.HasPrefix(k, "cluster."),
+			k == "endpoint_picker", strings.HasPrefix(k, "endpoint_picker."):
 			out = append(out, k)
 		}
 	}

@@ -15,6 +15,11 @@ type EndpointPicker struct {
 	// ext_proc service and gRPC health (services "liveness", "readiness"
 	// and "envoy.service.ext_proc.v3.ExternalProcessor").
 	Listen string `yaml:"listen"`
+	// HealthListen is a second, plaintext gRPC listener ("" means ":9003")
+	// with only the health services: kubelet's gRPC probes speak no TLS,
+	// so with tls set the probes go here (the Inference Extension's own
+	// picker has the same split). "off" serves health on listen alone.
+	HealthListen string `yaml:"health_listen"`
 	// TLS, if set, serves the gRPC listener over TLS (what Istio, kgateway
 	// and the Inference Extension's own manifests expect of a picker);
 	// without it the listener speaks plaintext HTTP/2 (h2c).
@@ -38,6 +43,13 @@ const PodPlaceholderHost = "pod"
 // out: the port the Inference Extension's manifests give a picker.
 const DefaultPickerListen = ":9002"
 
+// DefaultPickerHealthListen is endpoint_picker.health_listen when the file
+// leaves it out.
+const DefaultPickerHealthListen = ":9003"
+
+// PickerHealthOff turns the plaintext health listener off.
+const PickerHealthOff = "off"
+
 func (k *checker) endpointPicker(e *EndpointPicker, s Server) {
 	if e == nil {
 		return
@@ -45,6 +57,12 @@ func (k *checker) endpointPicker(e *EndpointPicker, s Server) {
 	k.listen("endpoint_picker.listen", e.Listen)
 	if e.Listen == s.AdminListen {
 		k.add("endpoint_picker.listen", "must differ from server.admin_listen (%q)", s.AdminListen)
+	}
+	if e.HealthListen != PickerHealthOff {
+		k.listen("endpoint_picker.health_listen", e.HealthListen)
+		if e.HealthListen == e.Listen || e.HealthListen == s.AdminListen {
+			k.add("endpoint_picker.health_listen", "must differ from endpoint_picker.listen and server.admin_listen, got %q", e.HealthListen)
+		}
 	}
 	if t := e.TLS; t != nil {
 		if t.CertFile == "" {

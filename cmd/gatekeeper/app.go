@@ -42,6 +42,12 @@ type appOptions struct {
 	// lookup, if set, resolves discovery hosts (tests). Nil means the
 	// system resolver.
 	lookup discovery.Lookup
+	// kube, if set, are the Kubernetes clients the InferencePool watch uses
+	// (tests pass fakes). Nil: in-cluster config, or $KUBECONFIG.
+	kube *kubeClients
+	// namespace, if set, is gatekeeper's own namespace (tests). "": the
+	// service account's namespace file, or $POD_NAMESPACE.
+	namespace string
 	// stage, if set, is called as the app passes a lifecycle step: "draining",
 	// "refusing", "reloaded", "reload_refused", "pressure" after each
 	// pressure poll round has been acted on, "hook" after a relief hook call,
@@ -84,10 +90,13 @@ type app struct {
 	raw    atomic.Pointer[config.Config] // the policy as written; current is it with discovery expanded
 	lookup discovery.Lookup
 
-	// mu serialises apply and guards gates and resolved.
-	mu       sync.Mutex
-	gates    map[string]*upstreamGate
-	resolved discovery.Resolved
+	// mu serialises apply and guards gates, resolved, pools and poolWatch.
+	mu        sync.Mutex
+	gates     map[string]*upstreamGate
+	resolved  discovery.Resolved
+	pools     discovery.Pools // each watched InferencePool's endpoints
+	poolWatch *poolWatch      // nil until the policy names a pool
+	ownNS     string          // gatekeeper's namespace, for pools that name none
 }
 
 // upstreamGate is an upstream's error breaker and the settings it was built
@@ -106,7 +115,12 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	}
 	a.resolved = discovery.Resolve(context.Background(), a.lookup, discovery.Hosts(raw), nil)
 	a.raw.Store(raw)
-	cfg := discovery.Expand(raw, a.resolved)
+	ns, err := ownNamespace(raw, opts.namespace)
+	if err != nil {
+		return nil, err
+	}
+	a.ownNS = ns
+	cfg := a.expand(raw, a.resolved)
 	s, err := settingsFrom(cfg)
 	if err != nil {
 		return nil, err

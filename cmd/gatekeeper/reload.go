@@ -67,7 +67,7 @@ type next struct {
 // prepare builds everything raw needs and checks it against every package,
 // changing nothing that runs. The caller holds a.mu.
 func (a *app) prepare(raw *config.Config, r discovery.Resolved) (*next, error) {
-	n := &next{raw: raw, resolved: r, cfg: discovery.Expand(raw, r)}
+	n := &next{raw: raw, resolved: r, cfg: a.expand(raw, r)}
 	var err error
 	if n.s, err = settingsFrom(n.cfg); err != nil {
 		return nil, err
