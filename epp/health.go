@@ -26,7 +26,7 @@ const (
 // Decider's Ready, which the core keeps, and the drain flag.
 type health struct {
 	healthpb.UnimplementedHealthServer // Watch: Unimplemented, which clients take as "poll Check"
-	s *Server
+	s                                  *Server
 }
 
 // Check answers liveness, readiness, the ext_proc service and "" (the
