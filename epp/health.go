@@ -25,8 +25,10 @@ const (
 // rather than keeping statuses current with a loop: readiness is the
 // Decider's Ready, which the core keeps, and the drain flag.
 type health struct {
-	healthpb.UnimplementedHealthServer // Watch: Unimplemented, which clients take as "poll Check"
-	s                                  *Server
+	// Watch stays Unimplemented, which the health protocol tells clients
+	// to take as "use Check".
+	healthpb.UnimplementedHealthServer
+	s *Server
 }
 
 // Check answers liveness, readiness, the ext_proc service and "" (the
