@@ -31,7 +31,9 @@
 //     it comes, its Content-Length left as the client sent it.
 //  4. A refusal is an ImmediateResponse (status, headers, body) and ends
 //     the stream. Messages out of the protocol's order get a 400 of the
-//     server's own, in OpenAI's error shape, and end it too.
+//     server's own, in OpenAI's error shape, and end it too; so does, with
+//     a 500, a stream whose first message announces body modes the server
+//     cannot serve (protocol_config).
 //  5. The response's headers (:status), body chunks and trailers are
 //     answered at once and pass on unchanged; the body feeds a usage
 //     scanner (JSON or SSE). The endpoint that really served is read from

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -62,6 +63,9 @@ func (x *exchange) send(m *extprocv3.ProcessingResponse) error { return x.stream
 // handle answers one message; end says the stream is done with (a refusal
 // was sent, so Envoy expects nothing more of it).
 func (x *exchange) handle(m *extprocv3.ProcessingRequest) (end bool, err error) {
+	if pc := m.GetProtocolConfig(); pc != nil && !supportedModes(pc) {
+		return x.misconfigured(pc)
+	}
 	switch r := m.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
 		return x.requestHeaders(m, r.RequestHeaders)
@@ -238,6 +242,29 @@ func (x *exchange) protocolError(msg string) (bool, error) {
 	x.abandon()
 	x.phase = forwarded
 	return true, x.send(immediateResponse(ownRefusal(http.StatusBadRequest, "bad_request", "ext_proc: "+msg)))
+}
+
+// supportedModes reports whether the server can serve Envoy's body modes,
+// which newer Envoys announce in a stream's first message. The request body
+// must come FULL_DUPLEX_STREAMED: in any other mode Envoy waits for the
+// headers' answer, which waits for the body. The response body may also not
+// come at all (NONE), at the cost of its usage.
+func supportedModes(pc *extprocv3.ProtocolConfiguration) bool {
+	return pc.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED &&
+		(pc.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED ||
+			pc.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_NONE)
+}
+
+// misconfigured refuses a stream whose body modes the server cannot serve
+// with a 500, rather than leave Envoy waiting until its message timeout.
+// The modes go to the log (state: request/response), not to the client.
+func (x *exchange) misconfigured(pc *extprocv3.ProtocolConfiguration) (bool, error) {
+	x.s.log.LogAttrs(x.stream.Context(), slog.LevelWarn, "ext_proc body modes unsupported",
+		slog.String("state", pc.GetRequestBodyMode().String()+"/"+pc.GetResponseBodyMode().String()))
+	x.abandon()
+	x.phase = forwarded
+	return true, x.send(immediateResponse(ownRefusal(http.StatusInternalServerError, "ext_proc_mode",
+		"the gateway's endpoint picker is misconfigured")))
 }
 
 // ended returns what Process returns once Recv has failed: nothing when

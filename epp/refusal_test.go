@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 )
@@ -210,4 +211,52 @@ func TestIgnoredMessages(t *testing.T) {
 	}
 	e.closed()
 	h.dec.settled(t)
+}
+
+// TestBodyModes: a stream whose first message announces body modes the
+// server cannot serve is refused with a 500 at once; the modes it serves,
+// or no announcement (older Envoys), are served.
+func TestBodyModes(t *testing.T) {
+	const (
+		full     = extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+		none     = extprocfilterv3.ProcessingMode_NONE
+		streamed = extprocfilterv3.ProcessingMode_STREAMED
+		buffered = extprocfilterv3.ProcessingMode_BUFFERED
+	)
+	tests := []struct {
+		name      string
+		pc        *extprocv3.ProtocolConfiguration
+		wantServe bool
+	}{
+		{name: "not announced", wantServe: true},
+		{name: "full duplex both ways", pc: &extprocv3.ProtocolConfiguration{RequestBodyMode: full, ResponseBodyMode: full}, wantServe: true},
+		{name: "no response body", pc: &extprocv3.ProtocolConfiguration{RequestBodyMode: full, ResponseBodyMode: none}, wantServe: true},
+		{name: "request streamed", pc: &extprocv3.ProtocolConfiguration{RequestBodyMode: streamed, ResponseBodyMode: full}},
+		{name: "no request body", pc: &extprocv3.ProtocolConfiguration{RequestBodyMode: none, ResponseBodyMode: full}},
+		{name: "response buffered", pc: &extprocv3.ProtocolConfiguration{RequestBodyMode: full, ResponseBodyMode: buffered}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, newFakeDecider(), Options{})
+			e := h.open()
+			first := reqHeaders(false)
+			first.ProtocolConfig = tt.pc
+			e.send(first, reqBody("{}", true))
+			if tt.wantServe {
+				e.pick("2")
+				e.body(requestSide, 2, true)
+				e.cancel()
+				h.dec.end(t)
+			} else {
+				ir := e.refused()
+				if ir.GetStatus().GetCode() != typev3.StatusCode_InternalServerError {
+					t.Errorf("status = %v, want 500", ir.GetStatus().GetCode())
+				}
+				checkOwnError(t, ir, "ext_proc_mode")
+				e.ended()
+			}
+			h.dec.settled(t)
+		})
+	}
 }
