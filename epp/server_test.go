@@ -61,6 +61,14 @@ func TestRoundTrip(t *testing.T) {
 			want: full,
 		},
 		{
+			name:       "sse usage and [DONE] in one chunk, then an empty end chunk",
+			req:        []*extprocv3.ProcessingRequest{reqHeaders(false), reqBody(chatBody[:5], false), reqBody(chatBody[5:], true)},
+			wantLength: strconv.Itoa(len(chatBody)), wantBody: chatBody, echo: true, bodyEOS: true,
+			resp: []*extprocv3.ProcessingRequest{served(respHeaders(false, ":status", "200", "content-type", "text/event-stream"), "10.0.0.2:8000"),
+				respBody("data: {}\n\n", false), respBody(sseUsage+sseDone, false), respBody("", true)},
+			want: full,
+		},
+		{
 			name:       "served reported with the body, json response ended by trailers",
 			req:        []*extprocv3.ProcessingRequest{reqHeaders(false), reqBody(chatBody, true)},
 			wantLength: strconv.Itoa(len(chatBody)), wantBody: chatBody, echo: true, bodyEOS: true,
