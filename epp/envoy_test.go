@@ -73,10 +73,15 @@ func (h *harness) open() *envoy {
 	return &envoy{t: h.t, stream: stream, cancel: cancel}
 }
 
+// send sends messages without waiting for answers, as Envoy does. A
+// stream the server has ended takes no more (gRPC's Send says io.EOF; Recv
+// tells the rest).
 func (e *envoy) send(ms ...*extprocv3.ProcessingRequest) {
 	e.t.Helper()
 	for _, m := range ms {
-		if err := e.stream.Send(m); err != nil {
+		if err := e.stream.Send(m); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
 			e.t.Fatalf("Send: %v", err)
 		}
 	}
