@@ -2,6 +2,8 @@
 // (the "usage" object of a JSON body or of an SSE data chunk) while the body
 // streams through to the client unchanged. Watch wraps a response body and
 // reports its Tokens once, at the end; package proxy turns them into metrics.
+// Scanner applies the same rules to a body that arrives as chunks (package
+// epp sees a response only as Envoy's body messages).
 package usage
 
 import (

@@ -1,0 +1,93 @@
+package epp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// staticDecider admits everything to one endpoint and counts nothing: the
+// benchmark measures the transport, not a policy.
+type staticDecider struct{}
+
+func (staticDecider) Decide(context.Context, *Request) (*Pick, *Refusal) {
+	return &Pick{Endpoints: []string{"10.0.0.1:8000"}, Done: func(End) {}}, nil
+}
+func (staticDecider) MaxBodyBytes() int64 { return 1 << 20 }
+func (staticDecider) Ready() bool         { return true }
+
+// BenchmarkDecision is one full exchange over TCP loopback, both sides of
+// it counted: a stream opened, a chat request's headers and body, the pick
+// and the echoed body, a body-less response, the stream's end.
+func BenchmarkDecision(b *testing.B) {
+	srv, err := NewServer(Options{Decider: staticDecider{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	srv.Register(gs)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = gs.Serve(lis)
+	}()
+	b.Cleanup(func() {
+		gs.Stop()
+		<-served
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	client := extprocv3.NewExternalProcessorClient(conn)
+	in := []*extprocv3.ProcessingRequest{reqHeaders(false, "content-type", "application/json"), reqBody(chatBody, true)}
+	resp := respHeaders(true, ":status", "200")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := exchangeOnce(b.Context(), client, in, resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func exchangeOnce(ctx context.Context, client extprocv3.ExternalProcessorClient, in []*extprocv3.ProcessingRequest,
+	resp *extprocv3.ProcessingRequest) error {
+	stream, err := client.Process(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range in {
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+	for range 2 { // the pick, the body
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+	}
+	if err := stream.Send(resp); err != nil {
+		return err
+	}
+	if _, err := stream.Recv(); err != nil {
+		return err
+	}
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		return errors.New("the stream did not end after the exchange")
+	}
+	return nil
+}

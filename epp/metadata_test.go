@@ -1,0 +1,68 @@
+package epp
+
+import (
+	"slices"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+func metadata(t *testing.T, namespace string, fields map[string]any) *corev3.Metadata {
+	t.Helper()
+	s, err := structpb.NewStruct(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{namespace: s}}
+}
+
+// TestSubsetHintValues: what each shape of the hint lists. Any hint that is
+// present, however malformed, restricts the pick (to nothing, at worst).
+func TestSubsetHintValues(t *testing.T) {
+	tests := []struct {
+		name   string
+		md     *corev3.Metadata
+		want   []string
+		wantOK bool
+	}{
+		{name: "no metadata", md: nil},
+		{name: "other namespace", md: metadata(t, "envoy.lb", map[string]any{SubsetKey: []any{"a:1"}})},
+		{name: "namespace without the key", md: metadata(t, SubsetNamespace, map[string]any{"other": "a:1"})},
+		{name: "list", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: []any{"10.0.0.1:80", "10.0.0.2:80"}}),
+			want: []string{"10.0.0.1:80", "10.0.0.2:80"}, wantOK: true},
+		{name: "list entries holding commas", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: []any{"a:1,b:2", " c:3 "}}),
+			want: []string{"a:1", "b:2", "c:3"}, wantOK: true},
+		{name: "list with non-strings", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: []any{1.0, "a:1", nil}}),
+			want: []string{"a:1"}, wantOK: true},
+		{name: "string", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: "a:1,,b:2"}), want: []string{"a:1", "b:2"}, wantOK: true},
+		{name: "empty list", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: []any{}}), want: []string{}, wantOK: true},
+		{name: "number", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: 3.0}), want: []string{}, wantOK: true},
+		{name: "null", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: nil}), want: []string{}, wantOK: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := subsetHint(tt.md)
+			if ok != tt.wantOK || !slices.Equal(got, tt.want) || (ok && got == nil) {
+				t.Errorf("subsetHint() = %#v, %v; want %#v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestServedEndpoint(t *testing.T) {
+	tests := []struct {
+		md   *corev3.Metadata
+		want string
+	}{
+		{nil, ""},
+		{metadata(t, MetadataNamespace, map[string]any{ServedKey: "10.0.0.1:8000"}), "10.0.0.1:8000"},
+		{metadata(t, MetadataNamespace, map[string]any{ServedKey: 1.0}), ""},
+		{metadata(t, SubsetNamespace, map[string]any{ServedKey: "10.0.0.1:8000"}), ""},
+	}
+	for _, tt := range tests {
+		if got := servedEndpoint(tt.md); got != tt.want {
+			t.Errorf("servedEndpoint(%v) = %q, want %q", tt.md, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package epp
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// Options configures a Server. Decider is required; for every other field
+// the zero value selects the default.
+type Options struct {
+	// Decider admits or refuses each request and owns the slots it hands
+	// out. Required.
+	Decider Decider
+	// Logger receives the server's lines: per-request lines at Debug, the
+	// drain at Info. Nil discards them.
+	Logger *slog.Logger
+	// Now returns the current time, for End.Duration. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is gatekeeper's endpoint picker: Envoy's ext_proc service
+// (ExternalProcessor) over a Decider, and the gRPC health service that
+// Envoy and Kubernetes probe. Create one with NewServer and Register it on
+// a grpc.Server. It is safe for concurrent use (gRPC runs each stream's
+// Process on its own goroutine) and must not be copied.
+type Server struct {
+	extprocv3.UnimplementedExternalProcessorServer
+
+	decider  Decider
+	log      *slog.Logger
+	now      func() time.Time
+	draining atomic.Bool
+	streams  sync.WaitGroup // the Process calls under way, for Shutdown
+}
+
+// NewServer returns a Server for o, or an error naming the field that is
+// missing.
+func NewServer(o Options) (*Server, error) {
+	if o.Decider == nil {
+		return nil, errors.New("epp: Options.Decider: required")
+	}
+	s := &Server{decider: o.Decider, log: o.Logger, now: o.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+// Register registers s on gs as the ext_proc service and as the gRPC health
+// service (see Check). Call it once, before gs serves.
+func (s *Server) Register(gs *grpc.Server) {
+	extprocv3.RegisterExternalProcessorServer(gs, s)
+	healthpb.RegisterHealthServer(gs, health{s: s})
+}
+
+// Process serves one ext_proc stream, message by message. Envoy opens one
+// stream per HTTP request; a stream that carries a second request releases
+// the first as incomplete and serves the second. Whatever the stream's end,
+// a pick it holds is released exactly once before Process returns.
+func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
+	s.streams.Add(1)
+	defer s.streams.Done()
+	x := newExchange(s, stream)
+	defer x.abandon()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return x.ended(err)
+		}
+		end, err := x.handle(m)
+		if err != nil || end {
+			return err
+		}
+	}
+}
