@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -27,6 +28,14 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, dec *fakeDecider, o Options) *harness {
+	t.Helper()
+	h := serveDecider(t, dec, o)
+	h.dec = dec
+	return h
+}
+
+// serveDecider is newHarness over any Decider (the real core's too).
+func serveDecider(t *testing.T, dec Decider, o Options) *harness {
 	t.Helper()
 	o.Decider = dec
 	srv, err := NewServer(o)
@@ -52,7 +61,7 @@ func newHarness(t *testing.T, dec *fakeDecider, o Options) *harness {
 		gs.Stop()
 		<-served
 	})
-	return &harness{t: t, dec: dec, srv: srv, gs: gs, conn: conn}
+	return &harness{t: t, srv: srv, gs: gs, conn: conn}
 }
 
 // envoy is one ext_proc stream, seen from Envoy's side.
@@ -191,7 +200,7 @@ func (e *envoy) refused() *extprocv3.ImmediateResponse {
 // header is a header of an immediate response.
 func header(ir *extprocv3.ImmediateResponse, key string) string {
 	for _, o := range ir.GetHeaders().GetSetHeaders() {
-		if o.GetHeader().GetKey() == key {
+		if strings.EqualFold(o.GetHeader().GetKey(), key) {
 			return string(o.GetHeader().GetRawValue())
 		}
 	}

@@ -50,7 +50,9 @@ func pickResponse(endpoints []string, bodyLen int) *extprocv3.ProcessingResponse
 // of its own to the destination list.
 func setHeader(key, value string) *corev3.HeaderValueOption {
 	return &corev3.HeaderValueOption{
-		Header:       &corev3.HeaderValue{Key: key, RawValue: []byte(value)},
+		// HTTP/2 field names are lowercase, and Envoy's header maps hold
+		// them so: a canonical "Retry-After" would be a second header.
+		Header:       &corev3.HeaderValue{Key: strings.ToLower(key), RawValue: []byte(value)},
 		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
 	}
 }
