@@ -30,7 +30,7 @@ func TestOwnNamespace(t *testing.T) {
 		{name: "file, trimmed", path: file, want: "gatekeeper"},
 		{name: "blank env reads the file", env: " ", path: file, want: "gatekeeper"},
 		{name: "no file", path: filepath.Join(dir, "missing"), wantErr: fs.ErrNotExist},
-		{name: "empty file", path: empty, wantErr: errEmptyFile},
+		{name: "empty file", path: empty, wantErr: errEmpty},
 	}
 	for _, tt := range tests {
 		got, err := ownNamespace(tt.env, tt.path)

@@ -60,6 +60,7 @@ func parseSpec(u *unstructured.Unstructured) (spec, error) {
 	return spec{selector: labels.SelectorFromSet(ml), ports: slices.Compact(ports)}, nil
 }
 
+// errEmpty marks a required field or file that holds nothing.
 var errEmpty = errors.New("empty")
 
 // portNumber reads {number: N}. JSON decoding into unstructured gives
