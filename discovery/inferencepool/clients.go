@@ -1,7 +1,6 @@
 package inferencepool
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -59,9 +58,7 @@ func ownNamespace(env, path string) (string, error) {
 	}
 	ns := strings.TrimSpace(string(b))
 	if ns == "" {
-		return "", fmt.Errorf("inferencepool: own namespace: %s: %w", path, errEmptyFile)
+		return "", fmt.Errorf("inferencepool: own namespace: %s: %w", path, errEmpty)
 	}
 	return ns, nil
 }
-
-var errEmptyFile = errors.New("empty")

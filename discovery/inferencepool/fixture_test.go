@@ -56,11 +56,16 @@ status:
 // it to a dynamic client; selector is one "key: value" line.
 func pool(t *testing.T, r Ref, selector string, ports ...int) *unstructured.Unstructured {
 	t.Helper()
+	return decodePool(t, poolYAML(r, selector, ports...))
+}
+
+// poolYAML renders poolDoc; no ports leaves targetPorts null.
+func poolYAML(r Ref, selector string, ports ...int) string {
 	var tp strings.Builder
 	for _, p := range ports {
 		fmt.Fprintf(&tp, "  - number: %d\n", p)
 	}
-	return decodePool(t, fmt.Sprintf(poolDoc, r.Name, r.Namespace, selector, tp.String()))
+	return fmt.Sprintf(poolDoc, r.Name, r.Namespace, selector, tp.String())
 }
 
 func decodePool(t *testing.T, doc string) *unstructured.Unstructured {

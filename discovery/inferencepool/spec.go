@@ -40,9 +40,10 @@ func parseSpec(u *unstructured.Unstructured) (spec, error) {
 	if len(ml) == 0 {
 		return spec{}, fmt.Errorf("inferencepool: %s: spec.selector.matchLabels: %w", refOf(u), errEmpty)
 	}
-	raw, _, err := unstructured.NestedSlice(u.Object, "spec", "targetPorts")
-	if err != nil {
-		return spec{}, fmt.Errorf("inferencepool: %s: spec.targetPorts: %w", refOf(u), err)
+	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "targetPorts")
+	raw, ok := v.([]any)
+	if v != nil && !ok {
+		return spec{}, fmt.Errorf("inferencepool: %s: spec.targetPorts: not a list: %T", refOf(u), v)
 	}
 	if len(raw) == 0 {
 		return spec{}, fmt.Errorf("inferencepool: %s: spec.targetPorts: %w", refOf(u), errEmpty)
@@ -59,6 +60,7 @@ func parseSpec(u *unstructured.Unstructured) (spec, error) {
 	return spec{selector: labels.SelectorFromSet(ml), ports: slices.Compact(ports)}, nil
 }
 
+// errEmpty marks a required field or file that holds nothing.
 var errEmpty = errors.New("empty")
 
 // portNumber reads {number: N}. JSON decoding into unstructured gives

@@ -3,6 +3,7 @@ package inferencepool
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -294,5 +295,39 @@ func TestWatcherRunTwice(t *testing.T) {
 	next(t, got) // the first Run is under way
 	if err := w.Run(t.Context()); err == nil {
 		t.Fatal("second Run() = nil, want an error")
+	}
+}
+
+func TestNewChecksOptions(t *testing.T) {
+	t.Parallel()
+	c := newCluster()
+	ok := Options{Dynamic: c.dyn, Kube: c.kube, OnChange: func(Snapshot) {}}
+	tests := []struct {
+		name string
+		edit func(*Options)
+		want []string // each must appear in the error
+	}{
+		{name: "valid", edit: func(*Options) {}},
+		{name: "nothing set", edit: func(o *Options) { *o = Options{} },
+			want: []string{"Dynamic: required", "Kube: required", "OnChange: required"}},
+		{name: "negative resync", edit: func(o *Options) { o.Resync = -1 }, want: []string{"Resync: -1ns is negative"}},
+		{name: "bad refs", edit: func(o *Options) { o.Refs = []Ref{refA, {Name: "x"}, {Namespace: "y"}} },
+			want: []string{"Refs[1].Namespace: empty", "Refs[2].Name: empty"}},
+	}
+	for _, tt := range tests {
+		o := ok
+		tt.edit(&o)
+		_, err := New(o)
+		if len(tt.want) == 0 && err != nil {
+			t.Errorf("%s: New() = %v, want nil", tt.name, err)
+		}
+		if len(tt.want) > 0 && err == nil {
+			t.Errorf("%s: New() = nil, want an error", tt.name)
+		}
+		for _, w := range tt.want {
+			if err != nil && !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: New() = %v, want it to contain %q", tt.name, err, w)
+			}
+		}
 	}
 }
