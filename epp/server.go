@@ -63,6 +63,12 @@ func (s *Server) Register(gs *grpc.Server) {
 	healthpb.RegisterHealthServer(gs, health{s: s})
 }
 
+// RegisterHealth registers only the health service on gs: a second,
+// plaintext listener for kubelet's gRPC probes, which speak no TLS.
+func (s *Server) RegisterHealth(gs *grpc.Server) {
+	healthpb.RegisterHealthServer(gs, health{s: s})
+}
+
 // Process serves one ext_proc stream, message by message. Envoy opens one
 // stream per HTTP request; a stream that carries a second request releases
 // the first as incomplete and serves the second. Whatever the stream's end,

@@ -86,6 +86,9 @@ type app struct {
 	watcher    *config.Watcher                 // nil when running the embedded default
 	adminToken atomic.Pointer[string]          // "" or nil: no token required
 	changed    fileChanges
+	// pickerHealthAddr is the endpoint picker's plaintext health address
+	// once it listens (tests dial it).
+	pickerHealthAddr atomic.Value
 
 	raw    atomic.Pointer[config.Config] // the policy as written; current is it with discovery expanded
 	lookup discovery.Lookup
@@ -120,7 +123,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		return nil, err
 	}
 	a.ownNS = ns
-	cfg := a.expand(raw, a.resolved)
+	cfg := a.expand(raw, a.resolved, a.ownNS)
 	s, err := settingsFrom(cfg)
 	if err != nil {
 		return nil, err
@@ -337,6 +340,13 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 	a.loopsCtx.Store(&ctx)
 	wg.Go(func() { _ = a.hooks.Run(ctx) })
 	wg.Go(func() { a.discover(ctx) })
+	if err := a.watchPools(ctx); err != nil {
+		return err
+	}
+	wg.Go(func() {
+		<-ctx.Done()
+		a.stopPools()
+	})
 	if a.shared != nil {
 		wg.Go(func() { a.shared.run(ctx) })
 	}

@@ -62,6 +62,16 @@ func TestLayering(t *testing.T) {
 		// no logging, no front.
 		{pkg: "decide", own: []string{"pods", "breaker", "queue", "proxy/classify"}, thirdParty: []string{},
 			banned: []string{"net", "net/http", "log", "log/slog"}},
+		// The endpoint-picker front of the core: Envoy's ext_proc over gRPC.
+		{pkg: "epp", own: []string{"decide", "pods", "breaker", "queue", "proxy/classify", "proxy/usage"},
+			thirdParty: []string{"google.golang.org/grpc", "google.golang.org/grpc/codes", "google.golang.org/grpc/status",
+				"google.golang.org/grpc/health/grpc_health_v1", "google.golang.org/protobuf/types/known/structpb",
+				"github.com/envoyproxy/go-control-plane/envoy/config/core/v3",
+				"github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3",
+				"github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3",
+				"github.com/envoyproxy/go-control-plane/envoy/type/v3"}},
+		// The InferencePool watch: the only package that imports client-go.
+		{pkg: "discovery/inferencepool", own: []string{}, thirdParty: nil},
 		// The HTTP front of the core.
 		{pkg: "proxy", own: []string{"decide", "pods", "pods/healthcheck", "breaker", "queue", "proxy/classify", "proxy/framing", "proxy/usage"},
 			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus"}},
@@ -114,6 +124,17 @@ func TestLayering(t *testing.T) {
 				}
 			}
 		})
+	}
+	// Only the InferencePool watch (and the command that wires it) reads
+	// the Kubernetes API.
+	for _, line := range goList(t, "{{.ImportPath}} {{join .Imports \" \"}}", mod+"...") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		if pkg == mod+"discovery/inferencepool" || pkg == mod+"cmd/gatekeeper" {
+			continue
+		}
+		if strings.Contains(" "+imports, " k8s.io/") {
+			t.Errorf("%s imports k8s.io/...; only discovery/inferencepool may", pkg)
+		}
 	}
 	// Nothing imports sim but the commands and sim's own subpackages.
 	for _, line := range goList(t, "{{.ImportPath}} {{join .Deps \" \"}}", mod+"...") {

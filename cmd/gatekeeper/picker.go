@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/epp"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/tlscert"
 )
@@ -22,8 +23,9 @@ import (
 // picker is the endpoint-picker front: the ext_proc server over the same
 // decision core the proxy asks, on its own gRPC server.
 type picker struct {
-	srv *epp.Server
-	gs  *grpc.Server
+	srv    *epp.Server
+	gs     *grpc.Server
+	health *grpc.Server // plaintext health for kubelet; nil with health_listen: off
 }
 
 // errDrainingPicker is readiness's answer once shutdown has begun.
@@ -65,14 +67,29 @@ func (a *app) newPicker() (*picker, error) {
 	}
 	gs := grpc.NewServer(opts...)
 	srv.Register(gs)
-	return &picker{srv: srv, gs: gs}, nil
+	p := &picker{srv: srv, gs: gs}
+	if a.cfg().EndpointPicker.HealthListen != config.PickerHealthOff {
+		p.health = grpc.NewServer()
+		srv.RegisterHealth(p.health)
+	}
+	return p, nil
 }
 
 // servePicker serves the picker on lis until ctx ends, then drains it as
 // the proxy drains: readiness NOT_SERVING at once, new requests refused
 // after drain_delay, open streams given shutdown_timeout.
 func (a *app) servePicker(ctx context.Context, lis net.Listener, p *picker) error {
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	if p.health != nil {
+		hl, err := net.Listen("tcp", a.cfg().EndpointPicker.HealthListen)
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("gatekeeper: endpoint_picker.health_listen: %w", err)
+		}
+		a.pickerHealthAddr.Store(hl.Addr().String())
+		go func() { errc <- p.health.Serve(hl) }()
+		defer p.health.Stop() // after the drain: probes see NOT_SERVING until the end
+	}
 	go func() { errc <- p.gs.Serve(lis) }()
 	var err error
 	select {

@@ -50,8 +50,8 @@ func ownNamespace(c *config.Config, given string) (string, error) {
 // expand is the running policy for raw: its DNS upstreams expanded to r,
 // its InferencePool upstreams to the pools' ready pods. The caller holds
 // a.mu or is newApp.
-func (a *app) expand(raw *config.Config, r discovery.Resolved) *config.Config {
-	return discovery.ExpandPools(discovery.Expand(raw, r), a.pools, a.ownNS)
+func (a *app) expand(raw *config.Config, r discovery.Resolved, ns string) *config.Config {
+	return discovery.ExpandPools(discovery.Expand(raw, r), a.pools, ns)
 }
 
 // watchPools starts, updates or stops the InferencePool watch for the
@@ -157,4 +157,3 @@ func toRefs(ps []config.InferencePool) []inferencepool.Ref {
 	}
 	return out
 }
-

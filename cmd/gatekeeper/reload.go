@@ -25,7 +25,15 @@ func (a *app) apply(raw *config.Config) error {
 	a.mu.Lock()
 	prev := a.resolved
 	a.mu.Unlock()
-	return a.commit(raw, discovery.Resolve(context.Background(), a.lookup, discovery.Hosts(raw), prev), nil)
+	if err := a.commit(raw, discovery.Resolve(context.Background(), a.lookup, discovery.Hosts(raw), prev), nil); err != nil {
+		return err
+	}
+	if ctx := a.loopsCtx.Load(); ctx != nil { // the pools the new policy names
+		if err := a.watchPools(*ctx); err != nil {
+			a.log.LogAttrs(*ctx, slog.LevelError, "InferencePool watch not updated", slog.String("err", err.Error()))
+		}
+	}
+	return nil
 }
 
 // errPolicyMoved: a discovery round resolved for a policy that a reload
@@ -57,6 +65,7 @@ func (a *app) commit(raw *config.Config, r discovery.Resolved, basis *config.Con
 type next struct {
 	raw, cfg *config.Config
 	resolved discovery.Resolved
+	ownNS    string
 	s        settings
 	ctl      control.Settings
 	pressure pressure.Settings
@@ -67,7 +76,14 @@ type next struct {
 // prepare builds everything raw needs and checks it against every package,
 // changing nothing that runs. The caller holds a.mu.
 func (a *app) prepare(raw *config.Config, r discovery.Resolved) (*next, error) {
-	n := &next{raw: raw, resolved: r, cfg: a.expand(raw, r)}
+	ns := a.ownNS
+	if ns == "" { // a reload may name the first pool without a namespace
+		var err error
+		if ns, err = ownNamespace(raw, a.opts.namespace); err != nil {
+			return nil, err
+		}
+	}
+	n := &next{raw: raw, resolved: r, cfg: a.expand(raw, r, ns), ownNS: ns}
 	var err error
 	if n.s, err = settingsFrom(n.cfg); err != nil {
 		return nil, err
@@ -138,6 +154,7 @@ func (a *app) swap(n *next) {
 			slog.String("state", "pending_restart"), slog.Any("keys", restart))
 	}
 	a.resolved = n.resolved
+	a.ownNS = n.ownNS
 	a.raw.Store(n.raw)
 	a.current.Store(n.cfg)
 }

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gatekeeper-dev/gatekeeper/config"
+)
+
+// gatekeeper in endpoint-picker mode, end to end: its pods come from an
+// InferencePool (client-go's fake API server), Envoy's part is played over
+// a real gRPC connection, and a pod the pool stops listing stops being
+// picked.
+func TestEndpointPickerFromInferencePool(t *testing.T) {
+	t.Parallel()
+	podURL := newPodServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			http.NotFound(w, r)
+		}
+	}))
+	_, port, _ := net.SplitHostPort(podURL[len("http://"):])
+	portN, _ := strconv.Atoi(port)
+	pool := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
+		"metadata": map[string]any{"name": "vllm", "namespace": "ai"},
+		"spec": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "vllm"}},
+			"targetPorts": []any{map[string]any{"number": int64(portN)}}},
+	}}
+	vllm := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ai", Name: "vllm-0", Labels: map[string]string{"app": "vllm"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	gvr := schema.GroupVersionResource{Group: "inference.networking.k8s.io", Version: "v1", Resource: "inferencepools"}
+	kube := kubefake.NewClientset(vllm)
+	clients := &kubeClients{
+		dynamic: dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			map[schema.GroupVersionResource]string{gvr: "InferencePoolList"}, pool),
+		kube: kube,
+	}
+	policy := `
+endpoint_picker: {health_listen: "127.0.0.1:0"}
+server: {drain_delay: 0s}
+upstreams:
+  - inference_pool: {name: vllm}
+    max_inflight: 2
+`
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan struct{}, 4)
+	a, err := newApp(cfg, appOptions{path: path, kube: clients, namespace: "ai", stage: func(name string) {
+		if name == "pools" {
+			applied <- struct{}{}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, _ := net.Listen("tcp", "127.0.0.1:0")
+	al, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.serveOn(ctx, gl, al, make(chan os.Signal)) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serveOn() = %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	waitApplied(t, applied)
+
+	conn, err := grpc.NewClient(gl.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	if got := pickOnce(t, conn, body); got != "127.0.0.1:"+port {
+		t.Fatalf("pick = %q, want the pool's pod 127.0.0.1:%s", got, port)
+	}
+	if st := readiness(t, a); st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("readiness on the plaintext health listener = %v, want SERVING", st)
+	}
+
+	// The pod turns unready: the pool lists no endpoint, so nothing is picked.
+	vllm.Status.Conditions[0].Status = corev1.ConditionFalse
+	if _, err := kube.CoreV1().Pods("ai").UpdateStatus(context.Background(), vllm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, applied)
+	if got := pickOnce(t, conn, body); got != "503" {
+		t.Fatalf("with no ready pod: %q, want a 503 refusal", got)
+	}
+	if st := readiness(t, a); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("readiness with no pod = %v, want NOT_SERVING", st)
+	}
+	stop()
+}
+
+func waitApplied(t *testing.T, applied <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-applied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pool's pods were never applied")
+	}
+}
+
+// pickOnce sends one request as Envoy does and returns the pick, or the
+// refusal's status.
+func pickOnce(t *testing.T, conn *grpc.ClientConn, body string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := extprocv3.NewExternalProcessorClient(conn).Process(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hv := func(k, v string) *corev3.HeaderValue { return &corev3.HeaderValue{Key: k, RawValue: []byte(v)} }
+	msgs := []*extprocv3.ProcessingRequest{
+		{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{
+			Headers: []*corev3.HeaderValue{hv(":method", "POST"), hv(":path", "/v1/chat/completions"), hv("content-type", "application/json")}}}}},
+		{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true}}},
+	}
+	for _, m := range msgs {
+		if err := s.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ir := m.GetImmediateResponse(); ir != nil {
+		return strconv.Itoa(int(ir.GetStatus().GetCode()))
+	}
+	for _, o := range m.GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
+		if o.GetHeader().GetKey() == "x-gateway-destination-endpoint" {
+			_ = s.CloseSend()
+			return string(o.GetHeader().GetRawValue())
+		}
+	}
+	t.Fatalf("neither a pick nor a refusal: %v", m)
+	return ""
+}
+
+func readiness(t *testing.T, a *app) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	addr, _ := a.pickerHealthAddr.Load().(string)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "readiness"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.GetStatus()
+}
