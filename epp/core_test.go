@@ -7,12 +7,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/decide"
 	"github.com/gatekeeper-dev/gatekeeper/pods"
+	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 )
 
@@ -28,8 +30,37 @@ type levels struct {
 func (l *levels) Critical(p string) bool { l.mu.Lock(); defer l.mu.Unlock(); return l.critical[p] }
 func (l *levels) Degraded(p string) bool { return l.Critical(p) }
 
+// outcomes counts what the picker records, as the request metrics would.
+type outcomes struct {
+	mu   sync.Mutex
+	byO  map[decide.Outcome]int
+	used int64 // completion tokens
+}
+
+func (o *outcomes) Outcome(out decide.Outcome, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.byO[out]++
+}
+func (o *outcomes) ClassOutcome(string, decide.Outcome) {}
+func (o *outcomes) Rejected(decide.Reason)              {}
+func (o *outcomes) Sent(string, int64)                  {}
+func (o *outcomes) Response(string, int)                {}
+func (o *outcomes) Usage(_ string, u usage.Tokens) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.used += u.Completion
+}
+
+func (o *outcomes) get(out decide.Outcome) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.byO[out]
+}
+
 type corePicker struct {
 	*harness
+	rec     *outcomes
 	q       *queue.Queue
 	reg     *pods.Registry
 	lv      *levels
@@ -44,7 +75,7 @@ func newCorePicker(t *testing.T, window int, limiter breaker.LimiterSettings, po
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := &corePicker{q: q, lv: &levels{critical: map[string]bool{}}}
+	cp := &corePicker{q: q, lv: &levels{critical: map[string]bool{}}, rec: &outcomes{byO: map[decide.Outcome]int{}}}
 	cp.reg = pods.New(cp.lv)
 	var ps []pods.Pod
 	for i, name := range []string{"a", "b"} {
@@ -62,7 +93,7 @@ func newCorePicker(t *testing.T, window int, limiter breaker.LimiterSettings, po
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := NewCoreDecider(CoreOptions{Core: core, OnPodRefused: func(string) { cp.refused.Add(1) }})
+	dec := NewCoreDecider(CoreOptions{Core: core, Recorder: cp.rec, OnPodRefused: func(string) { cp.refused.Add(1) }})
 	cp.harness = serveDecider(t, dec, Options{})
 	return cp
 }
@@ -122,6 +153,9 @@ func TestCoreHoldsTheSlotUntilTheResponseEnds(t *testing.T) {
 		e.body(responseSide, len(sseDone), true)
 		e.closed()
 		cp.settled(t)
+		if cp.rec.get(decide.OutcomeServed) != 1 || cp.rec.used != 10 {
+			t.Fatalf("served %d, completion tokens %d; want one served with the usage's 10", cp.rec.get(decide.OutcomeServed), cp.rec.used)
+		}
 	})
 }
 
@@ -248,6 +282,9 @@ func TestCorePodRefusal(t *testing.T) {
 		e.body(responseSide, len(`{"error":"queue full"}`), true)
 		e.closed()
 		cp.settled(t)
+		if cp.rec.get(decide.OutcomeUpstreamOverloaded) != 1 {
+			t.Errorf("outcome upstream_overloaded = %d, want 1", cp.rec.get(decide.OutcomeUpstreamOverloaded))
+		}
 		if cp.refused.Load() != 1 {
 			t.Fatalf("OnPodRefused calls = %d, want 1", cp.refused.Load())
 		}
@@ -275,5 +312,8 @@ func TestCoreClientGoneWhileQueued(t *testing.T) {
 			e.cancel() // reset mid-exchange: released as incomplete
 		}
 		cp.settled(t)
+		if n := cp.rec.get(decide.OutcomeClientClosed); n != 3 {
+			t.Errorf("client_closed = %d, want the one gone while queued and the two reset", n)
+		}
 	})
 }

@@ -49,6 +49,10 @@ type End struct {
 	// response body; UsageKnown says the body carried one.
 	PromptTokens, CompletionTokens int64
 	UsageKnown                     bool
+	// StreamError says a 200 event stream carried an error event: the pod
+	// failed the request after its headers (vLLM does when generation
+	// fails), a failure as a 500 would be.
+	StreamError bool
 	// Complete says the response reached its end of stream. False: the
 	// stream was reset or ended before, or the client left.
 	Complete bool

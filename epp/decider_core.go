@@ -12,6 +12,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/decide"
 	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
+	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
 )
 
 // Recorder is where the picker counts what happened to each request: the
@@ -22,6 +23,7 @@ type Recorder interface {
 	Rejected(r decide.Reason)
 	Sent(upstream string, tokens int64)
 	Response(upstream string, status int)
+	Usage(upstream string, u usage.Tokens)
 }
 
 // CoreOptions configures the Decider over gatekeeper's decision core.
@@ -167,8 +169,14 @@ func (d *coreDecider) finish(req *decide.Request, adm *decide.Admitted, endpoint
 	case e.Status >= 500:
 		adm.Done(pods.Failure)
 		d.outcome(req, decide.OutcomeUpstreamError)
+	case e.StreamError:
+		adm.Done(pods.Failure) // as a 500 would count
+		d.outcome(req, decide.OutcomeStreamError)
 	case e.Complete && e.Status != 0:
 		adm.Done(pods.Success)
+		if rec != nil && e.Status == http.StatusOK {
+			rec.Usage(adm.Pod.Name, usage.Tokens{Prompt: e.PromptTokens, Completion: e.CompletionTokens, Known: e.UsageKnown})
+		}
 		d.outcome(req, decide.OutcomeServed)
 	case e.Status == 0 && !e.Complete:
 		// No response headers: the client left, or Envoy could not reach

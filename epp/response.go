@@ -82,7 +82,7 @@ func (x *exchange) release(complete bool) {
 	u := x.usage.Result(complete)
 	e := End{
 		Status: x.status, Served: x.served,
-		PromptTokens: u.Prompt, CompletionTokens: u.Completion, UsageKnown: u.Known,
+		PromptTokens: u.Prompt, CompletionTokens: u.Completion, UsageKnown: u.Known, StreamError: u.StreamError,
 		Complete: complete, Duration: x.s.now().Sub(x.start),
 	}
 	state := "complete"
