@@ -75,18 +75,26 @@ func Expand(c *config.Config, r Resolved) *config.Config {
 			e := u
 			e.Name = u.Name + "/" + addr
 			e.URL = withHost(u.URL, pu.Hostname(), addr)
-			e.Sources = nil
-			for _, s := range u.Sources {
-				if s.URL != "" {
-					s.URL = withHost(s.URL, pu.Hostname(), addr)
-					s.Name = s.Name + "@" + addr
-				}
-				e.Sources = append(e.Sources, s)
-			}
+			e.Sources = pointSources(u.Sources, pu.Hostname(), addr, addr)
 			out.Upstreams = append(out.Upstreams, e)
 		}
 	}
 	return &out
+}
+
+// pointSources is srcs with each URL on host pointed at addr, and each
+// source with a URL named NAME@suffix, so an expanded pod's sources are its
+// own.
+func pointSources(srcs []config.Source, host, addr, suffix string) []config.Source {
+	var out []config.Source
+	for _, s := range srcs {
+		if s.URL != "" {
+			s.URL = withHost(s.URL, host, addr)
+			s.Name = s.Name + "@" + suffix
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // withHost replaces raw's host with addr when it is host, keeping the port.

@@ -71,14 +71,7 @@ func ExpandPools(c *config.Config, p Pools, own string) *config.Config {
 			eu := *pu
 			eu.Host = ep
 			e.URL = eu.String()
-			e.Sources = nil
-			for _, s := range u.Sources {
-				if s.URL != "" {
-					s.URL = withHost(s.URL, pu.Hostname(), ip)
-					s.Name = s.Name + "@" + ep
-				}
-				e.Sources = append(e.Sources, s)
-			}
+			e.Sources = pointSources(u.Sources, pu.Hostname(), ip, ep)
 			out.Upstreams = append(out.Upstreams, e)
 		}
 	}

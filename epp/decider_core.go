@@ -202,14 +202,7 @@ func (d *coreDecider) refuse(req *decide.Request, rf decide.Refusal) *Refusal {
 		d.o.Recorder.Rejected(rf.Reason)
 	}
 	d.outcome(req, rf.Reason.Outcome())
-	h := http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}}
-	if rf.Reason != "" {
-		h.Set("X-Gatekeeper-Reason", string(rf.Reason))
-	}
-	if rf.SendsRetryAfter() {
-		h.Set("Retry-After", decide.RetryAfterSeconds(rf.RetryAfter))
-	}
-	return &Refusal{Status: rf.Status, Header: h, Body: rf.Body()}
+	return render(rf)
 }
 
 func (d *coreDecider) outcome(req *decide.Request, o decide.Outcome) {

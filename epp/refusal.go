@@ -1,7 +1,6 @@
 package epp
 
 import (
-	"encoding/json"
 	"maps"
 	"net/http"
 	"slices"
@@ -9,6 +8,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/gatekeeper-dev/gatekeeper/decide"
 )
 
 // immediateResponse turns a refusal into the answer Envoy sends the client
@@ -47,36 +48,23 @@ func statusCode(status int) typev3.StatusCode {
 	return typev3.StatusCode_InternalServerError
 }
 
-// errorBody is the OpenAI error shape gatekeeper answers with.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    string  `json:"code"`
-}
-
 // ownRefusal is an answer the server gives itself, when Envoy's messages
 // break the protocol or the Decider breaks its contract; every other
-// refusal is the Decider's. reason is also X-Gatekeeper-Reason, as in
-// package proxy's refusals. Envoy sets the local reply's Content-Length.
+// refusal is the Decider's. reason is also X-Gatekeeper-Reason, as in the
+// proxy's refusals. Envoy sets the local reply's Content-Length.
 func ownRefusal(status int, reason, message string) *Refusal {
-	typ := "invalid_request_error"
-	if status >= 500 {
-		typ = "server_error"
+	return render(decide.Refusal{Status: status, Reason: decide.Reason(reason), Message: message})
+}
+
+// render is a core refusal as the picker answers it: the proxy's headers
+// and OpenAI-style body, for Envoy to send.
+func render(rf decide.Refusal) *Refusal {
+	h := http.Header{"Content-Type": {"application/json"}, "Cache-Control": {"no-store"}}
+	if rf.Reason != "" {
+		h.Set("X-Gatekeeper-Reason", string(rf.Reason))
 	}
-	body, _ := json.Marshal(errorBody{Error: errorDetail{Message: message, Type: typ, Code: reason}}) // strings only: cannot fail
-	body = append(body, '\n')
-	return &Refusal{
-		Status: status,
-		Header: http.Header{
-			"Content-Type":        {"application/json"},
-			"Cache-Control":       {"no-store"},
-			"X-Gatekeeper-Reason": {reason},
-		},
-		Body: body,
+	if rf.SendsRetryAfter() {
+		h.Set("Retry-After", decide.RetryAfterSeconds(rf.RetryAfter))
 	}
+	return &Refusal{Status: rf.Status, Header: h, Body: rf.Body()}
 }

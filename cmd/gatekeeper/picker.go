@@ -76,8 +76,7 @@ func (a *app) newPicker() (*picker, error) {
 }
 
 // servePicker serves the picker on lis until ctx ends, then drains it as
-// the proxy drains: readiness NOT_SERVING at once, new requests refused
-// after drain_delay, open streams given shutdown_timeout.
+// the proxy drains (a.drain).
 func (a *app) servePicker(ctx context.Context, lis net.Listener, p *picker) error {
 	errc := make(chan error, 2)
 	if p.health != nil {
@@ -99,25 +98,7 @@ func (a *app) servePicker(ctx context.Context, lis net.Listener, p *picker) erro
 			err = fmt.Errorf("gatekeeper: endpoint picker: %w", err)
 		}
 	}
-	s := a.cfg().Server
-	a.handler.StartDrain()
-	p.srv.Drain()
-	a.log.LogAttrs(context.Background(), slog.LevelInfo, "draining",
-		slog.String("state", "draining"), slog.Duration("duration", s.DrainDelay))
-	a.step("draining")
-	if s.DrainDelay > 0 && err == nil {
-		t := time.NewTimer(s.DrainDelay) // load balancers poll in real time
-		<-t.C
-	}
-	a.handler.RefuseNew()
-	a.queue.Drain(errDrainingQueue)
-	a.step("refusing")
-	sctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
-	defer cancel()
-	if serr := p.srv.Shutdown(sctx, p.gs); serr != nil {
-		a.log.LogAttrs(sctx, slog.LevelWarn, "shutdown timeout: closing remaining streams",
-			slog.String("state", "closing"), slog.String("err", serr.Error()))
-	}
+	a.drain(p.srv.Drain, func(ctx context.Context) error { return p.srv.Shutdown(ctx, p.gs) })
 	return err
 }
 

@@ -138,7 +138,7 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	a.drain(ts)
+	a.drain(nil, shutdownHTTP(ts))
 	_ = as.Close()
 	stopLoops()
 	wg.Wait()
@@ -153,12 +153,17 @@ func serveErr(err error) error {
 	return fmt.Errorf("gatekeeper: serve: %w", err)
 }
 
-// drain is DESIGN §7's shutdown: /readyz turns 503 at once, traffic keeps
-// flowing for drain_delay so load balancers notice, then new work and the
-// queue get 503 draining, and in-flight streams have shutdown_timeout to end.
-func (a *app) drain(ts *http.Server) {
+// drain is DESIGN §7's shutdown, for either front: readiness turns 503
+// (NOT_SERVING) at once, traffic keeps flowing for drain_delay so load
+// balancers notice, then new work and the queue get 503 draining, and
+// in-flight streams have shutdown_timeout to end (shutdown closes what is
+// left when its context ends). begin, if set, is the front's own first step.
+func (a *app) drain(begin func(), shutdown func(ctx context.Context) error) {
 	s := a.cfg().Server
 	a.handler.StartDrain()
+	if begin != nil {
+		begin()
+	}
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "draining",
 		slog.String("state", "draining"), slog.Duration("duration", s.DrainDelay))
 	a.step("draining")
@@ -171,9 +176,19 @@ func (a *app) drain(ts *http.Server) {
 	a.step("refusing")
 	ctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
 	defer cancel()
-	if err := ts.Shutdown(ctx); err != nil {
+	if err := shutdown(ctx); err != nil {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "shutdown timeout: closing remaining streams",
 			slog.String("state", "closing"), slog.String("err", err.Error()))
-		_ = ts.Close()
+	}
+}
+
+// shutdownHTTP ends ts gracefully until ctx ends, then at once.
+func shutdownHTTP(ts *http.Server) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		err := ts.Shutdown(ctx)
+		if err != nil {
+			_ = ts.Close()
+		}
+		return err
 	}
 }
