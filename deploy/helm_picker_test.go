@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,9 +13,10 @@ import (
 
 // checkChartPicker checks what the chart renders as the endpoint picker
 // (endpointPicker.enabled): the policy's endpoint_picker and upstreams, the
-// gRPC port and probes instead of the http ones, the Service's
-// grpc-ext-proc port, the TLS Secret's mount, and the RBAC of the pool
-// watch exactly when a pool is named.
+// gRPC and health ports instead of the http one, the gRPC probes on the
+// plaintext health port, the Service's grpc-ext-proc port (and no health
+// port), the TLS Secret's mount, the RBAC of the pool watch exactly when a
+// pool is named, and that config.Parse accepts the policy.
 func checkChartPicker(t *testing.T, objs map[string]map[string]any, tt chartCase) {
 	t.Helper()
 	p := tt.picker
@@ -56,7 +56,7 @@ func checkChartPicker(t *testing.T, objs map[string]map[string]any, tt chartCase
 		return ports
 	}()
 	grpcProbe := func(pr *probe, service string) bool {
-		return pr != nil && pr.GRPC != nil && pr.GRPC.Port == p.port && pr.GRPC.Service != nil && *pr.GRPC.Service == service && pr.HTTPGet.Path == ""
+		return pr != nil && pr.GRPC != nil && pr.GRPC.Port == p.healthPort && pr.GRPC.Service != nil && *pr.GRPC.Service == service && pr.HTTPGet.Path == ""
 	}
 	// Where the chart mounts the Secret, as inference-gateway/base does.
 	tlsDir := "/etc/gatekeeper-tls"
@@ -87,14 +87,16 @@ func checkChartPicker(t *testing.T, objs map[string]map[string]any, tt chartCase
 		ok   bool
 	}{
 		{fmt.Sprintf("endpoint_picker.listen :%d", p.port), policy.EndpointPicker.Listen == fmt.Sprintf(":%d", p.port)},
+		{fmt.Sprintf("endpoint_picker.health_listen :%d", p.healthPort), policy.EndpointPicker.HealthListen == fmt.Sprintf(":%d", p.healthPort)},
 		{"no server.listen: no HTTP traffic listener", lookup(policyValues(t, objs), "server", "listen") == nil},
 		{"server.admin_listen on the metrics port", policy.Server.AdminListen == ":9090"},
-		{fmt.Sprintf("container ports grpc:%d and metrics:9090 only (have %v)", p.port, portNames),
-			slices.Equal(portNames, []string{fmt.Sprintf("grpc:%d", p.port), "metrics:9090"})},
-		{fmt.Sprintf("Service ports grpc-ext-proc:%d>grpc/http2 and metrics only (have %v)", p.port, svcPorts),
+		{fmt.Sprintf("container ports grpc:%d, health:%d and metrics:9090 only (have %v)", p.port, p.healthPort, portNames),
+			slices.Equal(portNames, []string{fmt.Sprintf("grpc:%d", p.port), fmt.Sprintf("health:%d", p.healthPort), "metrics:9090"})},
+		{fmt.Sprintf("Service ports grpc-ext-proc:%d>grpc/http2 and metrics only, no health port (have %v)", p.port, svcPorts),
 			slices.Equal(svcPorts, []string{fmt.Sprintf("grpc-ext-proc:%d>grpc/http2", p.port), "metrics:9090>metrics/"})},
-		{"startup and liveness probes: gRPC health service liveness", grpcProbe(c.StartupProbe, "liveness") && grpcProbe(c.LivenessProbe, "liveness")},
-		{"readiness probe: gRPC health service readiness", grpcProbe(c.ReadinessProbe, "readiness")},
+		{fmt.Sprintf("startup and liveness probes: gRPC health service liveness on the health port %d", p.healthPort),
+			grpcProbe(c.StartupProbe, "liveness") && grpcProbe(c.LivenessProbe, "liveness")},
+		{fmt.Sprintf("readiness probe: gRPC health service readiness on the health port %d", p.healthPort), grpcProbe(c.ReadinessProbe, "readiness")},
 		{"TLS: endpoint_picker.tls and the Secret's mount exactly when endpointPicker.tls.secretName is set", tlsOK},
 		{"upstreams: one with inference_pool when a pool is named, else values' policy", upstreamsOK},
 		{"cluster as redis asks", clusterOK},
@@ -114,10 +116,12 @@ func checkChartPicker(t *testing.T, objs map[string]map[string]any, tt chartCase
 	if watches {
 		checkChartRBAC(t, objs, p)
 	}
-	if configKnowsEndpointPicker() {
-		if _, err := config.Parse([]byte(text)); err != nil {
-			t.Errorf("config.Parse(the rendered policy) = %v", err)
-		}
+	cfg, err := config.Parse([]byte(text))
+	switch {
+	case err != nil:
+		t.Errorf("config.Parse(the rendered policy) = %v", err)
+	case cfg.EndpointPicker == nil || cfg.EndpointPicker.HealthListen != fmt.Sprintf(":%d", p.healthPort):
+		t.Errorf("config.Parse(the rendered policy).EndpointPicker = %+v, want HealthListen :%d", cfg.EndpointPicker, p.healthPort)
 	}
 }
 
@@ -144,28 +148,4 @@ func checkChartRBAC(t *testing.T, objs map[string]map[string]any, p *chartPicker
 		lookup(subject[0], "kind") != "ServiceAccount" || lookup(subject[0], "name") != "gatekeeper" || lookup(subject[0], "namespace") != "default" {
 		t.Errorf("RoleBinding gatekeeper = roleRef %+v, subjects %v; want Role gatekeeper for ServiceAccount default/gatekeeper", binding.RoleRef, subject)
 	}
-}
-
-// configKnowsEndpointPicker reports whether config decodes the endpoint
-// picker's keys yet: whether a policy with endpoint_picker is refused for
-// the key itself. The checks that run a rendered picker's policy through
-// config.Parse turn on by themselves once it does.
-func configKnowsEndpointPicker() bool {
-	_, err := config.Parse([]byte("endpoint_picker: {listen: \":9002\"}\nupstreams: [{name: a, url: \"http://a:1\"}]\n"))
-	var stack []error
-	if err != nil {
-		stack = append(stack, err)
-	}
-	for len(stack) > 0 {
-		e := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		var fe *config.FieldError
-		if errors.As(e, &fe) && fe.Path == "" && strings.HasPrefix(fe.Msg, `unknown key "endpoint_picker"`) {
-			return false
-		}
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			stack = append(stack, j.Unwrap()...)
-		}
-	}
-	return true
 }

@@ -65,7 +65,9 @@ type chartCase struct {
 
 // chartPicker is the endpoint picker a chartCase renders.
 type chartPicker struct {
-	port int
+	// port and healthPort are endpointPicker's: ext_proc's and the
+	// plaintext health listener's.
+	port, healthPort int
 	// pool and poolNamespace are endpointPicker.inferencePool's; pool ""
 	// means none named (no RBAC, the values' upstreams).
 	pool, poolNamespace string
@@ -127,14 +129,15 @@ func chartCases() []chartCase {
 			objects: []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper",
 				"ServiceAccount/gatekeeper", "Role/gatekeeper", "RoleBinding/gatekeeper"},
 			replicas: 1,
-			picker:   &chartPicker{port: 9002, pool: "vllm-llama3-8b", tlsSecret: "gatekeeper-epp-tls"},
+			picker:   &chartPicker{port: 9002, healthPort: 9003, pool: "vllm-llama3-8b", tlsSecret: "gatekeeper-epp-tls"},
 		},
 		{
-			name:     "endpoint picker without a pool, plaintext, on another port",
-			args:     []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.port=9102"},
+			name: "endpoint picker without a pool, plaintext, on other ports",
+			args: []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.port=9102",
+				"--set", "endpointPicker.healthPort=9103"},
 			objects:  []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper"},
 			replicas: 1,
-			picker:   &chartPicker{port: 9102},
+			picker:   &chartPicker{port: 9102, healthPort: 9103},
 		},
 		{
 			name: "endpoint picker of a pool in another namespace, with the NetworkPolicy and Redis",
@@ -147,7 +150,7 @@ func chartCases() []chartCase {
 				"NetworkPolicy/gatekeeper", "NetworkPolicy/gatekeeper-redis"},
 			replicas: 2,
 			redisURL: "redis://gatekeeper-redis:6379/0",
-			picker:   &chartPicker{port: 9002, pool: "pool", poolNamespace: "models"},
+			picker:   &chartPicker{port: 9002, healthPort: 9003, pool: "pool", poolNamespace: "models"},
 		},
 	}
 }
@@ -330,6 +333,12 @@ func TestHelmTemplateFails(t *testing.T) {
 		{"inference_pool in the pool's upstream", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.upstream.inference_pool.name=pool"},
 			"endpointPicker.upstream.inference_pool is set by the chart"},
 		{"a misspelt endpointPicker value", []string{"--set", "endpointPicker.pool=x"}, "additional properties 'pool' not allowed"},
+		{"the health port on the picker's port", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.healthPort=9002"},
+			"endpointPicker.healthPort is 9002, the same as endpointPicker.port or ports.admin"},
+		{"the health port on the admin port", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.healthPort=9090"},
+			"endpointPicker.healthPort is 9090, the same as endpointPicker.port or ports.admin"},
+		{"a health port out of range", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.healthPort=70000"},
+			"/endpointPicker/healthPort"},
 		{"a pool name Kubernetes refuses", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.inferencePool.name=Pool_1"},
 			"/endpointPicker/inferencePool/name"},
 	}

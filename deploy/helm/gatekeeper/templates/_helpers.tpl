@@ -120,7 +120,10 @@ every template that depends on them.
 {{- $policy := .Values.policy | default dict }}
 {{- $epp := .Values.endpointPicker }}
 {{- if hasKey $policy "endpoint_picker" }}
-{{- fail "policy.endpoint_picker is set by the chart from endpointPicker (enabled, port, tls): remove it from policy and set endpointPicker instead" }}
+{{- fail "policy.endpoint_picker is set by the chart from endpointPicker (enabled, port, healthPort, tls): remove it from policy and set endpointPicker instead" }}
+{{- end }}
+{{- if and $epp.enabled (or (eq (int $epp.healthPort) (int $epp.port)) (eq (int $epp.healthPort) (int .Values.ports.admin))) }}
+{{- fail (printf "endpointPicker.healthPort is %d, the same as endpointPicker.port or ports.admin: the plaintext health listener needs a port of its own" (int $epp.healthPort)) }}
 {{- end }}
 {{- if and (not $epp.enabled) (or $epp.inferencePool.name $epp.tls.secretName) }}
 {{- fail "endpointPicker.inferencePool.name or endpointPicker.tls.secretName is set but endpointPicker.enabled is false: set endpointPicker.enabled=true, or leave them empty" }}
@@ -173,7 +176,8 @@ Redis.
 {{/*
 The policy as rendered into the ConfigMap: values' policy plus the listeners
 from ports and, with Redis, the cluster section. As the endpoint picker:
-endpoint_picker instead of server.listen (no HTTP traffic listener), and
+endpoint_picker (listen on port, health_listen on healthPort) instead of
+server.listen (no HTTP traffic listener), and
 with a pool named, the upstreams as endpointPicker.upstream with
 inference_pool.
 */}}
@@ -187,7 +191,7 @@ inference_pool.
 {{- $_ := set $server "admin_listen" (printf ":%d" (int .Values.ports.admin)) }}
 {{- $_ := set $policy "server" $server }}
 {{- if $epp.enabled }}
-{{- $picker := dict "listen" (printf ":%d" (int $epp.port)) }}
+{{- $picker := dict "listen" (printf ":%d" (int $epp.port)) "health_listen" (printf ":%d" (int $epp.healthPort)) }}
 {{- if $epp.tls.secretName }}
 {{- $dir := include "gatekeeper.pickerTLSDir" . }}
 {{- $_ := set $picker "tls" (dict "cert_file" (printf "%s/tls.crt" $dir) "key_file" (printf "%s/tls.key" $dir)) }}
