@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"strings"
 )
 
@@ -55,13 +56,13 @@ func (k *checker) endpointPicker(e *EndpointPicker, s Server) {
 		return
 	}
 	k.listen("endpoint_picker.listen", e.Listen)
-	if e.Listen == s.AdminListen {
-		k.add("endpoint_picker.listen", "must differ from server.admin_listen (%q)", s.AdminListen)
+	if clash(e.Listen, s.AdminListen) {
+		k.add("endpoint_picker.listen", "must not bind the port of server.admin_listen (%q), got %q", s.AdminListen, e.Listen)
 	}
 	if e.HealthListen != PickerHealthOff {
 		k.listen("endpoint_picker.health_listen", e.HealthListen)
-		if e.HealthListen == e.Listen || e.HealthListen == s.AdminListen {
-			k.add("endpoint_picker.health_listen", "must differ from endpoint_picker.listen and server.admin_listen, got %q", e.HealthListen)
+		if clash(e.HealthListen, e.Listen) || clash(e.HealthListen, s.AdminListen) {
+			k.add("endpoint_picker.health_listen", "must not bind the port of endpoint_picker.listen or server.admin_listen, got %q", e.HealthListen)
 		}
 	}
 	if t := e.TLS; t != nil {
@@ -89,6 +90,45 @@ func (k *checker) inferencePool(p string, u Upstream) {
 	if u.DNSInterval > 0 {
 		k.add(p+".dns_interval", "cannot be set with inference_pool: the pool's pods are watched, not resolved")
 	}
+}
+
+// clash reports whether listening on a and on b would bind one socket:
+// the same port on the same host, or on every address ("", 0.0.0.0, ::).
+func clash(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" {
+		return false
+	}
+	any := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || any(ha) || any(hb)
+}
+
+// picker warns about the endpoint picker's settings that load but that
+// kubelet's probes cannot reach: with TLS on the ext_proc listener and no
+// plaintext health listener, or that listener on loopback.
+func (w *warner) picker() {
+	e := w.c.EndpointPicker
+	switch {
+	case e == nil:
+	case e.HealthListen == PickerHealthOff && e.TLS != nil:
+		w.add("endpoint_picker.health_listen", "is off while endpoint_picker.tls is set: kubelet's gRPC probes speak no TLS, "+
+			"so in Kubernetes they can never succeed; leave health_listen at its default (%q)", DefaultPickerHealthListen)
+	case e.HealthListen != PickerHealthOff && loopback(e.HealthListen):
+		w.add("endpoint_picker.health_listen", "%q listens on loopback only: kubelet probes the pod's IP and cannot reach it", e.HealthListen)
+	}
+}
+
+func loopback(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 func isDNSLabel(s string, max int) bool {

@@ -26,8 +26,10 @@ upstreams:
 	}
 	for _, tt := range []struct{ yaml, want string }{
 		{"endpoint_picker: {listen: nope}\nupstreams: [{url: 'http://a:1'}]", "endpoint_picker.listen"},
-		{"endpoint_picker: {listen: '127.0.0.1:9090'}\nupstreams: [{url: 'http://a:1'}]", "must differ from server.admin_listen"},
+		{"endpoint_picker: {listen: '127.0.0.1:9090'}\nupstreams: [{url: 'http://a:1'}]", "must not bind the port of server.admin_listen"},
 		{"endpoint_picker: {tls: {cert_file: c}}\nupstreams: [{url: 'http://a:1'}]", "endpoint_picker.tls.key_file"},
+		{"endpoint_picker: {listen: '0.0.0.0:9090'}\nupstreams: [{url: 'http://a:1'}]", "must not bind the port of server.admin_listen"},
+		{"endpoint_picker: {health_listen: '0.0.0.0:9002'}\nupstreams: [{url: 'http://a:1'}]", "endpoint_picker.health_listen"},
 		{"upstreams: [{inference_pool: {name: Bad_Name}}]", "upstreams[0].inference_pool.name"},
 		{"upstreams: [{inference_pool: {name: p, namespace: 'a b'}}]", "upstreams[0].inference_pool.namespace"},
 		{"upstreams: [{inference_pool: {name: p}, dns_interval: 5s}]", "cannot be set with inference_pool"},
@@ -35,6 +37,27 @@ upstreams:
 		_, err := Parse([]byte(tt.yaml))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Parse(%q) = %v, want an error naming %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
+func TestEndpointPickerWarnings(t *testing.T) {
+	t.Parallel()
+	for yaml, want := range map[string]string{
+		"endpoint_picker: {health_listen: 'off', tls: {cert_file: c, key_file: k}}": "kubelet's gRPC probes speak no TLS",
+		"endpoint_picker: {health_listen: '127.0.0.1:9003'}":                        "loopback only",
+		"endpoint_picker: {}": "",
+	} {
+		c, err := Parse([]byte(yaml + "\nupstreams: [{url: 'http://a:1', sources: [{kind: vllm, url: 'http://a:1/metrics'}]}]"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		for _, w := range c.Warnings(1) {
+			got += w.String()
+		}
+		if want == "" && got != "" || !strings.Contains(got, want) {
+			t.Errorf("%s: warnings %q, want %q", yaml, got, want)
 		}
 	}
 }

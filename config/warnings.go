@@ -39,7 +39,9 @@ func (w Warning) String() string { return Located("config", w.Line, w.Path, "war
 //     never has a free-memory reading and stays off;
 //   - replicas > 1 without a cluster section (each replica enforces every
 //     limit and window whole), and a cluster.replicas (0 meaning 1) other
-//     than replicas (the share each takes until Redis first answers).
+//     than replicas (the share each takes until Redis first answers);
+//   - an endpoint picker whose health kubelet cannot probe (TLS without the
+//     plaintext health listener, or that listener on loopback).
 //
 // The result is nil when there is nothing to say.
 func (c *Config) Warnings(replicas int) []Warning {
@@ -49,6 +51,7 @@ func (c *Config) Warnings(replicas int) []Warning {
 		w.upstream(fmt.Sprintf("upstreams[%d]", i), u, nodeBlocks)
 	}
 	w.cluster(max(replicas, 1))
+	w.picker()
 	slices.SortStableFunc(w.ws, func(a, b Warning) int { return cmp.Compare(lineOrLast(a.Line), lineOrLast(b.Line)) })
 	return w.ws
 }
