@@ -144,7 +144,7 @@ func (c *Core) Classify(req *Request, body []byte) *Refusal {
 // BadBody is the 400 of a body the classifier refused: its message and
 // param when it says which part is wrong.
 func BadBody(err error) Refusal {
-	rf := BadRequest(StatusBadRequest, "invalid request body", "")
+	rf := BadRequest("invalid request body", "")
 	if e, ok := err.(*classify.Error); ok {
 		rf.Message, rf.Param = e.ClientMessage(), e.Param
 	}
@@ -160,7 +160,7 @@ func (c *Core) Route(req *Request) *Refusal {
 	if req.Model == "" && req.Kind.JSON() && c.reg.KnowsModels() {
 		m, ok := c.reg.SoleModel()
 		if !ok {
-			rf := BadRequest(StatusBadRequest, "you must provide a model parameter: the upstreams serve several models", "model")
+			rf := BadRequest("you must provide a model parameter: the upstreams serve several models", "model")
 			rf.ErrType = errTypeInvalidRequest
 			return &rf
 		}

@@ -46,7 +46,8 @@ type Refusal struct {
 
 // Refuse is the one mapping from a reason to its answer: the status, error
 // type and whether Retry-After is sent all follow from the reason here, and
-// nowhere else. message says what happened; retryAfter when to come back
+// nowhere else (BadRequest, BodyTooLarge and Compressed are the precise 4xx
+// statuses of the one reason bad_request; LookupRoute's 405 too). message says what happened; retryAfter when to come back
 // (0: the policy's default, which the caller passes as def).
 func Refuse(reason Reason, message string, retryAfter, def time.Duration) Refusal {
 	rf := Refusal{Status: statusOf(reason), Reason: reason, Message: message, RetryAfter: retryAfter}
@@ -65,9 +66,24 @@ func Refuse(reason Reason, message string, retryAfter, def time.Duration) Refusa
 	return rf
 }
 
-// BadRequest is a refusal of a malformed request: status is 400, or the
-// more precise 404, 405, 413 or 415 the front found.
-func BadRequest(status int, message, param string) Refusal {
+// BadRequest is the 400 of a malformed request; param names the field.
+func BadRequest(message, param string) Refusal {
+	return malformed(StatusBadRequest, message, param)
+}
+
+// BodyTooLarge is the 413 of a body past limit bytes (server.max_body_bytes).
+func BodyTooLarge(limit int64) Refusal {
+	return malformed(StatusEntityTooLarge, "request body is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes", "")
+}
+
+// Compressed is the 415 of a compressed body: what is not classified is
+// not forwarded.
+func Compressed() Refusal {
+	return malformed(StatusUnsupportedMedia, "compressed request bodies are not accepted; send the body uncompressed", "")
+}
+
+// malformed is a bad_request refusal with its precise 4xx status.
+func malformed(status int, message, param string) Refusal {
 	return Refusal{Status: status, Reason: ReasonBadRequest, ErrType: errTypeFor(status), Message: message, Param: param}
 }
 

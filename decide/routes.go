@@ -81,7 +81,7 @@ func LookupRoute(method, escapedPath string) (Route, *Refusal) {
 				return rt, nil
 			}
 		}
-		rf := BadRequest(StatusMethodNotAllowed,
+		rf := malformed(StatusMethodNotAllowed,
 			"method "+quoteMethod(method)+" is not allowed on "+rt.Path+"; allowed: "+rt.Allow(), "")
 		return rt, &rf
 	}

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -89,8 +88,7 @@ func (d *coreDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) 
 		return nil, d.models(&req)
 	}
 	if r.TooLarge {
-		return nil, d.refuse(&req, decide.BadRequest(decide.StatusEntityTooLarge,
-			"request body is larger than the limit of "+strconv.FormatInt(pol.MaxBodyBytes, 10)+" bytes", ""))
+		return nil, d.refuse(&req, decide.BodyTooLarge(pol.MaxBodyBytes))
 	}
 	if route.Body {
 		if rf := core.Classify(&req, r.Body); rf != nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -107,7 +106,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		// A compressed body cannot be classified, and what is not classified
 		// is not forwarded.
-		h.refuse(w, r, ex, decide.BadRequest(http.StatusUnsupportedMediaType, "compressed request bodies are not accepted; send the body uncompressed", ""))
+		h.refuse(w, r, ex, decide.Compressed())
 		return nil, false
 	}
 	if r.ContentLength > pol.MaxBodyBytes {
@@ -214,9 +213,9 @@ func (h *Handler) refuseLarge(w http.ResponseWriter, r *http.Request, ex *exchan
 }
 
 func tooLarge(limit int64) decide.Refusal {
-	return decide.BadRequest(http.StatusRequestEntityTooLarge, "request body is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes", "")
+	return decide.BodyTooLarge(limit)
 }
 
 func badRequest(msg, param string) decide.Refusal {
-	return decide.BadRequest(http.StatusBadRequest, msg, param)
+	return decide.BadRequest(msg, param)
 }
