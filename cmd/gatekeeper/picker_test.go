@@ -16,13 +16,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gatekeeper-dev/gatekeeper/config"
 )
@@ -46,16 +44,17 @@ func TestEndpointPickerFromInferencePool(t *testing.T) {
 		"spec": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "vllm"}},
 			"targetPorts": []any{map[string]any{"number": int64(portN)}}},
 	}}
-	vllm := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ai", Name: "vllm-0", Labels: map[string]string{"app": "vllm"}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1",
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	vllm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "vllm-0", "namespace": "ai", "labels": map[string]any{"app": "vllm"}},
+		"status": map[string]any{"phase": "Running", "podIP": "127.0.0.1",
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}},
+	}}
 	gvr := schema.GroupVersionResource{Group: "inference.networking.k8s.io", Version: "v1", Resource: "inferencepools"}
-	kube := kubefake.NewClientset(vllm)
-	clients := &kubeClients{
-		dynamic: dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			map[schema.GroupVersionResource]string{gvr: "InferencePoolList"}, pool),
-		kube: kube,
-	}
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{gvr: "InferencePoolList", pods: "PodList"}, pool, vllm)
+	clients := &kubeClients{dynamic: dyn}
 	policy := `
 endpoint_picker: {health_listen: "127.0.0.1:0"}
 server: {drain_delay: 0s}
@@ -111,8 +110,12 @@ upstreams:
 	}
 
 	// The pod turns unready: the pool lists no endpoint, so nothing is picked.
-	vllm.Status.Conditions[0].Status = corev1.ConditionFalse
-	if _, err := kube.CoreV1().Pods("ai").UpdateStatus(context.Background(), vllm, metav1.UpdateOptions{}); err != nil {
+	unready := vllm.DeepCopy()
+	if err := unstructured.SetNestedSlice(unready.Object, []any{map[string]any{"type": "Ready", "status": "False"}},
+		"status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(pods).Namespace("ai").UpdateStatus(context.Background(), unready, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, applied)

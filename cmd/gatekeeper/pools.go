@@ -8,17 +8,16 @@ import (
 	"os"
 
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/discovery"
 	"github.com/gatekeeper-dev/gatekeeper/discovery/inferencepool"
 )
 
-// kubeClients are the clients the InferencePool watch reads through.
+// kubeClients are the clients the InferencePool watch reads through: one
+// dynamic client, for the pools and their pods alike.
 type kubeClients struct {
 	dynamic dynamic.Interface
-	kube    kubernetes.Interface
 }
 
 // poolWatch is the running InferencePool watch.
@@ -69,13 +68,13 @@ func (a *app) watchPools(ctx context.Context) error {
 	}
 	clients := a.opts.kube
 	if clients == nil {
-		dyn, kube, err := inferencepool.ClientsFromConfig(os.Getenv("KUBECONFIG"))
+		dyn, err := inferencepool.ClientsFromConfig(os.Getenv("KUBECONFIG"))
 		if err != nil {
 			return fmt.Errorf("gatekeeper: inference_pool: the Kubernetes API: %w", err)
 		}
-		clients = &kubeClients{dynamic: dyn, kube: kube}
+		clients = &kubeClients{dynamic: dyn}
 	}
-	w, err := inferencepool.New(inferencepool.Options{Dynamic: clients.dynamic, Kube: clients.kube, Refs: toRefs(refs),
+	w, err := inferencepool.New(inferencepool.Options{Dynamic: clients.dynamic, Refs: toRefs(refs),
 		OnChange: a.poolsChanged, Logger: a.log})
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -14,10 +13,11 @@ import (
 // serviceAccountNamespace is where the kubelet mounts the pod's namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// ClientsFromConfig builds the clients a Watcher needs from the kubeconfig
-// file at kubeconfigPath or, when it is "", from the pod's service account
-// (rest.InClusterConfig). It does not contact the API server.
-func ClientsFromConfig(kubeconfigPath string) (dynamic.Interface, kubernetes.Interface, error) {
+// ClientsFromConfig builds the dynamic client a Watcher reads pools and
+// pods through (Options.Dynamic) from the kubeconfig file at kubeconfigPath
+// or, when it is "", from the pod's service account (rest.InClusterConfig).
+// It does not contact the API server.
+func ClientsFromConfig(kubeconfigPath string) (dynamic.Interface, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfigPath == "" {
@@ -26,19 +26,15 @@ func ClientsFromConfig(kubeconfigPath string) (dynamic.Interface, kubernetes.Int
 		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfigPath)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("inferencepool: kubernetes config: %w", err)
+		return nil, fmt.Errorf("inferencepool: kubernetes config: %w", err)
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "gatekeeper"
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("inferencepool: dynamic client: %w", err)
+		return nil, fmt.Errorf("inferencepool: dynamic client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("inferencepool: kubernetes client: %w", err)
-	}
-	return dyn, kube, nil
+	return dyn, nil
 }
 
 // OwnNamespace returns the namespace gatekeeper runs in, the default for a

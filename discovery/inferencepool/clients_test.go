@@ -64,15 +64,15 @@ func TestClientsFromConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dyn, kube, err := ClientsFromConfig(path)
-	if err != nil || dyn == nil || kube == nil {
-		t.Fatalf("ClientsFromConfig(kubeconfig) = %v, %v, %v; want two clients", dyn, kube, err)
+	dyn, err := ClientsFromConfig(path)
+	if err != nil || dyn == nil {
+		t.Fatalf("ClientsFromConfig(kubeconfig) = %v, %v; want a client", dyn, err)
 	}
-	if _, _, err := ClientsFromConfig(filepath.Join(t.TempDir(), "missing")); err == nil {
+	if _, err := ClientsFromConfig(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("ClientsFromConfig(missing file) = nil error")
 	}
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	if _, _, err := ClientsFromConfig(""); !errors.Is(err, rest.ErrNotInCluster) {
+	if _, err := ClientsFromConfig(""); !errors.Is(err, rest.ErrNotInCluster) {
 		t.Fatalf("ClientsFromConfig(\"\") outside a cluster = %v, want ErrNotInCluster", err)
 	}
 }

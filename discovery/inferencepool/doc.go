@@ -5,12 +5,16 @@
 // spec.targetPorts. The v1 selector has matchLabels only.
 //
 // A Watcher runs client-go informers: one per pool, filtered to its name
-// with a metadata.name field selector and read through the dynamic client
-// (the Inference Extension's Go types are not a module gatekeeper can
-// fetch), and one pod informer per namespace that holds a pool. Any event
-// recomputes the snapshot of every watched pool, and Options.OnChange gets
-// it when it differs from the last one, one call at a time. The first call
-// waits until every list has been read, so it is complete (Synced).
+// with a metadata.name field selector, and one pod informer per namespace
+// that holds a pool, which keeps a slim copy of each pod (what the rule
+// above reads). Both read through the one dynamic client, as unstructured
+// objects: the Inference Extension's Go types are not a module gatekeeper
+// can fetch, and the typed pod client (client-go's kubernetes clientset
+// and informers) would compile every API group of k8s.io/api into the
+// binary for one type. Any event recomputes the snapshot of every watched
+// pool, and Options.OnChange gets it when it differs from the last one,
+// one call at a time. The first call waits until every list has been read,
+// so it is complete (Synced).
 //
 // Snapshot.Pool tells a pool that gives no answer (not created, deleted,
 // not yet listed, or a spec that cannot be used: Found false) from a pool
@@ -18,9 +22,11 @@
 // it had in the first case.
 //
 // SetRefs changes the pools watched without a restart. ClientsFromConfig
-// builds the clients from a kubeconfig or the pod's service account, and
-// OwnNamespace names the namespace gatekeeper runs in. This is the only
-// gatekeeper package that imports k8s.io modules.
+// builds the dynamic client (Options.Dynamic, the only client a Watcher
+// takes) from a kubeconfig or the pod's service account, and OwnNamespace
+// names the namespace gatekeeper runs in. Besides cmd/gatekeeper, which
+// wires it, this is the only gatekeeper package that imports k8s.io
+// modules.
 //
 // # RBAC
 //

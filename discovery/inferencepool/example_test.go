@@ -5,35 +5,30 @@ import (
 	"fmt"
 
 	"github.com/gatekeeper-dev/gatekeeper/discovery/inferencepool"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 )
 
-// The fake clients stand in for ClientsFromConfig's.
+// The fake dynamic client stands in for ClientsFromConfig's.
 func ExampleWatcher() {
 	pool := &unstructured.Unstructured{}
 	_ = pool.UnmarshalJSON([]byte(`{"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
 		"metadata": {"namespace": "llm", "name": "llama"},
 		"spec": {"selector": {"matchLabels": {"app": "vllm"}}, "targetPorts": [{"number": 8000}]}}`))
-	gvr := schema.GroupVersionResource{Group: "inference.networking.k8s.io", Version: "v1", Resource: "inferencepools"}
+	pod := &unstructured.Unstructured{}
+	_ = pod.UnmarshalJSON([]byte(`{"apiVersion": "v1", "kind": "Pod",
+		"metadata": {"namespace": "llm", "name": "llama-0", "labels": {"app": "vllm"}},
+		"status": {"podIP": "fd00::7", "conditions": [{"type": "Ready", "status": "True"}]}}`))
+	pools := schema.GroupVersionResource{Group: "inference.networking.k8s.io", Version: "v1", Resource: "inferencepools"}
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{gvr: "InferencePoolList"}, pool)
-	kube := kubefake.NewClientset(&corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "llm", Name: "llama-0", Labels: map[string]string{"app": "vllm"}},
-		Status: corev1.PodStatus{PodIP: "fd00::7", Conditions: []corev1.PodCondition{
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue},
-		}},
-	})
+		map[schema.GroupVersionResource]string{pools: "InferencePoolList", pods: "PodList"}, pool, pod)
 
 	ref := inferencepool.Ref{Namespace: "llm", Name: "llama"}
 	w, err := inferencepool.New(inferencepool.Options{
 		Dynamic: dyn,
-		Kube:    kube,
 		Refs:    []inferencepool.Ref{ref},
 		OnChange: func(s inferencepool.Snapshot) {
 			p := s.Pool(ref)

@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	dynfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/yaml"
 )
 
@@ -81,48 +80,55 @@ func decodePool(t *testing.T, doc string) *unstructured.Unstructured {
 	return u
 }
 
-// pod returns a pod of the vllm model server; ip "" means not yet assigned.
-func pod(ns, name, ip string, ready bool, labels map[string]string) *corev1.Pod {
-	status := corev1.ConditionFalse
+// pod returns a pod of the vllm model server as the API server hands it
+// to a dynamic client (less what it sets itself: resourceVersion, and the
+// uid a real server would generate); ip "" means not yet assigned.
+func pod(ns, name, ip string, ready bool, labels map[string]string) *unstructured.Unstructured {
+	status := "False"
 	if ready {
-		status = corev1.ConditionTrue
+		status = "True"
 	}
-	return &corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai:latest"}}},
-		Status: corev1.PodStatus{
-			Phase: corev1.PodRunning,
-			PodIP: ip,
-			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
-				{Type: corev1.ContainersReady, Status: status},
-				{Type: corev1.PodReady, Status: status},
-			},
+	ls := map[string]any{}
+	for k, v := range labels {
+		ls[k] = v
+	}
+	st := map[string]any{
+		"phase": "Running",
+		"conditions": []any{
+			map[string]any{"type": "PodScheduled", "status": "True"},
+			map[string]any{"type": "ContainersReady", "status": status},
+			map[string]any{"type": "Ready", "status": status},
 		},
 	}
+	if ip != "" {
+		st["podIP"] = ip
+		st["podIPs"] = []any{map[string]any{"ip": ip}}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Pod",
+		"metadata": map[string]any{
+			"name": name, "namespace": ns, "labels": ls,
+			"uid": "uid-" + ns + "-" + name, "creationTimestamp": "2026-01-05T10:00:00Z",
+		},
+		"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "vllm", "image": "vllm/vllm-openai:latest"}},
+		},
+		"status": st,
+	}}
 }
+
+// deletedAt is the deletionTimestamp the tests give a terminating pod.
+const deletedAt = "2026-01-05T11:00:00Z"
 
 // cluster is a fake API server the watcher reads and a test writes to.
 type cluster struct {
-	dyn  *dynfake.FakeDynamicClient
-	kube *kubefake.Clientset
+	dyn *dynfake.FakeDynamicClient
 }
 
 func newCluster(objs ...runtime.Object) cluster {
-	var pools, pods []runtime.Object
-	for _, o := range objs {
-		if _, ok := o.(*unstructured.Unstructured); ok {
-			pools = append(pools, o)
-		} else {
-			pods = append(pods, o)
-		}
-	}
-	kinds := map[schema.GroupVersionResource]string{poolResource: "InferencePoolList"}
-	return cluster{
-		dyn:  dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds, pools...),
-		kube: kubefake.NewClientset(pods...),
-	}
+	kinds := map[schema.GroupVersionResource]string{poolResource: "InferencePoolList", podResource: "PodList"}
+	return cluster{dyn: dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds, objs...)}
 }
 
 func (c cluster) createPool(t *testing.T, u *unstructured.Unstructured) {
@@ -146,45 +152,84 @@ func (c cluster) deletePool(t *testing.T, r Ref) {
 	}
 }
 
-func (c cluster) createPod(t *testing.T, p *corev1.Pod) {
+func (c cluster) createPod(t *testing.T, p *unstructured.Unstructured) {
 	t.Helper()
-	if _, err := c.kube.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+	if _, err := c.dyn.Resource(podResource).Namespace(p.GetNamespace()).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pod: %v", err)
 	}
 }
 
-// editPod reads a pod, lets edit change it and writes it back.
-func (c cluster) editPod(t *testing.T, ns, name string, edit func(*corev1.Pod)) {
+// editPod reads a pod, lets edit change its metadata or spec and writes it
+// back.
+func (c cluster) editPod(t *testing.T, ns, name string, edit func(*unstructured.Unstructured)) {
 	t.Helper()
-	pods := c.kube.CoreV1().Pods(ns)
-	p, err := pods.Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("get pod: %v", err)
-	}
+	pods, p := c.getPod(t, ns, name)
 	edit(p)
 	if _, err := pods.Update(t.Context(), p, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update pod: %v", err)
 	}
 }
 
+// editPodStatus reads a pod, lets edit change its status and writes it
+// back through the status subresource, as the kubelet does.
+func (c cluster) editPodStatus(t *testing.T, ns, name string, edit func(*unstructured.Unstructured)) {
+	t.Helper()
+	pods, p := c.getPod(t, ns, name)
+	edit(p)
+	if _, err := pods.UpdateStatus(t.Context(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update pod status: %v", err)
+	}
+}
+
+func (c cluster) getPod(t *testing.T, ns, name string) (dynamic.ResourceInterface, *unstructured.Unstructured) {
+	t.Helper()
+	pods := c.dyn.Resource(podResource).Namespace(ns)
+	p, err := pods.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod: %v", err)
+	}
+	return pods, p
+}
+
 func (c cluster) deletePod(t *testing.T, ns, name string) {
 	t.Helper()
-	if err := c.kube.CoreV1().Pods(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+	if err := c.dyn.Resource(podResource).Namespace(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete pod: %v", err)
 	}
 }
 
-func setReady(ready bool) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		for i := range p.Status.Conditions {
-			if p.Status.Conditions[i].Type == corev1.PodReady {
-				p.Status.Conditions[i].Status = corev1.ConditionFalse
-				if ready {
-					p.Status.Conditions[i].Status = corev1.ConditionTrue
-				}
+// setReady sets the pod's Ready condition, and ContainersReady with it.
+func setReady(ready bool) func(*unstructured.Unstructured) {
+	status := "False"
+	if ready {
+		status = "True"
+	}
+	return func(p *unstructured.Unstructured) {
+		conds, _, _ := unstructured.NestedFieldNoCopy(p.Object, "status", "conditions")
+		for _, c := range conds.([]any) {
+			if m := c.(map[string]any); m["type"] == "Ready" || m["type"] == "ContainersReady" {
+				m["status"] = status
 			}
 		}
 	}
+}
+
+// setPodIP assigns the pod an IP, as the kubelet does once its sandbox runs.
+func setPodIP(ip string) func(*unstructured.Unstructured) {
+	return func(p *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(p.Object, ip, "status", "podIP")
+		_ = unstructured.SetNestedSlice(p.Object, []any{map[string]any{"ip": ip}}, "status", "podIPs")
+	}
+}
+
+// setLabels replaces the pod's labels.
+func setLabels(labels map[string]string) func(*unstructured.Unstructured) {
+	return func(p *unstructured.Unstructured) { p.SetLabels(labels) }
+}
+
+// setDeleting marks the pod terminating, as a graceful delete does.
+func setDeleting(p *unstructured.Unstructured) {
+	_ = unstructured.SetNestedField(p.Object, deletedAt, "metadata", "deletionTimestamp")
 }
 
 // deliveries runs a Watcher on c and returns the channel OnChange feeds.
@@ -194,7 +239,6 @@ func (c cluster) deliveries(t *testing.T, refs ...Ref) (*Watcher, <-chan Snapsho
 	got := make(chan Snapshot, 16)
 	w, err := New(Options{
 		Dynamic: c.dyn,
-		Kube:    c.kube,
 		Refs:    refs,
 		OnChange: func(s Snapshot) {
 			select {

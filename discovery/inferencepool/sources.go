@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -72,8 +72,7 @@ func (ss *sources) reconcile(ctx context.Context, refs []Ref) error {
 		if ss.pods[ns] != nil {
 			continue
 		}
-		inf := coreinformers.NewFilteredPodInformer(ss.w.kube, ns, ss.w.resync, cache.Indexers{}, nil)
-		s, err := ss.start(ctx, inf, slimPod)
+		s, err := ss.start(ctx, ss.informer(podResource, ns, nil), slimPod)
 		if err != nil {
 			return fmt.Errorf("inferencepool: watch pods in %s: %w", ns, err)
 		}
@@ -83,10 +82,35 @@ func (ss *sources) reconcile(ctx context.Context, refs []Ref) error {
 }
 
 func (ss *sources) poolInformer(r Ref) cache.SharedIndexInformer {
-	byName := func(o *metav1.ListOptions) {
+	return ss.informer(poolResource, r.Namespace, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", r.Name).String()
+	})
+}
+
+// informer lists and watches gvr in namespace ns through the dynamic
+// client, as unstructured objects; narrow, if not nil, edits the options
+// of every list and watch. It is what dynamicinformer builds, without that
+// package's factory (and the typed informers it imports).
+func (ss *sources) informer(gvr schema.GroupVersionResource, ns string, narrow func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	res := ss.w.dyn.Resource(gvr).Namespace(ns)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			if narrow != nil {
+				narrow(&o)
+			}
+			return res.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			if narrow != nil {
+				narrow(&o)
+			}
+			return res.Watch(ctx, o)
+		},
 	}
-	return dynamicinformer.NewFilteredDynamicInformer(ss.w.dyn, poolResource, r.Namespace, ss.w.resync, cache.Indexers{}, byName).Informer()
+	// The wrapper tells the reflector when the client cannot stream a
+	// watch list (the fake cannot), so it lists instead.
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, ss.w.dyn),
+		&unstructured.Unstructured{}, cache.SharedIndexInformerOptions{ResyncPeriod: ss.w.resync, ObjectDescription: gvr.String()})
 }
 
 // start runs inf until ctx ends or the source is stopped; every event, and
@@ -124,7 +148,7 @@ func (ss *sources) start(ctx context.Context, inf cache.SharedIndexInformer, tra
 
 // snapshot reads every ref's state from the caches.
 func (ss *sources) snapshot(refs []Ref) Snapshot {
-	pods := map[string][]*corev1.Pod{}
+	pods := map[string][]*unstructured.Unstructured{}
 	out := make(map[Ref]Pool, len(refs))
 	for _, r := range refs {
 		ps, podSrc := ss.pools[r], ss.pods[r.Namespace]
@@ -151,11 +175,11 @@ func (ss *sources) snapshot(refs []Ref) Snapshot {
 	return Snapshot{pools: out}
 }
 
-func listPods(s *source) []*corev1.Pod {
+func listPods(s *source) []*unstructured.Unstructured {
 	objs := s.informer.GetStore().List()
-	pods := make([]*corev1.Pod, 0, len(objs))
+	pods := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
-		if p, ok := o.(*corev1.Pod); ok {
+		if p, ok := o.(*unstructured.Unstructured); ok {
 			pods = append(pods, p)
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,6 +18,11 @@ var poolResource = schema.GroupVersionResource{
 	Version:  "v1",
 	Resource: "inferencepools",
 }
+
+// podResource is the core pods resource. Pods are read as unstructured
+// too, through the same dynamic client: client-go's typed clientset would
+// pull every API group of k8s.io/api into the build for one type.
+var podResource = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
 // spec is the part of an InferencePool's spec that selects endpoints.
 type spec struct {
@@ -87,56 +90,68 @@ func refOf(u *unstructured.Unstructured) Ref {
 // endpoints returns an endpoint per target port of every pod that matches
 // the selector, is ready, is not being deleted and has an IP, sorted. The
 // result is never nil, so a found pool with no ready pod reads as empty.
-func (s spec) endpoints(pods []*corev1.Pod) []Endpoint {
+func (s spec) endpoints(pods []*unstructured.Unstructured) []Endpoint {
 	out := []Endpoint{}
 	for _, p := range pods {
-		if !serving(p) || !s.selector.Matches(labels.Set(p.Labels)) {
+		ip, ok := servingIP(p)
+		if !ok || !s.selector.Matches(labels.Set(p.GetLabels())) {
 			continue
 		}
 		for _, port := range s.ports {
-			out = append(out, Endpoint{Pod: p.Name, IP: p.Status.PodIP, Port: port})
+			out = append(out, Endpoint{Pod: p.GetName(), IP: ip, Port: port})
 		}
 	}
 	slices.SortFunc(out, compareEndpoints)
 	return out
 }
 
-// serving reports whether p may take traffic: Ready, not terminating (a
-// terminating pod can stay Ready while it drains) and addressed.
-func serving(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.PodIP == "" {
-		return false
+// servingIP returns p's IP when p may take traffic: Ready, not terminating
+// (a terminating pod can stay Ready while it drains) and addressed. Any
+// deletionTimestamp counts, so one that does not parse as a time does too.
+func servingIP(p *unstructured.Unstructured) (string, bool) {
+	if ts, ok, _ := unstructured.NestedFieldNoCopy(p.Object, "metadata", "deletionTimestamp"); ok && ts != nil {
+		return "", false
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+	ip, _, _ := unstructured.NestedString(p.Object, "status", "podIP")
+	ready, _ := readyStatus(p)
+	return ip, ip != "" && ready == "True"
+}
+
+// readyStatus returns the status ("True", "False", "Unknown") of p's Ready
+// condition, and whether p has one.
+func readyStatus(p *unstructured.Unstructured) (string, bool) {
+	v, _, _ := unstructured.NestedFieldNoCopy(p.Object, "status", "conditions")
+	conds, _ := v.([]any)
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Ready" {
+			status, _ := m["status"].(string)
+			return status, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // slimPod is the pod informer's transform: it keeps only what endpoints and
-// the informer read, so a namespace with many pods costs little memory.
+// the informer read (name, namespace, uid, resourceVersion, labels,
+// deletionTimestamp, status.podIP and the Ready condition), so a namespace
+// with many pods costs little memory. Applying it twice changes nothing.
 func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
+	p, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil // a tombstone: the informer only needs its key
 	}
-	s := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              p.Name,
-			Namespace:         p.Namespace,
-			UID:               p.UID,
-			ResourceVersion:   p.ResourceVersion,
-			Labels:            p.Labels,
-			DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Status: corev1.PodStatus{PodIP: p.Status.PodIP},
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			s.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+	meta := map[string]any{}
+	for _, k := range [...]string{"name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp"} {
+		if v, ok, _ := unstructured.NestedFieldNoCopy(p.Object, "metadata", k); ok {
+			meta[k] = v
 		}
 	}
-	return s, nil
+	status := map[string]any{}
+	if ip, ok, _ := unstructured.NestedFieldNoCopy(p.Object, "status", "podIP"); ok {
+		status["podIP"] = ip
+	}
+	if ready, ok := readyStatus(p); ok {
+		status["conditions"] = []any{map[string]any{"type": "Ready", "status": ready}}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"metadata": meta, "status": status}}, nil
 }

@@ -15,17 +15,16 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
 // Options configures a Watcher.
 type Options struct {
-	// Dynamic reads InferencePools. Required.
+	// Dynamic reads InferencePools and pods, both as unstructured objects;
+	// it is the only client a Watcher needs (ClientsFromConfig builds it).
+	// Required.
 	Dynamic dynamic.Interface
-	// Kube reads pods. Required.
-	Kube kubernetes.Interface
 	// Refs are the pools to watch; duplicates count once. Empty is valid:
 	// SetRefs may name pools later.
 	Refs []Ref
@@ -47,7 +46,6 @@ type Options struct {
 // Its methods are safe for concurrent use; a Watcher must not be copied.
 type Watcher struct {
 	dyn      dynamic.Interface
-	kube     kubernetes.Interface
 	onChange func(Snapshot)
 	log      *slog.Logger
 	resync   time.Duration
@@ -67,9 +65,6 @@ func New(o Options) (*Watcher, error) {
 	if o.Dynamic == nil {
 		errs = append(errs, errors.New("inferencepool: Dynamic: required"))
 	}
-	if o.Kube == nil {
-		errs = append(errs, errors.New("inferencepool: Kube: required"))
-	}
 	if o.OnChange == nil {
 		errs = append(errs, errors.New("inferencepool: OnChange: required"))
 	}
@@ -85,7 +80,7 @@ func New(o Options) (*Watcher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Watcher{
-		dyn: o.Dynamic, kube: o.Kube, onChange: o.OnChange, log: log, resync: o.Resync,
+		dyn: o.Dynamic, onChange: o.OnChange, log: log, resync: o.Resync,
 		dirty: make(chan struct{}, 1), synced: make(chan struct{}), refs: refs,
 	}, nil
 }

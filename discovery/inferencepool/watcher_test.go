@@ -8,8 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -45,24 +44,24 @@ func TestWatcherSteps(t *testing.T) {
 			{name: "first snapshot", want: map[Ref]Pool{refA: found(
 				Endpoint{"llama-0", "10.0.0.1", 8000})}},
 			{name: "llama-1 ready", do: func(t *testing.T, c cluster) {
-				c.editPod(t, "team-a", "llama-1", setReady(true))
+				c.editPodStatus(t, "team-a", "llama-1", setReady(true))
 			}, want: map[Ref]Pool{refA: found(
 				Endpoint{"llama-0", "10.0.0.1", 8000}, Endpoint{"llama-1", "10.0.0.2", 8000})}},
 			{name: "llama-0 unready", do: func(t *testing.T, c cluster) {
-				c.editPod(t, "team-a", "llama-0", setReady(false))
+				c.editPodStatus(t, "team-a", "llama-0", setReady(false))
 			}, want: map[Ref]Pool{refA: found(Endpoint{"llama-1", "10.0.0.2", 8000})}},
 			{name: "llama-1 terminating", do: func(t *testing.T, c cluster) {
-				c.editPod(t, "team-a", "llama-1", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} })
+				c.editPod(t, "team-a", "llama-1", setDeleting)
 			}, want: map[Ref]Pool{refA: found()}},
 			{name: "llama-1 deleted, llama-0 ready again", do: func(t *testing.T, c cluster) {
 				c.deletePod(t, "team-a", "llama-1")
-				c.editPod(t, "team-a", "llama-0", setReady(true))
+				c.editPodStatus(t, "team-a", "llama-0", setReady(true))
 			}, want: map[Ref]Pool{refA: found(Endpoint{"llama-0", "10.0.0.1", 8000})}},
 			{name: "llama-0 relabelled out", do: func(t *testing.T, c cluster) {
-				c.editPod(t, "team-a", "llama-0", func(p *corev1.Pod) { p.Labels = other })
+				c.editPod(t, "team-a", "llama-0", setLabels(other))
 			}, want: map[Ref]Pool{refA: found()}},
 			{name: "web-0 relabelled in", do: func(t *testing.T, c cluster) {
-				c.editPod(t, "team-a", "web-0", func(p *corev1.Pod) { p.Labels = vllm })
+				c.editPod(t, "team-a", "web-0", setLabels(vllm))
 			}, want: map[Ref]Pool{refA: found(Endpoint{"web-0", "10.0.0.9", 8000})}},
 		},
 	}, {
@@ -72,7 +71,7 @@ func TestWatcherSteps(t *testing.T) {
 		steps: []step{
 			{name: "first snapshot", want: map[Ref]Pool{refA: found()}},
 			{name: "IP assigned", do: func(t *testing.T, c cluster) {
-				c.editPod(t, "team-a", "llama-0", func(p *corev1.Pod) { p.Status.PodIP = "fd00::7" })
+				c.editPodStatus(t, "team-a", "llama-0", setPodIP("fd00::7"))
 			}, want: map[Ref]Pool{refA: found(Endpoint{"llama-0", "fd00::7", 8000})}},
 		},
 	}, {
@@ -200,8 +199,8 @@ func TestWatcherDeduplicates(t *testing.T) {
 		pod("team-a", "llama-0", "10.0.0.1", true, vllm), pod("team-a", "llama-1", "10.0.0.2", false, vllm))
 	_, got := c.deliveries(t, refA)
 	first := next(t, got)
-	c.editPod(t, "team-a", "llama-0", func(p *corev1.Pod) { p.Annotations = map[string]string{"note": "x"} })
-	c.editPod(t, "team-a", "llama-1", setReady(true))
+	c.editPod(t, "team-a", "llama-0", func(p *unstructured.Unstructured) { p.SetAnnotations(map[string]string{"note": "x"}) })
+	c.editPodStatus(t, "team-a", "llama-1", setReady(true))
 	s := next(t, got)
 	if s.Equal(first) {
 		t.Fatalf("delivery after a no-op update = %v, the same as the first", s.pools)
@@ -238,7 +237,7 @@ func TestWatcherConcurrentSetRefs(t *testing.T) {
 		pod("team-a", "llama-0", "10.0.0.1", true, vllm), pod("team-b", "llama-0", "10.1.0.1", true, vllm))
 	var inside, overlaps atomic.Int32
 	got := make(chan Snapshot, 1)
-	w, err := New(Options{Dynamic: c.dyn, Kube: c.kube, Refs: []Ref{refA}, OnChange: func(s Snapshot) {
+	w, err := New(Options{Dynamic: c.dyn, Refs: []Ref{refA}, OnChange: func(s Snapshot) {
 		if inside.Add(1) > 1 {
 			overlaps.Add(1)
 		}
@@ -301,7 +300,7 @@ func TestWatcherRunTwice(t *testing.T) {
 func TestNewChecksOptions(t *testing.T) {
 	t.Parallel()
 	c := newCluster()
-	ok := Options{Dynamic: c.dyn, Kube: c.kube, OnChange: func(Snapshot) {}}
+	ok := Options{Dynamic: c.dyn, OnChange: func(Snapshot) {}}
 	tests := []struct {
 		name string
 		edit func(*Options)
@@ -309,7 +308,7 @@ func TestNewChecksOptions(t *testing.T) {
 	}{
 		{name: "valid", edit: func(*Options) {}},
 		{name: "nothing set", edit: func(o *Options) { *o = Options{} },
-			want: []string{"Dynamic: required", "Kube: required", "OnChange: required"}},
+			want: []string{"Dynamic: required", "OnChange: required"}},
 		{name: "negative resync", edit: func(o *Options) { o.Resync = -1 }, want: []string{"Resync: -1ns is negative"}},
 		{name: "bad refs", edit: func(o *Options) { o.Refs = []Ref{refA, {Name: "x"}, {Namespace: "y"}} },
 			want: []string{"Refs[1].Namespace: empty", "Refs[2].Name: empty"}},
