@@ -136,6 +136,17 @@ func TestLayering(t *testing.T) {
 			t.Errorf("%s imports k8s.io/...; only discovery/inferencepool may", pkg)
 		}
 	}
+	// No build carries the typed Kubernetes API (k8s.io/api, the typed
+	// clientset): minutes of cold compilation for types the dynamic client
+	// does without.
+	for _, line := range goList(t, "{{.ImportPath}} {{join .Deps \" \"}}", mod+"...") {
+		pkg, deps, _ := strings.Cut(line, " ")
+		for _, banned := range []string{"k8s.io/api/", "k8s.io/client-go/kubernetes", "k8s.io/client-go/informers"} {
+			if strings.Contains(" "+deps, " "+banned) {
+				t.Errorf("%s depends on %s...; read the Kubernetes API through client-go's dynamic client", pkg, banned)
+			}
+		}
+	}
 	// Nothing imports sim but the commands and sim's own subpackages.
 	for _, line := range goList(t, "{{.ImportPath}} {{join .Deps \" \"}}", mod+"...") {
 		pkg, deps, _ := strings.Cut(line, " ")
