@@ -17,6 +17,7 @@ COPY config.yaml /etc/gatekeeper/config.yaml
 USER 65532:65532
 # 8080: traffic, /healthz, /readyz. 9090: /metrics, /admin/state (set
 # server.admin_listen to ":9090" in the mounted policy to scrape it from outside the pod).
-EXPOSE 8080 9090
+# 8080 traffic (proxy), 9090 admin; 9002 ext_proc and 9003 plaintext gRPC health in endpoint-picker mode
+EXPOSE 8080 9090 9002 9003
 ENTRYPOINT ["/usr/local/bin/gatekeeper"]
 CMD ["-config", "/etc/gatekeeper/config.yaml"]
