@@ -19,7 +19,7 @@ type eppOptions struct {
 	rate      int
 	dur       time.Duration
 	warmup    time.Duration
-	rounds    int
+	slices    int
 	streams   int
 	ramp      time.Duration
 	profOut   string
@@ -40,9 +40,9 @@ func eppFlags() func() eppOptions {
 		conns     = flag.Int("epp-conns", 4, "HTTP/2 connections per target, as Envoy's workers; streams go over them in turn")
 		bodyBytes = flag.Int("epp-body-bytes", 1024, "size of the chat request body")
 		rate      = flag.Int("epp-rate", 2000, "decisions: exchanges per second, open loop")
-		dur       = flag.Duration("epp-dur", 10*time.Second, "decisions: one measured attack")
-		warmup    = flag.Duration("epp-warmup", time.Second, "decisions: before each attack, at the same rate, not counted")
-		rounds    = flag.Int("epp-rounds", 2, "decisions: rounds; each runs every target once, the first rotating")
+		dur       = flag.Duration("epp-dur", 10*time.Second, "decisions: measured time per target")
+		warmup    = flag.Duration("epp-warmup", time.Second, "decisions: each target first, at the same rate, not counted")
+		slices    = flag.Int("epp-slices", 10, "decisions: -epp-dur per target is measured in this many slices, the targets alternating")
 		streams   = flag.Int("epp-streams", 10000, "streams: held at once")
 		ramp      = flag.Duration("epp-ramp", 2*time.Second, "streams: they open evenly over this")
 		profOut   = flag.String("epp-profile", "", "decisions: afterwards, CPU-profile gatekeeper at the same rate into this file (allocs next to it)")
@@ -50,7 +50,7 @@ func eppFlags() func() eppOptions {
 	)
 	return func() eppOptions {
 		return eppOptions{mode: *mode, conns: *conns, bodyBytes: *bodyBytes, rate: *rate, dur: *dur, warmup: *warmup,
-			rounds: *rounds, streams: *streams, ramp: *ramp, profOut: *profOut, report: *report,
+			slices: *slices, streams: *streams, ramp: *ramp, profOut: *profOut, report: *report,
 			targets: []eppTarget{{"gatekeeper", *gk, *gkAdmin, *gkPID}, {"floor", *fl, *flAdmin, *flPID}}}
 	}
 }
@@ -61,8 +61,8 @@ func runEPP(ctx context.Context, w io.Writer, o eppOptions) error {
 	var err error
 	switch o.mode {
 	case "decisions":
-		if o.rate <= 0 {
-			return fmt.Errorf("driver: -epp-rate must be above 0, got %d", o.rate)
+		if o.rate <= 0 || o.slices <= 0 {
+			return fmt.Errorf("driver: -epp-rate and -epp-slices must be above 0, got %d and %d", o.rate, o.slices)
 		}
 		v, err = runDecisions(ctx, o)
 	case "streams":

@@ -27,13 +27,13 @@ type decisionScenario struct {
 	Rate      int              `json:"rate"` // decisions per second, open loop
 	DurS      float64          `json:"dur_s"`
 	WarmupS   float64          `json:"warmup_s"`
-	Rounds    int              `json:"rounds"`
+	Slices    int              `json:"slices"` // DurS per target, measured in this many alternating slices
 	Conns     int              `json:"conns"`
 	BodyBytes int              `json:"body_bytes"`
 	Targets   []decisionResult `json:"targets"`
 }
 
-// decisionResult is one target's decisions over every round, the warm-ups
+// decisionResult is one target's decisions over every slice, the warm-up
 // left out. Latencies in µs; exact order statistics.
 type decisionResult struct {
 	Name       string         `json:"name"`
@@ -47,7 +47,7 @@ type decisionResult struct {
 	P99US      float64        `json:"p99_us"`
 	P999US     float64        `json:"p999_us"`
 	MaxUS      float64        `json:"max_us"`
-	RoundP99US []float64      `json:"round_p99_us"`
+	SliceP99US []float64      `json:"slice_p99_us"`
 	Achieved   float64        `json:"achieved"` // whole exchanges completed per second of measured time
 	// LagP99US and LagMaxUS say how late the driver sent against its fixed
 	// schedule: large values mean the load generator, not the picker, fell
@@ -55,7 +55,7 @@ type decisionResult struct {
 	LagP99US float64 `json:"lag_p99_us"`
 	LagMaxUS float64 `json:"lag_max_us"`
 	// CPUUS is the picker process's CPU time (utime + stime) per whole
-	// exchange, warm-ups included; -1 without a pid.
+	// exchange; -1 without a pid.
 	CPUUS float64 `json:"cpu_us"`
 	// DriverCPUUS is the driver's own CPU time per exchange (Envoy's side,
 	// on the same CPUs).
@@ -139,13 +139,15 @@ func attackDecisions(ctx context.Context, e *envoy, pid, rate int, warm, dur tim
 	return run
 }
 
-// runDecisions measures every target rounds times, the first target
-// rotating by round, and writes the scenario as JSON. With profOut set it
-// then drives the first target once more, unmeasured, for a CPU profile
-// (and its allocation profile next to it) from its admin listener.
+// runDecisions warms every target up, then measures them in o.slices
+// alternating slices of o.dur/o.slices each, the first target rotating by
+// slice, so that load from outside the bench that comes and goes falls on
+// both alike. With profOut set it then drives the first target once more,
+// unmeasured, for a CPU profile (and its allocation profile next to it) from
+// its admin listener.
 func runDecisions(ctx context.Context, o eppOptions) (*decisionScenario, error) {
 	sc := &decisionScenario{Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Rate: o.rate,
-		DurS: o.dur.Seconds(), WarmupS: o.warmup.Seconds(), Rounds: o.rounds, Conns: o.conns, BodyBytes: o.bodyBytes}
+		DurS: o.dur.Seconds(), WarmupS: o.warmup.Seconds(), Slices: o.slices, Conns: o.conns, BodyBytes: o.bodyBytes}
 	envoys, err := dialTargets(ctx, o)
 	if err != nil {
 		return nil, err
@@ -155,15 +157,19 @@ func runDecisions(ctx context.Context, o eppOptions) (*decisionScenario, error) 
 			e.close()
 		}
 	}()
-	runs := make([][]decisionRun, len(o.targets))
-	for round := range o.rounds {
-		for i := range o.targets {
-			k := (i + round) % len(o.targets)
-			runs[k] = append(runs[k], attackDecisions(ctx, envoys[k], o.targets[k].pid, o.rate, o.warmup, o.dur))
-			time.Sleep(500 * time.Millisecond) // let the last streams' ends settle
-		}
-		log.Printf("epp decisions: round %d of %d done", round+1, o.rounds)
+	for k, t := range o.targets {
+		attackDecisions(ctx, envoys[k], t.pid, o.rate, o.warmup, 0)
 	}
+	slice := o.dur / time.Duration(o.slices)
+	runs := make([][]decisionRun, len(o.targets))
+	for n := range o.slices {
+		for i := range o.targets {
+			k := (i + n) % len(o.targets)
+			runs[k] = append(runs[k], attackDecisions(ctx, envoys[k], o.targets[k].pid, o.rate, 0, slice))
+			time.Sleep(200 * time.Millisecond) // let the last streams' ends settle
+		}
+	}
+	log.Printf("epp decisions: %d slices done", o.slices)
 	for k, t := range o.targets {
 		sc.Targets = append(sc.Targets, mergeDecisions(t.name, runs[k]))
 	}
@@ -227,7 +233,7 @@ func mergeDecisions(name string, runs []decisionRun) decisionResult {
 		cpu += run.cpuUS
 		own += run.ownUS
 		slices.Sort(run.lat)
-		r.RoundP99US = append(r.RoundP99US, us(traffic.Quantile(run.lat, 0.99)))
+		r.SliceP99US = append(r.SliceP99US, us(traffic.Quantile(run.lat, 0.99)))
 	}
 	if len(runs) > 0 && runs[0].cpuUS >= 0 {
 		r.CPUUS = cpu / float64(len(runs))

@@ -79,23 +79,27 @@ func writeEPP(w io.Writer, dec *decisionScenario, hold *holdScenario) {
 
 func writeEPPDecisions(w io.Writer, sc *decisionScenario) {
 	fmt.Fprintf(w, "#### Decisions at %d/s, open loop\n\n", sc.Rate)
-	fmt.Fprintf(w, "%d connections per target; a %d-byte chat body; each attack %.0f s after a %.0f s warm-up at the same rate\n",
-		sc.Conns, sc.BodyBytes, sc.DurS, sc.WarmupS)
-	fmt.Fprintf(w, "(not counted); %d round(s), the first target rotating. Exchanges leave on a fixed schedule, each on its own\n", sc.Rounds)
+	fmt.Fprintf(w, "%d connections per target; a %d-byte chat body; each target first warmed up for %.0f s at the same rate (not\n",
+		sc.Conns, sc.BodyBytes, sc.WarmupS)
+	fmt.Fprintf(w, "counted), then measured for %.0f s in %d slices, the targets alternating slice by slice (the first rotating), so\n", sc.DurS, sc.Slices)
+	fmt.Fprintln(w, "that load from outside the bench falls on both alike. Exchanges leave on a fixed schedule, each on its own")
 	fmt.Fprintln(w, "goroutine, whether or not the ones before have ended. Decision latency: from sending the body's last chunk to")
-	fmt.Fprintln(w, "receiving the pick; exact order statistics over every round. Achieved: whole exchanges completed per second.")
-	fmt.Fprintln(w, "CPU: the picker process's utime + stime per exchange (`/proc/PID/stat`, warm-ups included); the driver's own")
-	fmt.Fprintln(w, "beside it (Envoy's side, on the same CPUs). Send lag: how late the driver sent against its schedule.")
+	fmt.Fprintln(w, "receiving the pick; exact order statistics over every slice; the slices' own p99 as least / median / most.")
+	fmt.Fprintln(w, "Achieved: whole exchanges completed per second measured. CPU: the picker process's utime + stime per exchange")
+	fmt.Fprintln(w, "(`/proc/PID/stat`); the driver's own beside it (Envoy's side, on the same CPUs). Send lag: how late the driver")
+	fmt.Fprintln(w, "sent against its schedule.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| target | decisions | errors | achieved/s | p50 (ms) | p90 | p99 | p99.9 | max | p99 by round | CPU µs per exchange | driver CPU µs | send lag p99 (ms) | lag max |")
+	fmt.Fprintln(w, "| target | decisions | errors | achieved/s | p50 (ms) | p90 | p99 | p99.9 | max | slice p99 least / median / most | CPU µs per exchange | driver CPU µs | send lag p99 (ms) | lag max |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
 	for _, t := range sc.Targets {
-		var rounds []string
-		for _, v := range t.RoundP99US {
-			rounds = append(rounds, usMS(v))
+		sp := slices.Clone(t.SliceP99US)
+		slices.Sort(sp)
+		spread := "–"
+		if len(sp) > 0 {
+			spread = usMS(sp[0]) + " / " + usMS(sp[(len(sp)-1)/2]) + " / " + usMS(sp[len(sp)-1])
 		}
 		fmt.Fprintf(w, "| %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %s |\n", t.Name, t.Sent, t.Errors, t.Achieved,
-			usMS(t.P50US), usMS(t.P90US), usMS(t.P99US), usMS(t.P999US), usMS(t.MaxUS), strings.Join(rounds, ", "), num(t.CPUUS, 0),
+			usMS(t.P50US), usMS(t.P90US), usMS(t.P99US), usMS(t.P999US), usMS(t.MaxUS), spread, num(t.CPUUS, 0),
 			t.DriverCPUUS, usMS(t.LagP99US), usMS(t.LagMaxUS))
 	}
 	for _, t := range sc.Targets {
