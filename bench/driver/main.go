@@ -7,6 +7,11 @@
 // target in turn (streams.go) and prints the scenario as JSON; with
 // -stream-report it turns such JSON files into the report's "Open streams"
 // section (streamreport.go).
+//
+// With -epp decisions or -epp streams it plays Envoy against gatekeeper's
+// endpoint picker and its floor (bench/eppfloor) over ext_proc and prints
+// the scenario as JSON (epp*.go); -epp-report turns those files into the
+// "Endpoint picker" section.
 package main
 
 import (
@@ -62,8 +67,22 @@ func main() {
 		pids        = flag.String("stream-pids", "", "stream mode: name=pid,… of the proxies (nginx: its master)")
 		first       = flag.Int("stream-first", 0, "stream mode: index of the target measured first (direct, gatekeeper, nginx, haproxy)")
 		streamRep   = flag.String("stream-report", "", "comma-separated stream-mode JSON files: print their Markdown section")
+		eppOpts     = eppFlags()
 	)
 	flag.Parse()
+	if o := eppOpts(); o.report != "" {
+		dec, hold, err := loadEPP(strings.Split(o.report, ","))
+		if err != nil {
+			log.Fatal(err)
+		}
+		writeEPP(os.Stdout, dec, hold)
+		return
+	} else if o.mode != "" {
+		if err := runEPP(context.Background(), os.Stdout, o); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if *streamRep != "" {
 		scs, err := loadStreams(strings.Split(*streamRep, ","))
 		if err != nil {
