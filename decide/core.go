@@ -292,21 +292,17 @@ func (c *Core) acquire(ctx context.Context, req *Request, exclude []string) (*Ad
 			exclude = append(exclude, slot.Upstream())
 			continue
 		}
-		done := func(pods.Result) {}
-		if m.Gate != nil {
-			d, err := m.Gate.Allow()
-			if err != nil {
-				// It moved between the queue's look and ours: just opened
-				// (now Down: Acquire routes elsewhere or refuses at once), or
-				// its last probe went to another request (now Paused: wait
-				// for the verdict). Not excluded: it may take us back.
-				slot.Release()
-				if attempt >= 2*c.reg.Len()+2 { // a bound, not a policy
-					return nil, c.admissionRefusal(ctx, req, ErrNoUpstream)
-				}
-				continue
+		done, ok := allow(m)
+		if !ok {
+			// It moved between the queue's look and ours: just opened (now
+			// Down: Acquire routes elsewhere or refuses at once), or its
+			// last probe went to another request (now Paused: wait for the
+			// verdict). Not excluded: it may take us back.
+			slot.Release()
+			if attempt >= 2*c.reg.Len()+2 { // a bound, not a policy
+				return nil, c.admissionRefusal(ctx, req, ErrNoUpstream)
 			}
-			done = d
+			continue
 		}
 		return &Admitted{Pod: m, Slot: slot, Done: done}, nil
 	}
@@ -325,16 +321,22 @@ func (c *Core) Retry(req *Request, exclude []string) (*Admitted, bool) {
 		slot.Release()
 		return nil, false
 	}
-	done := func(pods.Result) {}
-	if m.Gate != nil {
-		d, err := m.Gate.Allow()
-		if err != nil {
-			slot.Release()
-			return nil, false
-		}
-		done = d
+	done, ok := allow(m)
+	if !ok {
+		slot.Release()
+		return nil, false
 	}
 	return &Admitted{Pod: m, Slot: slot, Done: done}, true
+}
+
+// allow asks m's error breaker to admit a request; without one every
+// request passes and its result is dropped.
+func allow(m *pods.Member) (done func(pods.Result), ok bool) {
+	if m.Gate == nil {
+		return func(pods.Result) {}, true
+	}
+	d, err := m.Gate.Allow()
+	return d, err == nil
 }
 
 // admissionRefusal answers a failed Acquire; nil when the client left (the

@@ -176,12 +176,10 @@ func (d *coreDecider) finish(req *decide.Request, adm *decide.Admitted, endpoint
 			rec.Usage(adm.Pod.Name, usage.Tokens{Prompt: e.PromptTokens, Completion: e.CompletionTokens, Known: e.UsageKnown})
 		}
 		d.outcome(req, decide.OutcomeServed)
-	case e.Status == 0 && !e.Complete:
-		// No response headers: the client left, or Envoy could not reach
-		// the pod; the picker cannot tell which, so the pod is not blamed.
-		adm.Done(pods.Excluded)
-		d.outcome(req, decide.OutcomeClientClosed)
-	default: // a response cut short
+	default:
+		// No response headers (the client left, or Envoy could not reach
+		// the pod: the picker cannot tell which), or a response cut short:
+		// the pod is not blamed.
 		adm.Done(pods.Excluded)
 		d.outcome(req, decide.OutcomeClientClosed)
 	}
