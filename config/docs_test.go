@@ -45,8 +45,10 @@ upstreams:
 server: {tls: {cert_file: /tls.crt, key_file: /tls.key}}
 pressure: {sources: [{kind: dcgm, url: http://127.0.0.1:9400/metrics}]}
 fast_breaker: {per_client: {header: Authorization, qps: 1}}
-classes: {default: a, list: [{name: a}]}
+classes: {default: MODEL, list: [{name: MODEL}]}
 model_limits: {MODEL: {qps: 1}}
+fairness: {tenants: [{name: NAME, key: "sha256:0000000000000000000000000000000000000000000000000000000000000000"}]}
+quotas: {per_client: {}, clients: [{key: "sha256:0000000000000000000000000000000000000000000000000000000000000000"}], classes: {MODEL: {}}, models: {MODEL: {}}}
 cluster: {redis: {url: redis://127.0.0.1:6379/0}}
 hooks: {degraded: [{url: /x}]}
 `

@@ -37,6 +37,12 @@ type Config struct {
 	Classes *Classes `yaml:"classes"`
 	// ModelLimits are optional token buckets per model (the body's "model").
 	ModelLimits map[string]ModelLimit `yaml:"model_limits"`
+	// Fairness, if set, shares the queue between tenants within a class
+	// (nil: the queue's order alone).
+	Fairness *Fairness `yaml:"fairness"`
+	// Quotas, if set, are token quotas per minute and per day, per client
+	// key, class and model (nil: none).
+	Quotas *Quotas `yaml:"quotas"`
 	// Cluster, if set, shares limits and windows with the other replicas
 	// through Redis (nil: this replica decides alone).
 	Cluster *Cluster `yaml:"cluster"`

@@ -36,6 +36,8 @@ func (c *Config) validate() []error {
 	k.fastBreaker(c.FastBreaker)
 	k.classes(c.Classes, c.FastBreaker.PerClient)
 	k.modelLimits(c.ModelLimits)
+	k.fairness(c.Fairness, c.FastBreaker.PerClient)
+	k.quotas(c.Quotas, c.FastBreaker.PerClient, c.Classes)
 	k.cluster(c.Cluster)
 	k.endpointPicker(c.EndpointPicker, c.Server)
 	k.batchQueue(c.Batch, c.Queue)

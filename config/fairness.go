@@ -1,0 +1,93 @@
+package config
+
+import "fmt"
+
+// Fairness shares the admission queue between tenants within each traffic
+// class with a Virtual Token Counter (docs/design.md): the backlogged
+// tenant that has received the least weighted service goes next, and a
+// tenant that comes back from idle is lifted to the least backlogged one's
+// counter, so it cannot bank credit. Inside a tenant the queue's own order
+// (queue.order, aging, deadlines) holds. Optional: without it the waiters
+// of a class leave in the queue's order alone.
+type Fairness struct {
+	// TenantHeader names the header whose value is a request's tenant; ""
+	// means the per-client key (fast_breaker.per_client.header's value). A
+	// request without it is the tenant of everyone without it.
+	TenantHeader string `yaml:"tenant_header"`
+	// InputWeight weighs a prompt token in the service counted to its
+	// tenant.
+	InputWeight float64 `yaml:"input_weight"`
+	// OutputWeight weighs a generated token: decoding holds the GPU longer
+	// per token than prefill.
+	OutputWeight float64 `yaml:"output_weight"`
+	// MaxTenants bounds the idle tenants remembered; the ones that have
+	// received the least service are forgotten first (the lift restores
+	// them). Tenants with waiters or requests in flight are always kept.
+	MaxTenants int `yaml:"max_tenants"`
+	// Tenants names tenants and gives them a weight; every other tenant has
+	// weight 1 and is counted as "other" in metrics.
+	Tenants []Tenant `yaml:"tenants"`
+}
+
+// Tenant is one named tenant.
+type Tenant struct {
+	// Name is what metrics and /admin/state call it.
+	Name string `yaml:"name"`
+	// Key is "sha256:" and the hex SHA-256 of the tenant header's value, so
+	// that no API key is written in the policy.
+	Key string `yaml:"key"`
+	// Weight is its share: while two tenants wait, one of weight 2 is
+	// served twice the weighted tokens of one of weight 1.
+	Weight float64 `yaml:"weight"`
+}
+
+func (f *Fairness) setDefaults() { f.InputWeight, f.OutputWeight, f.MaxTenants = 1, 2, 10000 }
+
+func (t *Tenant) setDefaults() { t.Weight = 1 }
+
+func (k *checker) fairness(f *Fairness, perClient *PerClient) {
+	if f == nil {
+		return
+	}
+	if f.TenantHeader != "" && !isToken(f.TenantHeader) {
+		k.add("fairness.tenant_header", "must be a valid header name, got %q", f.TenantHeader)
+	}
+	if f.TenantHeader == "" && perClient == nil {
+		k.add("fairness.tenant_header", "is required without fast_breaker.per_client.header (whose value is the tenant otherwise)")
+	}
+	k.weight("fairness.input_weight", f.InputWeight)
+	k.weight("fairness.output_weight", f.OutputWeight)
+	k.atLeast("fairness.max_tenants", int64(f.MaxTenants), 1)
+	names, keys := map[string]bool{}, map[string]bool{}
+	for i, t := range f.Tenants {
+		p := fmt.Sprintf("fairness.tenants[%d]", i)
+		switch {
+		case t.Name == "":
+			k.add(p+".name", "must not be empty")
+		case t.Name == OtherTenant:
+			k.add(p+".name", "%q is what metrics call the unnamed tenants; choose another name", OtherTenant)
+		case names[t.Name]:
+			k.add(p+".name", "%q is listed twice", t.Name)
+		}
+		names[t.Name] = true
+		switch {
+		case !validKeyHash(t.Key):
+			k.add(p+".key", "must be \"sha256:\" and 64 hex digits, got %q", t.Key)
+		case keys[t.Key]:
+			k.add(p+".key", "is listed twice")
+		}
+		keys[t.Key] = true
+		k.weight(p+".weight", t.Weight)
+	}
+}
+
+// OtherTenant is the metrics label of every tenant fairness.tenants does
+// not name.
+const OtherTenant = "other"
+
+// weight checks a positive, finite share.
+func (k *checker) weight(path string, v float64) {
+	if !(v > 0) || v > 1e6 {
+		k.add(path, "must be a number > 0 and ≤ 1e6, got %v", v)
+	}
+}
