@@ -43,7 +43,9 @@ type ClientQuota struct {
 }
 
 // Limit is c's quota without its key.
-func (c ClientQuota) Limit() Quota { return Quota{TokensPerMinute: c.TokensPerMinute, TokensPerDay: c.TokensPerDay} }
+func (c ClientQuota) Limit() Quota {
+	return Quota{TokensPerMinute: c.TokensPerMinute, TokensPerDay: c.TokensPerDay}
+}
 
 // QuotaMode says whether quotas refuse.
 type QuotaMode string
