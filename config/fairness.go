@@ -1,6 +1,9 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Fairness shares the admission queue between tenants within each traffic
 // class with a Virtual Token Counter (docs/design.md): the backlogged
@@ -64,8 +67,10 @@ func (k *checker) fairness(f *Fairness, perClient *PerClient) {
 		switch {
 		case t.Name == "":
 			k.add(p+".name", "must not be empty")
-		case t.Name == OtherTenant:
-			k.add(p+".name", "%q is what metrics call the unnamed tenants; choose another name", OtherTenant)
+		case t.Name == OtherTenant || t.Name == AnonymousTenant:
+			k.add(p+".name", "%q is what metrics call the unnamed tenants; choose another name", t.Name)
+		case strings.HasPrefix(t.Name, "sha256:"):
+			k.add(p+".name", "must not start with \"sha256:\" (how unnamed tenants are shown), got %q", t.Name)
 		case names[t.Name]:
 			k.add(p+".name", "%q is listed twice", t.Name)
 		}
@@ -82,8 +87,11 @@ func (k *checker) fairness(f *Fairness, perClient *PerClient) {
 }
 
 // OtherTenant is the metrics label of every tenant fairness.tenants does
-// not name.
-const OtherTenant = "other"
+// not name; AnonymousTenant that of requests without a tenant value.
+const (
+	OtherTenant     = "other"
+	AnonymousTenant = "anonymous"
+)
 
 // weight checks a positive, finite share.
 func (k *checker) weight(path string, v float64) {
