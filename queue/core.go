@@ -41,21 +41,41 @@ type Request struct {
 	// caller cancels a waiter whose Deadline passes while it waits. Under
 	// EarliestDeadline it is also the order. Zero: none.
 	Deadline time.Time
+	// Tenant is who the request is for when the queue shares between tenants
+	// within a priority ("" is a tenant like any other; with every request in
+	// one tenant the queue orders as it would without tenants).
+	Tenant string
+	// Weight is Tenant's share (0 or less counts as 1): while two tenants are
+	// backlogged, one of weight 2 receives twice the service of one of weight 1.
+	// The tenant takes the weight of its latest request. NaN and infinities
+	// count as 1 too, so that counters stay finite.
+	Weight float64
+	// Service is the request's estimated service in weighted tokens (the
+	// caller's weights, for example prompt + 2 × output); charged to its
+	// tenant's counter when it is granted. Negative counts as 0.
+	Service int64
 }
 
 // Cost is what a running request holds on its window: its slots (Seqs) and
 // its estimated tokens and memory (Request's fields; negative counts as 0,
 // Seqs below 1 as 1).
+//
+// A Cost from a Grant also names the grant's tenant, whose requests in flight
+// Release counts down: pass Grant.Cost back as it is.
 type Cost struct {
 	Tokens, Memory int64
 	Seqs           int
+	tenant         tenantKey // whose in-flight count Release lowers
 }
 
 func (r Request) cost() Cost {
-	return Cost{Tokens: max(r.Tokens, 0), Memory: max(r.Memory, 0), Seqs: max(r.Seqs, 1)}
+	return Cost{Tokens: max(r.Tokens, 0), Memory: max(r.Memory, 0), Seqs: max(r.Seqs, 1),
+		tenant: tenantKey{priority: r.Priority, name: r.Tenant}}
 }
 
-func (it *item) cost() Cost { return Cost{Tokens: it.tokens, Memory: it.memory, Seqs: it.seqs} }
+func (it *item) cost() Cost {
+	return Cost{Tokens: it.tokens, Memory: it.memory, Seqs: it.seqs, tenant: it.tenant.key}
+}
 
 // slots is how many window slots c holds: Seqs, at least 1.
 func (c Cost) slots() int { return max(c.Seqs, 1) }
@@ -69,7 +89,13 @@ type Grant struct {
 	// Cost is what the request holds on the window while it runs, which
 	// its Release gives back.
 	Cost Cost
-	Err  error
+	// Tenant and Priority name the counter that Service was charged to
+	// (Request.Service, at least 0): Settle corrects it once the real
+	// service is known.
+	Tenant   string
+	Priority int
+	Service  int64
+	Err      error
 }
 
 // Core is the queue's logic without concurrency: windows, waiters, order,
@@ -90,11 +116,18 @@ type Core struct {
 	windows []*window // sorted by name
 	avail   func(upstream string) Availability
 	waiting map[uint64]*item
-	fifo    heap              // every waiter, by arrival
-	groups  map[string]*group // the same waiters, by the windows they may use
+	fifo    heap               // every waiter, by arrival
+	groups  map[groupID]*group // the same waiters, by tenant and the windows they may use
 	tokens  int64
 	seq     uint64
 	last    time.Time // latest arrival; a clock that steps back stands still
+	// tenants holds every tenant remembered: those with waiters or requests
+	// in flight, and at most MaxTenants idle ones (idle, least counter on
+	// top, says which to forget). levels holds each priority's tenants.
+	tenants map[tenantKey]*tenant
+	levels  map[int]*level
+	idle    tenantHeap
+	others  map[*tenant]int // predictWait's scratch: other tenants' slots ahead
 }
 
 // NewCore returns an empty Core in FIFO order with no windows. The error
@@ -108,7 +141,11 @@ func NewCore(s Settings) (*Core, error) {
 		s:       s,
 		waiting: make(map[uint64]*item),
 		fifo:    heap{kind: byArrival},
-		groups:  make(map[string]*group),
+		groups:  make(map[groupID]*group),
+		tenants: make(map[tenantKey]*tenant),
+		levels:  make(map[int]*level),
+		idle:    tenantHeap{kind: idleByCounter},
+		others:  make(map[*tenant]int),
 	}, nil
 }
 
@@ -120,6 +157,7 @@ func (c *Core) UpdateSettings(s Settings) error {
 		return err
 	}
 	c.s = s
+	c.evict()
 	return nil
 }
 
@@ -166,8 +204,7 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	// no one who could have used it.
 	cost := r.cost()
 	if w := c.choose(r.Exclude, cost); w != nil {
-		w.take(cost)
-		return Grant{ID: r.ID, Upstream: w.name, Cost: cost}, true, nil
+		return c.grantNow(w, r, cost), true, nil
 	}
 	switch {
 	case len(c.windows) > 0 && !c.reachable(r.Exclude):
@@ -183,16 +220,20 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 		now = c.last
 	}
 	it := &item{id: r.ID, priority: r.Priority, tokens: tokens, memory: cost.Memory, seqs: cost.Seqs, arrival: now,
-		deadline: r.Deadline, exclude: r.Exclude}
+		deadline: r.Deadline, exclude: r.Exclude, service: max(r.Service, 0)}
 	if !r.Deadline.IsZero() {
-		wait, ok := c.predictWait(now, it)
+		wait, ok := c.predictWait(now, it, cost.tenant, weightOf(r.Weight))
 		if !r.Deadline.After(now) || ok && now.Add(wait).After(r.Deadline) {
 			return Grant{}, false, &DeadlineError{Wait: wait}
 		}
 	}
 	c.last = now
 	c.seq++
-	it.seq, it.group = c.seq, c.groupFor(r.Exclude)
+	t := c.tenantFor(r)
+	c.arrive(t)
+	t.waiting++
+	it.seq, it.tenant = c.seq, t
+	it.group = c.groupFor(r.Exclude, t)
 	c.waiting[r.ID] = it
 	c.link(it)
 	c.reserve(it)
@@ -200,23 +241,37 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	return Grant{}, false, nil
 }
 
+// grantNow gives r a slot on w at once (Enqueue, Take): its tenant arrives
+// (lifted if it had no waiter) and is charged.
+func (c *Core) grantNow(w *window, r Request, cost Cost) Grant {
+	w.take(cost)
+	t := c.tenantFor(r)
+	c.arrive(t)
+	service := max(r.Service, 0)
+	c.charge(t, service)
+	return Grant{ID: r.ID, Upstream: w.name, Cost: cost, Tenant: r.Tenant, Priority: r.Priority, Service: service}
+}
+
 // Take grants r a slot at once when a window it may use has room that no
 // waiter can use, as Enqueue would, and never queues it: granted false means
 // there is no such room now. It is for a retry that must not wait (a pod
-// refused the request; another may take it now or not at all).
+// refused the request; another may take it now or not at all). A grant
+// charges r's tenant as Enqueue's do.
 func (c *Core) Take(r Request) (g Grant, granted bool) {
 	cost := r.cost()
 	if w := c.choose(r.Exclude, cost); w != nil {
-		w.take(cost)
-		return Grant{ID: r.ID, Upstream: w.name, Cost: cost}, true
+		return c.grantNow(w, r, cost), true
 	}
 	return Grant{}, false
 }
 
 // Release gives back the slots on upstream and the cost its grant held
 // (Grant.Cost), and returns the grants that the freed room allowed. An
-// unknown upstream or one with nothing in flight is a no-op (nil).
+// unknown upstream or one with nothing in flight is a no-op (nil), but for
+// the count of its tenant's requests in flight, which falls whatever the
+// window.
 func (c *Core) Release(now time.Time, upstream string, cost Cost) []Grant {
+	c.released(cost.tenant)
 	w, i := c.find(upstream)
 	if w == nil || w.inflight == 0 {
 		return nil
@@ -294,9 +349,11 @@ func (c *Core) grant(now time.Time) []Grant {
 			c.reserve(it)
 			continue
 		}
-		c.forget(it)
 		w.take(it.cost())
-		grants = append(grants, Grant{ID: it.id, Upstream: w.name, Cost: it.cost()})
+		c.charge(it.tenant, it.service) // before forget: in flight, never idle in between
+		c.forget(it)
+		grants = append(grants, Grant{ID: it.id, Upstream: w.name, Cost: it.cost(), Tenant: it.tenant.key.name,
+			Priority: it.priority, Service: it.service})
 	}
 	for _, it := range passed {
 		c.link(it) // same seq: the same place as before
@@ -320,13 +377,16 @@ func (c *Core) Drain(_ time.Time) []uint64 {
 	clear(c.waiting)
 	c.fifo.reset()
 	c.tokens = 0
+	c.drainTenants()
 	return ids
 }
 
-// link puts it in every heap, its group back in the index if it left.
+// link puts it in every heap, its group back in the index (and its
+// tenant's list) if it left, and its tenant in its level's backlog.
 func (c *Core) link(it *item) {
 	if g := c.groups[it.group.key]; g == nil {
 		c.groups[it.group.key] = it.group
+		it.tenant.addGroup(it.group)
 	} else {
 		it.group = g
 	}
@@ -334,6 +394,9 @@ func (c *Core) link(it *item) {
 	it.group.fifo.push(it)
 	it.group.size.push(it)
 	it.group.deadline.push(it)
+	it.tenant.fifo.push(it)
+	it.tenant.linked++
+	c.update(it.tenant)
 }
 
 // unlink takes it out of every heap, and drops its group once empty.
@@ -344,11 +407,18 @@ func (c *Core) unlink(it *item) {
 	it.group.deadline.remove(it)
 	if it.group.fifo.len() == 0 {
 		delete(c.groups, it.group.key)
+		it.tenant.removeGroup(it.group)
 	}
+	it.tenant.fifo.remove(it)
+	it.tenant.linked--
+	c.update(it.tenant)
 }
 
-// forget drops it from the index and the token count once it has left.
+// forget drops it from the index, the token count and its tenant's waiters
+// once it has left.
 func (c *Core) forget(it *item) {
 	delete(c.waiting, it.id)
 	c.tokens -= it.tokens
+	it.tenant.waiting--
+	c.update(it.tenant)
 }

@@ -69,47 +69,66 @@ func (s *serviceRate) perSecond(now time.Time) float64 {
 }
 
 // predictWait is how long a request that would wait now (it excludes
-// exclude, takes seqs slots, has tokens, deadline and priority) is
-// predicted to wait before it starts: the slots of the waiters that go
-// before it on windows it may use, its own, and what runs above a cut
-// window, over the rate those windows give slots back. ok is false when no
-// window it may use has measured a rate: nothing is predicted then.
-func (c *Core) predictWait(now time.Time, it *item) (wait time.Duration, ok bool) {
+// exclude, takes seqs slots, has tokens, deadline and priority; it is of
+// tenant own, of weight w) is predicted to wait before it starts: the slots
+// of the waiters that go before it on windows it may use, its own, and what
+// runs above a cut window, over the rate those windows give slots back.
+// ok is false when no window it may use has measured a rate: nothing is
+// predicted then.
+//
+// Those that go before it: every waiter of a higher priority; of its own
+// tenant, those goesBefore says; and of each other tenant v backlogged in
+// its priority, the slots VTC serves v while it serves the newcomer's n
+// (its tenant's slots ahead and its own), n × w_v ÷ w, at most what v has
+// waiting. It is approximate (counters are not consulted: a tenant far
+// behind is served first for a while), and with one tenant it is exact as
+// before tenants.
+func (c *Core) predictWait(now time.Time, it *item, own tenantKey, w float64) (wait time.Duration, ok bool) {
 	var rate float64
 	over := 0
-	for _, w := range c.windows {
-		if c.state(w) == Down || slices.Contains(it.exclude, w.name) {
+	for _, win := range c.windows {
+		if c.state(win) == Down || slices.Contains(it.exclude, win.name) {
 			continue
 		}
-		rate += w.rate.perSecond(now)
-		over += max(w.inflight-w.limit, 0)
+		rate += win.rate.perSecond(now)
+		over += max(win.inflight-win.limit, 0)
 	}
 	if rate <= 0 {
 		return 0, false
 	}
-	order := c.orderFor(it.exclude)
-	ahead := 0
+	order := c.orderOf(it.exclude)
+	higher, mine := 0, 0
 	for _, g := range c.groups {
 		if !c.shareWindow(g.exclude, it.exclude) {
 			continue // its waiters compete for no window the newcomer may use
 		}
-		for _, o := range g.fifo.items {
-			if c.goesBefore(now, o, it, order) {
-				ahead += o.seqs
+		switch k := g.key.tenant; {
+		case k.priority > it.priority:
+			for _, o := range g.fifo.items {
+				higher += o.seqs
+			}
+		case k == own:
+			for _, o := range g.fifo.items {
+				if c.goesBefore(now, o, it, order) {
+					mine += o.seqs
+				}
+			}
+		case k.priority == it.priority:
+			for _, o := range g.fifo.items {
+				c.others[g.tenant] += o.seqs
 			}
 		}
 	}
+	ahead := higher + mine
+	if len(c.others) > 0 {
+		n := float64(mine + it.seqs)
+		for v, slots := range c.others {
+			ahead += int(min(float64(slots), math.Ceil(n*v.weight/w))) // in float: a huge weight cannot overflow
+		}
+		clear(c.others)
+	}
 	secs := float64(ahead+it.seqs+over) / rate
 	return time.Duration(min(secs, float64(365*24*time.Hour/time.Second)) * float64(time.Second)), true
-}
-
-// orderFor is the order of the waiters that exclude exclude (orderOf of
-// their group, whether or not it exists yet).
-func (c *Core) orderFor(exclude []string) Order {
-	if g := c.groups[groupKey(exclude)]; g != nil {
-		return c.orderOf(g)
-	}
-	return c.orderOf(&group{exclude: exclude})
 }
 
 // shareWindow reports whether waiters that exclude a and waiters that

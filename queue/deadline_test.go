@@ -32,6 +32,32 @@ func wantWait(id uint64, tokens int64, deadline, wait time.Duration) action {
 		}}
 }
 
+// enqueueQ enqueues r as it is (tenants, deadlines).
+func enqueueQ(r Request) action {
+	return action{fmt.Sprintf("Enqueue(%+v)", r), func(c *Core, now time.Time) ([]Grant, error) {
+		g, ok, err := c.Enqueue(now, r)
+		if ok {
+			return []Grant{g}, err
+		}
+		return nil, err
+	}}
+}
+
+// wantWaitQ checks that r is refused with a DeadlineError's predicted wait.
+func wantWaitQ(r Request, wait time.Duration) action {
+	return action{fmt.Sprintf("Enqueue(%+v) refused, wait %v", r, wait), func(c *Core, now time.Time) ([]Grant, error) {
+		_, _, err := c.Enqueue(now, r)
+		if de := (*DeadlineError)(nil); !errors.As(err, &de) || de.Wait != wait {
+			return nil, fmt.Errorf("Enqueue = %v, want a DeadlineError with wait %v", err, wait)
+		}
+		return nil, nil
+	}}
+}
+
+func gT(id uint64, up, tenant string, priority int) Grant {
+	return Grant{ID: id, Upstream: up, Tenant: tenant, Priority: priority}
+}
+
 // warm runs ten requests through window a, one every 100 ms from t0 (each
 // released 50 ms after it started): the window has given back 10 slots a
 // second. It ends at t0+1s with the window idle.
@@ -101,6 +127,28 @@ func TestCoreDeadlines(t *testing.T) {
 			step{at: s + 200*ms, act: release("a"), want: []Grant{g(3, "a")}},
 			step{at: s + 300*ms, act: release("a"), want: []Grant{g(6, "a")}},
 			step{at: s + 400*ms, act: release("a"), want: []Grant{g(2, "a")}},
+		)},
+		{"tenants: of another tenant's backlog, only its share is ahead", append(append([]step{{act: setWindow("a", 1)}}, warm()...),
+			step{at: s, act: enqueueQ(Request{ID: 1, Tenant: "h"}), want: []Grant{gT(1, "a", "h", 0)}},
+			step{at: s, act: enqueueQ(Request{ID: 2, Tenant: "h"})},
+			step{at: s, act: enqueueQ(Request{ID: 3, Tenant: "h"})},
+			step{at: s, act: enqueueQ(Request{ID: 4, Tenant: "h"})},
+			step{at: s, act: enqueueQ(Request{ID: 5, Tenant: "h"})},
+			step{at: s, act: enqueueQ(Request{ID: 6, Tenant: "h"})},
+			// l: none of its own ahead, one of h's (1 × 1/1 of 5), itself: 200 ms, not 600
+			step{at: s, act: wantWaitQ(Request{ID: 7, Tenant: "l", Deadline: t0.Add(s + 150*ms)}, 200*ms)},
+			step{at: s, act: enqueueQ(Request{ID: 8, Tenant: "l", Deadline: t0.Add(s + 200*ms)})},
+			// h: its 5, then l's 1 (min(1 waiting, 6 × 1/1)), itself: 700 ms
+			step{at: s, act: wantWaitQ(Request{ID: 9, Tenant: "h", Deadline: t0.Add(s + 600*ms)}, 700*ms)},
+			// weight 1/2: 2 of h's, l's 1, itself; weight 4: 1 each
+			step{at: s, act: wantWaitQ(Request{ID: 10, Tenant: "w", Weight: 0.5, Deadline: t0.Add(s + 300*ms)}, 400*ms)},
+			step{at: s, act: wantWaitQ(Request{ID: 11, Tenant: "w", Weight: 4, Deadline: t0.Add(s + 200*ms)}, 300*ms)},
+			// a higher priority counts whole, of any tenant; y at priority 1 has h's and l's behind it
+			step{at: s, act: enqueueQ(Request{ID: 12, Tenant: "x", Priority: 1})},
+			step{at: s, act: wantWaitQ(Request{ID: 13, Tenant: "y", Priority: 1, Deadline: t0.Add(s + 100*ms)}, 200*ms)},
+			// l: x's 1 above, its own 8, h's 2 (2 × 1/1), itself: 500 ms
+			step{at: s, act: wantWaitQ(Request{ID: 14, Tenant: "l", Deadline: t0.Add(s + 100*ms)}, 500*ms)},
+			step{at: s + 100*ms, act: release("a"), want: []Grant{gT(12, "a", "x", 1)}},
 		)},
 		{"a cut window's excess is ahead too", append(append([]step{{act: setWindow("a", 3)}}, warm()...),
 			step{at: s, act: enqueue(1, 1), want: []Grant{g(1, "a")}},

@@ -9,6 +9,46 @@
 // earlier one, unless the earlier one cannot use that window (it excludes
 // it). The queue is bounded in length and in estimated tokens.
 //
+// # Fair shares between tenants
+//
+// Within a priority the queue shares between tenants (Request.Tenant) by a
+// Virtual Token Counter (VTC: Sheng et al., "Fairness in Serving Large
+// Language Models", OSDI 2024). Each tenant of each priority has a counter
+// of the service it was granted, in the caller's weighted tokens
+// (Request.Service) divided by its weight. A dispatch serves, in the
+// highest priority waiting, the backlogged tenant with the least counter
+// (ties: the one whose oldest waiter arrived first), and inside that tenant
+// the order above, unchanged; the grant adds its Service ÷ weight to the
+// counter, and Settle later corrects it by the real service (the charge is
+// an estimate: the output is not known yet). A tenant that had no waiter
+// is lifted as its request arrives, to at least the least counter of the
+// tenants backlogged in its priority (with none, that of the tenant
+// granted last there), so an idle tenant cannot bank credit to burst with
+// later. A priority above still always goes first, and a tenant whose
+// waiters cannot use a window with room holds no other tenant back.
+//
+// The bound: while two tenants f and g are both backlogged in one
+// priority, and every grant there could go to either, the service each
+// receives divided by its weight differs by at most 2 × U, where U is the
+// largest Service ÷ weight of a single request: the one granted always has
+// the least counter, so the two counters are never more than U apart, at
+// the interval's start (the lift) or its end. With estimates the bound
+// widens by the Settle corrections made to either tenant in the meantime
+// (and those that moved a counter since the other's last grant), since a
+// correction moves a counter without a grant. Waiters passed over (they
+// exclude the windows with room, or do not fit them) are outside it too:
+// the room goes to whoever can use it.
+//
+// Cost: each tenant keeps its waiters in its own groups (one per Exclude
+// list) and a heap of them by arrival; each priority keeps a heap of its
+// backlogged tenants by counter. Finding the next waiter is a look at the
+// highest priority waiting, its least-counter tenant, and that tenant's
+// groups' heads, O(groups of one tenant); a grant or an arrival re-places
+// its tenant, O(log tenants). With one tenant that is the cost without
+// tenants. Idle tenants (no waiter, nothing in flight) sit in a heap by
+// counter, and beyond Settings.MaxTenants the least counter is forgotten
+// at once, O(log tenants), never a scan.
+//
 // The package has two layers over the same logic:
 //
 //   - [Core] is pure: no goroutines, channels or timers, not safe for

@@ -46,12 +46,18 @@ func ExampleCore() {
 	c.Enqueue(now.Add(time.Second), queue.Request{ID: 3, Tokens: 20})
 	c.Enqueue(now.Add(time.Second), queue.Request{ID: 4, Tokens: 30})
 
-	fmt.Println(c.Release(now.Add(2*time.Second), "vllm-0", queue.Cost{}))  // shortest first
-	fmt.Println(c.Release(now.Add(12*time.Second), "vllm-0", queue.Cost{})) // 2 has starved
-	fmt.Println(c.Release(now.Add(13*time.Second), "vllm-0", queue.Cost{})) // 4 has waited 12s
+	show := func(grants []queue.Grant) queue.Grant {
+		for _, g := range grants {
+			fmt.Println(g.ID, g.Upstream, g.Cost.Tokens)
+		}
+		return grants[0]
+	}
+	g = show(c.Release(now.Add(2*time.Second), "vllm-0", g.Cost))  // shortest first
+	g = show(c.Release(now.Add(12*time.Second), "vllm-0", g.Cost)) // 2 has starved
+	show(c.Release(now.Add(13*time.Second), "vllm-0", g.Cost))     // 4 has waited 12s
 	// Output:
 	// 1 true vllm-0
-	// [{3 vllm-0 {20 0 1} <nil>}]
-	// [{2 vllm-0 {4000 0 1} <nil>}]
-	// [{4 vllm-0 {30 0 1} <nil>}]
+	// 3 vllm-0 20
+	// 2 vllm-0 4000
+	// 4 vllm-0 30
 }

@@ -2,20 +2,34 @@ package queue
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// group is the waiters that may use the same windows (the same Exclude
-// list): a pool of pods. Each group has its own order, shortest first when
-// any window it may use is (SetWindowOrder), so one pool under pressure does
-// not reorder another's queue.
+// group is the waiters of one tenant (and priority) that may use the same
+// windows (the same Exclude list): a pool of pods. Each group has its own
+// order, shortest first when any window it may use is (SetWindowOrder), so
+// one pool under pressure does not reorder another's queue.
 type group struct {
-	key      string
+	key      groupID
 	exclude  []string // the members' shared Exclude list
+	tenant   *tenant  // whose waiters they are
+	slot     int      // its index in tenant.groups; -1 when out
 	fifo     heap     // its waiters, oldest first (after priority)
 	size     heap     // its waiters, fewest tokens first (after priority)
 	deadline heap     // its waiters, earliest deadline first (after priority)
+}
+
+// groupID names a group: its exclude list (groupKey) and its tenant.
+type groupID struct {
+	exclude string
+	tenant  tenantKey
+}
+
+// String is the group's name in test failures: tenant@priority/excluded,…
+func (k groupID) String() string {
+	return k.tenant.name + "@" + strconv.Itoa(k.tenant.priority) + "/" + strings.ReplaceAll(k.exclude, "\x00", ",")
 }
 
 // groupKey names the group of waiters that exclude exactly these windows.
@@ -28,25 +42,24 @@ func groupKey(exclude []string) string {
 	return strings.Join(slices.Compact(s), "\x00")
 }
 
-// groupFor returns the group of a request excluding exclude, creating it.
-func (c *Core) groupFor(exclude []string) *group {
-	k := groupKey(exclude)
-	g := c.groups[k]
-	if g == nil {
-		g = &group{key: k, exclude: exclude, fifo: heap{kind: groupArrival}, size: heap{kind: groupSize},
-			deadline: heap{kind: groupDeadline}}
-		c.groups[k] = g
+// groupFor returns the group of t's requests excluding exclude, creating
+// it; link puts a new one in the index.
+func (c *Core) groupFor(exclude []string, t *tenant) *group {
+	k := groupID{exclude: groupKey(exclude), tenant: t.key}
+	if g := c.groups[k]; g != nil {
+		return g
 	}
-	return g
+	return &group{key: k, exclude: exclude, tenant: t, slot: -1, fifo: heap{kind: groupArrival},
+		size: heap{kind: groupSize}, deadline: heap{kind: groupDeadline}}
 }
 
-// orderOf is g's order: EarliestDeadline when some window its waiters may
-// use is in that order, else ShortestFirst when some is in that one, else
-// FIFO (SetWindowOrder).
-func (c *Core) orderOf(g *group) Order {
+// orderOf is the order of the waiters that exclude exclude (a group's):
+// EarliestDeadline when some window they may use is in that order, else
+// ShortestFirst when some is in that one, else FIFO (SetWindowOrder).
+func (c *Core) orderOf(exclude []string) Order {
 	o := FIFO
 	for _, w := range c.windows {
-		if !w.removed && !slices.Contains(g.exclude, w.name) {
+		if !w.removed && !slices.Contains(exclude, w.name) {
 			o = stronger(o, w.order)
 		}
 	}
@@ -77,7 +90,7 @@ const (
 // head is g's waiter to consider first at now, and how it was chosen.
 func (c *Core) head(g *group, now time.Time) (*item, headKind) {
 	oldest := g.fifo.top()
-	switch c.orderOf(g) {
+	switch c.orderOf(g.exclude) {
 	case EarliestDeadline:
 		return g.deadline.top(), byDeadline
 	case ShortestFirst:
@@ -88,18 +101,24 @@ func (c *Core) head(g *group, now time.Time) (*item, headKind) {
 	return oldest, byAge
 }
 
-// next returns the waiter to consider first at now: of the groups' heads,
-// the highest priority; then an aged or FIFO head before a deadline head
-// before a shortest-first one, the earlier deadline between two deadline
-// heads, the fewer tokens between two shortest-first heads, the older
-// otherwise. With every window in one order this is the order of one queue.
+// next returns the waiter to consider first at now: of the highest
+// priority waiting, the tenant with the least counter (ties: the one whose
+// oldest waiter arrived first), and of that tenant's groups' heads an aged
+// or FIFO head before a deadline head before a shortest-first one, the
+// earlier deadline between two deadline heads, the fewer tokens between two
+// shortest-first heads, the older otherwise. With every window in one order
+// this is the order of one queue; with one tenant, that of the queue
+// without tenants (priority first, then those rules across all groups).
+// The cost is a map lookup and a pass over the one tenant's groups.
 func (c *Core) next(now time.Time) *item {
+	top := c.fifo.top()
+	if top == nil {
+		return nil
+	}
+	t := c.levels[top.priority].backlog.top()
 	var best *item
 	var bestKind headKind
-	for _, g := range c.groups {
-		if g.fifo.len() == 0 {
-			continue
-		}
+	for _, g := range t.groups {
 		it, kind := c.head(g, now)
 		if best == nil || before(it, kind, best, bestKind) {
 			best, bestKind = it, kind

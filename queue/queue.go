@@ -49,6 +49,15 @@ type Slot struct {
 	upstream string
 	cost     Cost // what the request holds, given back on Release
 	done     atomic.Bool
+	// service is what the grant charged the counter that cost names
+	// (cost.tenant); Settle trues it up once.
+	service int64
+	settled atomic.Bool
+}
+
+// newSlot is the slot of grant g.
+func (q *Queue) newSlot(g Grant) *Slot {
+	return &Slot{q: q, upstream: g.Upstream, cost: g.Cost, service: g.Service}
 }
 
 // Upstream returns the name of the window the slot belongs to.
@@ -60,6 +69,20 @@ func (s *Slot) Release() {
 		return
 	}
 	s.q.release(s.upstream, s.cost)
+}
+
+// Settle corrects the slot's tenant's counter by what the request really
+// cost, actual (in Request.Service's weighted tokens; negative counts as 0),
+// against what its grant charged (Core.Settle). Only the first call counts;
+// it may come before or after Release. A tenant forgotten meanwhile (idle
+// beyond MaxTenants) is not corrected.
+func (s *Slot) Settle(actual int64) {
+	if s.settled.Swap(true) {
+		return
+	}
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	s.q.core.Settle(s.cost.tenant.name, s.cost.tenant.priority, s.service, actual)
 }
 
 // Acquire takes a slot for r (r.ID is ignored), at once if a window has room
@@ -81,7 +104,7 @@ func (q *Queue) Acquire(ctx context.Context, r Request) (*Slot, error) {
 
 // TryAcquire takes a slot for r at once when an upstream r may use has room
 // that no waiter can use (see Core.Take), and never waits: nil when there is
-// none, or after Drain.
+// none, or after Drain. Like Acquire's, its grant charges r's tenant.
 func (q *Queue) TryAcquire(r Request) *Slot {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -92,7 +115,7 @@ func (q *Queue) TryAcquire(r Request) *Slot {
 	if !ok {
 		return nil
 	}
-	return &Slot{q: q, upstream: g.Upstream, cost: g.Cost}
+	return q.newSlot(g)
 }
 
 // enqueue admits r and returns either a slot, or the waiter's ID and channel.
@@ -109,7 +132,7 @@ func (q *Queue) enqueue(now time.Time, r Request) (*Slot, uint64, chan result, e
 	case err != nil:
 		return nil, 0, nil, err
 	case granted:
-		return &Slot{q: q, upstream: g.Upstream, cost: g.Cost}, 0, nil, nil
+		return q.newSlot(g), 0, nil, nil
 	}
 	ch := make(chan result, 1)
 	q.waiters[r.ID] = ch
@@ -159,7 +182,7 @@ func (q *Queue) deliver(grants []Grant) {
 			ch <- result{err: g.Err}
 			continue
 		}
-		ch <- result{slot: &Slot{q: q, upstream: g.Upstream, cost: g.Cost}}
+		ch <- result{slot: q.newSlot(g)}
 	}
 }
 

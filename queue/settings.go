@@ -11,6 +11,7 @@ const (
 	DefaultMaxLength       = 1024
 	DefaultMaxTokens       = 4_000_000
 	DefaultStarvationAfter = 10 * time.Second
+	DefaultMaxTenants      = 10_000
 )
 
 // Settings configures a Core or a Queue. The zero value selects the defaults.
@@ -26,6 +27,13 @@ type Settings struct {
 	// before it goes ahead regardless of size. 0 means 10s; negative is
 	// invalid. FIFO ignores it.
 	StarvationAfter time.Duration
+	// MaxTenants is how many idle tenants (no waiter, nothing in flight)
+	// the queue remembers at most, with their counters; beyond it those
+	// with the least counter are forgotten first, which costs them nothing
+	// when their counter is below every backlogged one's (see the package
+	// doc). Tenants with waiters or requests in flight are always kept.
+	// 0 means 10 000; negative is invalid.
+	MaxTenants int
 	// Now returns the current time; Queue reads it at its exported edge.
 	// Nil means time.Now. Core ignores it (its methods take now).
 	Now func() time.Time
@@ -44,6 +52,9 @@ func (s Settings) withDefaults() (Settings, error) {
 	if s.StarvationAfter < 0 {
 		errs = append(errs, fmt.Errorf("queue: StarvationAfter must not be negative, got %v", s.StarvationAfter))
 	}
+	if s.MaxTenants < 0 {
+		errs = append(errs, fmt.Errorf("queue: MaxTenants must not be negative, got %d", s.MaxTenants))
+	}
 	if len(errs) > 0 {
 		return Settings{}, errors.Join(errs...)
 	}
@@ -55,6 +66,9 @@ func (s Settings) withDefaults() (Settings, error) {
 	}
 	if s.StarvationAfter == 0 {
 		s.StarvationAfter = DefaultStarvationAfter
+	}
+	if s.MaxTenants == 0 {
+		s.MaxTenants = DefaultMaxTenants
 	}
 	if s.Now == nil {
 		s.Now = time.Now

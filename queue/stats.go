@@ -1,5 +1,11 @@
 package queue
 
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
 // Stats is a snapshot of a queue. It shares nothing with the queue.
 type Stats struct {
 	// Length is how many requests wait.
@@ -13,6 +19,35 @@ type Stats struct {
 	ByPriority map[int]int
 	// Windows lists every window, sorted by name.
 	Windows []WindowStats
+	// Tenants lists at most MaxTenantStats tenants (one entry per tenant
+	// and priority): those with the most waiters first, then the highest
+	// counter, then by priority and name, so the backlogged ones come
+	// first. Nil while no tenant is remembered.
+	Tenants []TenantStats
+	// TenantCount is how many tenants (and priorities) are remembered: those
+	// with waiters or requests in flight, and up to Settings.MaxTenants idle.
+	TenantCount int
+}
+
+// MaxTenantStats is the most tenants a Stats snapshot lists.
+const MaxTenantStats = 64
+
+// TenantStats is one tenant's share of one priority in a Stats snapshot.
+type TenantStats struct {
+	Tenant   string
+	Priority int
+	// Weight is the weight of its latest request (at least 1 where that was
+	// 0 or less).
+	Weight float64
+	// Counter is its virtual tokens: service ÷ weight, lifted when it
+	// becomes backlogged (already divided by the weight).
+	Counter float64
+	// Waiting is how many of its requests wait; InFlight how many hold a
+	// slot (requests, not sequences).
+	Waiting, InFlight int
+	// Service is the service charged to it in total, after settles, in the
+	// caller's weighted tokens (Request.Service).
+	Service int64
 }
 
 // WindowStats is one upstream's window in a Stats snapshot.
@@ -53,7 +88,30 @@ func (c *Core) Stats() Stats {
 			MemoryBudget: w.budget, MemoryHeld: w.held, TokenLimit: w.tokenLimit, TokensHeld: w.tokens,
 			Availability: c.state(w)}
 	}
+	s.Tenants, s.TenantCount = c.tenantStats(), len(c.tenants)
 	return s
+}
+
+// tenantStats lists the first MaxTenantStats tenants in Stats.Tenants' order.
+func (c *Core) tenantStats() []TenantStats {
+	if len(c.tenants) == 0 {
+		return nil
+	}
+	all := make([]*tenant, 0, len(c.tenants))
+	for _, t := range c.tenants {
+		all = append(all, t)
+	}
+	slices.SortFunc(all, func(a, b *tenant) int {
+		return cmp.Or(cmp.Compare(b.waiting, a.waiting), cmp.Compare(b.counter, a.counter),
+			cmp.Compare(a.key.priority, b.key.priority), strings.Compare(a.key.name, b.key.name))
+	})
+	out := make([]TenantStats, min(len(all), MaxTenantStats))
+	for i := range out {
+		t := all[i]
+		out[i] = TenantStats{Tenant: t.key.name, Priority: t.key.priority, Weight: t.weight, Counter: t.counter,
+			Waiting: t.waiting, InFlight: t.inflight, Service: t.service}
+	}
+	return out
 }
 
 // anyOrder is EarliestDeadline when some window is in that order, else

@@ -1,0 +1,296 @@
+package queue
+
+import (
+	"cmp"
+	"math"
+	"strings"
+)
+
+// tenantKey names a tenant's share: counters are per priority (fairness is
+// within a priority), so a tenant with requests in two classes has two.
+type tenantKey struct {
+	priority int
+	name     string
+}
+
+// tenant is one tenant's share of one priority: its Virtual Token Counter
+// and what it has waiting and running.
+type tenant struct {
+	key    tenantKey
+	weight float64 // of its latest request; > 0
+	// counter is its virtual tokens: service charged ÷ weight, trued up by
+	// Settle, raised by arrive's lift.
+	counter  float64
+	service  int64 // charged in total, after settles
+	waiting  int   // its requests in the queue
+	linked   int   // those in the heaps now: a dispatch unlinks the ones it passes over until it ends
+	inflight int   // its granted requests not yet released
+	fifo     heap  // its linked waiters, oldest first
+	groups   []*group
+	lvl      *level // its priority's
+	idx      [2]int // position in its level's backlog and in the idle heap; -1 when out
+}
+
+// Slots of tenant.idx.
+const (
+	inBacklog = 0
+	inIdle    = 1
+)
+
+// level is one priority's tenants.
+type level struct {
+	backlog tenantHeap // tenants with linked waiters, least counter first
+	// last is the tenant most recently granted here: its counter is the
+	// lift's floor when no tenant is backlogged.
+	last *tenant
+}
+
+// weightOf is a request's Weight as its tenant's share: positive and finite.
+func weightOf(w float64) float64 {
+	if !(w > 0) || math.IsInf(w, 1) {
+		return 1
+	}
+	return w
+}
+
+// tenantFor returns r's tenant, creating it (counter 0: arrive lifts it),
+// with r's weight.
+func (c *Core) tenantFor(r Request) *tenant {
+	k := tenantKey{priority: r.Priority, name: r.Tenant}
+	t := c.tenants[k]
+	if t == nil {
+		t = &tenant{key: k, fifo: heap{kind: tenantArrival}, lvl: c.lv(r.Priority), idx: [2]int{-1, -1}}
+		c.tenants[k] = t
+	}
+	t.weight = weightOf(r.Weight)
+	return t
+}
+
+// lv returns priority p's level, creating it.
+func (c *Core) lv(p int) *level {
+	l := c.levels[p]
+	if l == nil {
+		l = &level{backlog: tenantHeap{kind: byCounter}}
+		c.levels[p] = l
+	}
+	return l
+}
+
+// arrive lifts t as one of its requests arrives, when it has no other
+// waiting: to at least the least counter of the tenants backlogged in its
+// priority, or, with none backlogged, to that of the tenant granted last
+// there (VTC's rule): a tenant that was idle cannot bank the service it did
+// not ask for. The caller updates t afterwards.
+func (c *Core) arrive(t *tenant) {
+	if t.waiting > 0 {
+		return
+	}
+	l := t.lvl
+	switch top := l.backlog.top(); {
+	case top != nil:
+		t.counter = max(t.counter, top.counter)
+	case l.last != nil:
+		t.counter = max(t.counter, l.last.counter)
+	}
+}
+
+// charge counts one of t's requests granted: service added to its counter
+// (÷ its weight) and one more in flight.
+func (c *Core) charge(t *tenant, service int64) {
+	t.counter += float64(service) / t.weight
+	t.service += service
+	t.inflight++
+	t.lvl.last = t
+	c.update(t)
+}
+
+// released counts one of k's requests out of flight.
+func (c *Core) released(k tenantKey) {
+	if t := c.tenants[k]; t != nil && t.inflight > 0 {
+		t.inflight--
+		c.update(t)
+	}
+}
+
+// Settle corrects the counter of tenant at priority by the difference
+// between the service its grant was charged (Grant.Service) and the real
+// one, actual (negative counts as 0), divided by its weight: the charge was
+// an estimate. Call it at most once per grant, before or after its Release.
+// A tenant no longer remembered (forgotten while idle) is a no-op.
+func (c *Core) Settle(tenant string, priority int, charged, actual int64) {
+	t := c.tenants[tenantKey{priority: priority, name: tenant}]
+	if t == nil {
+		return
+	}
+	d := max(actual, 0) - max(charged, 0)
+	t.service += d
+	t.counter += float64(d) / t.weight
+	c.update(t)
+}
+
+// update puts t where its state now says, after any change to it: in its
+// level's backlog while it has linked waiters, in the idle heap while it
+// has neither waiter nor request in flight. Its counter or oldest waiter
+// may have changed, so it is re-placed in whichever it is in. Then the idle
+// tenants beyond MaxTenants are forgotten. O(log tenants).
+func (c *Core) update(t *tenant) {
+	b := &t.lvl.backlog
+	switch in := t.idx[inBacklog] >= 0; {
+	case t.linked > 0 && !in:
+		b.push(t)
+	case t.linked > 0:
+		b.fix(t)
+	case in:
+		b.remove(t)
+	}
+	idle := t.waiting == 0 && t.inflight == 0
+	switch in := t.idx[inIdle] >= 0; {
+	case idle && !in:
+		c.idle.push(t)
+		c.evict()
+	case idle:
+		c.idle.fix(t)
+	case in:
+		c.idle.remove(t)
+	}
+}
+
+// evict forgets idle tenants, least counter first, while more than
+// MaxTenants are remembered. One whose counter is at most the least
+// backlogged one loses nothing: the lift gives it that counter back.
+func (c *Core) evict() {
+	for c.idle.len() > c.s.MaxTenants {
+		t := c.idle.top()
+		c.idle.remove(t)
+		delete(c.tenants, t.key)
+	}
+}
+
+// drainTenants empties every tenant's waiters (Drain).
+func (c *Core) drainTenants() {
+	for _, l := range c.levels {
+		for len(l.backlog.items) > 0 {
+			t := l.backlog.items[len(l.backlog.items)-1]
+			t.waiting, t.linked, t.groups = 0, 0, nil
+			t.fifo.reset()
+			c.update(t)
+		}
+	}
+}
+
+// addGroup lists g among t's groups (link).
+func (t *tenant) addGroup(g *group) {
+	g.slot = len(t.groups)
+	t.groups = append(t.groups, g)
+}
+
+// removeGroup takes g, emptied, out of t's groups (unlink).
+func (t *tenant) removeGroup(g *group) {
+	last := len(t.groups) - 1
+	t.groups[g.slot] = t.groups[last]
+	t.groups[g.slot].slot = g.slot
+	t.groups[last] = nil
+	t.groups = t.groups[:last]
+	g.slot = -1
+}
+
+// tenantHeapKind selects a tenantHeap's order and its slot in tenant.idx.
+type tenantHeapKind uint8
+
+const (
+	byCounter     tenantHeapKind = inBacklog // least counter, then the oldest waiter
+	idleByCounter tenantHeapKind = inIdle    // least counter, then by key: which idle tenant to forget first
+)
+
+// tenantHeap is a binary min-heap of tenants with index tracking, as heap
+// is of items.
+type tenantHeap struct {
+	kind  tenantHeapKind
+	items []*tenant
+}
+
+func (h *tenantHeap) len() int { return len(h.items) }
+
+func (h *tenantHeap) top() *tenant {
+	if len(h.items) == 0 {
+		return nil
+	}
+	return h.items[0]
+}
+
+func (h *tenantHeap) push(t *tenant) {
+	t.idx[h.kind] = len(h.items)
+	h.items = append(h.items, t)
+	h.up(len(h.items) - 1)
+}
+
+// remove takes t out of the heap; it must be in it.
+func (h *tenantHeap) remove(t *tenant) {
+	i, n := t.idx[h.kind], len(h.items)-1
+	if i != n {
+		h.swap(i, n)
+	}
+	h.items[n] = nil
+	h.items = h.items[:n]
+	if i != n {
+		h.fixAt(i)
+	}
+	t.idx[h.kind] = -1
+}
+
+// fix restores the order after t's key changed; t must be in the heap.
+func (h *tenantHeap) fix(t *tenant) { h.fixAt(t.idx[h.kind]) }
+
+func (h *tenantHeap) fixAt(i int) {
+	if !h.down(i) {
+		h.up(i)
+	}
+}
+
+func (h *tenantHeap) less(i, j int) bool {
+	a, b := h.items[i], h.items[j]
+	if a.counter != b.counter {
+		return a.counter < b.counter
+	}
+	if h.kind == byCounter {
+		return a.fifo.top().seq < b.fifo.top().seq // both have linked waiters
+	}
+	return cmp.Or(cmp.Compare(a.key.priority, b.key.priority), strings.Compare(a.key.name, b.key.name)) < 0
+}
+
+func (h *tenantHeap) swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.items[i].idx[h.kind] = i
+	h.items[j].idx[h.kind] = j
+}
+
+func (h *tenantHeap) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		j = i
+	}
+}
+
+// down sifts tenant i down and reports whether it moved.
+func (h *tenantHeap) down(i0 int) bool {
+	i, n := i0, len(h.items)
+	for {
+		j := 2*i + 1
+		if j >= n {
+			break
+		}
+		if r := j + 1; r < n && h.less(r, j) {
+			j = r
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
+}
