@@ -40,6 +40,9 @@ type Sources struct {
 	Ceiling func(name string) (int, time.Time)
 	// Pressure returns the latest pressure readings.
 	Pressure func() pressure.State
+	// Quotas, if set, returns the token quotas' use (a JSON value:
+	// quota.Snapshot); shown only with quotas in the policy.
+	Quotas func() any
 	// Cluster, if set, returns the state shared with other replicas (a
 	// JSON value: cluster.Snapshot); nil without cluster mode.
 	Cluster func() any
@@ -61,6 +64,10 @@ type State struct {
 	Sources   []pressure.SourceState `json:"sources"`
 	// Classes are the policy's traffic classes, if it has any.
 	Classes []Class `json:"classes,omitempty"`
+	// Tenants is the queue's fair share between tenants (fairness on).
+	Tenants *Tenants `json:"tenants,omitempty"`
+	// Quotas is the token quotas' use (quotas in the policy).
+	Quotas any `json:"quotas,omitempty"`
 	// Cluster is the state shared with the other replicas, in cluster mode.
 	Cluster any `json:"cluster,omitempty"`
 }
@@ -163,6 +170,12 @@ func Snapshot(src Sources) State {
 			s.Classes = append(s.Classes, Class{Name: c.Name, Priority: c.Priority, Sheddable: c.Sheddable(),
 				QPS: c.QPS, Waiting: qs.ByPriority[c.Priority]})
 		}
+	}
+	if cfg.Fairness != nil {
+		s.Tenants = tenantsOf(qs)
+	}
+	if cfg.Quotas != nil && src.Quotas != nil {
+		s.Quotas = src.Quotas()
 	}
 	if src.Cluster != nil {
 		s.Cluster = src.Cluster()

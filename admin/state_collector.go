@@ -1,6 +1,11 @@
 package admin
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // stateCollector exports the queue, windows and error breakers at scrape time.
 type stateCollector struct {
@@ -9,6 +14,7 @@ type stateCollector struct {
 	ceiling                            *prometheus.Desc
 	breakerState, available, level     *prometheus.Desc
 	memBudget, memHeld                 *prometheus.Desc
+	tenants, tenantWaiting             *prometheus.Desc
 }
 
 // NewStateCollector returns a collector that calls snapshot at every scrape
@@ -28,13 +34,17 @@ func NewStateCollector(snapshot func() State) prometheus.Collector {
 		level:        prometheus.NewDesc("gatekeeper_pressure_level", "Pressure level: 0 normal, 1 degraded, 2 critical.", up, nil),
 		memBudget: prometheus.NewDesc("gatekeeper_memory_budget_bytes",
 			"Memory admission: the estimated memory the upstream's in-flight requests may hold (a share of the free memory it reports). Absent while it bounds nothing.", up, nil),
+		tenants: prometheus.NewDesc("gatekeeper_fair_tenants",
+			"Tenants the queue's fair share remembers (fairness on; fairness.max_tenants bounds the idle ones).", nil, nil),
+		tenantWaiting: prometheus.NewDesc("gatekeeper_fair_tenant_waiting",
+			"Requests waiting for a slot, by the tenant fairness.tenants names and priority (fairness on).", []string{"tenant", "priority"}, nil),
 		memHeld: prometheus.NewDesc("gatekeeper_memory_held_bytes",
 			"Memory admission: the estimated memory of the upstream's in-flight requests. Absent while it bounds nothing.", up, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.queueLen, c.queueTokens, c.limit, c.ceiling, c.infl, c.breakerState, c.available, c.level, c.memBudget, c.memHeld} {
+	for _, d := range []*prometheus.Desc{c.queueLen, c.queueTokens, c.limit, c.ceiling, c.infl, c.breakerState, c.available, c.level, c.memBudget, c.memHeld, c.tenants, c.tenantWaiting} {
 		ch <- d
 	}
 }
@@ -43,6 +53,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.snapshot()
 	ch <- prometheus.MustNewConstMetric(c.queueLen, prometheus.GaugeValue, float64(s.Queue.Length))
 	ch <- prometheus.MustNewConstMetric(c.queueTokens, prometheus.GaugeValue, float64(s.Queue.Tokens))
+	if t := s.Tenants; t != nil {
+		ch <- prometheus.MustNewConstMetric(c.tenants, prometheus.GaugeValue, float64(t.Count))
+		for _, ts := range t.List {
+			if ts.Waiting > 0 && named(ts.Tenant) { // named ones only: the label set stays the policy's
+				ch <- prometheus.MustNewConstMetric(c.tenantWaiting, prometheus.GaugeValue, float64(ts.Waiting), ts.Tenant, strconv.Itoa(ts.Priority))
+			}
+		}
+	}
 	for _, u := range s.Upstreams {
 		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(u.WindowLimit), u.Name)
 		ch <- prometheus.MustNewConstMetric(c.ceiling, prometheus.GaugeValue, float64(u.WindowCeiling), u.Name)
@@ -83,3 +101,7 @@ func boolValue(b bool) float64 {
 	}
 	return 0
 }
+
+// named reports whether a queue tenant key is a tenant fairness.tenants
+// names (unnamed ones are "sha256:" and a hash prefix; "" is anonymous).
+func named(tenant string) bool { return tenant != "" && !strings.HasPrefix(tenant, "sha256:") }

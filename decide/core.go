@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
+	"github.com/gatekeeper-dev/gatekeeper/quota"
 )
 
 // Headers is what the core reads of a request's headers (http.Header and the
@@ -24,6 +25,10 @@ type Recorder interface {
 	Decided(decision string, enforced bool)
 	// Waited records a request's time in the admission queue.
 	Waited(tokens int64, d time.Duration)
+	// TenantService counts the weighted tokens a tenant was finally
+	// charged for a request (fairness on): a named tenant by its name, the
+	// others as "other", a request without a tenant value as "anonymous".
+	TenantService(tenant string, service int64)
 }
 
 // Options configures a Core.
@@ -33,6 +38,7 @@ type Options struct {
 	Limiter      Limiter      // global and per-client buckets; nil admits all
 	ClassLimiter ClassLimiter // nil: no class buckets
 	ModelLimiter ModelLimiter // nil: no model buckets
+	Quotas       Quotas       // nil: no token quotas
 	Recorder     Recorder
 	Policy       Policy
 	Now          func() time.Time
@@ -49,6 +55,7 @@ type Core struct {
 	limiter      Limiter
 	classLimiter ClassLimiter
 	modelLimiter ModelLimiter
+	quotas       Quotas
 	rec          Recorder
 	now          func() time.Time
 	policy       atomic.Pointer[Policy]
@@ -60,7 +67,7 @@ func New(o Options) (*Core, error) {
 		return nil, errors.New("decide: Options.Registry and Options.Admission are required")
 	}
 	c := &Core{reg: o.Registry, admission: o.Admission, limiter: o.Limiter, classLimiter: o.ClassLimiter,
-		modelLimiter: o.ModelLimiter, rec: o.Recorder, now: o.Now}
+		modelLimiter: o.ModelLimiter, quotas: o.Quotas, rec: o.Recorder, now: o.Now}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -93,6 +100,9 @@ type Request struct {
 	Policy *Policy
 	Kind   classify.Kind
 	Tokens int64  // estimated tokens (prompt + max output, × n)
+	// Prompt and Output are the estimate's parts as a pod's usage reports
+	// them: the prompt's tokens once, the output bound of every sequence.
+	Prompt, Output int64
 	Memory int64  // estimated transient memory per vocabulary entry
 	Seqs   int    // sequences the pod runs for it
 	Model  string // the body's "model"; "" when it has none
@@ -105,6 +115,12 @@ type Request struct {
 	// deadline, or max_wait after Start; TTFT says it is the former.
 	Deadline time.Time
 	TTFT     bool
+	// Tenant and Weight are who it is for in the queue's fair share ("" and
+	// 0 without fairness).
+	Tenant string
+	Weight float64
+
+	quota quota.Settler // its charge on the token quotas; nil when none
 }
 
 // Begin starts a request's decision state on the running policy; the
@@ -138,6 +154,7 @@ func (c *Core) Classify(req *Request, body []byte) *Refusal {
 		return &rf
 	}
 	req.Tokens, req.Memory, req.Seqs, req.Model, req.Stream = cl.Estimated, cl.Memory, cl.Sequences(), cl.Model, cl.Stream
+	req.Prompt, req.Output = cl.PromptTokens, mulSat(int64(cl.Sequences()), cl.MaxTokens)
 	return nil
 }
 
@@ -191,16 +208,25 @@ func (c *Core) Admit(ctx context.Context, req *Request, h Headers, path string) 
 	pol := req.Policy
 	key := c.ClientKey(h, pol)
 	req.Class = pol.Classes.Place(h, path, key)
+	req.Tenant, req.Weight = pol.Fair.tenant(h, key)
 	req.setDeadline(h)
 	if rf := c.admitFast(req, key); rf != nil {
 		return nil, rf
 	}
+	if rf := c.chargeQuota(req, key); rf != nil {
+		return nil, rf
+	}
 	if rf := c.admitSlow(req); rf != nil {
+		c.refund(req)
 		return nil, rf
 	}
 	ctx, cancel := context.WithTimeout(ctx, req.Deadline.Sub(c.now())) // on the core's clock, as Deadline
 	defer cancel()
-	return c.acquire(ctx, req, slices.Clip(req.Skip))
+	adm, rf := c.acquire(ctx, req, slices.Clip(req.Skip))
+	if adm == nil {
+		c.refund(req) // refused, or the client left while it waited
+	}
+	return adm, rf
 }
 
 // Admitted is a request's slot on a pod, with the pod's error-breaker
@@ -398,7 +424,8 @@ func (req *Request) setDeadline(h Headers) {
 
 // need is what req asks of a pod's window.
 func (req *Request) need() Need {
-	return Need{Seqs: req.Seqs, Tokens: req.Tokens, Memory: req.Memory, Deadline: req.Deadline}
+	return Need{Seqs: req.Seqs, Tokens: req.Tokens, Memory: req.Memory, Deadline: req.Deadline,
+		Tenant: req.Tenant, Weight: req.Weight, Service: req.Policy.Fair.service(req.Prompt, req.Output)}
 }
 
 // priority is the queue rank of req's class; 0 without classes.

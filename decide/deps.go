@@ -22,6 +22,12 @@ type Need struct {
 	// time-to-first-token deadline): Acquire fails with ErrDeadline at once
 	// when the queue predicts it cannot start by then.
 	Deadline time.Time
+	// Tenant, Weight and Service place it in the queue's fair share: its
+	// tenant, the tenant's weight and its estimated service in weighted
+	// tokens, charged to the tenant when it is granted ("", 0, 0: none).
+	Tenant  string
+	Weight  float64
+	Service int64
 }
 
 // Admission hands out window slots on upstreams, queueing when none is free.
@@ -43,6 +49,9 @@ type Admission interface {
 // sequences' slots). Release it exactly once.
 type Slot interface {
 	Upstream() string
+	// Settle corrects the service the slot charged its tenant to actual
+	// (weighted tokens from the pod's usage); at most once.
+	Settle(actual int64)
 	Release()
 }
 

@@ -37,6 +37,9 @@ const (
 	// OutcomeDeadline: refused because it could not start before its
 	// time-to-first-token deadline (at arrival, or when it passed).
 	OutcomeDeadline Outcome = "deadline"
+	// OutcomeQuotaExceeded: refused because a token quota of its client
+	// key, class or model had no room for its estimate.
+	OutcomeQuotaExceeded Outcome = "quota_exceeded"
 )
 
 // Outcomes lists every outcome, so metrics can pre-create their series.
@@ -44,7 +47,7 @@ var Outcomes = [...]Outcome{
 	OutcomeServed, OutcomeUpstreamError, OutcomeRateLimited, OutcomeOverloaded,
 	OutcomeQueueFull, OutcomeQueueTimeout, OutcomeBadRequest, OutcomeClientClosed,
 	OutcomeNoUpstream, OutcomeDraining, OutcomeUpstreamOverloaded, OutcomeStreamError, OutcomeShedPriority,
-	OutcomeDeadline, OutcomeNoMemory, OutcomeClientTimeout,
+	OutcomeDeadline, OutcomeNoMemory, OutcomeClientTimeout, OutcomeQuotaExceeded,
 }
 
 // Reason is the X-Gatekeeper-Reason value of a refusal gatekeeper made itself.
@@ -78,6 +81,10 @@ const (
 	// ReasonDeadline: the request could not start before its
 	// time-to-first-token deadline (503 with Retry-After).
 	ReasonDeadline Reason = "deadline"
+	// ReasonQuotaExceeded: a token quota (per minute or per day) of the
+	// request's client key, class or model is used up (429 with
+	// Retry-After: when the window has room again).
+	ReasonQuotaExceeded Reason = "quota_exceeded"
 )
 
 // Reasons lists every refusal reason, so metrics can pre-create their series.
@@ -85,12 +92,12 @@ var Reasons = [...]Reason{
 	ReasonRateLimited, ReasonOverloaded, ReasonQueueFull, ReasonQueueTimeout, ReasonDraining,
 	ReasonBadRequest, ReasonNotFound, ReasonNoUpstream, ReasonUpstream, ReasonUpstreamTimeout,
 	ReasonUpstreamOverloaded, ReasonShedPriority, ReasonModelNotFound, ReasonTooLarge,
-	ReasonNoMemory, ReasonDeadline,
+	ReasonNoMemory, ReasonDeadline, ReasonQuotaExceeded,
 }
 
 // DecisionReasons are the refusals decide counts as decisions: those observe
 // mode counts without enforcing.
-var DecisionReasons = [...]Reason{ReasonRateLimited, ReasonShedPriority, ReasonOverloaded, ReasonNoUpstream}
+var DecisionReasons = [...]Reason{ReasonRateLimited, ReasonShedPriority, ReasonOverloaded, ReasonNoUpstream, ReasonQuotaExceeded}
 
 // outcome maps a refusal reason onto the outcome it is counted as.
 func (r Reason) Outcome() Outcome {
@@ -117,6 +124,8 @@ func (r Reason) Outcome() Outcome {
 		return OutcomeDeadline
 	case ReasonNoMemory:
 		return OutcomeNoMemory
+	case ReasonQuotaExceeded:
+		return OutcomeQuotaExceeded
 	default: // overloaded: GPU pressure is critical
 		return OutcomeOverloaded
 	}

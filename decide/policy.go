@@ -41,6 +41,10 @@ type Policy struct {
 	SendTimeout time.Duration
 	// Classes places requests into traffic classes; nil: none.
 	Classes *Classes
+	// Fair shares the queue between tenants within a priority; nil: none.
+	Fair *Fairness
+	// QuotaShadow charges and counts token quotas but refuses nothing.
+	QuotaShadow bool
 	// ForwardPriority lists the upstreams whose forwarded bodies carry the
 	// class as vLLM's "priority" field.
 	ForwardPriority map[string]bool

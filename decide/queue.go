@@ -16,7 +16,7 @@ type queueAdmission struct{ q *queue.Queue }
 
 func (a queueAdmission) Acquire(ctx context.Context, need Need, priority int, exclude []string) (Slot, error) {
 	s, err := a.q.Acquire(ctx, queue.Request{Seqs: need.Seqs, Tokens: need.Tokens, Memory: need.Memory, Exclude: exclude,
-		Priority: priority, Deadline: need.Deadline})
+		Priority: priority, Deadline: need.Deadline, Tenant: need.Tenant, Weight: need.Weight, Service: need.Service})
 	switch {
 	case err == nil:
 		return s, nil
@@ -37,7 +37,8 @@ func (a queueAdmission) Acquire(ctx context.Context, need Need, priority int, ex
 }
 
 func (a queueAdmission) TryAcquire(need Need, exclude []string) Slot {
-	if s := a.q.TryAcquire(queue.Request{Seqs: need.Seqs, Tokens: need.Tokens, Memory: need.Memory, Exclude: exclude}); s != nil {
+	if s := a.q.TryAcquire(queue.Request{Seqs: need.Seqs, Tokens: need.Tokens, Memory: need.Memory, Exclude: exclude,
+		Tenant: need.Tenant, Weight: need.Weight, Service: need.Service}); s != nil {
 		return s
 	}
 	return nil // not a nil *queue.Slot in a non-nil interface

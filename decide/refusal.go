@@ -90,7 +90,7 @@ func malformed(status int, message, param string) Refusal {
 // statusOf is every reason's status.
 func statusOf(r Reason) int {
 	switch r {
-	case ReasonRateLimited:
+	case ReasonRateLimited, ReasonQuotaExceeded:
 		return StatusTooManyRequests
 	case ReasonBadRequest, ReasonTooLarge:
 		return StatusBadRequest

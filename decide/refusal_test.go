@@ -29,7 +29,7 @@ func TestBadBody(t *testing.T) {
 // code.
 func TestRefuseEveryReason(t *testing.T) {
 	t.Parallel()
-	want := map[Reason]int{ReasonRateLimited: 429, ReasonBadRequest: 400, ReasonTooLarge: 400, ReasonNotFound: 404,
+	want := map[Reason]int{ReasonRateLimited: 429, ReasonQuotaExceeded: 429, ReasonBadRequest: 400, ReasonTooLarge: 400, ReasonNotFound: 404,
 		ReasonModelNotFound: 404, ReasonUpstream: 502, ReasonUpstreamTimeout: 504}
 	for _, r := range Reasons {
 		rf := Refuse(r, "m", 0, 2*time.Second)

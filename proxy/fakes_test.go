@@ -49,6 +49,10 @@ type fakeSlot struct {
 func (s *fakeSlot) Upstream() string { return s.name }
 func (s *fakeSlot) Release()         { s.once.Do(func() { <-s.sem }) }
 
+// Settle: the fake queue has no fair share to correct (the real queue's
+// settle is tested in package queue and through decide).
+func (s *fakeSlot) Settle(int64) {}
+
 func (a *fakeAdmission) Acquire(ctx context.Context, _ decide.Need, _ int, exclude []string) (decide.Slot, error) {
 	a.mu.Lock()
 	if a.waiting >= a.maxQueue {

@@ -42,6 +42,8 @@ type flight struct {
 	retry *decide.Admitted
 	// streamErr: the 200 stream carried an error event.
 	streamErr bool
+	// used is the usage the response reported (Known false until it has).
+	used usage.Tokens
 
 	body  bodyReader   // the buffered request body, as the pod reads it
 	usage usage.Body   // the response body, when its usage is read
@@ -61,6 +63,13 @@ func (f *flight) Value(key any) any {
 func (f *flight) ReportUsage(u usage.Tokens) {
 	f.metrics.Usage(f.member.Name, u)
 	f.streamErr = u.StreamError
+	f.used = u
+}
+
+// usage is what the response reported it used, for the true-up of the
+// request's charges.
+func (f *flight) reported() decide.Usage {
+	return decide.Usage{Prompt: f.used.Prompt, Completion: f.used.Completion, Known: f.used.Known}
 }
 
 // bodyReader is a buffered request body that needs no Close.
@@ -288,6 +297,7 @@ func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 	r, f, done := ex.r, ex.flight, ex.done
 	defer ex.slot.Release()
 	if f.retry != nil {
+		h.core.SettleSlot(&ex.Request, ex.slot, decide.Usage{None: true}) // this pod did no work; the quota charge goes on
 		if f.refused {
 			done(pods.Excluded) // the pod's own refusal: overload, not failure
 			h.metrics.Response(f.member.Name, f.status)
@@ -303,19 +313,23 @@ func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 	delivered := completed && f.err == nil && f.status != 0
 	switch {
 	case delivered && f.refused:
+		h.core.Settle(&ex.Request, ex.slot, decide.Usage{None: true})
 		done(pods.Excluded) // overload, not failure: the breaker is not fed
 		h.metrics.Response(f.member.Name, f.status)
 		h.metrics.Rejected(decide.ReasonUpstreamOverloaded)
 		h.finish(r, ex, decide.OutcomeUpstreamOverloaded, f.status)
 	case delivered && f.streamErr:
+		h.core.Settle(&ex.Request, ex.slot, f.reported())
 		done(pods.Failure) // vLLM sends it when generation fails: as a 500 would count
 		h.metrics.Response(f.member.Name, f.status)
 		h.finish(r, ex, decide.OutcomeStreamError, f.status)
 	case delivered && f.status >= 500:
+		h.core.Settle(&ex.Request, ex.slot, decide.Usage{None: true})
 		done(pods.Failure)
 		h.metrics.Response(f.member.Name, f.status)
 		h.finish(r, ex, decide.OutcomeUpstreamError, f.status)
 	case delivered:
+		h.core.Settle(&ex.Request, ex.slot, f.reported())
 		done(pods.Success)
 		h.metrics.Response(f.member.Name, f.status)
 		if !f.firstByte.IsZero() {
@@ -323,12 +337,15 @@ func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 		}
 		h.finish(r, ex, decide.OutcomeServed, f.status)
 	case f.out.timedOut: // the client took no bytes for send_timeout: not the pod's fault
+		h.core.Settle(&ex.Request, ex.slot, f.reported()) // the pod worked for it: the estimate stands unless a usage came
 		done(pods.Excluded)
 		h.finish(r, ex, decide.OutcomeClientTimeout, f.status)
 	case r.Context().Err() != nil:
+		h.core.Settle(&ex.Request, ex.slot, f.reported())
 		done(pods.Excluded)
 		h.finish(r, ex, decide.OutcomeClientClosed, decide.StatusClientClosed)
 	default: // a transport error, or the stream broke mid-copy
+		h.core.Settle(&ex.Request, ex.slot, f.reported()) // it may have run on the pod: the estimate stands
 		done(pods.Failure)
 		h.metrics.Response(f.member.Name, 0)
 		h.finish(r, ex, decide.OutcomeUpstreamError, http.StatusBadGateway)

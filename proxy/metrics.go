@@ -23,6 +23,7 @@ type Metrics struct {
 	upstreamRes *prometheus.CounterVec
 	healthy     *prometheus.GaugeVec
 	classes     *prometheus.CounterVec
+	tenants     *prometheus.CounterVec
 }
 
 // latencyBuckets span a refused request (µs) to a long generation (minutes).
@@ -82,9 +83,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gatekeeper_class_requests_total",
 			Help: "Requests by traffic class and their one outcome (only with classes in the policy).",
 		}, []string{"class", "outcome"}),
+		tenants: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_tenant_service_tokens_total",
+			Help: "Weighted tokens (fairness.input_weight × prompt + output_weight × completion) charged to each tenant's fair share, by tenant: fairness.tenants by name, the rest as other, requests without a tenant as anonymous (only with fairness in the policy).",
+		}, []string{"tenant"}),
 	}
 	reg.MustRegister(m.requests, m.rejections, m.decisions, m.duration, m.ttfb,
-		m.queueWait, m.tokens, m.usedTokens, m.usageLost, m.upstreamRes, m.healthy, m.classes)
+		m.queueWait, m.tokens, m.usedTokens, m.usageLost, m.upstreamRes, m.healthy, m.classes, m.tenants)
 	// Series whose label values are known now start at 0, so rate() and
 	// alerts see them before the first event.
 	for _, o := range decide.Outcomes {
@@ -97,6 +102,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.DeclareDecision(string(r))
 	}
 	return m
+}
+
+// TenantService counts a tenant's weighted tokens (decide.Recorder).
+func (m *Metrics) TenantService(tenant string, service int64) {
+	if m != nil && service > 0 {
+		m.tenants.WithLabelValues(tenant).Add(float64(service))
+	}
 }
 
 // DeclareDecision creates the decision's series at 0, enforced or not, so

@@ -58,6 +58,7 @@ func (a *app) snapshot() admin.State {
 	if a.shared != nil {
 		src.Cluster = func() any { return a.shared.c.Snapshot() }
 	}
+	src.Quotas = func() any { return a.quotas.Snapshot() }
 	return admin.Snapshot(src)
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/quota"
 )
 
 // appOptions are the process-level inputs of an app.
@@ -70,6 +71,7 @@ type app struct {
 	current    atomic.Pointer[config.Config]
 	limiter    *breaker.Limiter
 	classLimit breaker.LimiterSet // per traffic class
+	quotas     *quota.Quotas      // token quotas; no limits without a quotas section
 	modelLimit breaker.LimiterSet // per model
 	queue      *queue.Queue
 	pods       *pods.Registry // the decision core's pods
@@ -143,6 +145,13 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if err := errors.Join(a.classLimit.Set(s.classes), a.modelLimit.Set(s.models)); err != nil {
 		return nil, err
 	}
+	if a.quotas, err = quota.New(quota.Settings{Now: opts.now}); err != nil {
+		return nil, err
+	}
+	if err := a.quotas.SetLimits(s.quotas); err != nil {
+		return nil, err
+	}
+	var quotas decide.Quotas = a.quotas
 	cs := control.FromPolicy(cfg)
 	cs.Now = opts.now
 	if a.ctl, err = control.New(cs); err != nil {
@@ -166,7 +175,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	a.pods = pods.New(a.ctl)
 	a.setPods(a.upstreams(s))
 	if a.core, err = decide.New(decide.Options{Registry: a.pods, Admission: decide.Queue(a.queue), Limiter: limiter,
-		ClassLimiter: classLimits, ModelLimiter: modelLimits, Recorder: a.reqMetrics, Policy: s.policy}); err != nil {
+		ClassLimiter: classLimits, ModelLimiter: modelLimits, Quotas: quotas, Recorder: a.reqMetrics, Policy: s.policy}); err != nil {
 		return nil, err
 	}
 	a.handler, err = proxy.New(proxy.Options{

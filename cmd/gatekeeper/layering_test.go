@@ -60,7 +60,7 @@ func TestLayering(t *testing.T) {
 		// classes, deadlines, the fast and slow breaker, the queue and the
 		// pod's error breaker, and the one mapping of every refusal. No HTTP,
 		// no logging, no front.
-		{pkg: "decide", own: []string{"pods", "breaker", "queue", "proxy/classify"}, thirdParty: []string{},
+		{pkg: "decide", own: []string{"pods", "breaker", "queue", "quota", "proxy/classify"}, thirdParty: []string{},
 			banned: []string{"net", "net/http", "log", "log/slog"}},
 		// The endpoint-picker front of the core: Envoy's ext_proc over gRPC.
 		{pkg: "epp", own: []string{"decide", "pods", "breaker", "queue", "proxy/classify", "proxy/usage"},

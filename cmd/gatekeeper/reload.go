@@ -98,7 +98,7 @@ func (a *app) prepare(raw *config.Config, r discovery.Resolved) (*next, error) {
 	if _, err := queue.NewCore(n.s.queue); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(breaker.CheckLimiterSet(n.s.classes), breaker.CheckLimiterSet(n.s.models)); err != nil {
+	if err := errors.Join(breaker.CheckLimiterSet(n.s.classes), breaker.CheckLimiterSet(n.s.models), n.s.quotas.Validate()); err != nil {
 		return nil, err
 	}
 	if err := a.ctl.Check(n.ctl); err != nil {
@@ -125,6 +125,7 @@ func (a *app) swap(n *next) {
 	}
 	_ = a.classLimit.Set(n.s.classes) // checked by prepare
 	_ = a.modelLimit.Set(n.s.models)
+	_ = a.quotas.SetLimits(n.s.quotas) // checked by prepare
 	_ = a.queue.UpdateSettings(n.s.queue)
 	_ = a.ctl.Update(n.ctl)
 	for _, name := range a.setPods(a.upstreams(n.s)) {

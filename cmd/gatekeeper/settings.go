@@ -10,6 +10,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/pods/healthcheck"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/quota"
 )
 
 // settings is every package's Settings derived from one policy file. It is
@@ -23,6 +24,7 @@ type settings struct {
 	policy    decide.Policy
 	transport proxy.TransportSettings
 	health    healthcheck.Settings
+	quotas    quota.Limits // the zero value: none
 	upstreams []upstreamSpec
 }
 
@@ -85,6 +87,12 @@ func settingsFrom(c *config.Config) (settings, error) {
 		s.policy.ClientKeyHeader = pc.Header
 	}
 	s.policy.Classes, s.classes = classesFrom(c.Classes)
+	s.policy.Fair = fairnessFrom(c.Fairness)
+	if c.Fairness != nil {
+		s.queue.MaxTenants = c.Fairness.MaxTenants
+	}
+	s.quotas = quotaLimits(c.Quotas)
+	s.policy.QuotaShadow = c.Quotas != nil && c.Quotas.Mode == config.QuotaShadow
 	for model, l := range c.ModelLimits {
 		if s.models == nil {
 			s.models = map[string]breaker.LimiterSettings{}

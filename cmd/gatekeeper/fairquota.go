@@ -1,0 +1,58 @@
+package main
+
+import (
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/decide"
+	"github.com/gatekeeper-dev/gatekeeper/quota"
+)
+
+// fairnessFrom maps the policy's fairness section onto the core's; nil
+// without one.
+func fairnessFrom(f *config.Fairness) *decide.Fairness {
+	if f == nil {
+		return nil
+	}
+	out := &decide.Fairness{TenantHeader: f.TenantHeader, InputWeight: f.InputWeight, OutputWeight: f.OutputWeight}
+	for _, t := range f.Tenants {
+		if out.Tenants == nil {
+			out.Tenants = map[string]decide.Tenant{}
+		}
+		out.Tenants[t.Key] = decide.Tenant{Name: t.Name, Weight: t.Weight}
+	}
+	return out
+}
+
+// quotaLimits maps the policy's quotas onto the quota package's limits; the
+// zero Limits (nothing limited) without a quotas section, so that a reload
+// that removes it lifts every quota.
+func quotaLimits(q *config.Quotas) quota.Limits {
+	if q == nil {
+		return quota.Limits{}
+	}
+	limit := func(c config.Quota) quota.Limit {
+		return quota.Limit{PerMinute: c.TokensPerMinute, PerDay: c.TokensPerDay}
+	}
+	var l quota.Limits
+	if q.PerClient != nil {
+		l.PerClient = limit(*q.PerClient)
+	}
+	for _, c := range q.Clients {
+		if l.Clients == nil {
+			l.Clients = map[string]quota.Limit{}
+		}
+		l.Clients[c.Key] = limit(c.Limit())
+	}
+	for name, c := range q.Classes {
+		if l.Classes == nil {
+			l.Classes = map[string]quota.Limit{}
+		}
+		l.Classes[name] = limit(c)
+	}
+	for name, c := range q.Models {
+		if l.Models == nil {
+			l.Models = map[string]quota.Limit{}
+		}
+		l.Models[name] = limit(c)
+	}
+	return l
+}
