@@ -71,6 +71,12 @@ type corePicker struct {
 // each with a window of window, behind a limiter of limiter.
 func newCorePicker(t *testing.T, window int, limiter breaker.LimiterSettings, pol decide.Policy) *corePicker {
 	t.Helper()
+	return newCorePickerWith(t, window, limiter, pol, nil)
+}
+
+// newCorePickerWith is newCorePicker with token quotas.
+func newCorePickerWith(t *testing.T, window int, limiter breaker.LimiterSettings, pol decide.Policy, quotas decide.Quotas) *corePicker {
+	t.Helper()
 	q, err := queue.New(queue.Settings{})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +95,7 @@ func newCorePicker(t *testing.T, window int, limiter breaker.LimiterSettings, po
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := decide.New(decide.Options{Registry: cp.reg, Admission: decide.Queue(q), Limiter: lim, Policy: pol})
+	core, err := decide.New(decide.Options{Registry: cp.reg, Admission: decide.Queue(q), Limiter: lim, Quotas: quotas, Policy: pol})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -267,6 +267,7 @@ type testOptions struct {
 	Levels       pods.Levels
 	ClassLimiter decide.ClassLimiter
 	ModelLimiter decide.ModelLimiter
+	Quotas       decide.Quotas
 	OnPodRefused func(upstream string)
 	Transport    TransportSettings
 	Health       healthcheck.Settings
@@ -291,7 +292,7 @@ func newHandler(o testOptions) (*Handler, error) {
 		o.Metrics.UpstreamsSet(names, nil)
 	}
 	core, err := decide.New(decide.Options{Registry: reg, Admission: o.Admission, Limiter: o.Limiter,
-		ClassLimiter: o.ClassLimiter, ModelLimiter: o.ModelLimiter, Recorder: rec, Policy: o.Policy, Now: o.Now})
+		ClassLimiter: o.ClassLimiter, ModelLimiter: o.ModelLimiter, Quotas: o.Quotas, Recorder: rec, Policy: o.Policy, Now: o.Now})
 	if err != nil {
 		return nil, err
 	}
