@@ -99,15 +99,15 @@ type Request struct {
 	Start  time.Time
 	Policy *Policy
 	Kind   classify.Kind
-	Tokens int64  // estimated tokens (prompt + max output, × n)
+	Tokens int64 // estimated tokens (prompt + max output, × n)
 	// Prompt and Output are the estimate's parts as a pod's usage reports
 	// them: the prompt's tokens once, the output bound of every sequence.
 	Prompt, Output int64
-	Memory int64  // estimated transient memory per vocabulary entry
-	Seqs   int    // sequences the pod runs for it
-	Model  string // the body's "model"; "" when it has none
-	Stream bool   // the body asks for a token stream
-	Class  *Class // its traffic class; nil without classes
+	Memory         int64  // estimated transient memory per vocabulary entry
+	Seqs           int    // sequences the pod runs for it
+	Model          string // the body's "model"; "" when it has none
+	Stream         bool   // the body asks for a token stream
+	Class          *Class // its traffic class; nil without classes
 	// Skip are the pods it must not go to: those that do not serve its
 	// model, and (endpoint picker) those outside Envoy's subset hint.
 	Skip []string

@@ -34,7 +34,9 @@ const unnamedPrefix = "sha256:"
 
 // UnnamedTenant reports whether a queue tenant key stands for a tenant the
 // policy does not name (metrics count those as one "other").
-func UnnamedTenant(key string) bool { return len(key) > len(unnamedPrefix) && key[:len(unnamedPrefix)] == unnamedPrefix }
+func UnnamedTenant(key string) bool {
+	return len(key) > len(unnamedPrefix) && key[:len(unnamedPrefix)] == unnamedPrefix
+}
 
 // tenant is req's tenant key and weight; "" and 0 without fairness or
 // without a tenant value.
