@@ -169,6 +169,18 @@ func checkTenants(t *testing.T, c *Core) {
 			t.Fatalf("tenant %v: its groups hold %d, want %d", k, n, tn.waiting)
 		}
 	}
+	ids := 0
+	for id, tn := range c.byID {
+		if tn != nil {
+			ids++
+			if int(tn.id) != id || c.tenants[tn.key] != tn {
+				t.Fatalf("byID[%d] = tenant %v with id %d, not the one remembered", id, tn.key, tn.id)
+			}
+		}
+	}
+	if ids != len(c.tenants) {
+		t.Fatalf("%d tenants by id, %d by key", ids, len(c.tenants))
+	}
 	if idle != c.idle.len() || idle > c.s.MaxTenants {
 		t.Fatalf("%d idle tenants, idle heap %d, MaxTenants %d", idle, c.idle.len(), c.s.MaxTenants)
 	}
