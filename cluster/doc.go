@@ -58,6 +58,43 @@
 // through Redis and otherwise with breaker's buckets at this replica's
 // share (Share), resized by Reshare when OnChange reports local mode.
 //
+// # Token quotas
+//
+// Quotas is quota.Quotas (tokens per minute and per day, per client key,
+// traffic class and model; see package quota for the sliding window and
+// the bound it keeps) summed over every replica. Each Charge is one atomic
+// Lua call that trims, checks and charges every window of every applicable
+// key, all or nothing, on Redis's clock; each Settle is one more, which
+// trues the charge up in the bucket it went into. No batches are taken
+// ahead, as they are for the buckets: a token quota's charge is a
+// request's estimate, and what one replica held back the others could not
+// use. The windows' buckets are those of package quota (1 s for the
+// minute, 10 min for the day), so the bound holds over all replicas
+// together: the requests admitted in any window use at most the quota
+// plus the underestimates of those in flight when the last was admitted.
+//
+// While Redis does not answer (Up is false, or the call fails or times
+// out) the replica decides with its own *quota.Quotas, whose limits are
+// this replica's share: each limit divided by the most replicas seen
+// within ForgetAfter, rounded down, at least 1; Charge sets them again
+// when that count changes. The local Quotas also counts every charge this
+// replica made in Redis (forced: Redis had decided), so a replica that
+// loses Redis still counts what it charged: its share is reduced by its
+// own recent use, though not by the other replicas'. So in the window
+// (minute or day) after Redis is lost the replicas together admit at most
+// what Redis had counted plus the sum of the shares, twice the quota, and
+// from a window on at most the quota; the same holds after Redis comes
+// back, since it never learns what was charged locally (and after a
+// restart it has lost the rest). A replica started while Redis is out of
+// reach divides by Settings.Replicas until its first heartbeat. A
+// Settle of a charge made in Redis while Redis is gone trues up the local
+// copy and is dropped from Redis: Redis cannot be reached, a true-up kept
+// for later would land in a window that has moved on (and a restarted
+// Redis has lost the charge anyway), and the local copy is what decides
+// meanwhile. A dropped refund only makes Redis stricter until the charge
+// expires; a dropped excess is missed by the other replicas, by at most
+// that request's underestimate.
+//
 // # Clock
 //
 // Every expiry and every bucket is computed inside the Lua scripts from
@@ -85,7 +122,14 @@
 // with Settings.KeyPrefix: "rate:global", "rate:client:<key>" (strings that
 // expire once the bucket is full again), "lease:<pod>" (a hash, one field
 // per replica, that expires LeaseTTL + ForgetAfter after its last write),
-// "replicas" (a sorted set) and "epoch" (a string without expiry).
+// "replicas" (a sorted set), "epoch" (a string without expiry) and
+// "quota:<kind>:<hex SHA-256 of the name>:<minute|day>", kind "client",
+// "class" or "model": a hash of one window's buckets (field "lo" the
+// oldest bucket kept, "sum" their tokens, and one field per bucket named
+// by its index, the time in µs divided by the bucket's length), which
+// expires once its newest bucket is no longer counted (at most 61 s and
+// 24h10m after the last write). Neither a client key nor a class or model
+// name reaches Redis in clear.
 //
 // Nothing here logs or exports metrics: state is reported through Up,
 // Snapshot, OnChange and OnShares, and the caller turns it into log lines

@@ -230,6 +230,7 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%.0f', now), '+inf')
 // (a restart), so each call stays one round trip in the common case.
 type scripts struct {
 	take, beat, leave, count *redis.Script
+	quotaCharge, quotaSettle *redis.Script
 }
 
 func newScripts() scripts {
@@ -238,5 +239,8 @@ func newScripts() scripts {
 		beat:  redis.NewScript(beatScript),
 		leave: redis.NewScript(leaveScript),
 		count: redis.NewScript(countScript),
+
+		quotaCharge: redis.NewScript(quotaChargeScript),
+		quotaSettle: redis.NewScript(quotaSettleScript),
 	}
 }

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -20,6 +21,35 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			b.Fatal(err)
 		}
 		s.Release()
+	}
+}
+
+// BenchmarkAcquireReleaseTenants is the same hot path with every request
+// for a tenant, round robin over 1 or 1000 of them: each grant lifts and
+// charges its tenant, each release moves it to the idle heap and back.
+func BenchmarkAcquireReleaseTenants(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		b.Run(fmt.Sprint(n, "tenants"), func(b *testing.B) {
+			q, _ := New(Settings{})
+			q.SetWindow("a", 256)
+			q.SetWindow("b", 256)
+			names := make([]string, n)
+			for i := range names {
+				names[i] = fmt.Sprint("tenant-", i)
+			}
+			ctx := context.Background()
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				s, err := q.Acquire(ctx, Request{Tokens: 300, Tenant: names[i%n], Service: 900})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Settle(600)
+				s.Release()
+				i++
+			}
+		})
 	}
 }
 
@@ -44,15 +74,21 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 // BenchmarkCoreEnqueueRelease keeps 10 000 waiters queued behind one full
 // slot; each op queues one more and releases the slot, which dispatches one.
 // The deadline cases give every request a far deadline, so each enqueue
-// predicts its wait (a pass over the waiters) and none is refused.
+// predicts its wait (a pass over the waiters) and none is refused. The
+// tenants cases spread the requests over 1000 tenants, each backlogged.
 func BenchmarkCoreEnqueueRelease(b *testing.B) {
 	for _, tc := range []struct {
 		order    Order
 		deadline bool
-	}{{FIFO, false}, {ShortestFirst, false}, {ShortestFirst, true}, {EarliestDeadline, true}} {
+		tenants  int
+	}{{FIFO, false, 0}, {ShortestFirst, false, 0}, {ShortestFirst, true, 0}, {EarliestDeadline, true, 0},
+		{FIFO, false, 1000}, {ShortestFirst, false, 1000}} {
 		name := tc.order.String()
 		if tc.deadline {
 			name += "+deadline"
+		}
+		if tc.tenants > 0 {
+			name += fmt.Sprintf("+%dtenants", tc.tenants)
 		}
 		b.Run(name, func(b *testing.B) {
 			c, _ := NewCore(Settings{MaxLength: 20_000, MaxTokens: 1 << 40})
@@ -61,9 +97,16 @@ func BenchmarkCoreEnqueueRelease(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 2))
 			now := t0
 			var id uint64
+			tenantNames := make([]string, tc.tenants)
+			for i := range tenantNames {
+				tenantNames[i] = fmt.Sprint("tenant-", i)
+			}
 			enq := func() {
 				id++
 				req := Request{ID: id, Tokens: r.Int64N(8000)}
+				if tc.tenants > 0 {
+					req.Tenant, req.Service = tenantNames[id%uint64(tc.tenants)], req.Tokens
+				}
 				if tc.deadline {
 					req.Deadline = now.Add(24 * time.Hour)
 				}

@@ -65,16 +65,19 @@ type Request struct {
 type Cost struct {
 	Tokens, Memory int64
 	Seqs           int
-	tenant         tenantKey // whose in-flight count Release lowers
+	// tenant is the id of the grant's tenant (tenant.id), whose in-flight
+	// count Release lowers: 4 bytes, so that the Cost every grant and slot
+	// copies stays as small as before tenants.
+	tenant uint32
 }
 
-func (r Request) cost() Cost {
-	return Cost{Tokens: max(r.Tokens, 0), Memory: max(r.Memory, 0), Seqs: max(r.Seqs, 1),
-		tenant: tenantKey{priority: r.Priority, name: r.Tenant}}
+// cost is r's cost before it is granted (its tenant's id comes then).
+func (r *Request) cost() Cost {
+	return Cost{Tokens: max(r.Tokens, 0), Memory: max(r.Memory, 0), Seqs: max(r.Seqs, 1)}
 }
 
 func (it *item) cost() Cost {
-	return Cost{Tokens: it.tokens, Memory: it.memory, Seqs: it.seqs, tenant: it.tenant.key}
+	return Cost{Tokens: it.tokens, Memory: it.memory, Seqs: it.seqs, tenant: it.tenant.id}
 }
 
 // slots is how many window slots c holds: Seqs, at least 1.
@@ -125,8 +128,11 @@ type Core struct {
 	// in flight, and at most MaxTenants idle ones (idle, least counter on
 	// top, says which to forget). levels holds each priority's tenants.
 	tenants map[tenantKey]*tenant
+	byID    []*tenant // by tenant.id; nil where forgotten
+	freeIDs []uint32  // ids of forgotten tenants, to reuse
 	levels  map[int]*level
 	idle    tenantHeap
+	hot     *tenant         // the tenant looked up last (lookup); nil once forgotten
 	others  map[*tenant]int // predictWait's scratch: other tenants' slots ahead
 }
 
@@ -143,6 +149,7 @@ func NewCore(s Settings) (*Core, error) {
 		fifo:    heap{kind: byArrival},
 		groups:  make(map[groupID]*group),
 		tenants: make(map[tenantKey]*tenant),
+		byID:    []*tenant{nil}, // id 0 is the default tenant's ("" at priority 0)
 		levels:  make(map[int]*level),
 		idle:    tenantHeap{kind: idleByCounter},
 		others:  make(map[*tenant]int),
@@ -204,7 +211,7 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	// no one who could have used it.
 	cost := r.cost()
 	if w := c.choose(r.Exclude, cost); w != nil {
-		return c.grantNow(w, r, cost), true, nil
+		return c.grantNow(w, &r, cost), true, nil
 	}
 	switch {
 	case len(c.windows) > 0 && !c.reachable(r.Exclude):
@@ -222,14 +229,14 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	it := &item{id: r.ID, priority: r.Priority, tokens: tokens, memory: cost.Memory, seqs: cost.Seqs, arrival: now,
 		deadline: r.Deadline, exclude: r.Exclude, service: max(r.Service, 0)}
 	if !r.Deadline.IsZero() {
-		wait, ok := c.predictWait(now, it, cost.tenant, weightOf(r.Weight))
+		wait, ok := c.predictWait(now, it, tenantKey{priority: r.Priority, name: r.Tenant}, weightOf(r.Weight))
 		if !r.Deadline.After(now) || ok && now.Add(wait).After(r.Deadline) {
 			return Grant{}, false, &DeadlineError{Wait: wait}
 		}
 	}
 	c.last = now
 	c.seq++
-	t := c.tenantFor(r)
+	t := c.tenantFor(tenantKey{priority: r.Priority, name: r.Tenant}, r.Weight)
 	c.arrive(t)
 	t.waiting++
 	it.seq, it.tenant = c.seq, t
@@ -243,9 +250,10 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 
 // grantNow gives r a slot on w at once (Enqueue, Take): its tenant arrives
 // (lifted if it had no waiter) and is charged.
-func (c *Core) grantNow(w *window, r Request, cost Cost) Grant {
+func (c *Core) grantNow(w *window, r *Request, cost Cost) Grant {
 	w.take(cost)
-	t := c.tenantFor(r)
+	t := c.tenantFor(tenantKey{priority: r.Priority, name: r.Tenant}, r.Weight)
+	cost.tenant = t.id
 	c.arrive(t)
 	service := max(r.Service, 0)
 	c.charge(t, service)
@@ -260,7 +268,7 @@ func (c *Core) grantNow(w *window, r Request, cost Cost) Grant {
 func (c *Core) Take(r Request) (g Grant, granted bool) {
 	cost := r.cost()
 	if w := c.choose(r.Exclude, cost); w != nil {
-		return c.grantNow(w, r, cost), true
+		return c.grantNow(w, &r, cost), true
 	}
 	return Grant{}, false
 }

@@ -49,15 +49,18 @@ type Slot struct {
 	upstream string
 	cost     Cost // what the request holds, given back on Release
 	done     atomic.Bool
-	// service is what the grant charged the counter that cost names
-	// (cost.tenant); Settle trues it up once.
-	service int64
-	settled atomic.Bool
+	// tenant and priority name the counter the grant charged service;
+	// Settle trues it up once (by name: an id may be reused once its
+	// tenant is forgotten).
+	tenant   string
+	priority int
+	service  int64
+	settled  atomic.Bool
 }
 
 // newSlot is the slot of grant g.
 func (q *Queue) newSlot(g Grant) *Slot {
-	return &Slot{q: q, upstream: g.Upstream, cost: g.Cost, service: g.Service}
+	return &Slot{q: q, upstream: g.Upstream, cost: g.Cost, tenant: g.Tenant, priority: g.Priority, service: g.Service}
 }
 
 // Upstream returns the name of the window the slot belongs to.
@@ -82,7 +85,7 @@ func (s *Slot) Settle(actual int64) {
 	}
 	s.q.mu.Lock()
 	defer s.q.mu.Unlock()
-	s.q.core.Settle(s.cost.tenant.name, s.cost.tenant.priority, s.service, actual)
+	s.q.core.Settle(s.tenant, s.priority, s.service, actual)
 }
 
 // Acquire takes a slot for r (r.ID is ignored), at once if a window has room

@@ -1,10 +1,6 @@
 package queue
 
-import (
-	"cmp"
-	"math"
-	"strings"
-)
+import "math"
 
 // tenantKey names a tenant's share: counters are per priority (fairness is
 // within a priority), so a tenant with requests in two classes has two.
@@ -17,6 +13,7 @@ type tenantKey struct {
 // and what it has waiting and running.
 type tenant struct {
 	key    tenantKey
+	id     uint32  // its index in Core.byID, named by its grants' Cost
 	weight float64 // of its latest request; > 0
 	// counter is its virtual tokens: service charged ÷ weight, trued up by
 	// Settle, raised by arrive's lift.
@@ -53,17 +50,36 @@ func weightOf(w float64) float64 {
 	return w
 }
 
-// tenantFor returns r's tenant, creating it (counter 0: arrive lifts it),
-// with r's weight.
-func (c *Core) tenantFor(r Request) *tenant {
-	k := tenantKey{priority: r.Priority, name: r.Tenant}
-	t := c.tenants[k]
+// tenantFor returns tenant k, creating it (counter 0: arrive lifts it),
+// with the weight of its latest request.
+func (c *Core) tenantFor(k tenantKey, weight float64) *tenant {
+	t := c.lookup(k)
 	if t == nil {
-		t = &tenant{key: k, fifo: heap{kind: tenantArrival}, lvl: c.lv(r.Priority), idx: [2]int{-1, -1}}
+		t = &tenant{key: k, fifo: heap{kind: tenantArrival}, lvl: c.lv(k.priority), idx: [2]int{-1, -1}}
+		switch n := len(c.freeIDs); {
+		case k == tenantKey{}: // id 0, the zero Cost's: Release(Cost{}) is the default tenant's
+		case n > 0:
+			t.id, c.freeIDs = c.freeIDs[n-1], c.freeIDs[:n-1]
+		default:
+			t.id = uint32(len(c.byID))
+			c.byID = append(c.byID, nil)
+		}
+		c.byID[t.id] = t
 		c.tenants[k] = t
 	}
-	t.weight = weightOf(r.Weight)
+	t.weight = weightOf(weight)
+	c.hot = t
 	return t
+}
+
+// lookup returns the tenant remembered as k, or nil. The one used last is
+// kept aside: without tenants (or with one busy tenant) every grant and
+// release is for it, and comparing a key costs less than hashing it.
+func (c *Core) lookup(k tenantKey) *tenant {
+	if c.hot != nil && c.hot.key == k {
+		return c.hot
+	}
+	return c.tenants[k]
 }
 
 // lv returns priority p's level, creating it.
@@ -104,9 +120,13 @@ func (c *Core) charge(t *tenant, service int64) {
 	c.update(t)
 }
 
-// released counts one of k's requests out of flight.
-func (c *Core) released(k tenantKey) {
-	if t := c.tenants[k]; t != nil && t.inflight > 0 {
+// released counts one of tenant id's requests out of flight. A tenant in
+// flight is never forgotten, so its id names it until its last Release.
+func (c *Core) released(id uint32) {
+	if int(id) >= len(c.byID) {
+		return
+	}
+	if t := c.byID[id]; t != nil && t.inflight > 0 {
 		t.inflight--
 		c.update(t)
 	}
@@ -118,7 +138,7 @@ func (c *Core) released(k tenantKey) {
 // an estimate. Call it at most once per grant, before or after its Release.
 // A tenant no longer remembered (forgotten while idle) is a no-op.
 func (c *Core) Settle(tenant string, priority int, charged, actual int64) {
-	t := c.tenants[tenantKey{priority: priority, name: tenant}]
+	t := c.lookup(tenantKey{priority: priority, name: tenant})
 	if t == nil {
 		return
 	}
@@ -163,6 +183,13 @@ func (c *Core) evict() {
 		t := c.idle.top()
 		c.idle.remove(t)
 		delete(c.tenants, t.key)
+		c.byID[t.id] = nil
+		if t.id != 0 {
+			c.freeIDs = append(c.freeIDs, t.id)
+		}
+		if c.hot == t {
+			c.hot = nil
+		}
 	}
 }
 
@@ -192,105 +219,4 @@ func (t *tenant) removeGroup(g *group) {
 	t.groups[last] = nil
 	t.groups = t.groups[:last]
 	g.slot = -1
-}
-
-// tenantHeapKind selects a tenantHeap's order and its slot in tenant.idx.
-type tenantHeapKind uint8
-
-const (
-	byCounter     tenantHeapKind = inBacklog // least counter, then the oldest waiter
-	idleByCounter tenantHeapKind = inIdle    // least counter, then by key: which idle tenant to forget first
-)
-
-// tenantHeap is a binary min-heap of tenants with index tracking, as heap
-// is of items.
-type tenantHeap struct {
-	kind  tenantHeapKind
-	items []*tenant
-}
-
-func (h *tenantHeap) len() int { return len(h.items) }
-
-func (h *tenantHeap) top() *tenant {
-	if len(h.items) == 0 {
-		return nil
-	}
-	return h.items[0]
-}
-
-func (h *tenantHeap) push(t *tenant) {
-	t.idx[h.kind] = len(h.items)
-	h.items = append(h.items, t)
-	h.up(len(h.items) - 1)
-}
-
-// remove takes t out of the heap; it must be in it.
-func (h *tenantHeap) remove(t *tenant) {
-	i, n := t.idx[h.kind], len(h.items)-1
-	if i != n {
-		h.swap(i, n)
-	}
-	h.items[n] = nil
-	h.items = h.items[:n]
-	if i != n {
-		h.fixAt(i)
-	}
-	t.idx[h.kind] = -1
-}
-
-// fix restores the order after t's key changed; t must be in the heap.
-func (h *tenantHeap) fix(t *tenant) { h.fixAt(t.idx[h.kind]) }
-
-func (h *tenantHeap) fixAt(i int) {
-	if !h.down(i) {
-		h.up(i)
-	}
-}
-
-func (h *tenantHeap) less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
-	if a.counter != b.counter {
-		return a.counter < b.counter
-	}
-	if h.kind == byCounter {
-		return a.fifo.top().seq < b.fifo.top().seq // both have linked waiters
-	}
-	return cmp.Or(cmp.Compare(a.key.priority, b.key.priority), strings.Compare(a.key.name, b.key.name)) < 0
-}
-
-func (h *tenantHeap) swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].idx[h.kind] = i
-	h.items[j].idx[h.kind] = j
-}
-
-func (h *tenantHeap) up(j int) {
-	for j > 0 {
-		i := (j - 1) / 2
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		j = i
-	}
-}
-
-// down sifts tenant i down and reports whether it moved.
-func (h *tenantHeap) down(i0 int) bool {
-	i, n := i0, len(h.items)
-	for {
-		j := 2*i + 1
-		if j >= n {
-			break
-		}
-		if r := j + 1; r < n && h.less(r, j) {
-			j = r
-		}
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		i = j
-	}
-	return i > i0
 }

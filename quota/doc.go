@@ -82,7 +82,7 @@
 // where Q is the limit: with actuals at most their estimates (an estimate
 // that bounds the output), never more than Q; otherwise at most Q plus
 // the underestimates of the requests in flight, and with actuals within
-// twice the estimate, at most Q plus the estimates in flight. Underestimates
+// twice their charge, at most Q plus the charges in flight. Underestimates
 // of requests already settled count against later admissions instead.
 // (Force, by design, is outside this bound.)
 //

@@ -204,7 +204,7 @@ func TestChargeSteps(t *testing.T) {
 		{"all or nothing over client, class and model", []step{
 			{name: "alice in batch on m", limits: &Limits{PerClient: Limit{PerMinute: 100},
 				Classes: map[string]Limit{"batch": {PerMinute: 50}}, Models: map[string]Limit{"m": {PerDay: 1000}}},
-				ask: &Ask{Client: "alice", Class: "batch", Model: "m", Estimate: 40},
+				ask:  &Ask{Client: "alice", Class: "batch", Model: "m", Estimate: 40},
 				used: map[string]int64{"client/alice/minute": 40, "class/batch/minute": 40, "model/m/day": 40}},
 			{name: "the class is short: nothing charged", advance: 10 * s, ask: &Ask{Client: "alice", Class: "batch", Model: "m", Estimate: 20},
 				want:    classRefusal(50, 40, 20, 51*s),

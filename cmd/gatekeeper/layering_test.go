@@ -39,10 +39,13 @@ func TestLayering(t *testing.T) {
 		// DNS discovery: expands the policy's discovered upstreams; pure but for
 		// the lookup it is handed, no HTTP, no logging.
 		{pkg: "discovery", own: []string{"config"}, thirdParty: []string{}, banned: []string{"net/http", "log", "log/slog"}},
+		// Token quotas per client key, class and model (per minute, per
+		// day): pure counting, no I/O, no logging.
+		{pkg: "quota", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
 		// Sharing limits and windows between replicas through Redis (issue
-		// 13): its Gate falls back to breaker's buckets at this replica's
-		// share; no HTTP, no logging.
-		{pkg: "cluster", own: []string{"breaker"}, thirdParty: []string{"github.com/redis/go-redis/v9",
+		// 13): its Gate falls back to breaker's buckets, its Quotas to
+		// quota's, at this replica's share; no HTTP, no logging.
+		{pkg: "cluster", own: []string{"breaker", "quota"}, thirdParty: []string{"github.com/redis/go-redis/v9",
 			"github.com/redis/go-redis/v9/maintnotifications"}, banned: []string{"net/http", "log", "log/slog"}},
 		// A real redis-server for the tests of cluster and of the replicas.
 		{pkg: "cluster/clustertest", own: []string{}, thirdParty: []string{}, banned: []string{"net/http", "log/slog"}},
