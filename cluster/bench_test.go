@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/quota"
 )
 
 // The benchmarks run with the production timeout but never switch to local
@@ -77,4 +79,38 @@ func BenchmarkBeat(b *testing.B) {
 	}
 	reportLatency(b, "", lat)
 	b.ReportMetric(float64(timeouts)/float64(len(lat)), "timeouts/op")
+}
+
+// BenchmarkQuotaCharge is one token quota's Charge and Settle over every
+// replica on loopback (a client key, a class and a model, both windows
+// each): two EVALSHA, one per call.
+func BenchmarkQuotaCharge(b *testing.B) {
+	r := startRedis(b)
+	c := replicas(b, r, 1, benchSettings())[0]
+	local, err := quota.New(quota.Settings{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := c.NewQuotas(local)
+	huge := quota.Limit{PerMinute: 1 << 50, PerDay: 1 << 50}
+	if err := q.SetLimits(quota.Limits{PerClient: huge, Classes: map[string]quota.Limit{"chat": huge},
+		Models: map[string]quota.Limit{"m": huge}}); err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	failed := 0
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		s, err := q.Charge(quota.Ask{Client: "client-" + strconv.Itoa(i%1024), Class: "chat", Model: "m", Estimate: 1000})
+		if err != nil {
+			failed++
+		}
+		s.Settle(900)
+		lat = append(lat, time.Since(start))
+		i++
+	}
+	reportLatency(b, "", lat)
+	b.ReportMetric(float64(failed)/float64(len(lat)), "refused/op")
 }

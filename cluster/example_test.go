@@ -1,10 +1,12 @@
 package cluster_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/cluster"
+	"github.com/gatekeeper-dev/gatekeeper/quota"
 )
 
 // A replica starts in local mode and knows only the replica count it was
@@ -63,4 +65,33 @@ func ExampleCluster_Scale() {
 	window, budget, tokens := c.Scale("vllm-0", 256, 1<<30, 0)
 	fmt.Println(window, budget, tokens)
 	// Output: 0 1 0
+}
+
+// Until a heartbeat reaches Redis (and whenever Redis is lost), Quotas
+// decides with the local quota.Quotas at this replica's share: of 1000
+// tokens a minute over 2 replicas, 500.
+func ExampleQuotas() {
+	c, err := cluster.New(cluster.Settings{URL: "redis://127.0.0.1:6379/0", Replicas: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	local, err := quota.New(quota.Settings{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	q := c.NewQuotas(local)
+	if err := q.SetLimits(quota.Limits{Models: map[string]quota.Limit{"llama": {PerMinute: 1000}}}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = q.Charge(quota.Ask{Model: "llama", Estimate: 400})
+	fmt.Println(err)
+	_, err = q.Charge(quota.Ask{Model: "llama", Estimate: 400})
+	fmt.Println(errors.Is(err, quota.ErrExceeded), local.Snapshot().Models["llama"].Minute)
+	// Output:
+	// <nil>
+	// true {400 500}
 }

@@ -135,8 +135,11 @@ func (e *entry) empty(now time.Time) bool {
 	return true
 }
 
-// clockLocked holds the clock at the latest time seen. q.mu is held.
+// clockLocked holds the clock at the latest time seen, on the wall clock
+// (buckets are wall-clock intervals: a wall clock stepped back must not
+// pass for a later time by its monotonic reading). q.mu is held.
 func (q *Quotas) clockLocked(now time.Time) time.Time {
+	now = now.Round(0)
 	if now.Before(q.latest) {
 		return q.latest
 	}
@@ -196,32 +199,7 @@ func (q *Quotas) chargeLocked(now time.Time, a Ask, h [32]byte) (Settler, error)
 	}
 	est := max(a.Estimate, 0)
 	cur := [2]int64{windows[0].index(now), windows[1].index(now)}
-	var worst *ExceededError
-	for _, t := range ts[:n] {
-		if t.e == nil {
-			continue // nothing counted: every clamped estimate fits
-		}
-		if t.kind == 0 {
-			q.touch(t.e)
-		}
-		for w, g := range windows {
-			limit := t.lim.of(w)
-			if limit == 0 {
-				continue
-			}
-			r, charge := &t.e.w[w], min(est, limit)
-			used := r.trim(g.oldest(cur[w]))
-			if used+charge <= limit {
-				continue
-			}
-			b, _ := r.freedBy(limit, charge) // found: charge ≤ limit
-			wait := max(g.expiry(b).Sub(now), minWait)
-			if worst == nil || wait > worst.Wait {
-				worst = &ExceededError{Kind: kinds[t.kind], Name: t.e.name, Window: g.length,
-					Limit: limit, Used: used, Charge: charge, Wait: wait}
-			}
-		}
-	}
+	worst := q.refusalLocked(ts[:n], est, cur, now)
 	if worst != nil && !a.Force {
 		return noop{}, worst
 	}
@@ -245,4 +223,39 @@ func (q *Quotas) chargeLocked(now time.Time, a Ask, h [32]byte) (Settler, error)
 		return s, worst
 	}
 	return s, nil
+}
+
+// refusalLocked returns the refusal of a charge of est in the current
+// buckets cur against ts, or nil when every limited window has room: of
+// the windows without room, the one whose room comes last (the first of
+// them on a tie). q.mu is held.
+func (q *Quotas) refusalLocked(ts []target, est int64, cur [2]int64, now time.Time) *ExceededError {
+	var worst *ExceededError
+	var worstAt time.Time
+	for _, t := range ts {
+		if t.e == nil {
+			continue // nothing counted: every clamped estimate fits
+		}
+		if t.kind == 0 {
+			q.touch(t.e)
+		}
+		for w, g := range windows {
+			limit := t.lim.of(w)
+			if limit == 0 {
+				continue
+			}
+			r, charge := &t.e.w[w], min(est, limit)
+			used := r.trim(g.oldest(cur[w]))
+			if used+charge <= limit {
+				continue
+			}
+			b, _ := r.freedBy(limit, charge) // found: charge ≤ limit
+			if at := g.expiry(b); worst == nil || at.After(worstAt) {
+				worst = &ExceededError{Kind: kinds[t.kind], Name: t.e.name, Window: g.length,
+					Limit: limit, Used: used, Charge: charge, Wait: max(at.Sub(now), minWait)}
+				worstAt = at
+			}
+		}
+	}
+	return worst
 }
