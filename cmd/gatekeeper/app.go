@@ -16,6 +16,7 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/admin"
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/cluster"
 	"github.com/gatekeeper-dev/gatekeeper/config"
 	"github.com/gatekeeper-dev/gatekeeper/control"
 	"github.com/gatekeeper-dev/gatekeeper/decide"
@@ -71,7 +72,8 @@ type app struct {
 	current    atomic.Pointer[config.Config]
 	limiter    *breaker.Limiter
 	classLimit breaker.LimiterSet // per traffic class
-	quotas     *quota.Quotas      // token quotas; no limits without a quotas section
+	quotas     *quota.Quotas      // token quotas (this replica's share in cluster mode); no limits without a quotas section
+	shQuotas   *cluster.Quotas    // the quotas over every replica; nil without a cluster section
 	modelLimit breaker.LimiterSet // per model
 	queue      *queue.Queue
 	pods       *pods.Registry // the decision core's pods
@@ -148,9 +150,6 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if a.quotas, err = quota.New(quota.Settings{Now: opts.now}); err != nil {
 		return nil, err
 	}
-	if err := a.quotas.SetLimits(s.quotas); err != nil {
-		return nil, err
-	}
 	var quotas decide.Quotas = a.quotas
 	cs := control.FromPolicy(cfg)
 	cs.Now = opts.now
@@ -170,6 +169,11 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		}
 		limiter = a.shared.gate
 		classLimits, modelLimits = a.shared.gate.Classes(), a.shared.gate.Models()
+		a.shQuotas = a.shared.c.NewQuotas(a.quotas)
+		quotas = a.shQuotas
+	}
+	if err := a.setQuotas(s.quotas); err != nil {
+		return nil, err
 	}
 	a.reqMetrics = proxy.NewMetrics(a.reg)
 	a.pods = pods.New(a.ctl)

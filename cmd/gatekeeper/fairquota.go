@@ -56,3 +56,13 @@ func quotaLimits(q *config.Quotas) quota.Limits {
 	}
 	return l
 }
+
+// setQuotas installs the policy's quotas: over every replica in cluster
+// mode (the local quotas then hold this replica's share), else on this
+// replica alone.
+func (a *app) setQuotas(l quota.Limits) error {
+	if a.shQuotas != nil {
+		return a.shQuotas.SetLimits(l)
+	}
+	return a.quotas.SetLimits(l)
+}

@@ -66,7 +66,7 @@ func TestLayering(t *testing.T) {
 		{pkg: "decide", own: []string{"pods", "breaker", "queue", "quota", "proxy/classify"}, thirdParty: []string{},
 			banned: []string{"net", "net/http", "log", "log/slog"}},
 		// The endpoint-picker front of the core: Envoy's ext_proc over gRPC.
-		{pkg: "epp", own: []string{"decide", "pods", "breaker", "queue", "proxy/classify", "proxy/usage"},
+		{pkg: "epp", own: []string{"decide", "pods", "breaker", "queue", "quota", "proxy/classify", "proxy/usage"},
 			thirdParty: []string{"google.golang.org/grpc", "google.golang.org/grpc/codes", "google.golang.org/grpc/status",
 				"google.golang.org/grpc/health/grpc_health_v1", "google.golang.org/protobuf/types/known/structpb",
 				"github.com/envoyproxy/go-control-plane/envoy/config/core/v3",
@@ -76,7 +76,7 @@ func TestLayering(t *testing.T) {
 		// The InferencePool watch: the only package that imports client-go.
 		{pkg: "discovery/inferencepool", own: []string{}, thirdParty: nil},
 		// The HTTP front of the core.
-		{pkg: "proxy", own: []string{"decide", "pods", "pods/healthcheck", "breaker", "queue", "proxy/classify", "proxy/framing", "proxy/usage"},
+		{pkg: "proxy", own: []string{"decide", "pods", "pods/healthcheck", "breaker", "queue", "quota", "proxy/classify", "proxy/framing", "proxy/usage"},
 			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus"}},
 		// proxy's parts that need no handler: pure, no logging, none of the
 		// traffic-control packages (nor proxy itself).

@@ -125,7 +125,7 @@ func (a *app) swap(n *next) {
 	}
 	_ = a.classLimit.Set(n.s.classes) // checked by prepare
 	_ = a.modelLimit.Set(n.s.models)
-	_ = a.quotas.SetLimits(n.s.quotas) // checked by prepare
+	_ = a.setQuotas(n.s.quotas) // checked by prepare
 	_ = a.queue.UpdateSettings(n.s.queue)
 	_ = a.ctl.Update(n.ctl)
 	for _, name := range a.setPods(a.upstreams(n.s)) {
