@@ -68,9 +68,9 @@ type tenantTrack struct {
 
 // pairTrack is two tenants' current interval, while both have waiters.
 type pairTrack struct {
-	active                bool
-	base, baseCharged     int64 // i's service − j's when it began
-	corrections, baseCorr int64
+	active            bool
+	base, baseCharged int64 // i's service − j's when it began
+	baseCorr          int64 // the two tenants' corrections so far, when it began
 }
 
 func newFairness() *fairness { return &fairness{idx: map[string]int{}} }
