@@ -101,12 +101,15 @@ func (c *Core) arrive(t *tenant) {
 	if t.waiting > 0 {
 		return
 	}
-	l := t.lvl
-	switch top := l.backlog.top(); {
-	case top != nil:
-		t.counter = max(t.counter, top.counter)
+	floor := t.counter
+	switch l := t.lvl; {
+	case l.backlog.len() > 0:
+		floor = l.backlog.top().counter
 	case l.last != nil:
-		t.counter = max(t.counter, l.last.counter)
+		floor = l.last.counter
+	}
+	if floor > t.counter { // counters are finite: no NaN to mind, unlike max's
+		t.counter = floor
 	}
 }
 
@@ -153,6 +156,10 @@ func (c *Core) Settle(tenant string, priority int, charged, actual int64) {
 // has neither waiter nor request in flight. Its counter or oldest waiter
 // may have changed, so it is re-placed in whichever it is in. Then the idle
 // tenants beyond MaxTenants are forgotten. O(log tenants).
+//
+// The idle heap is kept only once more tenants than MaxTenants have been
+// remembered at once (evicting): until then none can need forgetting, and
+// the grants of a queue without tenants pay nothing for it.
 func (c *Core) update(t *tenant) {
 	b := &t.lvl.backlog
 	switch in := t.idx[inBacklog] >= 0; {
@@ -162,6 +169,12 @@ func (c *Core) update(t *tenant) {
 		b.fix(t)
 	case in:
 		b.remove(t)
+	}
+	if !c.evicting {
+		if len(c.tenants) > c.s.MaxTenants {
+			c.startEvicting() // from every tenant's state, t's included
+		}
+		return
 	}
 	idle := t.waiting == 0 && t.inflight == 0
 	switch in := t.idx[inIdle] >= 0; {
@@ -173,6 +186,18 @@ func (c *Core) update(t *tenant) {
 	case in:
 		c.idle.remove(t)
 	}
+}
+
+// startEvicting builds the idle heap of every idle tenant, then forgets
+// those beyond MaxTenants; from then on update keeps the heap.
+func (c *Core) startEvicting() {
+	c.evicting = true
+	for _, t := range c.tenants {
+		if t.waiting == 0 && t.inflight == 0 && t.idx[inIdle] < 0 {
+			c.idle.push(t)
+		}
+	}
+	c.evict()
 }
 
 // evict forgets idle tenants, least counter first, while more than
