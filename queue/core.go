@@ -410,7 +410,6 @@ func (c *Core) link(it *item) {
 	it.group.fifo.push(it)
 	it.group.size.push(it)
 	it.group.deadline.push(it)
-	it.tenant.fifo.push(it)
 	it.tenant.linked++
 	c.update(it.tenant)
 }
@@ -425,7 +424,6 @@ func (c *Core) unlink(it *item) {
 		delete(c.groups, it.group.key)
 		it.tenant.removeGroup(it.group)
 	}
-	it.tenant.fifo.remove(it)
 	it.tenant.linked--
 	c.update(it.tenant)
 }

@@ -42,13 +42,14 @@
 // bound too: the room goes to whoever can use it.
 //
 // Cost: groups are keyed by Exclude list and tenant, so each tenant keeps
-// its waiters in its own groups, with a heap of them by arrival; each
-// priority keeps a heap of its backlogged tenants by counter. Finding the
-// next waiter is a look at the highest priority waiting, its least-counter
-// tenant, and that tenant's groups' heads: O(groups of one tenant), where
-// scanning every group would grow with the tenants. A grant or an arrival
-// re-places its tenant, O(log tenants). With one tenant that is the cost
-// without tenants, plus a few comparisons. Once more tenants than
+// its waiters in its own groups; each priority keeps a heap of its
+// backlogged tenants by counter (ties by the oldest of a tenant's groups'
+// heads). Finding the next waiter is a look at the highest priority
+// waiting, its least-counter tenant, and that tenant's groups' heads:
+// O(groups of one tenant), where scanning every group would grow with the
+// tenants. A grant or an arrival re-places its tenant, O(log tenants ×
+// groups of a tenant). With one tenant that is the cost without tenants,
+// plus a few comparisons. Once more tenants than
 // Settings.MaxTenants are remembered, the idle ones (no waiter, nothing in
 // flight) also sit in a heap by counter, and the least is forgotten as
 // soon as they are too many: O(log tenants) per change, never a scan.
