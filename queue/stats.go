@@ -2,6 +2,7 @@ package queue
 
 import (
 	"cmp"
+	stdheap "container/heap" // the package's own heap type holds waiters
 	"slices"
 	"strings"
 )
@@ -92,26 +93,58 @@ func (c *Core) Stats() Stats {
 	return s
 }
 
-// tenantStats lists the first MaxTenantStats tenants in Stats.Tenants' order.
+// tenantStats lists the first MaxTenantStats tenants in Stats.Tenants' order:
+// one pass keeping the best of them in a heap (the last of them on top), so
+// a snapshot under the queue's lock costs O(tenants × log 64), no sort of
+// them all (cmd/gatekeeper takes one every pressure round).
 func (c *Core) tenantStats() []TenantStats {
 	if len(c.tenants) == 0 {
 		return nil
 	}
-	all := make([]*tenant, 0, len(c.tenants))
+	best := make(listsLast, 0, min(len(c.tenants), MaxTenantStats))
 	for _, t := range c.tenants {
-		all = append(all, t)
+		switch {
+		case len(best) < MaxTenantStats:
+			stdheap.Push(&best, t)
+		case listsBefore(t, best[0]):
+			best[0] = t
+			stdheap.Fix(&best, 0)
+		}
 	}
-	slices.SortFunc(all, func(a, b *tenant) int {
-		return cmp.Or(cmp.Compare(b.waiting, a.waiting), cmp.Compare(b.counter, a.counter),
-			cmp.Compare(a.key.priority, b.key.priority), strings.Compare(a.key.name, b.key.name))
+	slices.SortFunc(best, func(a, b *tenant) int {
+		if listsBefore(a, b) {
+			return -1
+		}
+		return 1 // keys are unique: no two tenants tie
 	})
-	out := make([]TenantStats, min(len(all), MaxTenantStats))
-	for i := range out {
-		t := all[i]
+	out := make([]TenantStats, len(best))
+	for i, t := range best {
 		out[i] = TenantStats{Tenant: t.key.name, Priority: t.key.priority, Weight: t.weight, Counter: t.counter,
 			Waiting: t.waiting, InFlight: t.inflight, Service: t.service}
 	}
 	return out
+}
+
+// listsBefore reports whether a comes before b in Stats.Tenants: more
+// waiters, then a higher counter, then by priority and name.
+func listsBefore(a, b *tenant) bool {
+	return cmp.Or(cmp.Compare(b.waiting, a.waiting), cmp.Compare(b.counter, a.counter),
+		cmp.Compare(a.key.priority, b.key.priority), strings.Compare(a.key.name, b.key.name)) < 0
+}
+
+// listsLast is a container/heap of tenants with the one that lists last on
+// top: the first to drop when a better one is seen.
+type listsLast []*tenant
+
+func (h listsLast) Len() int           { return len(h) }
+func (h listsLast) Less(i, j int) bool { return listsBefore(h[j], h[i]) }
+func (h listsLast) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *listsLast) Push(x any)        { *h = append(*h, x.(*tenant)) }
+func (h *listsLast) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
 }
 
 // anyOrder is EarliestDeadline when some window is in that order, else
