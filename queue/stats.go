@@ -1,10 +1,8 @@
 package queue
 
 import (
-	"cmp"
 	stdheap "container/heap" // the package's own heap type holds waiters
 	"slices"
-	"strings"
 )
 
 // Stats is a snapshot of a queue. It shares nothing with the queue.
@@ -102,8 +100,11 @@ func (c *Core) tenantStats() []TenantStats {
 		return nil
 	}
 	best := make(listsLast, 0, min(len(c.tenants), MaxTenantStats))
-	for _, t := range c.tenants {
-		switch {
+	// Newest ids first: lifts make counters grow with time, so the best come
+	// early and most of the others lose their one comparison.
+	for i := len(c.byID) - 1; i >= 0; i-- {
+		switch t := c.byID[i]; {
+		case t == nil:
 		case len(best) < MaxTenantStats:
 			stdheap.Push(&best, t)
 		case listsBefore(t, best[0]):
@@ -127,9 +128,17 @@ func (c *Core) tenantStats() []TenantStats {
 
 // listsBefore reports whether a comes before b in Stats.Tenants: more
 // waiters, then a higher counter, then by priority and name.
+// (Early returns, not cmp.Or: that would compare the names every time.)
 func listsBefore(a, b *tenant) bool {
-	return cmp.Or(cmp.Compare(b.waiting, a.waiting), cmp.Compare(b.counter, a.counter),
-		cmp.Compare(a.key.priority, b.key.priority), strings.Compare(a.key.name, b.key.name)) < 0
+	switch {
+	case a.waiting != b.waiting:
+		return a.waiting > b.waiting
+	case a.counter != b.counter:
+		return a.counter > b.counter
+	case a.key.priority != b.key.priority:
+		return a.key.priority < b.key.priority
+	}
+	return a.key.name < b.key.name
 }
 
 // listsLast is a container/heap of tenants with the one that lists last on
