@@ -158,3 +158,25 @@ func BenchmarkQueueWaiterMemory(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStatsTenants is a snapshot with MaxTenants (10 000) idle tenants
+// remembered and 100 backlogged: what cmd/gatekeeper holds the queue's lock
+// for each pressure round.
+func BenchmarkStatsTenants(b *testing.B) {
+	c, _ := NewCore(Settings{})
+	c.SetWindow("a", 1)
+	for i := range DefaultMaxTenants {
+		g, _, _ := c.Enqueue(t0, Request{ID: uint64(i), Tenant: fmt.Sprint("idle-", i), Service: int64(i)})
+		c.Release(t0, g.Upstream, g.Cost)
+	}
+	c.Enqueue(t0, Request{ID: 1 << 40, Tenant: "running"})
+	for i := range 100 {
+		c.Enqueue(t0, Request{ID: 1<<40 + 1 + uint64(i), Tenant: fmt.Sprint("waiting-", i)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if s := c.Stats(); len(s.Tenants) != MaxTenantStats {
+			b.Fatalf("Stats() lists %d tenants", len(s.Tenants))
+		}
+	}
+}

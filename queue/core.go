@@ -131,9 +131,11 @@ type Core struct {
 	byID    []*tenant // by tenant.id; nil where forgotten
 	freeIDs []uint32  // ids of forgotten tenants, to reuse
 	levels  map[int]*level
-	idle    tenantHeap
-	hot     *tenant         // the tenant looked up last (lookup); nil once forgotten
-	others  map[*tenant]int // predictWait's scratch: other tenants' slots ahead
+	idle    tenantHeap // kept once evicting (update)
+	hot     *tenant    // the tenant looked up last (lookup); nil once forgotten
+	// evicting is set once more tenants than MaxTenants were remembered.
+	evicting bool
+	others   map[*tenant]int // predictWait's scratch: other tenants' slots ahead
 }
 
 // NewCore returns an empty Core in FIFO order with no windows. The error
@@ -164,6 +166,9 @@ func (c *Core) UpdateSettings(s Settings) error {
 		return err
 	}
 	c.s = s
+	if !c.evicting && len(c.tenants) > s.MaxTenants {
+		c.startEvicting()
+	}
 	c.evict()
 	return nil
 }
@@ -211,7 +216,8 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	// no one who could have used it.
 	cost := r.cost()
 	if w := c.choose(r.Exclude, cost); w != nil {
-		return c.grantNow(w, &r, cost), true, nil
+		c.grantNow(&g, w, &r, cost)
+		return g, true, nil
 	}
 	switch {
 	case len(c.windows) > 0 && !c.reachable(r.Exclude):
@@ -248,16 +254,17 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	return Grant{}, false, nil
 }
 
-// grantNow gives r a slot on w at once (Enqueue, Take): its tenant arrives
-// (lifted if it had no waiter) and is charged.
-func (c *Core) grantNow(w *window, r *Request, cost Cost) Grant {
+// grantNow gives r a slot on w at once (Enqueue, Take), written to g (in
+// place: a Grant is 13 words): its tenant arrives (lifted if it had no
+// waiter) and is charged.
+func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost) {
 	w.take(cost)
 	t := c.tenantFor(tenantKey{priority: r.Priority, name: r.Tenant}, r.Weight)
 	cost.tenant = t.id
 	c.arrive(t)
 	service := max(r.Service, 0)
 	c.charge(t, service)
-	return Grant{ID: r.ID, Upstream: w.name, Cost: cost, Tenant: r.Tenant, Priority: r.Priority, Service: service}
+	*g = Grant{ID: r.ID, Upstream: w.name, Cost: cost, Tenant: r.Tenant, Priority: r.Priority, Service: service}
 }
 
 // Take grants r a slot at once when a window it may use has room that no
@@ -268,7 +275,8 @@ func (c *Core) grantNow(w *window, r *Request, cost Cost) Grant {
 func (c *Core) Take(r Request) (g Grant, granted bool) {
 	cost := r.cost()
 	if w := c.choose(r.Exclude, cost); w != nil {
-		return c.grantNow(w, &r, cost), true
+		c.grantNow(&g, w, &r, cost)
+		return g, true
 	}
 	return Grant{}, false
 }
@@ -402,7 +410,6 @@ func (c *Core) link(it *item) {
 	it.group.fifo.push(it)
 	it.group.size.push(it)
 	it.group.deadline.push(it)
-	it.tenant.fifo.push(it)
 	it.tenant.linked++
 	c.update(it.tenant)
 }
@@ -417,7 +424,6 @@ func (c *Core) unlink(it *item) {
 		delete(c.groups, it.group.key)
 		it.tenant.removeGroup(it.group)
 	}
-	it.tenant.fifo.remove(it)
 	it.tenant.linked--
 	c.update(it.tenant)
 }

@@ -30,24 +30,29 @@
 // The bound: while two tenants f and g are both backlogged in one
 // priority, and every grant there could go to either, the service each
 // receives divided by its weight differs by at most 2 × U, where U is the
-// largest Service ÷ weight of a single request: the one granted always has
-// the least counter, so the two counters are never more than U apart, at
-// the interval's start (the lift) or its end. With estimates the bound
-// widens by the Settle corrections made to either tenant in the meantime
-// (and those that moved a counter since the other's last grant), since a
-// correction moves a counter without a grant. Waiters passed over (they
-// exclude the windows with room, or do not fit them) are outside it too:
-// the room goes to whoever can use it.
+// largest Service ÷ weight of a single request. The tenant granted always
+// has the least counter and gains at most U, and the lift puts a newly
+// backlogged tenant within U of the others, so the two counters are within
+// U of each other when the interval starts and whenever it is measured.
+// With estimates the bound widens by the Settle corrections, which move a
+// counter without a grant: those made to either tenant meanwhile, and
+// those that moved one since the other's last grant. sim/replay's issue 26
+// measures it on a saturated pod (README.md there). Waiters passed over
+// (they exclude the windows with room, or do not fit them) are outside the
+// bound too: the room goes to whoever can use it.
 //
-// Cost: each tenant keeps its waiters in its own groups (one per Exclude
-// list) and a heap of them by arrival; each priority keeps a heap of its
-// backlogged tenants by counter. Finding the next waiter is a look at the
-// highest priority waiting, its least-counter tenant, and that tenant's
-// groups' heads, O(groups of one tenant); a grant or an arrival re-places
-// its tenant, O(log tenants). With one tenant that is the cost without
-// tenants. Idle tenants (no waiter, nothing in flight) sit in a heap by
-// counter, and beyond Settings.MaxTenants the least counter is forgotten
-// at once, O(log tenants), never a scan.
+// Cost: groups are keyed by Exclude list and tenant, so each tenant keeps
+// its waiters in its own groups; each priority keeps a heap of its
+// backlogged tenants by counter (ties by the oldest of a tenant's groups'
+// heads). Finding the next waiter is a look at the highest priority
+// waiting, its least-counter tenant, and that tenant's groups' heads:
+// O(groups of one tenant), where scanning every group would grow with the
+// tenants. A grant or an arrival re-places its tenant, O(log tenants ×
+// groups of a tenant). With one tenant that is the cost without tenants,
+// plus a few comparisons. Once more tenants than
+// Settings.MaxTenants are remembered, the idle ones (no waiter, nothing in
+// flight) also sit in a heap by counter, and the least is forgotten as
+// soon as they are too many: O(log tenants) per change, never a scan.
 //
 // The package has two layers over the same logic:
 //

@@ -2,9 +2,9 @@ package queue
 
 import "time"
 
-// item is one waiting request. It sits in five heaps at once (every
-// waiter's, its group's three and its tenant's); idx records its position
-// in each so removal is O(log n) without searching.
+// item is one waiting request. It sits in four heaps at once (every
+// waiter's, and its group's three); idx records its position in each so
+// removal is O(log n) without searching.
 type item struct {
 	id       uint64
 	priority int    // higher leaves first, whatever the order
@@ -18,7 +18,7 @@ type item struct {
 	service  int64 // Request.Service, at least 0: charged to tenant when granted
 	group    *group
 	tenant   *tenant
-	idx      [5]int // position in the heap of each kind; -1 when out
+	idx      [4]int // position in the heap of each kind; -1 when out
 }
 
 // heapKind selects a heap's order and its slot in item.idx.
@@ -29,7 +29,6 @@ const (
 	groupArrival                  // a group's waiters, in the same order
 	groupSize                     // a group's waiters: highest priority, then fewest estimated tokens, then oldest
 	groupDeadline                 // a group's waiters: highest priority, then earliest deadline (none last), then oldest
-	tenantArrival                 // a tenant's waiters (one priority), oldest first: its head by arrival breaks ties between tenants
 )
 
 // heap is a binary min-heap of items with index tracking. The zero value of

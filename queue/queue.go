@@ -48,15 +48,22 @@ type Slot struct {
 	q        *Queue
 	upstream string
 	cost     Cost // what the request holds, given back on Release
-	done     atomic.Bool
+	// once has released and settled set once each: one word for the two,
+	// so that a Slot stays 96 bytes.
+	once atomic.Uint32
 	// tenant and priority name the counter the grant charged service;
 	// Settle trues it up once (by name: an id may be reused once its
 	// tenant is forgotten).
 	tenant   string
 	priority int
 	service  int64
-	settled  atomic.Bool
 }
+
+// Bits of Slot.once.
+const (
+	released = 1 << iota
+	settled
+)
 
 // newSlot is the slot of grant g.
 func (q *Queue) newSlot(g Grant) *Slot {
@@ -68,7 +75,7 @@ func (s *Slot) Upstream() string { return s.upstream }
 
 // Release gives the slot back, which may start a waiter.
 func (s *Slot) Release() {
-	if s.done.Swap(true) {
+	if s.once.Or(released)&released != 0 {
 		return
 	}
 	s.q.release(s.upstream, s.cost)
@@ -80,7 +87,7 @@ func (s *Slot) Release() {
 // it may come before or after Release. A tenant forgotten meanwhile (idle
 // beyond MaxTenants) is not corrected.
 func (s *Slot) Settle(actual int64) {
-	if s.settled.Swap(true) {
+	if s.once.Or(settled)&settled != 0 {
 		return
 	}
 	s.q.mu.Lock()

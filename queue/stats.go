@@ -1,9 +1,8 @@
 package queue
 
 import (
-	"cmp"
+	stdheap "container/heap" // the package's own heap type holds waiters
 	"slices"
-	"strings"
 )
 
 // Stats is a snapshot of a queue. It shares nothing with the queue.
@@ -92,26 +91,69 @@ func (c *Core) Stats() Stats {
 	return s
 }
 
-// tenantStats lists the first MaxTenantStats tenants in Stats.Tenants' order.
+// tenantStats lists the first MaxTenantStats tenants in Stats.Tenants' order:
+// one pass keeping the best of them in a heap (the last of them on top), so
+// a snapshot under the queue's lock costs O(tenants × log 64), no sort of
+// them all (cmd/gatekeeper takes one every pressure round).
 func (c *Core) tenantStats() []TenantStats {
 	if len(c.tenants) == 0 {
 		return nil
 	}
-	all := make([]*tenant, 0, len(c.tenants))
-	for _, t := range c.tenants {
-		all = append(all, t)
+	best := make(listsLast, 0, min(len(c.tenants), MaxTenantStats))
+	// Newest ids first: lifts make counters grow with time, so the best come
+	// early and most of the others lose their one comparison.
+	for i := len(c.byID) - 1; i >= 0; i-- {
+		switch t := c.byID[i]; {
+		case t == nil:
+		case len(best) < MaxTenantStats:
+			stdheap.Push(&best, t)
+		case listsBefore(t, best[0]):
+			best[0] = t
+			stdheap.Fix(&best, 0)
+		}
 	}
-	slices.SortFunc(all, func(a, b *tenant) int {
-		return cmp.Or(cmp.Compare(b.waiting, a.waiting), cmp.Compare(b.counter, a.counter),
-			cmp.Compare(a.key.priority, b.key.priority), strings.Compare(a.key.name, b.key.name))
+	slices.SortFunc(best, func(a, b *tenant) int {
+		if listsBefore(a, b) {
+			return -1
+		}
+		return 1 // keys are unique: no two tenants tie
 	})
-	out := make([]TenantStats, min(len(all), MaxTenantStats))
-	for i := range out {
-		t := all[i]
+	out := make([]TenantStats, len(best))
+	for i, t := range best {
 		out[i] = TenantStats{Tenant: t.key.name, Priority: t.key.priority, Weight: t.weight, Counter: t.counter,
 			Waiting: t.waiting, InFlight: t.inflight, Service: t.service}
 	}
 	return out
+}
+
+// listsBefore reports whether a comes before b in Stats.Tenants: more
+// waiters, then a higher counter, then by priority and name.
+// (Early returns, not cmp.Or: that would compare the names every time.)
+func listsBefore(a, b *tenant) bool {
+	switch {
+	case a.waiting != b.waiting:
+		return a.waiting > b.waiting
+	case a.counter != b.counter:
+		return a.counter > b.counter
+	case a.key.priority != b.key.priority:
+		return a.key.priority < b.key.priority
+	}
+	return a.key.name < b.key.name
+}
+
+// listsLast is a container/heap of tenants with the one that lists last on
+// top: the first to drop when a better one is seen.
+type listsLast []*tenant
+
+func (h listsLast) Len() int           { return len(h) }
+func (h listsLast) Less(i, j int) bool { return listsBefore(h[j], h[i]) }
+func (h listsLast) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *listsLast) Push(x any)        { *h = append(*h, x.(*tenant)) }
+func (h *listsLast) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
 }
 
 // anyOrder is EarliestDeadline when some window is in that order, else

@@ -18,14 +18,13 @@ type tenant struct {
 	// counter is its virtual tokens: service charged ÷ weight, trued up by
 	// Settle, raised by arrive's lift.
 	counter  float64
-	service  int64 // charged in total, after settles
-	waiting  int   // its requests in the queue
-	linked   int   // those in the heaps now: a dispatch unlinks the ones it passes over until it ends
-	inflight int   // its granted requests not yet released
-	fifo     heap  // its linked waiters, oldest first
-	groups   []*group
-	lvl      *level // its priority's
-	idx      [2]int // position in its level's backlog and in the idle heap; -1 when out
+	service  int64    // charged in total, after settles
+	waiting  int      // its requests in the queue
+	linked   int      // those in the heaps now: a dispatch unlinks the ones it passes over until it ends
+	inflight int      // its granted requests not yet released
+	groups   []*group // those holding its linked waiters
+	lvl      *level   // its priority's
+	idx      [2]int   // position in its level's backlog and in the idle heap; -1 when out
 }
 
 // Slots of tenant.idx.
@@ -55,7 +54,7 @@ func weightOf(w float64) float64 {
 func (c *Core) tenantFor(k tenantKey, weight float64) *tenant {
 	t := c.lookup(k)
 	if t == nil {
-		t = &tenant{key: k, fifo: heap{kind: tenantArrival}, lvl: c.lv(k.priority), idx: [2]int{-1, -1}}
+		t = &tenant{key: k, lvl: c.lv(k.priority), idx: [2]int{-1, -1}}
 		switch n := len(c.freeIDs); {
 		case k == tenantKey{}: // id 0, the zero Cost's: Release(Cost{}) is the default tenant's
 		case n > 0:
@@ -101,12 +100,15 @@ func (c *Core) arrive(t *tenant) {
 	if t.waiting > 0 {
 		return
 	}
-	l := t.lvl
-	switch top := l.backlog.top(); {
-	case top != nil:
-		t.counter = max(t.counter, top.counter)
+	floor := t.counter
+	switch l := t.lvl; {
+	case l.backlog.len() > 0:
+		floor = l.backlog.top().counter
 	case l.last != nil:
-		t.counter = max(t.counter, l.last.counter)
+		floor = l.last.counter
+	}
+	if floor > t.counter { // counters are finite: no NaN to mind, unlike max's
+		t.counter = floor
 	}
 }
 
@@ -153,6 +155,10 @@ func (c *Core) Settle(tenant string, priority int, charged, actual int64) {
 // has neither waiter nor request in flight. Its counter or oldest waiter
 // may have changed, so it is re-placed in whichever it is in. Then the idle
 // tenants beyond MaxTenants are forgotten. O(log tenants).
+//
+// The idle heap is kept only once more tenants than MaxTenants have been
+// remembered at once (evicting): until then none can need forgetting, and
+// the grants of a queue without tenants pay nothing for it.
 func (c *Core) update(t *tenant) {
 	b := &t.lvl.backlog
 	switch in := t.idx[inBacklog] >= 0; {
@@ -162,6 +168,12 @@ func (c *Core) update(t *tenant) {
 		b.fix(t)
 	case in:
 		b.remove(t)
+	}
+	if !c.evicting {
+		if len(c.tenants) > c.s.MaxTenants {
+			c.startEvicting() // from every tenant's state, t's included
+		}
+		return
 	}
 	idle := t.waiting == 0 && t.inflight == 0
 	switch in := t.idx[inIdle] >= 0; {
@@ -173,6 +185,18 @@ func (c *Core) update(t *tenant) {
 	case in:
 		c.idle.remove(t)
 	}
+}
+
+// startEvicting builds the idle heap of every idle tenant, then forgets
+// those beyond MaxTenants; from then on update keeps the heap.
+func (c *Core) startEvicting() {
+	c.evicting = true
+	for _, t := range c.tenants {
+		if t.waiting == 0 && t.inflight == 0 && t.idx[inIdle] < 0 {
+			c.idle.push(t)
+		}
+	}
+	c.evict()
 }
 
 // evict forgets idle tenants, least counter first, while more than
@@ -199,10 +223,21 @@ func (c *Core) drainTenants() {
 		for len(l.backlog.items) > 0 {
 			t := l.backlog.items[len(l.backlog.items)-1]
 			t.waiting, t.linked, t.groups = 0, 0, nil
-			t.fifo.reset()
 			c.update(t)
 		}
 	}
+}
+
+// oldest is the arrival (seq) of t's oldest linked waiter: the head of one
+// of its groups' FIFO heaps. It breaks ties between counters; a pass over
+// t's groups (one, mostly) is cheaper than a heap of all its waiters kept
+// on every link and unlink.
+func (t *tenant) oldest() uint64 {
+	seq := t.groups[0].fifo.top().seq
+	for _, g := range t.groups[1:] {
+		seq = min(seq, g.fifo.top().seq)
+	}
+	return seq
 }
 
 // addGroup lists g among t's groups (link).

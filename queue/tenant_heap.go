@@ -64,7 +64,7 @@ func (h *tenantHeap) less(i, j int) bool {
 		return a.counter < b.counter
 	}
 	if h.kind == byCounter {
-		return a.fifo.top().seq < b.fifo.top().seq // both have linked waiters
+		return a.oldest() < b.oldest() // both have linked waiters
 	}
 	return cmp.Or(cmp.Compare(a.key.priority, b.key.priority), strings.Compare(a.key.name, b.key.name)) < 0
 }

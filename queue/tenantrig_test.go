@@ -147,11 +147,11 @@ func checkTenants(t *testing.T, c *Core) {
 	idle := 0
 	for k, tn := range c.tenants {
 		switch {
-		case tn.key != k || tn.waiting != waiting[tn] || tn.linked != tn.waiting || tn.fifo.len() != tn.waiting:
-			t.Fatalf("tenant %v: waiting %d linked %d fifo %d, counted %d", k, tn.waiting, tn.linked, tn.fifo.len(), waiting[tn])
+		case tn.key != k || tn.waiting != waiting[tn] || tn.linked != tn.waiting:
+			t.Fatalf("tenant %v: waiting %d linked %d, counted %d", k, tn.waiting, tn.linked, waiting[tn])
 		case (tn.idx[inBacklog] >= 0) != (tn.waiting > 0):
 			t.Fatalf("tenant %v with %d waiting: in backlog %v", k, tn.waiting, tn.idx[inBacklog] >= 0)
-		case (tn.idx[inIdle] >= 0) != (tn.waiting == 0 && tn.inflight == 0):
+		case (tn.idx[inIdle] >= 0) != (c.evicting && tn.waiting == 0 && tn.inflight == 0):
 			t.Fatalf("tenant %v (%d waiting, %d in flight): idle %v", k, tn.waiting, tn.inflight, tn.idx[inIdle] >= 0)
 		}
 		if tn.idx[inIdle] >= 0 {
@@ -179,6 +179,9 @@ func checkTenants(t *testing.T, c *Core) {
 	}
 	if ids != len(c.tenants) {
 		t.Fatalf("%d tenants by id, %d by key", ids, len(c.tenants))
+	}
+	if !c.evicting && len(c.tenants) > c.s.MaxTenants {
+		t.Fatalf("%d tenants remembered, MaxTenants %d, and not evicting", len(c.tenants), c.s.MaxTenants)
 	}
 	if idle != c.idle.len() || idle > c.s.MaxTenants {
 		t.Fatalf("%d idle tenants, idle heap %d, MaxTenants %d", idle, c.idle.len(), c.s.MaxTenants)

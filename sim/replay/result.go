@@ -50,6 +50,12 @@ type Result struct {
 	// OOMTimelines holds, for each OOM, the failed step and the 20 s of
 	// rounds before it (WriteTimelines).
 	OOMTimelines []OOMTimeline
+	// Tenants holds what each tenant of the trace got (Arrival.Tenant; one
+	// entry, "", for a trace without tenants), in order of first arrival.
+	Tenants []TenantResult
+	// Fairness is how evenly the queue served the tenants while they were
+	// backlogged (Gatekeeper; zero with fewer than two tenants).
+	Fairness Fairness
 	// Wall is the real time the run took.
 	Wall time.Duration
 }

@@ -125,6 +125,19 @@ type Settings struct {
 	// Observer, if set, is called after every pressure round (Gatekeeper),
 	// so a test can hold the replay's decisions against gatekeeper's.
 	Observer func(Round)
+	// Tenants makes the queue share between the trace's tenants
+	// (Arrival.Tenant, TenantTrace) by its Virtual Token Counter
+	// (Gatekeeper): each request is queued for its tenant, charged its
+	// estimated service (prompt + 2 × max_tokens per sequence) when granted
+	// and settled with the real one (prompt + 2 × the tokens generated) when
+	// it ends. Off, every request is the default tenant's (the queue orders
+	// as without tenants); Result.Tenants and Result.Fairness are measured
+	// either way.
+	Tenants bool
+	// TenantPriority, if set, puts each listed tenant's requests at that
+	// priority (a traffic class per tenant; others at 0), tenants on or off
+	// (Gatekeeper): a what-if beside the fair share.
+	TenantPriority map[string]int
 	// Sources are the kinds of pressure source the policy reads for the pod
 	// (Gatekeeper), its upstream's and the node's: vllm (the pod's
 	// /metrics), memory_blocks (the allocator exporter), nvml or dcgm (device
@@ -198,6 +211,12 @@ type request struct {
 	tokens  int64
 	failed  bool
 	missed  bool
+	// generated counts the tokens of every sequence that ended, failed
+	// ones too (the service it had); firstToken is its earliest first token.
+	generated  int64
+	firstToken time.Duration
+	// grant is its grant (Gatekeeper): the tenant and service to settle.
+	grant queue.Grant
 }
 
 // seqs is how many sequences the request runs: its n, at least 1.
@@ -229,6 +248,7 @@ type runner struct {
 	winSum     float64
 	failures   []Failure // since the last pressure round, for Observer
 	pm         postmortem
+	fair       *fairness // per tenant of the trace: service, backlog, TTFT
 	wasAlive   bool
 	// nextRecord is when the next Sample is due.
 	nextRecord time.Duration
@@ -288,6 +308,7 @@ func Run(s Settings) (Result, error) {
 		r.res.EffectiveUtilization = r.utilSum / float64(r.samples)
 		r.res.MeanWindow = r.winSum / float64(r.samples)
 	}
+	r.res.Tenants, r.res.Fairness = r.fair.results()
 	for i, name := range classes {
 		r.res.Classes = append(r.res.Classes, ClassLatency{Name: name, P50: r.hists[i].quantile(0.5), P99: r.hists[i].quantile(0.99),
 			RecoveryP99: r.recov[i].quantile(0.99), RecoveryServed: r.recov[i].n})
@@ -301,7 +322,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{s: s, e: e, epoch: time.Unix(0, 0).UTC(), wasAlive: true, bySeq: map[*sim.Seq]*request{},
+	r := &runner{s: s, e: e, epoch: time.Unix(0, 0).UTC(), wasAlive: true, bySeq: map[*sim.Seq]*request{}, fair: newFairness(),
 		byID: map[uint64]*request{}, avail: true, hists: make([]hist, classes), recov: make([]hist, classes)}
 	r.res.Policy, r.res.Seed = s.Policy, s.Trace.Seed
 	r.res.GPUMemoryUtilization = e.Settings().GPUMemoryUtilization
@@ -383,6 +404,7 @@ func (r *runner) advance(t time.Duration) {
 		if waiting, grants := r.core.Cancel(r.now(), rq.id); waiting {
 			rq.waiting = false
 			delete(r.byID, rq.id)
+			r.fair.left(rq.a.Tenant)
 			if rq.byDeadline {
 				r.res.Outcomes.Deadline++
 			} else {
@@ -399,6 +421,10 @@ func (r *runner) advance(t time.Duration) {
 // within the SLO when every sequence was), an upstream error otherwise.
 func (r *runner) seqEnded(rq *request, s *sim.Seq) bool {
 	rq.running--
+	rq.generated += int64(s.Generated())
+	if ft := s.FirstTokenAt(); s.Generated() > 0 && (rq.firstToken == 0 || ft < rq.firstToken) {
+		rq.firstToken = ft
+	}
 	if s.State() == sim.SeqFinished {
 		rq.tokens += int64(s.Generated())
 		rq.missed = rq.missed || !r.s.SLO.met(r.classNames[rq.a.Class], rq.a.At, s)
@@ -408,6 +434,7 @@ func (r *runner) seqEnded(rq *request, s *sim.Seq) bool {
 	if rq.running > 0 {
 		return false
 	}
+	r.settle(rq, int64(rq.seqs())*int64(rq.a.Prompt)+2*rq.generated)
 	if rq.failed {
 		r.res.Outcomes.UpstreamError++
 		return true
@@ -419,6 +446,7 @@ func (r *runner) seqEnded(rq *request, s *sim.Seq) bool {
 		r.res.SLOMet++
 	}
 	r.hists[rq.a.Class].add(s.FinishedAt() - rq.a.At)
+	r.fair.served(rq.a.Tenant, rq.firstToken-rq.a.At)
 	if rq.recovery {
 		r.recov[rq.a.Class].add(s.FinishedAt() - rq.a.At)
 	}
@@ -437,6 +465,7 @@ func (r *runner) running() int {
 // arrive takes one request through the policy.
 func (r *runner) arrive(a Arrival) {
 	r.res.Arrivals++
+	r.fair.arrived(a.Tenant)
 	if a.Class < 0 || a.Class >= len(r.hists) {
 		a.Class = 0
 	}
@@ -466,7 +495,12 @@ func (r *runner) arrive(a Arrival) {
 		PromptLogprobs: a.PromptLogprobs}
 	est := classify.Estimator{BytesPerLogit: r.s.BytesPerLogit, PromptLogprobsChunk: r.s.PromptLogprobsChunk} // 0: classify's defaults
 	rq.cost = queue.Cost{Tokens: c.EstimatedTokens(), Seqs: c.Sequences(), Memory: est.Memory(c)}
-	qr := queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory, Seqs: rq.cost.Seqs}
+	qr := queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory, Seqs: rq.cost.Seqs,
+		Service: int64(rq.seqs()) * int64(a.Prompt+2*a.MaxToken)}
+	if r.s.Tenants {
+		qr.Tenant = a.Tenant
+	}
+	qr.Priority = r.s.TenantPriority[a.Tenant]
 	// As gatekeeper waits: until its time-to-first-token deadline, or
 	// max_wait; refused at once when the queue predicts it cannot start by
 	// then.
@@ -486,11 +520,13 @@ func (r *runner) arrive(a Arrival) {
 	case err != nil:
 		panic(fmt.Sprintf("replay: queue refused a fresh id: %v", err)) // ids are unique by construction
 	case granted:
+		r.fair.granted(g, a.Tenant, 0, false)
 		r.submitGranted(rq, g)
 	default:
 		rq.waiting = true
 		r.byID[rq.id] = rq
 		heap.Push(&r.expiry, rq)
+		r.fair.queued(a.Tenant)
 	}
 }
 
@@ -536,7 +572,9 @@ func (r *runner) submit(rq *request) bool {
 }
 
 func (r *runner) submitGranted(rq *request, g queue.Grant) {
+	rq.grant, rq.cost = g, g.Cost // its Cost names its tenant for Release
 	if !r.submit(rq) {
+		r.settle(rq, 0)
 		r.grant(r.core.Release(r.now(), g.Upstream, g.Cost))
 	}
 }
@@ -551,9 +589,13 @@ func (r *runner) grant(gs []queue.Grant) {
 		rq.waiting = false
 		if g.Err != nil { // refused: the pod went down while it waited (503)
 			r.res.Outcomes.Overloaded++
+			r.fair.left(rq.a.Tenant)
 			continue
 		}
+		r.fair.granted(g, rq.a.Tenant, r.t-rq.a.At, true)
+		rq.grant, rq.cost = g, g.Cost
 		if !r.submit(rq) {
+			r.settle(rq, 0)
 			gs = append(gs, r.core.Release(r.now(), g.Upstream, g.Cost)...)
 		}
 	}

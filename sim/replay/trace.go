@@ -118,6 +118,8 @@ type Arrival struct {
 	PromptLogprobs           bool
 	// N is how many sequences the request samples (its n); 0 means 1.
 	N int
+	// Tenant is who sent it (TenantTrace); "" for a trace without tenants.
+	Tenant string
 }
 
 // Trace yields the arrivals of a synthetic trace in time order. Create one
