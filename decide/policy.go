@@ -43,6 +43,9 @@ type Policy struct {
 	Classes *Classes
 	// Fair shares the queue between tenants within a priority; nil: none.
 	Fair *Fairness
+	// Quotas says token quotas apply: without it the core never asks
+	// Options.Quotas (no lock, no hash on the request path).
+	Quotas bool
 	// QuotaShadow charges and counts token quotas but refuses nothing.
 	QuotaShadow bool
 	// ForwardPriority lists the upstreams whose forwarded bodies carry the

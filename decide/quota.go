@@ -33,10 +33,10 @@ type Usage struct {
 // and model: a 429 quota_exceeded when one lacks room, unless the quotas
 // are in shadow mode (or gatekeeper in observe mode), which only count it.
 func (c *Core) chargeQuota(req *Request, key string) *Refusal {
-	if c.quotas == nil {
+	pol := req.Policy
+	if c.quotas == nil || !pol.Quotas {
 		return nil
 	}
-	pol := req.Policy
 	shadow := pol.QuotaShadow || pol.Observe
 	a := quota.Ask{Client: key, Model: req.Model, Estimate: req.Tokens, Force: shadow}
 	if req.Class != nil {

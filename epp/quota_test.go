@@ -26,7 +26,7 @@ func TestCoreQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 		used := func() int64 { return q.Snapshot().Models["m"].Minute.Used }
-		cp := newCorePickerWith(t, 4, breaker.LimiterSettings{}, decide.Policy{}, q)
+		cp := newCorePickerWith(t, 4, breaker.LimiterSettings{}, decide.Policy{Quotas: true}, q)
 		e := cp.open()
 		chat(e)
 		e.pick(strconv.Itoa(len(chatBody)))

@@ -73,6 +73,7 @@ func TestQuotaChargeAndTrueUp(t *testing.T) {
 	pod := &quotaPod{}
 	tp := newTestProxy(t, pod, func(o *testOptions) {
 		o.Quotas = q
+		o.Policy.Quotas = true
 		o.Policy.ClientKeyHeader = "Authorization"
 	})
 	// An estimate of about 400 tokens: three of them would not fit 1000.
@@ -140,7 +141,7 @@ func TestQuotaShadow(t *testing.T) {
 	pod.set(200, 100, 300)
 	tp := newTestProxy(t, pod, func(o *testOptions) {
 		o.Quotas = q
-		o.Policy.QuotaShadow = true
+		o.Policy.Quotas, o.Policy.QuotaShadow = true, true
 	})
 	for i := range 3 { // 400 used, then 800: the third would be refused
 		if res := post(t, tp.srv.URL, "/v1/chat/completions", chatBody, nil); res.StatusCode != 200 {

@@ -92,6 +92,7 @@ func settingsFrom(c *config.Config) (settings, error) {
 		s.queue.MaxTenants = c.Fairness.MaxTenants
 	}
 	s.quotas = quotaLimits(c.Quotas)
+	s.policy.Quotas = c.Quotas != nil
 	s.policy.QuotaShadow = c.Quotas != nil && c.Quotas.Mode == config.QuotaShadow
 	for model, l := range c.ModelLimits {
 		if s.models == nil {
