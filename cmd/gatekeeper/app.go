@@ -88,8 +88,8 @@ type app struct {
 	reqMetrics *proxy.Metrics // the request metrics both fronts record
 	ctl        *control.Controller
 	tracer     *telemetry.Provider // nil without a tracing section
-	shared     *shared // nil without a cluster section
-	bounds     bounds  // each pod's window and budgets, as the slow breaker sets them
+	shared     *shared             // nil without a cluster section
+	bounds     bounds              // each pod's window and budgets, as the slow breaker sets them
 	slow       *slowPath
 	pressure   *pressure.Runner
 	hooks      *relief.Runner
