@@ -84,8 +84,8 @@ func want(t *testing.T, sp sdktrace.ReadOnlySpan, kv map[string]string) {
 	}
 	got := attrs(sp)
 	for k, v := range kv {
-		if g, ok := got[attribute.Key(k)]; !ok || g.Emit() != v {
-			t.Errorf("span %q: %s = %q, want %q", sp.Name(), k, g.Emit(), v)
+		if g, ok := got[attribute.Key(k)]; !ok || g.String() != v {
+			t.Errorf("span %q: %s = %q, want %q", sp.Name(), k, g.String(), v)
 		}
 	}
 }
@@ -132,8 +132,8 @@ func TestTraceStreamed(t *testing.T) {
 	}
 	for _, sp := range got {
 		for _, kv := range sp.Attributes() {
-			if strings.Contains(kv.Value.Emit(), "secret") || strings.Contains(kv.Value.Emit(), `"b"`) {
-				t.Errorf("span %q carries text: %s=%s", sp.Name(), kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), "secret") || strings.Contains(kv.Value.String(), `"b"`) {
+				t.Errorf("span %q carries text: %s=%s", sp.Name(), kv.Key, kv.Value.String())
 			}
 		}
 	}
