@@ -89,7 +89,8 @@ func RestartOnly(changed []string) []string {
 			strings.HasPrefix(k, "server.tls"),
 			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."),
 			k == "cluster", strings.HasPrefix(k, "cluster."),
-			k == "endpoint_picker", strings.HasPrefix(k, "endpoint_picker."):
+			k == "endpoint_picker", strings.HasPrefix(k, "endpoint_picker."),
+			k == "tracing", strings.HasPrefix(k, "tracing."):
 			out = append(out, k)
 		}
 	}

@@ -124,6 +124,10 @@ var badFiles = map[string][]string{
 		`line 10: quotas.per_client.tokens_per_minute: must not be negative`,
 		`line 11: quotas.classes.batch: must name a class of classes.list, got "batch"`,
 	},
+	"tracing.bad.yaml": {
+		`config: line 3: tracing.protocol: must be one of [grpc http], got "udp"`,
+		`config: line 4: tracing.sample_ratio: must be within [0, 1], got 1.5`,
+	},
 	"cluster.bad.yaml": {
 		`config: line 4: cluster.redis.url: must be a redis://, rediss:// or unix:// URL, got "http://redis:6379/0"`,
 		`config: line 5: cluster.redis.ca_file: needs a rediss:// url`,

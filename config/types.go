@@ -49,6 +49,9 @@ type Config struct {
 	// EndpointPicker, if set, runs gatekeeper as the Gateway API Inference
 	// Extension's endpoint picker (Envoy ext_proc) instead of the HTTP proxy.
 	EndpointPicker *EndpointPicker `yaml:"endpoint_picker"`
+	// Tracing, if set, exports OpenTelemetry traces over OTLP (nil: no
+	// spans).
+	Tracing *Tracing `yaml:"tracing"`
 	// Log configures the process log.
 	Log Log `yaml:"log"`
 

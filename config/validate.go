@@ -39,6 +39,7 @@ func (c *Config) validate() []error {
 	k.fairness(c.Fairness, c.FastBreaker.PerClient)
 	k.quotas(c.Quotas, c.FastBreaker.PerClient, c.Classes)
 	k.cluster(c.Cluster)
+	k.tracing(c.Tracing)
 	k.endpointPicker(c.EndpointPicker, c.Server)
 	k.batchQueue(c.Batch, c.Queue)
 	k.positive("estimate.chars_per_token", c.Estimate.CharsPerToken)

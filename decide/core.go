@@ -107,6 +107,7 @@ type Request struct {
 	Seqs           int    // sequences the pod runs for it
 	Model          string // the body's "model"; "" when it has none
 	Stream         bool   // the body asks for a token stream
+	MaxTokens      int64  // the body's output bound per sequence; 0 when it names none
 	Class          *Class // its traffic class; nil without classes
 	// Skip are the pods it must not go to: those that do not serve its
 	// model, and (endpoint picker) those outside Envoy's subset hint.
@@ -119,6 +120,9 @@ type Request struct {
 	// 0 without fairness).
 	Tenant string
 	Weight float64
+	// Waited is how long it waited in the admission queue for its slot
+	// (every attempt), set by Admit.
+	Waited time.Duration
 
 	quota quota.Settler // its charge on the token quotas; nil when none
 }
@@ -155,6 +159,9 @@ func (c *Core) Classify(req *Request, body []byte) *Refusal {
 	}
 	req.Tokens, req.Memory, req.Seqs, req.Model, req.Stream = cl.Estimated, cl.Memory, cl.Sequences(), cl.Model, cl.Stream
 	req.Prompt, req.Output = cl.PromptTokens, mulSat(int64(cl.Sequences()), cl.MaxTokens)
+	if !cl.DefaultMax {
+		req.MaxTokens = cl.MaxTokens
+	}
 	return nil
 }
 
@@ -309,8 +316,10 @@ func (c *Core) acquire(ctx context.Context, req *Request, exclude []string) (*Ad
 		if err != nil {
 			return nil, c.admissionRefusal(ctx, req, err)
 		}
+		waited := c.now().Sub(queued)
+		req.Waited += waited
 		if c.rec != nil {
-			c.rec.Waited(req.Tokens, c.now().Sub(queued))
+			c.rec.Waited(req.Tokens, waited)
 		}
 		m, ok := c.reg.Get(slot.Upstream())
 		if !ok { // removed by a reload between dispatch and now

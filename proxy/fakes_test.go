@@ -277,6 +277,7 @@ type testOptions struct {
 	Now          func() time.Time
 	Version      string
 	Ready        func() error
+	Extra        func(*Options) // the handler's other options (tracing)
 }
 
 func newHandler(o testOptions) (*Handler, error) {
@@ -296,6 +297,10 @@ func newHandler(o testOptions) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return New(Options{Core: core, OnPodRefused: o.OnPodRefused, Transport: o.Transport, Health: o.Health,
-		RoundTripper: o.RoundTripper, Metrics: o.Metrics, Logger: o.Logger, Now: o.Now, Version: o.Version, Ready: o.Ready})
+	opts := Options{Core: core, OnPodRefused: o.OnPodRefused, Transport: o.Transport, Health: o.Health,
+		RoundTripper: o.RoundTripper, Metrics: o.Metrics, Logger: o.Logger, Now: o.Now, Version: o.Version, Ready: o.Ready}
+	if o.Extra != nil {
+		o.Extra(&opts)
+	}
+	return New(opts)
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // flight is what the reverse proxy learns about one forwarded request. It
@@ -44,6 +46,10 @@ type flight struct {
 	streamErr bool
 	// used is the usage the response reported (Known false until it has).
 	used usage.Tokens
+	// sent is when it left for the pod; span is its client span (nil
+	// without tracing).
+	sent time.Time
+	span trace.Span
 
 	body  bodyReader   // the buffered request body, as the pod reads it
 	usage usage.Body   // the response body, when its usage is read
@@ -97,6 +103,10 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 			f := flightFrom(pr.In.Context())
 			pr.SetURL(f.member.URL)
 			pr.SetXForwarded()
+			if f.span != nil { // ours replaces the client's trace context
+				pr.Out.Header.Del("Tracestate")
+				h.tracing.prop.Inject(f, propagation.HeaderCarrier(pr.Out.Header))
+			}
 		},
 		Transport: rt,
 		// -1: every write goes out at once (DESIGN, STYLE §9), whatever the
@@ -260,7 +270,10 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Ad
 		}
 	}
 	h.metrics.Sent(m.Name, ex.Tokens)
-	f := &flight{Context: r.Context(), member: m, metrics: h.metrics, ex: ex}
+	f := &flight{Context: r.Context(), member: m, metrics: h.metrics, ex: ex, sent: h.now()}
+	if ex.span != nil {
+		f.Context, f.span = h.tracing.startClient(f.Context, ex)
+	}
 	ex.flight = f
 	out := r.WithContext(f)
 	if body != nil {
@@ -282,7 +295,7 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Ad
 	if ex.Stream {
 		rp = h.rpStream // the small copy buffer: it is held while the stream lasts
 	}
-	f.out = clientWriter{w: w, timeout: ex.Policy.SendTimeout}
+	f.out = clientWriter{w: w, timeout: ex.Policy.SendTimeout, now: h.now}
 	defer f.out.disarm()
 	rp.ServeHTTP(&f.out, out)
 	completed = true
@@ -296,6 +309,9 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Ad
 func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 	r, f, done := ex.r, ex.flight, ex.done
 	defer ex.slot.Release()
+	if f.span != nil {
+		endClient(f, f.sent)
+	}
 	if f.retry != nil {
 		h.core.SettleSlot(&ex.Request, ex.slot, decide.Usage{None: true}) // this pod did no work; the quota charge goes on
 		if f.refused {
@@ -334,6 +350,9 @@ func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 		h.metrics.Response(f.member.Name, f.status)
 		if !f.firstByte.IsZero() {
 			h.metrics.FirstByte(f.member.Name, f.firstByte.Sub(ex.Start))
+		}
+		if f.status == http.StatusOK {
+			h.metrics.GenAI(f, operation(ex.Kind), ex.Stream, ex.Start, f.out.first, h.now(), f.used.Known, f.used.Prompt, f.used.Completion)
 		}
 		h.finish(r, ex, decide.OutcomeServed, f.status)
 	case f.out.timedOut: // the client took no bytes for send_timeout: not the pod's fault

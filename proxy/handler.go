@@ -32,6 +32,7 @@ type Handler struct {
 	rpStream *httputil.ReverseProxy
 	router   http.Handler
 	ids      *idSource
+	tracing  *tracing // nil: no spans
 
 	ready    atomic.Bool // false before Start... and once draining begins
 	draining atomic.Bool // /readyz answers 503
@@ -52,6 +53,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	h.core, h.reg = opts.Core, opts.Core.Registry()
 	h.ids = newIDSource()
+	h.tracing = newTracing(opts)
 	rt := opts.RoundTripper
 	if rt == nil {
 		rt = newTransport(opts.Transport)

@@ -24,6 +24,7 @@ type Metrics struct {
 	healthy     *prometheus.GaugeVec
 	classes     *prometheus.CounterVec
 	tenants     *prometheus.CounterVec
+	genai       genAIMetrics
 }
 
 // latencyBuckets span a refused request (µs) to a long generation (minutes).
@@ -90,6 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.requests, m.rejections, m.decisions, m.duration, m.ttfb,
 		m.queueWait, m.tokens, m.usedTokens, m.usageLost, m.upstreamRes, m.healthy, m.classes, m.tenants)
+	m.genai = newGenAIMetrics(reg)
 	// Series whose label values are known now start at 0, so rate() and
 	// alerts see them before the first event.
 	for _, o := range decide.Outcomes {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/decide"
 	"github.com/gatekeeper-dev/gatekeeper/pods/healthcheck"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // TransportSettings bounds every upstream connection. Zero fields take the
@@ -54,6 +56,18 @@ type Options struct {
 	// turns it 503 with the error's text (cluster mode: no share of any
 	// pod's window yet).
 	Ready func() error
+	// TracerProvider, if set, makes the handler's spans (the inbound server
+	// span, the admission, the client span to the pod) and sends W3C trace
+	// context to the pod. Nil traces nothing and costs one nil check.
+	TracerProvider trace.TracerProvider
+	// Propagator reads and writes trace context; nil means W3C traceparent.
+	Propagator propagation.TextMapPropagator
+	// TrustClientContext makes a client's traceparent the parent of the
+	// server span; false starts a new trace that links to it.
+	TrustClientContext bool
+	// PodState, if set, reports a pod's pressure level and window for the
+	// admission span.
+	PodState func(upstream string) (level string, window int)
 }
 
 func (o Options) validate() error {

@@ -21,6 +21,8 @@ type clientWriter struct {
 	timeout  time.Duration            // 0: none
 	timedOut bool                     // a write passed its deadline
 	armed    bool                     // a deadline was set and must be cleared
+	now      func() time.Time         // the handler's clock, for first; nil: none
+	first    time.Time                // when the first body byte was written
 }
 
 func (c *clientWriter) Header() http.Header         { return c.w.Header() }
@@ -28,6 +30,9 @@ func (c *clientWriter) WriteHeader(code int)        { c.arm(); c.w.WriteHeader(c
 func (c *clientWriter) Unwrap() http.ResponseWriter { return c.w }
 
 func (c *clientWriter) Write(p []byte) (int, error) {
+	if c.first.IsZero() && len(p) > 0 && c.now != nil {
+		c.first = c.now()
+	}
 	c.arm()
 	n, err := c.w.Write(p)
 	c.note(err)

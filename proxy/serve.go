@@ -12,6 +12,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/decide"
 	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // exchange is one request's bookkeeping from arrival to its outcome: the
@@ -33,6 +34,7 @@ type exchange struct {
 	body    []byte            // the buffered request body; nil when the route has none
 	flight  *flight           // what the reverse proxy learns; set by forward
 	retried bool              // it went to a second pod (at most once)
+	span    trace.Span        // the server span; nil without tracing
 }
 
 // serveTraffic runs the request pipeline of DESIGN §2 for every path that is
@@ -59,6 +61,10 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	w.Header()[key] = ids
 
 	route, rf := decide.LookupRoute(r.Method, r.URL.EscapedPath())
+	if h.tracing != nil {
+		r, ex.span = h.tracing.startServer(r, route.Path)
+		defer ex.span.End()
+	}
 	if rf != nil {
 		if rf.Status == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", route.Allow())
@@ -146,7 +152,15 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange,
 // request; a pod that refuses it before any byte reached the client hands
 // it once to another pod with room.
 func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange, route decide.Route, body []byte) {
-	adm, rf := h.core.Admit(r.Context(), &ex.Request, r.Header, route.Path)
+	ctx := r.Context()
+	var span trace.Span
+	if ex.span != nil {
+		ctx, span = h.tracing.startAdmission(ctx)
+	}
+	adm, rf := h.core.Admit(ctx, &ex.Request, r.Header, route.Path)
+	if span != nil {
+		h.tracing.endAdmission(span, ex, adm, rf)
+	}
 	switch {
 	case rf != nil:
 		h.refuse(w, r, ex, *rf)
@@ -169,6 +183,9 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, ex *exchange, rf decide.Refusal) {
 	if rf.Reason != "" {
 		h.metrics.Rejected(rf.Reason)
+		if ex.span != nil {
+			ex.span.SetAttributes(attrReason.String(string(rf.Reason)))
+		}
 	}
 	writeRefusal(w, rf)
 	h.finish(r, ex, rf.Reason.Outcome(), rf.Status)
@@ -181,6 +198,9 @@ func (h *Handler) finish(r *http.Request, ex *exchange, o decide.Outcome, status
 	}
 	ex.recorded = true
 	d := h.now().Sub(ex.Start)
+	if ex.span != nil {
+		endServer(ex.span, ex, o, status)
+	}
 	h.metrics.Outcome(o, d)
 	if ex.Class != nil {
 		h.metrics.ClassOutcome(ex.Class.Name, o)

@@ -21,7 +21,7 @@ func (a *app) adminHandler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(admin.RequireToken(a.token)) // every admin route, when server.admin_token_file is set
 	r.Handle("/metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{
-		ErrorLog: nil, ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: false,
+		ErrorLog: nil, ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true, // exemplars (trace ids) go out only in OpenMetrics
 	}))
 	r.Method(http.MethodGet, "/admin/state", admin.StateHandler(a.snapshot))
 	r.Mount("/admin", admin.StatusPage())

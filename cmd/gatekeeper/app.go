@@ -27,6 +27,8 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
 	"github.com/gatekeeper-dev/gatekeeper/quota"
+	"github.com/gatekeeper-dev/gatekeeper/telemetry"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // appOptions are the process-level inputs of an app.
@@ -50,6 +52,10 @@ type appOptions struct {
 	// namespace, if set, is gatekeeper's own namespace (tests). "": the
 	// service account's namespace file, or $POD_NAMESPACE.
 	namespace string
+	// getenv reads OTEL_* for tracing (nil: none set); spanExporter, if
+	// set, replaces the OTLP exporter (tests).
+	getenv       func(string) string
+	spanExporter sdktrace.SpanExporter
 	// stage, if set, is called as the app passes a lifecycle step: "draining",
 	// "refusing", "reloaded", "reload_refused", "pressure" after each
 	// pressure poll round has been acted on, "hook" after a relief hook call,
@@ -81,8 +87,9 @@ type app struct {
 	handler    *proxy.Handler
 	reqMetrics *proxy.Metrics // the request metrics both fronts record
 	ctl        *control.Controller
-	shared     *shared // nil without a cluster section
-	bounds     bounds  // each pod's window and budgets, as the slow breaker sets them
+	tracer     *telemetry.Provider // nil without a tracing section
+	shared     *shared             // nil without a cluster section
+	bounds     bounds              // each pod's window and budgets, as the slow breaker sets them
 	slow       *slowPath
 	pressure   *pressure.Runner
 	hooks      *relief.Runner
@@ -182,7 +189,10 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		ClassLimiter: classLimits, ModelLimiter: modelLimits, Quotas: quotas, Recorder: a.reqMetrics, Policy: s.policy}); err != nil {
 		return nil, err
 	}
-	a.handler, err = proxy.New(proxy.Options{
+	if err := a.newTracer(cfg); err != nil {
+		return nil, err
+	}
+	po := proxy.Options{
 		Core:         a.core,
 		OnPodRefused: a.ctl.PodRefused,
 		Transport:    s.transport,
@@ -192,8 +202,9 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		Logger:       a.log,
 		Version:      version,
 		Ready:        a.holdsShare,
-	})
-	if err != nil {
+	}
+	a.traceOptions(cfg, &po)
+	if a.handler, err = proxy.New(po); err != nil {
 		return nil, err
 	}
 	a.reqMetrics.DeclareDecision(decisionWindowResize)
@@ -245,6 +256,7 @@ func (a *app) close() {
 	if a.watcher != nil {
 		_ = a.watcher.Close()
 	}
+	a.shutdownTracer()
 }
 
 // upstreams builds the registry's pods, reusing each pod's error breaker

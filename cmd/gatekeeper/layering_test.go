@@ -77,7 +77,16 @@ func TestLayering(t *testing.T) {
 		{pkg: "discovery/inferencepool", own: []string{}, thirdParty: nil},
 		// The HTTP front of the core.
 		{pkg: "proxy", own: []string{"decide", "pods", "pods/healthcheck", "breaker", "queue", "quota", "proxy/classify", "proxy/framing", "proxy/usage"},
-			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus"}},
+			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus",
+				"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation",
+				"go.opentelemetry.io/otel/semconv/v1.41.0", "go.opentelemetry.io/otel/trace"}},
+		// OpenTelemetry's trace pipeline (issue 27): the SDK and its OTLP
+		// exporters; no other gatekeeper package, no logging, no global
+		// provider (the fronts are handed it).
+		{pkg: "telemetry", own: []string{}, thirdParty: []string{"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc",
+			"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp", "go.opentelemetry.io/otel/propagation",
+			"go.opentelemetry.io/otel/sdk/resource", "go.opentelemetry.io/otel/sdk/trace", "go.opentelemetry.io/otel/semconv/v1.41.0"},
+			banned: []string{"log", "log/slog"}},
 		// proxy's parts that need no handler: pure, no logging, none of the
 		// traffic-control packages (nor proxy itself).
 		{pkg: "proxy/classify", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},

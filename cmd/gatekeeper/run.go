@@ -36,7 +36,7 @@ func run(ctx context.Context, path string, stderr io.Writer) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	a, err := newApp(cfg, appOptions{log: log, level: level, path: path})
+	a, err := newApp(cfg, appOptions{log: log, level: level, path: path, getenv: os.Getenv})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+
+	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/telemetry"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// tracingSettings maps the policy's tracing section onto telemetry's
+// Settings; the environment fills what it leaves unset.
+func tracingSettings(t *config.Tracing, getenv func(string) string) telemetry.Settings {
+	return telemetry.Settings{Endpoint: t.Endpoint, Protocol: telemetry.Protocol(t.Protocol), SampleRatio: t.SampleRatio,
+		Headers: t.Headers, Insecure: t.Insecure, Version: version, Getenv: getenv}
+}
+
+// newTracer builds the tracer provider of cfg's tracing section; nil
+// without one (no spans, nothing exported).
+func (a *app) newTracer(cfg *config.Config) error {
+	if cfg.Tracing == nil {
+		return nil
+	}
+	s := tracingSettings(cfg.Tracing, a.opts.getenv)
+	s.Exporter = a.opts.spanExporter
+	p, err := telemetry.New(context.Background(), s)
+	if err != nil {
+		return err
+	}
+	a.tracer = p
+	return nil
+}
+
+// traceOptions sets the proxy's tracing options from the running policy.
+func (a *app) traceOptions(cfg *config.Config, o *proxy.Options) {
+	if a.tracer == nil {
+		return
+	}
+	var tp trace.TracerProvider = a.tracer
+	o.TracerProvider, o.Propagator = tp, telemetry.Propagator()
+	o.TrustClientContext = cfg.Tracing.TrustClientContext
+	o.PodState = a.podState
+}
+
+// podState is a pod's pressure level and window, for the admission span.
+func (a *app) podState(name string) (string, int) {
+	st, _, ok := a.ctl.State(name)
+	if !ok {
+		return "", 0
+	}
+	return st.Level.String(), st.Limit
+}
+
+// shutdownTracer flushes the spans still buffered, within shutdown_timeout.
+func (a *app) shutdownTracer() {
+	if a.tracer == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg().Server.ShutdownTimeout)
+	defer cancel()
+	_ = a.tracer.Shutdown(ctx)
+}
