@@ -30,9 +30,13 @@ func TestCoreFairShare(t *testing.T) {
 			e.pick(strconv.Itoa(len(chatBody)))
 			running = append(running, e)
 		}
+		// Each waits before the next comes: the picker runs every stream on
+		// its own goroutine, so without the wait the arrival order (a tie's
+		// break) would be the scheduler's.
 		var heavy []*envoy
-		for range 3 {
+		for i := range 3 {
 			heavy = append(heavy, send("heavy"))
+			cp.waiting(t, i+1)
 		}
 		light := send("light")
 		cp.waiting(t, 4)

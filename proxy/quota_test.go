@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,21 @@ func (p *quotaPod) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = io.WriteString(w, `{"id":"x","choices":[],`+usage+`}`)
+}
+
+// serveDirect runs one request through the Handler itself rather than over
+// the test server: ServeHTTP returns only once the request is complete and
+// its charges are trued up, whereas a client over the network may read the
+// whole answer, and send its next request, just before.
+func serveDirect(tp *testProxy, body string, hdr map[string]string) *http.Response {
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	tp.h.ServeHTTP(rec, req)
+	return rec.Result()
 }
 
 // A client's quota is charged each request's estimate at admission and
@@ -104,7 +120,7 @@ func TestQuotaChargeAndTrueUp(t *testing.T) {
 	for _, st := range steps {
 		tick(st.advance)
 		pod.set(st.status, st.prompt, st.completion)
-		res := post(t, tp.srv.URL, "/v1/chat/completions", st.body, st.hdr)
+		res := serveDirect(tp, st.body, st.hdr)
 		got, _ := io.ReadAll(res.Body)
 		if res.StatusCode != st.want {
 			t.Fatalf("%s: status %d, want %d (%s)", st.name, res.StatusCode, st.want, got)
@@ -144,7 +160,7 @@ func TestQuotaShadow(t *testing.T) {
 		o.Policy.Quotas, o.Policy.QuotaShadow = true, true
 	})
 	for i := range 3 { // 400 used, then 800: the third would be refused
-		if res := post(t, tp.srv.URL, "/v1/chat/completions", chatBody, nil); res.StatusCode != 200 {
+		if res := serveDirect(tp, chatBody, nil); res.StatusCode != 200 {
 			t.Fatalf("request %d: status %d, want 200 in shadow mode", i, res.StatusCode)
 		}
 	}
