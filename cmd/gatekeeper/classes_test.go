@@ -30,12 +30,18 @@ func newClassRig(t *testing.T) *slowRig { return newRigWith(t, classPolicy) }
 // sendClass starts a completion whose prompt is tag, in class (the X-Class
 // header; "" for none).
 func (r *slowRig) sendClass(ctx context.Context, tag, class string) <-chan *httptest.ResponseRecorder {
+	return r.sendWith(ctx, tag, "X-Class", class)
+}
+
+// sendWith starts a completion whose prompt is tag, with header set to value
+// ("" for none).
+func (r *slowRig) sendWith(ctx context.Context, tag, header, value string) <-chan *httptest.ResponseRecorder {
 	out := make(chan *httptest.ResponseRecorder, 1)
 	r.wg.Go(func() {
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/completions",
 			strings.NewReader(`{"model":"m","prompt":"`+tag+`","max_tokens":16}`))
-		if class != "" {
-			req.Header.Set("X-Class", class)
+		if value != "" {
+			req.Header.Set(header, value)
 		}
 		rec := httptest.NewRecorder()
 		r.a.handler.ServeHTTP(rec, req)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -22,16 +21,7 @@ fairness: {tenant_header: X-Tenant}
 
 // sendTenant starts a completion whose prompt is tag, for tenant.
 func (r *slowRig) sendTenant(ctx context.Context, tag, tenant string) <-chan *httptest.ResponseRecorder {
-	out := make(chan *httptest.ResponseRecorder, 1)
-	r.wg.Go(func() {
-		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/completions",
-			strings.NewReader(`{"model":"m","prompt":"`+tag+`","max_tokens":16}`))
-		req.Header.Set("X-Tenant", tenant)
-		rec := httptest.NewRecorder()
-		r.a.handler.ServeHTTP(rec, req)
-		out <- rec
-	})
-	return out
+	return r.sendWith(ctx, tag, "X-Tenant", tenant)
 }
 
 // TestTenantsShareTheQueue: the policy's fairness reaches the queue through
