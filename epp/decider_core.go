@@ -154,11 +154,17 @@ func (d *coreDecider) finish(req *decide.Request, adm *decide.Admitted, endpoint
 	if rec != nil && e.Status != 0 {
 		rec.Response(adm.Pod.Name, e.Status)
 	}
-	core := d.o.Core
+	// The pod's own refusal and a 5xx did no work for the request: what it
+	// was charged is given back. Otherwise it is trued up from the usage;
+	// without one (no response headers, a response cut short) the pod may
+	// have worked for it and the estimate stands.
 	used := decide.Usage{Prompt: e.PromptTokens, Completion: e.CompletionTokens, Known: e.UsageKnown}
+	if e.Status == http.StatusTooManyRequests || e.Status >= 500 {
+		used = decide.Usage{None: true}
+	}
+	d.o.Core.Settle(req, adm.Slot, used)
 	switch {
 	case e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests:
-		core.Settle(req, adm.Slot, decide.Usage{None: true})
 		adm.Done(pods.Excluded)
 		if d.o.OnPodRefused != nil {
 			d.o.OnPodRefused(adm.Pod.Name)
@@ -168,15 +174,12 @@ func (d *coreDecider) finish(req *decide.Request, adm *decide.Admitted, endpoint
 		}
 		d.outcome(req, decide.OutcomeUpstreamOverloaded)
 	case e.Status >= 500:
-		core.Settle(req, adm.Slot, decide.Usage{None: true})
 		adm.Done(pods.Failure)
 		d.outcome(req, decide.OutcomeUpstreamError)
 	case e.StreamError:
-		core.Settle(req, adm.Slot, used)
 		adm.Done(pods.Failure) // as a 500 would count
 		d.outcome(req, decide.OutcomeStreamError)
 	case e.Complete && e.Status != 0:
-		core.Settle(req, adm.Slot, used)
 		adm.Done(pods.Success)
 		if rec != nil && e.Status == http.StatusOK {
 			rec.Usage(adm.Pod.Name, usage.Tokens{Prompt: e.PromptTokens, Completion: e.CompletionTokens, Known: e.UsageKnown})
@@ -185,9 +188,7 @@ func (d *coreDecider) finish(req *decide.Request, adm *decide.Admitted, endpoint
 	default:
 		// No response headers (the client left, or Envoy could not reach
 		// the pod: the picker cannot tell which), or a response cut short:
-		// the pod is not blamed; it may have worked for it, so what was
-		// charged stands unless a usage came.
-		core.Settle(req, adm.Slot, used)
+		// the pod is not blamed.
 		adm.Done(pods.Excluded)
 		d.outcome(req, decide.OutcomeClientClosed)
 	}

@@ -327,25 +327,30 @@ func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 	// client closes its connection right after: only a request cut short
 	// by the client is client_closed.
 	delivered := completed && f.err == nil && f.status != 0
+	// What the request was charged is trued up from the pod's usage; the
+	// pod's own refusal and a 5xx did no work for it and give it back.
+	// Otherwise (a client gone, a stream cut) the pod may have worked for it:
+	// without a usage the estimate stands.
+	used := f.reported()
+	if delivered && (f.refused || !f.streamErr && f.status >= 500) {
+		used = decide.Usage{None: true}
+	}
+	h.core.Settle(&ex.Request, ex.slot, used)
 	switch {
 	case delivered && f.refused:
-		h.core.Settle(&ex.Request, ex.slot, decide.Usage{None: true})
 		done(pods.Excluded) // overload, not failure: the breaker is not fed
 		h.metrics.Response(f.member.Name, f.status)
 		h.metrics.Rejected(decide.ReasonUpstreamOverloaded)
 		h.finish(r, ex, decide.OutcomeUpstreamOverloaded, f.status)
 	case delivered && f.streamErr:
-		h.core.Settle(&ex.Request, ex.slot, f.reported())
 		done(pods.Failure) // vLLM sends it when generation fails: as a 500 would count
 		h.metrics.Response(f.member.Name, f.status)
 		h.finish(r, ex, decide.OutcomeStreamError, f.status)
 	case delivered && f.status >= 500:
-		h.core.Settle(&ex.Request, ex.slot, decide.Usage{None: true})
 		done(pods.Failure)
 		h.metrics.Response(f.member.Name, f.status)
 		h.finish(r, ex, decide.OutcomeUpstreamError, f.status)
 	case delivered:
-		h.core.Settle(&ex.Request, ex.slot, f.reported())
 		done(pods.Success)
 		h.metrics.Response(f.member.Name, f.status)
 		if !f.firstByte.IsZero() {
@@ -356,15 +361,12 @@ func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 		}
 		h.finish(r, ex, decide.OutcomeServed, f.status)
 	case f.out.timedOut: // the client took no bytes for send_timeout: not the pod's fault
-		h.core.Settle(&ex.Request, ex.slot, f.reported()) // the pod worked for it: the estimate stands unless a usage came
 		done(pods.Excluded)
 		h.finish(r, ex, decide.OutcomeClientTimeout, f.status)
 	case r.Context().Err() != nil:
-		h.core.Settle(&ex.Request, ex.slot, f.reported())
 		done(pods.Excluded)
 		h.finish(r, ex, decide.OutcomeClientClosed, decide.StatusClientClosed)
 	default: // a transport error, or the stream broke mid-copy
-		h.core.Settle(&ex.Request, ex.slot, f.reported()) // it may have run on the pod: the estimate stands
 		done(pods.Failure)
 		h.metrics.Response(f.member.Name, 0)
 		h.finish(r, ex, decide.OutcomeUpstreamError, http.StatusBadGateway)

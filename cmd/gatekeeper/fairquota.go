@@ -29,32 +29,35 @@ func quotaLimits(q *config.Quotas) quota.Limits {
 	if q == nil {
 		return quota.Limits{}
 	}
-	limit := func(c config.Quota) quota.Limit {
-		return quota.Limit{PerMinute: c.TokensPerMinute, PerDay: c.TokensPerDay}
-	}
 	var l quota.Limits
 	if q.PerClient != nil {
-		l.PerClient = limit(*q.PerClient)
+		l.PerClient = limitOf(*q.PerClient)
 	}
 	for _, c := range q.Clients {
 		if l.Clients == nil {
 			l.Clients = map[string]quota.Limit{}
 		}
-		l.Clients[c.Key] = limit(c.Limit())
+		l.Clients[c.Key] = limitOf(c.Limit())
 	}
-	for name, c := range q.Classes {
-		if l.Classes == nil {
-			l.Classes = map[string]quota.Limit{}
-		}
-		l.Classes[name] = limit(c)
-	}
-	for name, c := range q.Models {
-		if l.Models == nil {
-			l.Models = map[string]quota.Limit{}
-		}
-		l.Models[name] = limit(c)
-	}
+	l.Classes, l.Models = limitsOf(q.Classes), limitsOf(q.Models)
 	return l
+}
+
+// limitOf is one policy quota as the quota package's limit.
+func limitOf(c config.Quota) quota.Limit {
+	return quota.Limit{PerMinute: c.TokensPerMinute, PerDay: c.TokensPerDay}
+}
+
+// limitsOf maps a policy's quotas by name; nil for none.
+func limitsOf(m map[string]config.Quota) map[string]quota.Limit {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]quota.Limit, len(m))
+	for name, c := range m {
+		out[name] = limitOf(c)
+	}
+	return out
 }
 
 // setQuotas installs the policy's quotas: over every replica in cluster
