@@ -101,3 +101,7 @@ func (a *Allocator) tailFree() int64 {
 	}
 	return 0
 }
+
+// ResetPeakStats starts the peak figures again from the current ones, as
+// torch.cuda.reset_peak_memory_stats() does.
+func (a *Allocator) ResetPeakStats() { a.peakAlloc, a.peakReserve = a.allocated, a.reserved }

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -20,33 +21,59 @@ var (
 )
 
 // Settings configures an Engine. The zero value selects the defaults, which
-// README.md in this folder justifies one by one.
+// README.md in this folder justifies one by one. They follow vLLM's V1
+// engine as of v0.21 and later (the "vLLM" column of README.md's table).
 type Settings struct {
 	// GPU is the device. Zero means the A100-80G preset.
 	GPU GPU
 	// Model is the served model. Zero means the Llama-3-8B bf16 preset.
 	Model Model
 	// GPUMemoryUtilization is vLLM's gpu_memory_utilization, the fraction of
-	// device memory the engine plans for (weights, activations, KV cache).
-	// 0 means 0.9 (vLLM's default); valid range (0, 1].
+	// the device's total memory the engine plans for (weights, activations,
+	// non-torch memory, CUDA graphs, KV cache). 0 means 0.9 (vLLM's default
+	// until v0.21, which raised it to 0.92 when it began to count the CUDA
+	// graphs); valid range (0, 1].
 	GPUMemoryUtilization float64
-	// MaxNumSeqs is vLLM's max_num_seqs. 0 means 256 (vLLM's default).
+	// MaxNumSeqs is vLLM's max_num_seqs. 0 means the OpenAI server's default
+	// for the GPU: 1024 on GPUs of at least 70 GiB other than the A100, 256
+	// on the others (vllm/engine/arg_utils.py, _set_default_args).
 	MaxNumSeqs int
-	// MaxNumBatchedTokens is vLLM's max_num_batched_tokens, the token budget of
-	// one step and the size of the profiling pass. 0 means 2048 (vLLM V1's
-	// default for the OpenAI server with chunked prefill).
+	// MaxNumBatchedTokens is vLLM's max_num_batched_tokens, the token budget
+	// of one step and the size of the profiling pass. 0 means the OpenAI
+	// server's default for the GPU: 8192 on GPUs of at least 70 GiB other
+	// than the A100, 2048 on the others.
 	MaxNumBatchedTokens int
 	// BlockSize is the KV cache block in tokens. 0 means 16 (vLLM's default).
 	BlockSize int
 	// MaxModelLen caps prompt + output tokens. 0 means the model's context length.
 	MaxModelLen int
-	// NonTorchBytes is memory outside PyTorch's allocator: CUDA context, NCCL,
-	// CUDA graphs. 0 means 1 GiB. Negative is invalid.
+	// CUDAContextBytes is the CUDA context and the kernels it loads, taken
+	// when the process first uses the GPU, before vLLM's first memory
+	// snapshot: vLLM does not count it, so it lives in the headroom outside
+	// gpu_memory_utilization. 0 means 400 MiB ("around 400MB if CUDA >=
+	// 11.7 is used and lazy module loading enabled", pytorch/pytorch#109888).
+	// Negative is invalid.
+	CUDAContextBytes int64
+	// NonTorchBytes is the memory outside PyTorch's allocator that appears
+	// while vLLM profiles (cuBLAS workspaces, attention backends' buffers,
+	// NCCL with tensor parallelism); vLLM measures it and subtracts it from
+	// the KV cache. 0 means 340 MiB (a vLLM log: "non_torch_memory takes
+	// 0.33GiB", vllm#14452). Negative is invalid.
 	NonTorchBytes int64
+	// CUDAGraphBytes is the CUDA graphs' private memory pool. Since v0.21
+	// vLLM estimates it before it sizes the KV cache and subtracts it
+	// (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default); the
+	// simulator takes the estimate as exact. 0 means 450 MiB ("Estimated
+	// CUDA graph memory: 0.44 GiB total" for 51 piecewise graphs up to 512
+	// tokens, vllm#48214); none with EnforceEager. Negative is invalid.
+	CUDAGraphBytes int64
 	// OtherProcessBytes is memory held by other processes on the same GPU,
 	// taken after the engine sized its KV cache (the "several models on one
-	// GPU" case). 0 means none.
+	// GPU" case). 0 means none. Neighbor is the same with a time course.
 	OtherProcessBytes int64
+	// Neighbor, if its Peaks are set, is another process on the GPU whose
+	// memory grows and shrinks (neighbor.go).
+	Neighbor Neighbor
 	// PrefillEfficiency is the fraction of peak FLOPS a prefill reaches.
 	// 0 means 0.5 (SIM-FACTS: 40–60 %); valid range (0, 1].
 	PrefillEfficiency float64
@@ -55,14 +82,21 @@ type Settings struct {
 	// ExpandableSegments is PyTorch's expandable_segments:True (a what-if;
 	// PyTorch's default is false).
 	ExpandableSegments bool
-	// CUDAGraphMaxTokens, when > 0, models vLLM V1's compiled mode: input
-	// tensors live in persistent buffers allocated at start-up, and a step of
-	// at most this many tokens replays a captured CUDA graph whose
-	// activations come from the graphs' private pool (NonTorchBytes), so
-	// only the LM head and the sampler allocate from the cache (V1 captures
-	// up to 512 tokens). 0 means eager mode, every step's buffers through the
-	// caching allocator (the default; see README.md).
+	// EnforceEager is vLLM's --enforce-eager: no CUDA graphs, so every
+	// step's forward pass allocates its activations from the caching
+	// allocator. Off (vLLM's default), a step of at most CUDAGraphMaxTokens
+	// tokens replays a captured graph whose activations come from the
+	// graphs' private pool (CUDAGraphBytes), and only larger steps, the LM
+	// head and the sampler allocate from the cache.
+	EnforceEager bool
+	// CUDAGraphMaxTokens is the largest step captured as a CUDA graph. 0
+	// means vLLM's default, min(2 × max_num_seqs, 512, max_num_batched_tokens)
+	// (VllmConfig._set_cudagraph_sizes). Negative is invalid.
 	CUDAGraphMaxTokens int
+	// Sampler is the top-k/top-p implementation. 0 (SamplerFlashInfer) is
+	// vLLM's CUDA default since v0.21; SamplerSort is the PyTorch sort of
+	// the releases between October 2025 and February 2026, a what-if.
+	Sampler Sampler
 	// NumGPUBlocksOverride replaces the computed number of KV blocks, like
 	// vLLM's num_gpu_blocks_override (tests, what-ifs). 0 means computed.
 	NumGPUBlocksOverride int
@@ -87,6 +121,10 @@ type Settings struct {
 	MidStepReadings bool
 }
 
+// largeGPU reports whether vLLM's OpenAI server gives the GPU its larger
+// defaults: at least 70 GiB and not an A100.
+func (g GPU) largeGPU() bool { return g.MemoryBytes >= 70*gib && !strings.HasPrefix(g.Name, "A100") }
+
 func (s Settings) withDefaults() Settings {
 	if s.GPU == (GPU{}) {
 		s.GPU, _ = GPUByName("")
@@ -99,9 +137,15 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.MaxNumSeqs == 0 {
 		s.MaxNumSeqs = 256
+		if s.GPU.largeGPU() {
+			s.MaxNumSeqs = 1024
+		}
 	}
 	if s.MaxNumBatchedTokens == 0 {
 		s.MaxNumBatchedTokens = 2048
+		if s.GPU.largeGPU() {
+			s.MaxNumBatchedTokens = 8192
+		}
 	}
 	if s.BlockSize == 0 {
 		s.BlockSize = 16
@@ -109,8 +153,21 @@ func (s Settings) withDefaults() Settings {
 	if s.MaxModelLen == 0 {
 		s.MaxModelLen = s.Model.MaxModelLen
 	}
+	if s.CUDAContextBytes == 0 {
+		s.CUDAContextBytes = 400 * mib
+	}
 	if s.NonTorchBytes == 0 {
-		s.NonTorchBytes = 1 * gib
+		s.NonTorchBytes = 340 * mib
+	}
+	if s.EnforceEager {
+		s.CUDAGraphBytes, s.CUDAGraphMaxTokens = 0, 0
+	} else {
+		if s.CUDAGraphBytes == 0 {
+			s.CUDAGraphBytes = 450 * mib
+		}
+		if s.CUDAGraphMaxTokens == 0 {
+			s.CUDAGraphMaxTokens = min(2*s.MaxNumSeqs, 512, s.MaxNumBatchedTokens)
+		}
 	}
 	if s.PrefillEfficiency == 0 {
 		s.PrefillEfficiency = 0.5
@@ -142,13 +199,19 @@ func (s Settings) validate() error {
 	check(s.MaxNumBatchedTokens < 0, "MaxNumBatchedTokens = %d, want > 0", s.MaxNumBatchedTokens)
 	check(s.BlockSize < 0, "BlockSize = %d, want > 0", s.BlockSize)
 	check(s.MaxModelLen < 0, "MaxModelLen = %d, want > 0", s.MaxModelLen)
+	check(s.CUDAContextBytes < 0, "CUDAContextBytes = %d, want >= 0", s.CUDAContextBytes)
 	check(s.NonTorchBytes < 0, "NonTorchBytes = %d, want >= 0", s.NonTorchBytes)
+	check(s.CUDAGraphBytes < 0, "CUDAGraphBytes = %d, want >= 0", s.CUDAGraphBytes)
 	check(s.OtherProcessBytes < 0, "OtherProcessBytes = %d, want >= 0", s.OtherProcessBytes)
 	check(s.PrefillEfficiency <= 0 || s.PrefillEfficiency > 1, "PrefillEfficiency = %v, want (0, 1]", s.PrefillEfficiency)
 	check(s.MaxSplitSize < 0, "MaxSplitSize = %d, want >= 0", s.MaxSplitSize)
 	check(s.CUDAGraphMaxTokens < 0, "CUDAGraphMaxTokens = %d, want >= 0", s.CUDAGraphMaxTokens)
+	check(s.Sampler != SamplerFlashInfer && s.Sampler != SamplerSort, "Sampler = %d, want SamplerFlashInfer or SamplerSort", s.Sampler)
 	check(s.NumGPUBlocksOverride < 0, "NumGPUBlocksOverride = %d, want >= 0", s.NumGPUBlocksOverride)
 	check(s.RestartTime < 0, "RestartTime = %v, want >= 0", s.RestartTime)
+	if err := s.Neighbor.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	tp := s.TensorParallel
 	check(tp < 1 || (s.Model.KVHeads > 0 && (s.Model.KVHeads%tp != 0 || s.Model.Hidden%tp != 0 || s.Model.Intermediate%tp != 0)),
 		"TensorParallel = %d, want >= 1 dividing the model's KV heads, hidden and intermediate sizes", tp)
@@ -186,6 +249,9 @@ type Engine struct {
 	c Counters
 	// lifetime counters across restarts
 	ooms, restarts, steps int64
+	// failedBoots counts restarts vLLM refused: too little free memory.
+	failedBoots int64
+	nb          *neighbor // the other process on the GPU, if any
 }
 
 // New builds an engine: it profiles the activation peak, sizes the KV cache
@@ -201,6 +267,9 @@ func New(s Settings) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{s: s, plan: plan}
+	if n := s.Neighbor; n.Base > 0 || len(n.Peaks) > 0 {
+		e.nb = newNeighbor(n)
+	}
 	if err := e.boot(); err != nil {
 		return nil, err
 	}
@@ -222,10 +291,15 @@ func (e *Engine) Alive() bool { return !e.dead }
 // LastError returns the error that last killed the engine, or nil.
 func (e *Engine) LastError() error { return e.lastErr }
 
-// boot starts a fresh process: new allocator, weights and KV cache allocated.
+// boot starts a fresh process as vLLM does: the runner's persistent
+// buffers, the weights and the KV cache allocated through a fresh
+// allocator (the plan was made once: the same settings give the same one),
+// then the warm-up runs — the compiled sizes' forward passes and the
+// sampler for the largest batch, which vLLM runs after capturing the CUDA
+// graphs "to avoid memory fragmentation" and whose blocks stay cached.
 func (e *Engine) boot() error {
 	a, err := NewAllocator(AllocSettings{
-		DeviceBytes:        e.s.GPU.MemoryBytes - e.s.NonTorchBytes - e.s.OtherProcessBytes,
+		DeviceBytes:        e.s.deviceBytes() - e.s.OtherProcessBytes - e.s.Neighbor.Base - e.nbHeld(),
 		MaxSplitSize:       e.s.MaxSplitSize,
 		ExpandableSegments: e.s.ExpandableSegments,
 	})
@@ -237,12 +311,29 @@ func (e *Engine) boot() error {
 			return fmt.Errorf("sim: loading weights and KV cache: %w", err)
 		}
 	}
+	warm := profileShape(e.s)
+	warm.warmup = true
+	r := stepRun{a: a}
+	stepBuffers(&r, e.s, warm)
+	r.exec(nil)
+	if r.err != nil {
+		return fmt.Errorf("sim: warming up: %w", r.err)
+	}
 	e.alloc = a
 	e.step.lastClean = false // a new allocator: the memo does not carry over
+	e.step.memo = nil
 	e.dead = false
 	e.freeBlocks = e.plan.NumGPUBlocks
 	e.c = Counters{}
 	return nil
+}
+
+// canBoot reports whether vLLM would start now: the device's free memory
+// at its first snapshot must be at least gpu_memory_utilization of the
+// total, and its allocator must fit the weights and the KV cache.
+func (e *Engine) canBoot() bool {
+	free := e.s.GPU.MemoryBytes - e.s.CUDAContextBytes - e.s.OtherProcessBytes - e.s.Neighbor.Base - e.nbHeld()
+	return free >= int64(float64(e.s.GPU.MemoryBytes)*e.s.GPUMemoryUtilization)
 }
 
 // Submit queues a request at the engine's current time. It fails with
@@ -312,19 +403,28 @@ func (e *Engine) Advance(to time.Duration) {
 	for {
 		if e.dead {
 			if to < e.restartAt {
+				e.neighborTo(to)
 				e.now = max(e.now, to)
 				return
 			}
 			e.now = max(e.now, e.restartAt)
-			e.restarts++
-			if err := e.boot(); err != nil {
-				panic(err) // New booted the same plan once already
+			e.neighborTo(e.now)
+			if !e.canBoot() || e.boot() != nil {
+				// vLLM refuses to start (free memory below its share, or
+				// the weights and KV cache do not fit): the pod is
+				// restarted again after the same time.
+				e.failedBoots++
+				e.restartAt = e.now + e.s.RestartTime
+				continue
 			}
+			e.restarts++
 		}
+		e.neighborTo(e.now)
 		if e.now >= to {
 			return
 		}
 		if !e.runStep() {
+			e.neighborTo(to)
 			e.now = to
 			return
 		}

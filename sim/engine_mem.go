@@ -6,13 +6,23 @@ import "fmt"
 type MemoryPlan struct {
 	// WeightBytes is parameters × dtype bytes (of one GPU: ÷ TensorParallel).
 	WeightBytes int64
-	// ActivationPeakBytes is the peak allocated by the profiling step
-	// (max_num_batched_tokens tokens over min(max_num_seqs, tokens) sequences,
-	// forward pass plus logits and probabilities; vLLM reads PyTorch's
-	// allocated_bytes.all.peak the same way).
+	// ActivationPeakBytes is the peak allocated by the profiling step (vLLM
+	// reads PyTorch's allocated_bytes.all.peak the same way): an eager
+	// forward pass of max_num_batched_tokens tokens over min(max_num_seqs,
+	// tokens) sequences, then the sampler for one row per sequence as
+	// _dummy_sampler_run runs it (top-k and top-p, no logprobs).
 	ActivationPeakBytes int64
-	// NonTorchBytes is memory outside PyTorch (CUDA context, NCCL, graphs).
-	NonTorchBytes int64
+	// NonTorchBytes and CUDAGraphBytes are Settings', subtracted from the
+	// KV cache as vLLM subtracts what it measured and estimated.
+	NonTorchBytes, CUDAGraphBytes int64
+	// CUDAContextBytes is Settings': on the device before vLLM's first
+	// snapshot, so not in the plan.
+	CUDAContextBytes int64
+	// StaticBytes is what the model runner allocates outside the plan: its
+	// persistent input buffers (before vLLM's snapshot of the weights) and
+	// the native sampler's persistent Triton buffer (inside the profile's
+	// peak, kept afterwards).
+	StaticBytes int64
 	// KVBytesPerToken is 2 × layers × KV heads × head dim × dtype bytes (of
 	// one GPU: ÷ TensorParallel).
 	KVBytesPerToken int64
@@ -21,74 +31,116 @@ type MemoryPlan struct {
 	// KVCacheBytes is NumGPUBlocks × BlockSize × KVBytesPerToken.
 	KVCacheBytes int64
 	// ActivationBudgetBytes is what the caching allocator can get from the
-	// device at run time besides weights and KV cache: the profiled peak plus
-	// the headroom outside gpu_memory_utilization, less other processes.
+	// device at run time besides weights, KV cache and static buffers: the
+	// profiled peak plus the headroom outside gpu_memory_utilization, less
+	// the CUDA context and other processes.
 	ActivationBudgetBytes int64
 }
 
-// planMemory follows vLLM's determine_available_memory: KV cache =
-// total × gpu_memory_utilization − weights − activation peak − non-torch.
+// planMemory follows vLLM's determine_available_memory (v0.21 and later):
+// KV cache = total × gpu_memory_utilization − weights − activation peak −
+// non-torch memory − the CUDA graphs' estimate. The CUDA context, taken
+// before vLLM's first snapshot, and the runner's persistent buffers are not
+// in it: they come out of the headroom. Like vLLM it refuses to start when
+// the device has less free than gpu_memory_utilization of its total.
 func planMemory(s Settings) (MemoryPlan, error) {
 	tp := int64(s.TensorParallel)
 	p := MemoryPlan{
-		WeightBytes:     s.Model.WeightBytes() / tp,
-		NonTorchBytes:   s.NonTorchBytes,
-		KVBytesPerToken: s.Model.KVBytesPerToken() / tp,
+		WeightBytes:      s.Model.WeightBytes() / tp,
+		NonTorchBytes:    s.NonTorchBytes,
+		CUDAGraphBytes:   s.CUDAGraphBytes,
+		CUDAContextBytes: s.CUDAContextBytes,
+		KVBytesPerToken:  s.Model.KVBytesPerToken() / tp,
+	}
+	for _, n := range persistentBuffers(s) {
+		p.StaticBytes += n
 	}
 	scratch, err := NewAllocator(AllocSettings{DeviceBytes: 1 << 50})
 	if err != nil {
 		return p, err
 	}
-	seqs := min(s.MaxNumSeqs, s.MaxNumBatchedTokens)
-	perSeq := (s.MaxNumBatchedTokens + seqs - 1) / seqs
 	r := stepRun{a: scratch}
-	stepBuffers(&r, s.Model, s.TensorParallel, stepShape{tokens: s.MaxNumBatchedTokens, seqs: seqs, samples: seqs,
-		maxBlocks: (perSeq + s.BlockSize - 1) / s.BlockSize, eagerIn: s.CUDAGraphMaxTokens == 0})
+	stepBuffers(&r, s, profileShape(s))
 	r.exec(nil)
 	if r.err != nil {
 		return p, r.err
 	}
 	p.ActivationPeakBytes = scratch.Stats().PeakAllocatedBytes
-	kv := int64(float64(s.GPU.MemoryBytes)*s.GPUMemoryUtilization) - p.WeightBytes - p.ActivationPeakBytes - p.NonTorchBytes
+	triton := tritonBufferBytes(s)
+	p.StaticBytes += triton
+	total := s.GPU.MemoryBytes
+	requested := int64(float64(total) * s.GPUMemoryUtilization)
+	if free := total - s.CUDAContextBytes - s.Neighbor.Base; free < requested {
+		return p, fmt.Errorf("sim: free memory on the device at start-up (%d bytes) is less than gpu_memory_utilization %.2f × %d = %d bytes, as vLLM refuses",
+			free, s.GPUMemoryUtilization, total, requested)
+	}
+	kv := requested - p.WeightBytes - p.ActivationPeakBytes - p.NonTorchBytes - p.CUDAGraphBytes
 	perBlock := int64(s.BlockSize) * p.KVBytesPerToken
 	p.NumGPUBlocks = int(max(kv, 0) / perBlock)
 	if s.NumGPUBlocksOverride > 0 {
 		p.NumGPUBlocks = s.NumGPUBlocksOverride
 	}
 	if p.NumGPUBlocks < 1 {
-		return p, fmt.Errorf("sim: no room for a KV cache: %d × %.2f − weights %d − activations %d − non-torch %d = %d bytes",
-			s.GPU.MemoryBytes, s.GPUMemoryUtilization, p.WeightBytes, p.ActivationPeakBytes, p.NonTorchBytes, kv)
+		return p, fmt.Errorf("sim: no room for a KV cache: %d × %.2f − weights %d − activations %d − non-torch %d − CUDA graphs %d = %d bytes",
+			total, s.GPUMemoryUtilization, p.WeightBytes, p.ActivationPeakBytes, p.NonTorchBytes, p.CUDAGraphBytes, kv)
 	}
 	p.KVCacheBytes = int64(p.NumGPUBlocks) * perBlock
-	p.ActivationBudgetBytes = s.GPU.MemoryBytes - s.NonTorchBytes - s.OtherProcessBytes - p.WeightBytes - p.KVCacheBytes
-	if p.ActivationBudgetBytes < p.ActivationPeakBytes {
-		return p, fmt.Errorf("sim: OtherProcessBytes %d leaves %d bytes for activations, below the profiled peak %d",
-			s.OtherProcessBytes, p.ActivationBudgetBytes, p.ActivationPeakBytes)
+	p.ActivationBudgetBytes = s.deviceBytes() - s.OtherProcessBytes - s.Neighbor.Base - p.WeightBytes - p.KVCacheBytes - p.StaticBytes
+	if need := p.ActivationPeakBytes - triton; p.ActivationBudgetBytes < need {
+		return p, fmt.Errorf("sim: other processes leave %d bytes for activations, below the profiled peak %d",
+			p.ActivationBudgetBytes, need)
 	}
 	return p, nil
 }
 
-// staticTensors lists the allocations made once at start-up: the embedding
-// and LM head, one tensor per decoder layer's weights, one KV cache tensor
-// per layer (vLLM V1 allocates the KV cache per layer) and, with CUDA
-// graphs, the persistent input buffers. With tensor parallelism each is
-// this GPU's shard (the embedding and LM head split by vocabulary).
+// deviceBytes is what the caching allocator can draw segments from when no
+// other process holds anything: the device less the CUDA context, the
+// non-torch memory and the CUDA graphs' pool.
+func (s Settings) deviceBytes() int64 {
+	return s.GPU.MemoryBytes - s.CUDAContextBytes - s.NonTorchBytes - s.CUDAGraphBytes
+}
+
+// profileShape is vLLM's profiling step: _dummy_run of max_num_batched_tokens
+// tokens spread over min(max_num_seqs, tokens) requests, eager, each request
+// sampling one token in _dummy_sampler_run.
+func profileShape(s Settings) stepShape {
+	seqs := min(s.MaxNumSeqs, s.MaxNumBatchedTokens)
+	return stepShape{tokens: s.MaxNumBatchedTokens, seqs: seqs, samples: seqs, profile: true}
+}
+
+// persistentBuffers are the model runner's input buffers, allocated once
+// when it is built (vLLM V1's GPUModelRunner.__init__, sized for the largest
+// step): input ids (int32), positions (int64), query start locations and
+// sequence lengths (int32), the block table (int32, a row of
+// ⌈max_model_len ÷ block_size⌉ per sequence), slot mapping (int64) and the
+// input embeddings (tokens × hidden × dtype).
+func persistentBuffers(s Settings) []int64 {
+	T, n := int64(s.MaxNumBatchedTokens), int64(s.MaxNumSeqs)
+	rows := int64((s.MaxModelLen + s.BlockSize - 1) / s.BlockSize)
+	return []int64{T * 4, T * 8, (n + 1) * 4, n * 4, n * rows * 4, T * 8, T * int64(s.Model.Hidden) * int64(s.Model.DtypeBytes)}
+}
+
+// staticTensors lists the allocations made once at start-up, in vLLM's
+// order: the runner's persistent buffers, the embedding and LM head, one
+// tensor per decoder layer's weights, the native sampler's Triton buffer
+// (made by the profile's second sampler call), then one KV cache tensor per
+// layer (vLLM V1 allocates the KV cache per layer). With tensor parallelism
+// each is this GPU's shard (the embedding and LM head split by vocabulary).
 func (p MemoryPlan) staticTensors(s Settings) []int64 {
 	m := s.Model
+	out := persistentBuffers(s)
 	embed := int64(m.Vocab) * int64(m.Hidden) * int64(m.DtypeBytes) / int64(s.TensorParallel)
 	layer := (p.WeightBytes - 2*embed) / int64(m.Layers)
-	out := []int64{embed, embed}
+	out = append(out, embed, embed)
 	for range m.Layers {
 		out = append(out, layer)
+	}
+	if t := tritonBufferBytes(s); t > 0 {
+		out = append(out, t)
 	}
 	kvLayer := p.KVCacheBytes / int64(m.Layers)
 	for range m.Layers {
 		out = append(out, kvLayer)
-	}
-	if s.CUDAGraphMaxTokens > 0 { // V1's persistent input buffers, sized for the largest step
-		T, n := int64(s.MaxNumBatchedTokens), int64(s.MaxNumSeqs)
-		rows := int64((s.MaxModelLen + s.BlockSize - 1) / s.BlockSize)
-		out = append(out, T*8, T*8, T*8, n*4, (n+1)*4, n*rows*4)
 	}
 	return out
 }
@@ -99,10 +151,11 @@ type stepShape struct {
 	seqs      int  // sequences in the step
 	samples   int  // sequences that sample a token at the end of the step
 	maxBlocks int  // the widest block-table row in the batch
-	sort      bool // some request samples with top-p/top-k
+	topP      bool // some request samples with top-p/top-k
 	logprobs  bool // some request wants log-probabilities
 	graphed   bool // the forward pass replays a captured CUDA graph
-	eagerIn   bool // input tensors are built fresh each step (no persistent buffers)
+	profile   bool // vLLM's profiling step: the sampler as _dummy_sampler_run runs it
+	warmup    bool // the same at start-up's warm-up (the Triton buffer is already made)
 	// promptLogits is the most prompt tokens one prompt_logprobs request
 	// computes in the step (vLLM V1 takes such requests one at a time).
 	promptLogits int
@@ -165,6 +218,14 @@ func (r *stepRun) put(i int) {
 func (r *stepRun) mark() { r.ops = append(r.ops, stepOp{kind: opMark}) }
 
 func (r *stepRun) putAll() { r.ops = append(r.ops, stepOp{kind: opPutAll}) }
+
+// putFrom frees every buffer from get number first on (those already freed
+// stay freed).
+func (r *stepRun) putFrom(first int) {
+	for i := first; i < r.gets; i++ {
+		r.put(i)
+	}
+}
 
 // isLarge reports whether a request of n bytes goes to the large pool.
 func isLarge(n int64) bool { return roundSize(n) > smallSize }
@@ -258,39 +319,41 @@ func (r *stepRun) largeTrace() (h uint64, smallGets int) {
 }
 
 // stepBuffers replays the allocations of one engine step in PyTorch's order:
-// the step's input tensors (built fresh each step, sized by tokens, sequences
-// and the widest block table), the residual stream, one decoder layer's
-// temporaries (the other layers reuse the same cached blocks), then the LM
-// head and the sampler for the sequences that sample. Everything is freed at
-// the end of the step; what stays is the allocator's cache. With tensor
-// parallelism tp (≥ 1) it is one GPU's share: the attention and MLP
-// temporaries are split by tp, the hidden states are whole, and the LM
-// head's logits are this GPU's slice of the vocabulary until vLLM V1
-// all-gathers them for the sampler.
-func stepBuffers(r *stepRun, m Model, tp int, sh stepShape) {
-	T, n, S := int64(sh.tokens), int64(sh.seqs), int64(sh.samples)
+// unless the step replays a CUDA graph, the residual stream and one decoder
+// layer's temporaries (the other layers reuse the same cached blocks); the
+// LM head and the sampler for the sequences that sample; then, the logits
+// still held, a prompt_logprobs request's logits over its prompt tokens. The step's inputs live in the runner's persistent
+// buffers (vLLM V1). Everything is freed at the end of the step; what stays
+// is the allocator's cache. With tensor parallelism (≥ 1) it is one GPU's
+// share: the attention and MLP temporaries are split, the hidden states are
+// whole, and the LM head's logits are this GPU's slice of the vocabulary
+// until vLLM V1 all-gathers them for the sampler.
+func stepBuffers(r *stepRun, s Settings, sh stepShape) {
+	m, tp := s.Model, s.TensorParallel
+	T, S := int64(sh.tokens), int64(sh.samples)
 	H, I, V, dt := int64(m.Hidden), int64(m.Intermediate), int64(m.Vocab), int64(m.DtypeBytes)
 	qkvWidth := H + 2*int64(m.KVHeads)*int64(m.HeadDim)
 	w := width{tp: int64(tp), qkv: qkvWidth / int64(tp), attn: H / int64(tp), mlp: I / int64(tp)}
-
-	if sh.eagerIn {
-		r.get(T * 8)                               // input ids (int64)
-		r.get(T * 8)                               // positions (int64)
-		r.get(T * 8)                               // slot mapping (int64)
-		r.get(n * 4)                               // sequence lengths (int32)
-		r.get((n + 1) * 4)                         // query start locations (int32)
-		r.get(n * int64(max(sh.maxBlocks, 1)) * 4) // block table (int32)
-	}
 	if !sh.graphed {
 		forwardBuffers(r, T, H, w, dt)
 	} else {
 		r.mark() // the graphs' activations come from their private pool
 	}
-	if sh.promptLogits > 0 {
-		promptLogprobBuffers(r, int64(sh.promptLogits), V, w.tp, dt)
-	}
 	if S > 0 {
-		samplerBuffers(r, sh, S, H, V, w.tp, dt)
+		sampler := samplerRun{r: r, S: S, H: H, V: V, tp: w.tp, dt: dt}
+		if sh.profile {
+			if !sh.warmup {
+				sampler.triton = tritonBufferBytes(s)
+			}
+			sampler.profile(s.Sampler)
+		} else {
+			sampler.step(s.Sampler, sh)
+		}
+	}
+	if sh.promptLogits > 0 {
+		// after sampling, the step's logits still held (sample_tokens, then
+		// _get_prompt_logprobs_dict)
+		promptLogprobBuffers(r, int64(sh.promptLogits), V, w.tp, dt)
 	}
 	r.putAll()
 }
@@ -335,38 +398,3 @@ func promptLogprobBuffers(r *stepRun, P, V, tp, dt int64) {
 	r.put(logits)
 	r.put(lp)
 }
-
-// samplerBuffers are the LM head's logits and the sampler's copies for the S
-// sequences that sample; they stay live to the end of the step.
-func samplerBuffers(r *stepRun, sh stepShape, S, H, V, tp, dt int64) {
-	last := r.get(S * H * dt) // hidden states of the sampling positions
-	shard := -1
-	if tp > 1 {
-		shard = r.get(S * V / tp * dt) // this GPU's slice of the vocabulary
-	}
-	logits16 := r.get(S * V * dt) // LM head output (all-gathered with tp)
-	r.put(shard)
-	r.get(S * V * 4) // logits cast to float32
-	r.put(logits16)
-	r.put(last)
-	r.get(S * V * 4) // probabilities
-	if sh.sort {
-		vals := r.get(S * V * 4) // sorted logits
-		idx := r.get(S * V * 8)  // sort indices (int64)
-		cum := r.get(S * V * 4)  // cumulative probabilities
-		mask := r.get(S * V)     // top-p mask (bool)
-		r.put(cum)
-		r.put(mask)
-		r.put(vals)
-		r.put(idx)
-	}
-	if sh.logprobs {
-		r.get(S * V * 4) // log-softmax copy
-	}
-	r.get(S * 8) // sampled token ids
-}
-
-// seqTensorBytes is the per-request GPU state allocated when a request joins
-// the batch and freed when it leaves: its token ids (prompt and output budget,
-// int64), the tensor vLLM V0 kept for penalties and detokenisation.
-func seqTensorBytes(r Request) int64 { return int64(r.PromptTokens+r.MaxTokens) * 8 }

@@ -31,6 +31,6 @@ func (e *Engine) LastOOM() (OOM, bool) { return e.lastOOM, e.ooms > 0 }
 // recordOOM keeps the failed step's shape and the allocator's state.
 func (e *Engine) recordOOM(sh stepShape, err error) {
 	e.lastOOM = OOM{At: e.now, Running: len(e.running), Waiting: e.waitingCount(),
-		Tokens: sh.tokens, Seqs: sh.seqs, Samples: sh.samples, TopP: sh.sort, Logprobs: sh.logprobs,
+		Tokens: sh.tokens, Seqs: sh.seqs, Samples: sh.samples, TopP: sh.topP, Logprobs: sh.logprobs,
 		PromptLogits: sh.promptLogits, Alloc: e.alloc.Stats(), Err: err}
 }

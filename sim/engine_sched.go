@@ -20,7 +20,6 @@ type stepScratch struct {
 	shape    stepShape
 	kvTokens int64
 	maxCtx   int
-	fresh    []*Seq
 	// memo of the last step's buffers: replaying the same shape on the same
 	// allocator state (nothing allocated, freed or flushed since, and the
 	// step took no new segment) ends in the same state, so it is skipped.
@@ -69,7 +68,6 @@ func (e *Engine) schedule() []scheduled {
 	budget := e.s.MaxNumBatchedTokens
 	batch := e.step.batch[:0]
 	st := &e.step
-	st.fresh = st.fresh[:0]
 	st.shape, st.kvTokens, st.maxCtx = stepShape{}, 0, 0
 	preempted := e.c.Preemptions
 	for i := 0; i < len(e.running) && budget > 0; i++ {
@@ -111,7 +109,6 @@ func (e *Engine) schedule() []scheduled {
 		s.blocks = need
 		s.state = SeqRunning
 		e.running = append(e.running, s)
-		st.fresh = append(st.fresh, s)
 		batch = append(batch, scheduled{n, n == p})
 		st.add(s, n, n == p)
 		budget -= n
@@ -134,7 +131,7 @@ func (st *stepScratch) add(s *Seq, tokens int, sample bool) {
 	}
 	if sample {
 		sh.samples++
-		sh.sort = sh.sort || s.req.TopP
+		sh.topP = sh.topP || s.req.TopP
 		sh.logprobs = sh.logprobs || s.req.Logprobs
 	}
 }
@@ -151,14 +148,10 @@ func (e *Engine) preempt(s *Seq) {
 	e.waiting.pushFront(s)
 }
 
-// release frees a request's KV blocks and per-request tensor.
+// release frees a request's KV blocks.
 func (e *Engine) release(s *Seq) {
 	e.freeBlocks += s.blocks
 	s.blocks = 0
-	if s.buf.Valid() {
-		_ = e.alloc.Free(s.buf) // s.buf is live: set when allocated, cleared here
-		s.buf = Buffer{}
-	}
 }
 
 func (e *Engine) removeRunning(s *Seq) {
@@ -180,8 +173,7 @@ func (e *Engine) removeRunning(s *Seq) {
 func (e *Engine) shape() (stepShape, time.Duration) {
 	sh, kvTokens := e.step.shape, e.step.kvTokens
 	sh.maxBlocks = e.blocksFor(e.step.maxCtx)
-	sh.eagerIn = e.s.CUDAGraphMaxTokens == 0
-	sh.graphed = sh.tokens <= e.s.CUDAGraphMaxTokens
+	sh.graphed = sh.tokens <= e.s.CUDAGraphMaxTokens // 0 with EnforceEager
 	m := e.s.Model
 	bytes := float64(e.plan.WeightBytes) + float64(kvTokens)*float64(e.plan.KVBytesPerToken)
 	memT := bytes / e.s.GPU.BandwidthBytesPerSec
@@ -195,16 +187,11 @@ func (e *Engine) shape() (stepShape, time.Duration) {
 	return sh, time.Duration((max(memT, compT) + commT) * float64(time.Second))
 }
 
-// allocate makes the step's allocations: new requests' tensors, then the
-// step's buffers. Any failure is an out-of-memory error.
+// allocate makes the step's allocations. Any failure is an out-of-memory
+// error. A request holds no GPU tensor of its own between steps: vLLM V1
+// keeps its token ids on the CPU and its step inputs in the runner's
+// persistent buffers.
 func (e *Engine) allocate(sh stepShape) error {
-	for _, s := range e.step.fresh {
-		b, err := e.alloc.Alloc(seqTensorBytes(s.req))
-		if err != nil {
-			return err
-		}
-		s.buf = b
-	}
 	st := &e.step
 	if !st.noMemo && st.lastClean && sh == st.lastShape && e.alloc.version == st.lastVersion {
 		st.skipped++
@@ -218,7 +205,7 @@ func (e *Engine) allocate(sh stepShape) error {
 		r.mid = &st.mid
 	}
 	r.reset()
-	stepBuffers(r, e.s.Model, e.s.TensorParallel, sh)
+	stepBuffers(r, e.s, sh)
 	e.execStep(r)
 	st.midValid = r.err == nil
 	st.lastShape, st.lastVersion = sh, a.version

@@ -34,8 +34,13 @@ type Metrics struct {
 	Device DeviceMemory
 	// Allocator is the caching allocator's snapshot (zero while dead).
 	Allocator AllocStats
-	// OOMs, Restarts and Steps count over the engine's whole life.
-	OOMs, Restarts, Steps int64
+	// OOMs, Restarts and Steps count over the engine's whole life;
+	// FailedBoots the restarts vLLM refused (too little free memory).
+	OOMs, Restarts, Steps, FailedBoots int64
+	// NeighborBytes is what the other processes on the GPU hold
+	// (OtherProcessBytes and the Neighbor); NeighborFailures counts the
+	// neighbour's requests the device could not meet.
+	NeighborBytes, NeighborFailures int64
 }
 
 // DeviceMemory is what NVML reports: everything the processes hold is used.
@@ -67,14 +72,18 @@ func (e *Engine) Metrics() Metrics {
 	m := Metrics{
 		Now: e.now, Alive: !e.dead, Running: len(e.running), Waiting: e.waitingCount(),
 		NumGPUBlocks: e.plan.NumGPUBlocks, BlockSize: e.s.BlockSize, Counters: e.c,
-		OOMs: e.ooms, Restarts: e.restarts, Steps: e.steps,
+		OOMs: e.ooms, Restarts: e.restarts, Steps: e.steps, FailedBoots: e.failedBoots,
+		NeighborBytes: e.s.OtherProcessBytes + e.s.Neighbor.Base + e.nbHeld(),
+	}
+	if e.nb != nil {
+		m.NeighborFailures = e.nb.failures
 	}
 	total := e.s.GPU.MemoryBytes
-	m.Device = DeviceMemory{TotalBytes: total, UsedBytes: e.s.OtherProcessBytes}
+	m.Device = DeviceMemory{TotalBytes: total, UsedBytes: m.NeighborBytes}
 	if !e.dead {
 		m.KVCacheUsage = float64(e.plan.NumGPUBlocks-e.freeBlocks) / float64(e.plan.NumGPUBlocks)
 		m.Allocator = e.alloc.Stats()
-		m.Device.UsedBytes += e.s.NonTorchBytes + m.Allocator.ReservedBytes
+		m.Device.UsedBytes += e.s.CUDAContextBytes + e.s.NonTorchBytes + e.s.CUDAGraphBytes + m.Allocator.ReservedBytes
 	}
 	m.Device.FreeBytes = total - m.Device.UsedBytes
 	return m

@@ -19,7 +19,7 @@ func ExampleEngine() {
 	fmt.Println("KV blocks:", e.Plan().NumGPUBlocks)
 	// Output:
 	// finished 64 512 64
-	// KV blocks: 28551
+	// KV blocks: 28547
 }
 
 func ExampleAllocator() {

@@ -54,6 +54,7 @@ type Model struct {
 }
 
 // ModelByName returns a preset: "meta-llama/Meta-Llama-3-8B" (the default),
+// "meta-llama/Llama-3.1-8B" (the same with a 128k context),
 // "meta-llama/Meta-Llama-3-70B" (for tensor parallelism) or
 // "meta-llama/Llama-2-13b-hf", all bf16.
 func ModelByName(name string) (Model, error) {
@@ -61,6 +62,9 @@ func ModelByName(name string) (Model, error) {
 	case "meta-llama/Meta-Llama-3-8B", "llama-3-8b", "":
 		return Model{Name: "meta-llama/Meta-Llama-3-8B", Params: 8_030_261_248, Layers: 32, Hidden: 4096,
 			Intermediate: 14336, KVHeads: 8, HeadDim: 128, Vocab: 128256, DtypeBytes: 2, MaxModelLen: 8192}, nil
+	case "meta-llama/Llama-3.1-8B", "llama-3.1-8b": // Llama-3-8B with RoPE scaling to 128k tokens
+		return Model{Name: "meta-llama/Llama-3.1-8B", Params: 8_030_261_248, Layers: 32, Hidden: 4096,
+			Intermediate: 14336, KVHeads: 8, HeadDim: 128, Vocab: 128256, DtypeBytes: 2, MaxModelLen: 131072}, nil
 	case "meta-llama/Meta-Llama-3-70B", "llama-3-70b":
 		return Model{Name: "meta-llama/Meta-Llama-3-70B", Params: 70_553_706_496, Layers: 80, Hidden: 8192,
 			Intermediate: 28672, KVHeads: 8, HeadDim: 128, Vocab: 128256, DtypeBytes: 2, MaxModelLen: 8192}, nil
@@ -68,7 +72,7 @@ func ModelByName(name string) (Model, error) {
 		return Model{Name: "meta-llama/Llama-2-13b-hf", Params: 13_015_864_320, Layers: 40, Hidden: 5120,
 			Intermediate: 13824, KVHeads: 40, HeadDim: 128, Vocab: 32000, DtypeBytes: 2, MaxModelLen: 4096}, nil
 	}
-	return Model{}, fmt.Errorf("sim: unknown model %q (want meta-llama/Meta-Llama-3-8B, meta-llama/Meta-Llama-3-70B or meta-llama/Llama-2-13b-hf)", name)
+	return Model{}, fmt.Errorf("sim: unknown model %q (want meta-llama/Meta-Llama-3-8B, meta-llama/Llama-3.1-8B, meta-llama/Meta-Llama-3-70B or meta-llama/Llama-2-13b-hf)", name)
 }
 
 // WeightBytes is the weight footprint: parameters × bytes per element.

@@ -65,7 +65,6 @@ type Seq struct {
 	state      SeqState
 	id         uint64
 	err        error
-	buf        Buffer
 	arrival    time.Duration
 	firstToken time.Duration
 	finishedAt time.Duration

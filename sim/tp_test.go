@@ -21,7 +21,7 @@ func TestTensorParallelPlan(t *testing.T) {
 	if p.WeightBytes != 35_276_853_248 || p.KVBytesPerToken != 81_920 {
 		t.Fatalf("plan %+v: want weights 35 276 853 248 B and 81 920 KV bytes per token per GPU", p)
 	}
-	kv := int64(float64(g.MemoryBytes)*0.9) - p.WeightBytes - p.ActivationPeakBytes - p.NonTorchBytes
+	kv := int64(float64(g.MemoryBytes)*0.9) - p.WeightBytes - p.ActivationPeakBytes - p.NonTorchBytes - p.CUDAGraphBytes
 	if want := int(kv / (16 * 81_920)); p.NumGPUBlocks != want {
 		t.Fatalf("NumGPUBlocks = %d, want %d", p.NumGPUBlocks, want)
 	}

@@ -26,10 +26,16 @@ func TestReplayDecidesAsGatekeeper(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			cfg.Upstreams[0].MaxInflight = 1024 // the H100 pod's max_num_seqs, as the operator sets it
 			var rounds []replay.Round
-			s := replay.WithPolicy(cfg, replay.Settings{Policy: replay.Gatekeeper,
-				Engine: sim.Settings{GPUMemoryUtilization: 0.99},
-				Trace:  replay.TraceSettings{Duration: 10 * time.Minute, BaseQPS: 60, BurstQPS: 90, BurstEvery: 4 * time.Minute, BurstLength: time.Minute, Seed: 7}})
+			sc, err := replay.ScenarioByName("prompt-logprobs") // work the profile never ran kills the pod
+			if err != nil {
+				t.Fatal(err)
+			}
+			h100, _ := sim.GPUByName("H100-80G")
+			s := replay.WithPolicy(cfg, sc.Apply(replay.Settings{Policy: replay.Gatekeeper,
+				Engine: sim.Settings{GPU: h100, GPUMemoryUtilization: 0.95},
+				Trace:  replay.TraceSettings{Duration: 10 * time.Minute, BaseQPS: 60, BurstQPS: 90, BurstEvery: 4 * time.Minute, BurstLength: time.Minute, Seed: 7}}))
 			s.Observer = func(r replay.Round) { rounds = append(rounds, r) }
 			s.TTFTDeadline = -1 // a backlog that outlives deadlines kills the pod: the failures are decided too
 			if _, err := replay.Run(s); err != nil {

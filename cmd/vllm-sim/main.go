@@ -51,6 +51,9 @@ type options struct {
 	engine    sim.Settings
 	server    server.Settings
 	nonTorch  int64
+	context   int64
+	graphs    int64
+	sampler   string
 	other     int64
 	maxSplit  int64
 	restart   time.Duration
@@ -104,14 +107,18 @@ func engineFlags(fs *flag.FlagSet, o *options, gpu string) {
 	fs.IntVar(&es.TensorParallel, "tensor-parallel-size", 1, "GPUs the model is split over (vLLM's tensor_parallel_size); the engine simulates one of them")
 	fs.StringVar(&o.served, "served-model-name", "", "model name served and checked in requests (default: the model preset's name)")
 	fs.Float64Var(&es.GPUMemoryUtilization, "gpu-memory-utilization", 0.9, "fraction of GPU memory for weights, activations and KV cache, (0, 1]")
-	fs.IntVar(&es.MaxNumSeqs, "max-num-seqs", 256, "most sequences in one batch")
-	fs.IntVar(&es.MaxNumBatchedTokens, "max-num-batched-tokens", 2048, "token budget of one step and size of the profiling pass")
+	fs.IntVar(&es.MaxNumSeqs, "max-num-seqs", 0, "most sequences in one batch (0: vLLM's server default for the GPU: 1024 on GPUs of 70 GiB and more but the A100, else 256)")
+	fs.IntVar(&es.MaxNumBatchedTokens, "max-num-batched-tokens", 0, "token budget of one step and size of the profiling pass (0: vLLM's server default for the GPU: 8192 or 2048, as -max-num-seqs)")
 	fs.IntVar(&es.BlockSize, "block-size", 16, "KV cache block size in tokens")
 	fs.IntVar(&es.MaxModelLen, "max-model-len", 0, "context length cap (0: the model's)")
-	fs.IntVar(&es.CUDAGraphMaxTokens, "cuda-graph-max-tokens", 0, "what-if of vLLM V1's compiled mode: persistent inputs, and steps up to this many tokens replay CUDA graphs outside the cache (V1: 512; 0: eager, every buffer through the cache)")
+	fs.IntVar(&es.CUDAGraphMaxTokens, "cuda-graph-max-tokens", 0, "largest step replayed as a CUDA graph, its activations outside the cache (0: vLLM's min(2 × max_num_seqs, 512, max_num_batched_tokens))")
+	fs.BoolVar(&es.EnforceEager, "enforce-eager", false, "no CUDA graphs: every step's forward pass allocates from the caching allocator (vLLM's --enforce-eager)")
+	fs.StringVar(&o.sampler, "sampler", "flashinfer", "top-k/top-p sampler: flashinfer (vLLM's CUDA default since v0.21) or sort (PyTorch's sort, the default of late 2025)")
 	fs.IntVar(&es.NumGPUBlocksOverride, "num-gpu-blocks-override", 0, "KV blocks instead of the computed number (0: computed)")
 	fs.Float64Var(&es.PrefillEfficiency, "prefill-efficiency", 0.5, "fraction of peak FLOPS a prefill reaches, (0, 1]")
-	fs.Int64Var(&o.nonTorch, "non-torch-mib", 1024, "MiB outside PyTorch: CUDA context, NCCL, CUDA graphs")
+	fs.Int64Var(&o.context, "cuda-context-mib", 400, "MiB of CUDA context, taken before vLLM's first snapshot (outside gpu_memory_utilization)")
+	fs.Int64Var(&o.nonTorch, "non-torch-mib", 340, "MiB outside PyTorch that vLLM measures while it profiles (cuBLAS, attention backends, NCCL)")
+	fs.Int64Var(&o.graphs, "cuda-graph-mib", 450, "MiB of the CUDA graphs' pool, estimated and subtracted from the KV cache as vLLM ≥ 0.21 does")
 	fs.Int64Var(&o.other, "other-process-mib", 0, "MiB held by other processes on the GPU")
 	fs.Int64Var(&o.maxSplit, "max-split-size-mb", 0, "PyTorch max_split_size_mb: cached blocks this large are never split (0: unlimited)")
 	fs.BoolVar(&es.ExpandableSegments, "expandable-segments", false, "PyTorch expandable_segments:True: one growing segment per pool (what-if)")
@@ -129,10 +136,14 @@ func (o *options) resolveEngine() error {
 	if es.Model, err = sim.ModelByName(o.model); err != nil {
 		return err
 	}
-	if o.nonTorch <= 0 || o.other < 0 || o.maxSplit < 0 {
-		return errors.New("-non-torch-mib must be > 0, -other-process-mib and -max-split-size-mb >= 0")
+	if o.nonTorch <= 0 || o.context <= 0 || o.graphs <= 0 || o.other < 0 || o.maxSplit < 0 {
+		return errors.New("-non-torch-mib, -cuda-context-mib and -cuda-graph-mib must be > 0, -other-process-mib and -max-split-size-mb >= 0")
+	}
+	if es.Sampler, err = sim.ParseSampler(o.sampler); err != nil {
+		return err
 	}
 	es.NonTorchBytes, es.OtherProcessBytes, es.MaxSplitSize = o.nonTorch<<20, o.other<<20, o.maxSplit<<20
+	es.CUDAContextBytes, es.CUDAGraphBytes = o.context<<20, o.graphs<<20
 	es.RestartTime = o.restart
 	return nil
 }

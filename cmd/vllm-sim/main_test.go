@@ -76,7 +76,7 @@ func TestReplaySubcommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run(replay) = %v\n%s", err, errOut.String())
 	}
-	for _, want := range []string{"OOM events", "unprotected", "gatekeeper", "gatekeeper ÷ unprotected"} {
+	for _, want := range []string{"OOM events", "unprotected", "gatekeeper", "gatekeeper vs unprotected", "SLO attainment"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("replay output lacks %q:\n%s", want, out.String())
 		}

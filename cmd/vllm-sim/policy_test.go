@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ queue: {max_length: 10, max_tokens: 5000, max_wait: 9s, starvation_after: 4s, or
 shed: {retry_after: 6s}
 hooks:
   degraded:
-    - {url: "http://127.0.0.1:1/v1/internal/empty_cache"}
+    - {url: "http://127.0.0.1:8001/v1/internal/empty_cache"}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +71,8 @@ hooks:
 				},
 				Hysteresis: 0.1, Hold: 7 * time.Second, OnStale: breaker.StaleHold,
 			},
-			Window: breaker.WindowSettings{MaxInflight: 64, MinInflight: 2, Cut: 0.5, CutEvery: 3 * time.Second, Worsening: 0.03,
+			// the window's top is the replayed pod's max_num_seqs (0)
+			Window: breaker.WindowSettings{MinInflight: 2, Cut: 0.5, CutEvery: 3 * time.Second, Worsening: 0.03,
 				RampStep: 0.25, RampEvery: 2 * time.Second},
 			QueueSignal: "waiting",
 		},
@@ -79,6 +81,7 @@ hooks:
 		PromptLogprobsChunk:  2048,
 		Queue:                queue.Settings{MaxLength: 10, MaxTokens: 5000, StarvationAfter: 4 * time.Second},
 		MaxWait:              9 * time.Second,
+		RetryAfter:           6 * time.Second,
 		TTFTDeadline:         3 * time.Second,
 		DeadlineOrder:        true,
 		Interval:             250 * time.Millisecond,
@@ -101,11 +104,25 @@ func TestApplyPolicyEdgeCases(t *testing.T) {
 		{"qps 0 turns the limiter off", "fast_breaker: {qps: 0}\n", func(s replay.Settings) bool { return s.LimiterOff }},
 		{"other hooks are not empty_cache", "hooks: {degraded: [{url: \"http://x:1/reset_prefix_cache\"}], critical: [{method: DELETE, url: \"http://x:1/v1/internal/empty_cache\"}]}\n",
 			func(s replay.Settings) bool { return !s.EmptyCacheOnDegraded }},
-		{"a critical empty_cache hook counts", "hooks: {critical: [{url: \"/v1/internal/empty_cache\"}]}\n",
+		{"a critical empty_cache hook on the exporter counts",
+			"upstreams: [{name: a, url: \"http://127.0.0.1:1\", sources: [{kind: memory_blocks, url: \"http://127.0.0.1:8001/memory_blocks\"}]}]\n" +
+				"hooks: {critical: [{url: \"http://127.0.0.1:8001/v1/internal/empty_cache\"}]}\n",
 			func(s replay.Settings) bool { return s.EmptyCacheOnDegraded }},
+		{"a path counts where the pod serves the allocator endpoint (vllm-sim)",
+			"upstreams: [{name: a, url: \"http://127.0.0.1:1\", sources: [{kind: memory_blocks, url: \"http://127.0.0.1:1/v1/internal/metrics\"}]}]\n" +
+				"hooks: {critical: [{url: \"/v1/internal/empty_cache\"}]}\n",
+			func(s replay.Settings) bool { return s.EmptyCacheOnDegraded }},
+		{"a path on a plain vLLM does not: it would answer 404", "hooks: {critical: [{url: \"/v1/internal/empty_cache\"}]}\n",
+			func(s replay.Settings) bool { return !s.EmptyCacheOnDegraded }},
+		{"nor a hook on the exporter without its source", "hooks: {critical: [{url: \"http://127.0.0.1:8001/v1/internal/empty_cache\"}]}\n",
+			func(s replay.Settings) bool { return !s.EmptyCacheOnDegraded }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := config.Parse([]byte("upstreams: [{name: a, url: \"http://127.0.0.1:1\"}]\n" + tc.yaml))
+			doc := tc.yaml
+			if !strings.HasPrefix(doc, "upstreams:") {
+				doc = "upstreams: [{name: a, url: \"http://127.0.0.1:1\"}]\n" + doc
+			}
+			c, err := config.Parse([]byte(doc))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,8 +230,9 @@ func TestHighUtilPolicy(t *testing.T) {
 	}
 }
 
-// The H100-defaults policies load and map a window of 1024; the memory one
-// turns memory admission on for Llama 3.
+// The H100-defaults policies load; the memory ones turn memory admission
+// on for Llama 3. (Their max_inflight of 1024 is the H100 pod's
+// max_num_seqs, which the replay takes from the pod.)
 func TestH100DefaultsPolicies(t *testing.T) {
 	for _, tc := range []struct {
 		file  string
@@ -229,7 +247,7 @@ func TestH100DefaultsPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := replay.WithPolicy(c, replay.Settings{})
-		if got.Memory.VocabSize != tc.vocab || (tc.file != "testdata/memory.yaml" && got.Slow.Window.MaxInflight != 1024) {
+		if got.Memory.VocabSize != tc.vocab || got.Slow.Window.MaxInflight != 0 {
 			t.Errorf("%s: vocab %d, window %d", tc.file, got.Memory.VocabSize, got.Slow.Window.MaxInflight)
 		}
 	}

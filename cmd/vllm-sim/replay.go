@@ -32,6 +32,10 @@ type replayOptions struct {
 	json       bool
 	ttftShort  time.Duration
 	ttftLong   time.Duration
+	scenario   string
+	list       bool
+	patient    bool
+	visited    map[string]bool // the flags given on the command line
 	base       replay.Settings
 }
 
@@ -46,7 +50,10 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	engineFlags(fs, &o.options, "H100-80G")
 	ts := &o.base.Trace
 	fs.StringVar(&o.hours, "hours", "24", "comma-separated horizons in virtual hours, e.g. 24,72,168")
-	fs.StringVar(&o.policies, "policies", "unprotected,qps-only,gatekeeper", "comma-separated policies to run")
+	fs.StringVar(&o.policies, "policies", strings.Join(policyNames(), ","), "comma-separated policies to run")
+	fs.StringVar(&o.scenario, "scenario", "chat", "the workload (-list-scenarios names them; sim/replay/README.md describes them)")
+	fs.BoolVar(&o.list, "list-scenarios", false, "print the scenarios' names, one a line, and exit")
+	fs.BoolVar(&o.patient, "patient-clients", false, "what-if: clients that neither retry nor give up (before issue 34)")
 	fs.IntVar(&o.parallel, "parallel", 0, "runs at once; 0: all of them, which on few cores finishes first (no core idles while one long run ends)")
 	fs.StringVar(&o.trace, "trace", "", "CSV `file` of arrival_seconds,prompt_tokens,output_tokens[,max_tokens] replacing the synthetic trace (-hours then caps it; 0 = whole file)")
 	fs.StringVar(&o.out, "out", "", "`dir`ectory for each run's time series (CSV, one row per 10 virtual seconds), chart (SVG) and OOM timelines (-ooms.txt: the failed step and the 20 s before each OOM)")
@@ -76,6 +83,8 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	o.visited = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.visited[f.Name] = true })
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "ttft-deadline" && o.base.TTFTDeadline == 0 {
 			o.base.TTFTDeadline = -1 // given as 0: none (the replay's 0 is the policy's default)
@@ -106,6 +115,9 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if o.patient {
+		o.base.Clients = map[string]replay.Client{}
+	}
 	if o.ttftShort <= 0 || o.ttftLong <= 0 || o.base.SLO.TPOT <= 0 {
 		return nil, fmt.Errorf("-slo-ttft-short, -slo-ttft-long and -slo-tpot must be positive")
 	}
@@ -121,18 +133,28 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	return o, nil
 }
 
-func parsePolicy(s string) (replay.Policy, error) {
-	for _, p := range []replay.Policy{replay.None, replay.QPSOnly, replay.Gatekeeper} {
-		if p.String() == s {
-			return p, nil
-		}
+// policyNames are every policy's name, in the tables' order.
+func policyNames() []string {
+	var names []string
+	for _, p := range replay.Policies() {
+		names = append(names, p.String())
 	}
-	return 0, fmt.Errorf("unknown policy %q (want unprotected, qps-only or gatekeeper)", s)
+	return names
 }
 
 // runReplay runs every horizon × policy, -parallel at a time, and prints the table.
 func runReplay(args []string, stdout, stderr io.Writer) error {
 	o, err := parseReplayFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if o.list {
+		for _, sc := range replay.Scenarios() {
+			fmt.Fprintln(stdout, sc.Name)
+		}
+		return nil
+	}
+	sc, err := replay.ScenarioByName(o.scenario)
 	if err != nil {
 		return err
 	}
@@ -150,13 +172,11 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, seed := range seeds {
 			for _, name := range strings.Split(o.policies, ",") {
-				p, err := parsePolicy(strings.TrimSpace(name))
+				p, err := replay.ParsePolicy(strings.TrimSpace(name))
 				if err != nil {
 					return err
 				}
-				s := o.base
-				s.Trace.Duration = time.Duration(hours * float64(time.Hour))
-				s.Trace.Seed = seed
+				s := o.withScenario(sc, time.Duration(hours*float64(time.Hour)), seed)
 				s.Policy = p
 				if o.out != "" {
 					s.SeriesEvery = 10 * time.Second

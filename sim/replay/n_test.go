@@ -36,6 +36,7 @@ func TestNSequences(t *testing.T) {
 				Engine: sim.Settings{GPU: h100()}, Trace: TraceSettings{Duration: 10 * time.Minute}, MaxWait: 5 * time.Minute,
 				TTFTDeadline: -1, // every request waits its turn
 				Source:       &nSource{n: 4, left: 100}, Policy: p, LimiterOff: true,
+				Clients:     map[string]Client{}, // every client waits its answer
 				Slow:        breaker.SlowSettings{Window: breaker.WindowSettings{MaxInflight: 8, MinInflight: 4}},
 				SeriesEvery: 500 * time.Millisecond,
 			}
@@ -95,27 +96,17 @@ func TestTraceN(t *testing.T) {
 // request fails once, however many of its sequences were running, and
 // every arrival still has exactly one outcome.
 func TestNSequencesOOM(t *testing.T) {
-	base, err := sim.New(sim.Settings{GPU: h100()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := base.Plan()
 	for _, pol := range []Policy{None, Gatekeeper} {
 		t.Run(pol.String(), func(t *testing.T) {
-			r, err := Run(Settings{
-				Engine: sim.Settings{GPU: h100(), OtherProcessBytes: p.ActivationBudgetBytes - p.ActivationPeakBytes},
-				Trace:  TraceSettings{Duration: 10 * time.Minute, Seed: 1, NFraction: 0.5, N: 4},
-				Policy: pol,
-			})
+			s := ooming(pol, 10*time.Minute, 1)
+			s.Trace.NFraction, s.Trace.N = 0.5, 4
+			r, err := Run(s)
 			if err != nil {
 				t.Fatal(err)
 			}
 			o := r.Outcomes
 			t.Logf("OOMs %d, %d arrivals: %+v", r.OOMs, r.Arrivals, o)
-			sum := o.Served + o.UpstreamError + o.RateLimited + o.Overloaded + o.QueueFull + o.QueueTimeout + o.Unfinished
-			if sum != r.Arrivals {
-				t.Fatalf("outcomes %+v add up to %d, want %d arrivals", o, sum, r.Arrivals)
-			}
+			checkOutcomes(t, r)
 			if pol == None && (r.OOMs == 0 || o.UpstreamError == 0) {
 				t.Fatalf("OOMs %d, failed %d: want the unprotected engine to die and fail requests", r.OOMs, o.UpstreamError)
 			}

@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
@@ -19,11 +20,11 @@ const emptyCachePath = "/v1/internal/empty_cache"
 // policy. The slow path — rules in config.Signals order, hysteresis, hold,
 // on_stale, batch — goes through control.SlowSettings, the mapping
 // cmd/gatekeeper uses too; fast_breaker, queue, shed, pressure.interval and
-// stale_after, the first upstream's max/min_inflight and the kinds of
-// source it and the node read (a policy without memory_blocks has no
-// fragmentation, allocator or free-memory signal, as in front of a plain
-// vLLM) come along. A
-// degraded or critical hook that POSTs the pod's empty_cache endpoint turns
+// stale_after, the first upstream's min_inflight and the kinds of source it
+// and the node read (a policy without memory_blocks has no fragmentation,
+// allocator or free-memory signal, as in front of a plain vLLM) come along;
+// the window's top is the replayed pod's max_num_seqs, as config.yaml tells
+// the operator to set max_inflight. A degraded or critical hook that POSTs the pod's empty_cache endpoint turns
 // on the replay's relief hook. What the replay has no counterpart for is
 // left out: mode (the replay always enforces: the question is what the
 // policy would have done), per-client limits (a trace has no client keys),
@@ -37,6 +38,7 @@ func WithPolicy(c *config.Config, s Settings) Settings {
 		u = c.Upstreams[0]
 	}
 	s.Slow = control.SlowSettings(c, u)
+	s.Slow.Window.MaxInflight = 0 // the replayed pod's max_num_seqs
 	s.Memory = control.Memory{VocabSize: u.VocabSize, Share: c.Batch.MemoryShare}
 	s.BytesPerLogit = int64(c.Estimate.BytesPerLogit)
 	s.PromptLogprobsChunk = int64(c.Estimate.PromptLogprobsChunk)
@@ -47,6 +49,7 @@ func WithPolicy(c *config.Config, s Settings) Settings {
 		StarvationAfter: c.Queue.StarvationAfter,
 	}
 	s.MaxWait = c.Queue.MaxWait
+	s.RetryAfter = c.Shed.RetryAfter
 	s.TTFTDeadline = cmp.Or(c.Queue.TTFTDeadline, -1) // the replay's 0 is the default file's
 	s.DeadlineOrder = c.Queue.Order == config.OrderEarliestDeadline
 	s.ClientDeadlines = s.ClientDeadlines && c.Queue.DeadlineHeader != "" // a client can only send what the policy reads
@@ -54,19 +57,49 @@ func WithPolicy(c *config.Config, s Settings) Settings {
 	s.StaleAfter = c.Pressure.StaleAfter
 	s.Sources = PolicySources(c)
 	s.EmptyCacheOnDegraded = false
+	exporters := exporterHosts(u)
 	for _, h := range append(append([]config.Hook(nil), c.Hooks.Degraded...), c.Hooks.Critical...) {
-		if isEmptyCache(h) {
+		if isEmptyCache(h, u.URL, exporters) {
 			s.EmptyCacheOnDegraded = true
 		}
 	}
 	return s
 }
 
-// isEmptyCache reports whether a hook calls the pod's empty_cache endpoint.
-func isEmptyCache(h config.Hook) bool {
+// exporterHosts are the host:port of the upstream's allocator endpoints
+// (its memory_blocks sources): the allocator exporter in the pod, or the
+// simulated pod, which serves both on its own port.
+func exporterHosts(u config.Upstream) []string {
+	var hosts []string
+	for _, src := range u.Sources {
+		if src.Kind != config.SourceMemoryBlocks {
+			continue
+		}
+		if v, err := url.Parse(src.URL); err == nil {
+			hosts = append(hosts, v.Host)
+		}
+	}
+	return hosts
+}
+
+// isEmptyCache reports whether a hook POSTs the empty_cache endpoint of one
+// of the pod's allocator endpoints: relief is credited only through the
+// contract the allocator exporter serves (exporters/pytorch's
+// POST /v1/internal/empty_cache), never for a hook a real pod would answer
+// with 404. A path is resolved against the upstream (config's
+// Hook.ResolveURL): it counts only when the pod itself serves the
+// allocator endpoint, as the simulated pod does.
+func isEmptyCache(h config.Hook, upstream string, exporters []string) bool {
 	if h.Method != "" && !strings.EqualFold(h.Method, "POST") {
 		return false
 	}
-	u, err := url.Parse(h.URL)
-	return err == nil && u.Path == emptyCachePath
+	abs, err := h.ResolveURL(upstream)
+	if err != nil {
+		return false
+	}
+	v, err := url.Parse(abs)
+	if err != nil || v.Path != emptyCachePath {
+		return false
+	}
+	return slices.Contains(exporters, v.Host)
 }

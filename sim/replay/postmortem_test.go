@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 
 // Every OOM comes with its timeline: the failed step and the rounds before
@@ -17,9 +15,9 @@ func TestOOMTimelines(t *testing.T) {
 	for _, p := range []Policy{None, Gatekeeper} {
 		t.Run(p.String(), func(t *testing.T) {
 			t.Parallel()
-			r, err := Run(Settings{Engine: sim.Settings{GPU: h100(), GPUMemoryUtilization: 0.99}, Policy: p,
-				TTFTDeadline: -1, NoFailureCeiling: true,
-				Trace: TraceSettings{Duration: 3 * time.Minute, BaseQPS: 80, BurstQPS: 80, Seed: 3}})
+			s := ooming(p, 5*time.Minute, 3)
+			s.TTFTDeadline, s.NoFailureCeiling = -1, true
+			r, err := Run(s)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -60,10 +60,20 @@ func h100() sim.GPU {
 	return g
 }
 
+// ooming is a run that OOMs an unprotected pod within minutes: the
+// prompt-logprobs scenario (logits over every prompt token of a scoring
+// request, which vLLM's profile never runs) on an H100 at 0.95.
+func ooming(p Policy, d time.Duration, seed uint64) Settings {
+	sc, _ := ScenarioByName("prompt-logprobs")
+	return sc.Apply(Settings{Engine: sim.Settings{GPU: h100(), GPUMemoryUtilization: 0.95}, Policy: p,
+		Trace: TraceSettings{Duration: d, Seed: seed}})
+}
+
 // TestEveryArrivalHasOneOutcome runs each policy briefly and checks that the
-// outcomes add up to the arrivals and that two runs with the same seed agree.
+// outcomes add up, the attempts' to the attempts and the requests' to the
+// arrivals, and that two runs with the same seed agree.
 func TestEveryArrivalHasOneOutcome(t *testing.T) {
-	for _, p := range []Policy{None, QPSOnly, Gatekeeper} {
+	for _, p := range Policies() {
 		t.Run(p.String(), func(t *testing.T) {
 			s := Settings{Engine: sim.Settings{GPU: h100()}, Trace: TraceSettings{Duration: 3 * time.Minute, Seed: 1}, Policy: p}
 			r1, err := Run(s)
@@ -76,30 +86,38 @@ func TestEveryArrivalHasOneOutcome(t *testing.T) {
 				r1.Classes[0] != r2.Classes[0] || r1.EffectiveUtilization != r2.EffectiveUtilization {
 				t.Fatalf("same seed, different results:\n%+v\n%+v", r1, r2)
 			}
-			o := r1.Outcomes
-			sum := o.Served + o.UpstreamError + o.RateLimited + o.Overloaded + o.QueueFull + o.QueueTimeout + o.Unfinished
-			if sum != r1.Arrivals || o.Served == 0 {
-				t.Fatalf("outcomes %+v add up to %d, want %d arrivals", o, sum, r1.Arrivals)
+			checkOutcomes(t, r1)
+			if r1.Outcomes.Served == 0 || r1.Requests != r2.Requests {
+				t.Fatalf("served %d; requests %+v and %+v", r1.Outcomes.Served, r1.Requests, r2.Requests)
 			}
 		})
 	}
 }
 
-// TestOOMsCountDowntimeAndFailures leaves the allocator no headroom beyond
-// the profiled peak: top-p batches OOM the unprotected engine, which fails
-// its in-flight requests and is down for its restart time.
+// checkOutcomes: every attempt has one outcome, every request one too.
+func checkOutcomes(t *testing.T, r Result) {
+	t.Helper()
+	o := r.Outcomes
+	sum := o.Served + o.UpstreamError + o.RateLimited + o.Overloaded + o.QueueFull + o.QueueTimeout + o.Deadline + o.ClientClosed + o.Unfinished
+	if sum != r.Attempts || r.Attempts < r.Arrivals {
+		t.Fatalf("outcomes %+v add up to %d, want %d attempts (%d arrivals)", o, sum, r.Attempts, r.Arrivals)
+	}
+	q := r.Requests
+	if q.ended()+q.Unfinished != r.Arrivals || q.Met+q.Late != o.Served {
+		t.Fatalf("requests %+v: want %d arrivals, %d served", q, r.Arrivals, o.Served)
+	}
+}
+
+// TestOOMsCountDowntimeAndFailures: an unprotected pod OOMs on work its
+// profile never ran; it fails its in-flight requests and is down for its
+// restart time.
 func TestOOMsCountDowntimeAndFailures(t *testing.T) {
-	base, err := sim.New(sim.Settings{GPU: h100()})
+	r, err := Run(ooming(None, 10*time.Minute, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := base.Plan()
-	r, err := Run(Settings{Engine: sim.Settings{GPU: h100(), OtherProcessBytes: p.ActivationBudgetBytes - p.ActivationPeakBytes},
-		Trace: TraceSettings{Duration: 10 * time.Minute, Seed: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.OOMs == 0 || r.Downtime < 90*time.Second || r.Outcomes.UpstreamError == 0 {
+	checkOutcomes(t, r)
+	if r.OOMs == 0 || r.Downtime < 90*time.Second || r.Outcomes.UpstreamError == 0 || r.Requests.Failed == 0 {
 		t.Fatalf("OOMs %d, downtime %v, failed %d: want OOMs with their downtime and failures", r.OOMs, r.Downtime, r.Outcomes.UpstreamError)
 	}
 	var b bytes.Buffer

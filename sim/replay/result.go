@@ -12,18 +12,37 @@ type Outcomes struct {
 	// Shed counts the Overloaded arrivals refused because the pod was
 	// critical (the rest: the pod down, or a request that cannot fit).
 	Shed int64
+	// ClientClosed counts the attempts their clients closed: a user who
+	// gave up, or the SDK's timeout (DESIGN §2's client_closed).
+	ClientClosed int64
 	// Unfinished were still in flight or queued when the trace ended.
 	Unfinished int64
 }
 
+// RequestOutcomes counts the trace's requests as their users saw them, each
+// once, whatever number of attempts its client sent: answered within the
+// SLO (Met) or late, given up by the user, or ended by a refusal or a
+// failure after the client's last retry. They add up to Result.Arrivals.
+type RequestOutcomes struct {
+	Met, Late, Abandoned, Refused, Failed, Unfinished int64
+}
+
+func (o RequestOutcomes) ended() int64 { return o.Met + o.Late + o.Abandoned + o.Refused + o.Failed }
+
 // Result is what one run measured.
 type Result struct {
-	Policy  Policy
-	Horizon time.Duration
+	Policy Policy
+	// Scenario is Settings.Scenario.
+	Scenario string
+	Horizon  time.Duration
 	// Seed is the trace's seed (TraceSettings.Seed).
-	Seed     uint64
-	Arrivals int64
-	Outcomes Outcomes
+	Seed uint64
+	// Arrivals counts the trace's requests; Attempts what the clients sent
+	// for them, retries included. Outcomes counts attempts (what
+	// gatekeeper and the pod saw), Requests the requests (what users saw).
+	Arrivals, Attempts int64
+	Outcomes           Outcomes
+	Requests           RequestOutcomes
 	// OOMs is how many times the engine died; Downtime how long it was gone.
 	OOMs     int64
 	Downtime time.Duration
@@ -67,8 +86,9 @@ func (r Result) Goodput() float64 { return float64(r.GeneratedTokens) / r.Horizo
 // second.
 func (r Result) SLOGoodput() float64 { return float64(r.SLOTokens) / r.Horizon.Seconds() }
 
-// SLOAttainment is the share of arrivals that were served within both
-// deadlines (refused, failed and late requests all count against it).
+// SLOAttainment is the share of the trace's requests that were answered
+// within both deadlines, from when their users sent them (refused, failed,
+// abandoned and late requests all count against it, whatever the retries).
 func (r Result) SLOAttainment() float64 {
 	if r.Arrivals == 0 {
 		return 0
@@ -76,39 +96,53 @@ func (r Result) SLOAttainment() float64 {
 	return float64(r.SLOMet) / float64(r.Arrivals)
 }
 
-// Record is one run as a JSON object (vllm-sim replay -json).
+// Record is one run as a JSON object (vllm-sim replay -json), the figures
+// the tables lead with first. The request counts (met … unfinished) are the
+// trace's requests as their users saw them and add up to arrivals;
+// attempts counts what their clients sent, retries included, and
+// refused_fraction is the share of attempts refused (429 or 503).
 type Record struct {
+	Scenario             string  `json:"scenario"`
 	HorizonHours         float64 `json:"horizon_hours"`
 	Seed                 uint64  `json:"seed"`
 	Policy               string  `json:"policy"`
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization"`
+	SLOAttainment        float64 `json:"slo_attainment"`
 	OOMEvents            int64   `json:"oom_events"`
 	DowntimeS            float64 `json:"downtime_s"`
-	Arrivals             int64   `json:"arrivals"`
-	Served               int64   `json:"served"`
-	GoodputTokensPerS    float64 `json:"goodput_tokens_per_s"`
 	SLOGoodputTokensPerS float64 `json:"slo_goodput_tokens_per_s"`
-	SLOAttainment        float64 `json:"slo_attainment"`
+	GoodputTokensPerS    float64 `json:"goodput_tokens_per_s"`
+	Arrivals             int64   `json:"arrivals"`
+	Met                  int64   `json:"met"`
+	Late                 int64   `json:"late"`
+	Abandoned            int64   `json:"abandoned"`
+	Refused              int64   `json:"refused"`
+	Failed               int64   `json:"failed"`
+	Unfinished           int64   `json:"unfinished"`
+	Attempts             int64   `json:"attempts"`
+	Served               int64   `json:"served"`
+	RefusedFraction      float64 `json:"refused_fraction"`
 	P99ShortS            float64 `json:"p99_short_s"`
 	P99LongS             float64 `json:"p99_long_s"`
 	TimeDegradedFraction float64 `json:"time_degraded_fraction"`
 	TimeCriticalFraction float64 `json:"time_critical_fraction"`
-	RefusedFraction      float64 `json:"refused_fraction"`
 	MeanWindow           float64 `json:"mean_window"`
 }
 
 // Record returns r as the -json object. p99_short_s and p99_long_s are the
 // p99 of the classes so named (0 when the trace has none).
 func (r Result) Record() Record {
+	q := r.Requests
 	rec := Record{
-		HorizonHours: r.Horizon.Hours(), Seed: r.Seed, Policy: r.Policy.String(), GPUMemoryUtilization: r.GPUMemoryUtilization,
-		OOMEvents: r.OOMs, DowntimeS: r.Downtime.Seconds(), Arrivals: r.Arrivals, Served: r.Outcomes.Served,
-		GoodputTokensPerS: r.Goodput(), SLOGoodputTokensPerS: r.SLOGoodput(), SLOAttainment: r.SLOAttainment(),
+		Scenario: r.Scenario, HorizonHours: r.Horizon.Hours(), Seed: r.Seed, Policy: r.Policy.String(),
+		GPUMemoryUtilization: r.GPUMemoryUtilization, SLOAttainment: r.SLOAttainment(),
+		OOMEvents: r.OOMs, DowntimeS: r.Downtime.Seconds(), SLOGoodputTokensPerS: r.SLOGoodput(), GoodputTokensPerS: r.Goodput(),
+		Arrivals: r.Arrivals, Met: q.Met, Late: q.Late, Abandoned: q.Abandoned, Refused: q.Refused, Failed: q.Failed,
+		Unfinished: q.Unfinished, Attempts: r.Attempts, Served: r.Outcomes.Served, RefusedFraction: r.refused(),
 		TimeDegradedFraction: r.LevelTime[1].Seconds() / r.Horizon.Seconds(),
 		TimeCriticalFraction: r.LevelTime[2].Seconds() / r.Horizon.Seconds(),
 		MeanWindow:           r.MeanWindow,
 	}
-	rec.RefusedFraction = r.refused()
 	for _, c := range r.Classes {
 		switch c.Name {
 		case "short":

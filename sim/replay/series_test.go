@@ -7,19 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 
 func TestSeries(t *testing.T) {
-	base, err := sim.New(sim.Settings{GPU: h100()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := base.Plan()
-	// no headroom: the run OOMs, so the chart has OOM markers
-	r, err := Run(Settings{Engine: sim.Settings{GPU: h100(), OtherProcessBytes: p.ActivationBudgetBytes - p.ActivationPeakBytes},
-		Trace: TraceSettings{Duration: 5 * time.Minute, Seed: 1}, Policy: Gatekeeper, SeriesEvery: 10 * time.Second})
+	// the run OOMs, so the chart has OOM markers
+	set := ooming(Gatekeeper, 5*time.Minute, 1)
+	set.SeriesEvery = 10 * time.Second
+	r, err := Run(set)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,158 +8,206 @@ import (
 	"time"
 )
 
-// WriteSweep prints a seed sweep as a Markdown table: one row per horizon
-// and seed, for each policy its OOMs, SLO goodput (tokens/s) and SLO
-// attainment, then gatekeeper's SLO goodput and attainment ÷ unprotected's
-// and its SLO goodput ÷ qps-only's, its time degraded and its refusals; a
-// last row per horizon sums the OOMs, averages the figures and gives each
-// ratio's lowest value over the seeds (the targets hold on every seed).
+// WriteSweep prints a seed sweep as Markdown, one section per scenario,
+// gpu_memory_utilization and horizon: a table with one row per policy
+// (SLO attainment first: its mean and its lowest seed; OOMs summed, with
+// the seeds that had any; downtime; SLO goodput and raw goodput, means;
+// the shares of requests abandoned, refused and failed), then one row per
+// seed (each policy's attainment and OOMs), then how the policies that read
+// the GPU compare with the baselines on every seed.
 func WriteSweep(w io.Writer, results []Result) error {
-	var policies []Policy
-	var horizons []time.Duration
-	byKey := map[runKey]Result{}
-	seedsOf := map[time.Duration][]uint64{}
-	for _, r := range results {
-		if !slices.Contains(policies, r.Policy) {
-			policies = append(policies, r.Policy)
-		}
-		if !slices.Contains(horizons, r.Horizon) {
-			horizons = append(horizons, r.Horizon)
-		}
-		if !slices.Contains(seedsOf[r.Horizon], r.Seed) {
-			seedsOf[r.Horizon] = append(seedsOf[r.Horizon], r.Seed)
-		}
-		byKey[keyOf(r, r.Policy)] = r
-	}
-	_, hasNone := index(policies, None)
-	_, hasQPS := index(policies, QPSOnly)
-	_, hasGK := index(policies, Gatekeeper)
-	head := []string{"horizon", "seed"}
-	for _, p := range policies {
-		head = append(head, p.String()+" OOMs", p.String()+" SLO goodput", p.String()+" attainment")
-	}
-	if hasGK && hasNone {
-		head = append(head, "SLO goodput ÷ unprotected", "attainment ÷ unprotected")
-	}
-	if hasGK && hasQPS {
-		head = append(head, "SLO goodput ÷ qps-only")
-	}
-	if hasGK {
-		head = append(head, "degraded", "refused")
-	}
 	var b strings.Builder
-	line := func(cells []string) { b.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
-	line(head)
-	seps := make([]string, len(head))
-	for i := range seps {
-		seps[i] = "---:"
-	}
-	seps[0], seps[1] = "---", "---"
-	line(seps)
-	for _, h := range horizons {
-		ss := seedsOf[h]
-		var sum sweepSum
-		sum.init(len(policies))
-		for _, seed := range ss {
-			cells := []string{fmt.Sprintf("%gh", h.Hours()), fmt.Sprint(seed)}
-			for i, p := range policies {
-				r, ok := byKey[runKey{h, seed, p}]
-				if !ok {
-					cells = append(cells, "–", "–", "–")
-					continue
-				}
-				sum.add(i, r)
-				cells = append(cells, fmt.Sprint(r.OOMs), fmt.Sprintf("%.0f", r.SLOGoodput()), pct(r.SLOAttainment()))
-			}
-			g, gok := byKey[runKey{h, seed, Gatekeeper}]
-			u, uok := byKey[runKey{h, seed, None}]
-			q, qok := byKey[runKey{h, seed, QPSOnly}]
-			if hasGK && hasNone {
-				cells = append(cells, sum.ratio(0, gok && uok, g.SLOGoodput(), u.SLOGoodput()),
-					sum.ratio(1, gok && uok, g.SLOAttainment(), u.SLOAttainment()))
-			}
-			if hasGK && hasQPS {
-				cells = append(cells, sum.ratio(2, gok && qok, g.SLOGoodput(), q.SLOGoodput()))
-			}
-			if hasGK {
-				if gok {
-					cells = append(cells, pct(g.LevelTime[1].Seconds()/g.Horizon.Seconds()), pct(g.refused()))
-				} else {
-					cells = append(cells, "–", "–")
-				}
-			}
-			line(cells)
-		}
-		cells := []string{fmt.Sprintf("%gh", h.Hours()), fmt.Sprintf("all %d: Σ, mean, lowest", len(ss))}
-		for i := range policies {
-			cells = append(cells, fmt.Sprint(sum.ooms[i]), fmt.Sprintf("%.0f", sum.slo[i]/float64(max(sum.n[i], 1))),
-				pct(sum.att[i]/float64(max(sum.n[i], 1))))
-		}
-		if hasGK && hasNone {
-			cells = append(cells, sum.lowest(0), sum.lowest(1))
-		}
-		if hasGK && hasQPS {
-			cells = append(cells, sum.lowest(2))
-		}
-		if hasGK {
-			cells = append(cells, "", "")
-		}
-		line(cells)
+	for _, g := range groupRuns(results) {
+		fmt.Fprintf(&b, "#### %s, gpu_memory_utilization %.2f, %gh, seeds %s\n\n", g.scenario, g.util, g.horizon.Hours(), seedList(g.seeds))
+		writeSummary(&b, g)
+		b.WriteString("\n")
+		writeSeeds(&b, g)
+		b.WriteString("\n")
+		writeVerdicts(&b, g)
+		b.WriteString("\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// sweepSum accumulates one horizon's rows.
-type sweepSum struct {
-	ooms     []int64
-	slo, att []float64
-	n        []int
-	low      [3]float64 // lowest of each ratio column; 0 before the first
+// runGroup is the runs of one scenario, utilization and horizon.
+type runGroup struct {
+	scenario string
+	util     float64
+	horizon  time.Duration
+	policies []Policy
+	seeds    []uint64
+	runs     map[seedPolicy]Result
 }
 
-func (s *sweepSum) init(policies int) {
-	s.ooms, s.slo, s.att, s.n = make([]int64, policies), make([]float64, policies), make([]float64, policies), make([]int, policies)
+type seedPolicy struct {
+	seed   uint64
+	policy Policy
 }
 
-func (s *sweepSum) add(i int, r Result) {
-	s.ooms[i] += r.OOMs
-	s.slo[i] += r.SLOGoodput()
-	s.att[i] += r.SLOAttainment()
-	s.n[i]++
-}
-
-// ratio formats a ÷ b and keeps the lowest of column col.
-func (s *sweepSum) ratio(col int, ok bool, a, b float64) string {
-	if !ok || b <= 0 {
-		return "–"
+// groupRuns groups results in the order they first appear; policies and
+// seeds keep their order too.
+func groupRuns(results []Result) []*runGroup {
+	var groups []*runGroup
+	for _, r := range results {
+		i := slices.IndexFunc(groups, func(g *runGroup) bool {
+			return g.scenario == r.Scenario && g.util == r.GPUMemoryUtilization && g.horizon == r.Horizon
+		})
+		if i < 0 {
+			groups = append(groups, &runGroup{scenario: r.Scenario, util: r.GPUMemoryUtilization, horizon: r.Horizon,
+				runs: map[seedPolicy]Result{}})
+			i = len(groups) - 1
+		}
+		g := groups[i]
+		if !slices.Contains(g.policies, r.Policy) {
+			g.policies = append(g.policies, r.Policy)
+		}
+		if !slices.Contains(g.seeds, r.Seed) {
+			g.seeds = append(g.seeds, r.Seed)
+		}
+		g.runs[seedPolicy{r.Seed, r.Policy}] = r
 	}
-	x := a / b
-	if s.low[col] == 0 || x < s.low[col] {
-		s.low[col] = x
+	for _, g := range groups {
+		if g.scenario == "" {
+			g.scenario = "trace"
+		}
 	}
-	return fmt.Sprintf("%.2f ×", x)
+	return groups
 }
 
-func (s *sweepSum) lowest(col int) string {
-	if s.low[col] == 0 {
-		return "–"
+// writeSummary is the group's table with one row per policy.
+func writeSummary(b *strings.Builder, g *runGroup) {
+	b.WriteString("| policy | SLO attainment, mean (lowest) | OOMs Σ (seeds with any) | downtime Σ | SLO goodput | goodput | abandoned | refused | failed |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, p := range g.policies {
+		var att, low, slo, good, aband, ref, fail float64
+		var ooms, withOOM, n int64
+		var down time.Duration
+		for _, seed := range g.seeds {
+			r, ok := g.runs[seedPolicy{seed, p}]
+			if !ok {
+				continue
+			}
+			n++
+			a := r.SLOAttainment()
+			if n == 1 || a < low {
+				low = a
+			}
+			att += a
+			ooms += r.OOMs
+			if r.OOMs > 0 {
+				withOOM++
+			}
+			down += r.Downtime
+			slo += r.SLOGoodput()
+			good += r.Goodput()
+			arr := float64(max(r.Arrivals, 1))
+			aband += float64(r.Requests.Abandoned) / arr
+			ref += float64(r.Requests.Refused) / arr
+			fail += float64(r.Requests.Failed) / arr
+		}
+		if n == 0 {
+			continue
+		}
+		m := float64(n)
+		fmt.Fprintf(b, "| %s | %s (%s) | %d (%d) | %s | %.0f | %.0f | %s | %s | %s |\n", p, pct(att/m), pct(low), ooms, withOOM,
+			down.Round(time.Second), slo/m, good/m, pct(aband/m), pct(ref/m), pct(fail/m))
 	}
-	return fmt.Sprintf("%.2f ×", s.low[col])
 }
 
-// refused is the share of arrivals refused (429 or 503).
+// writeSeeds is the group's table with one row per seed.
+func writeSeeds(b *strings.Builder, g *runGroup) {
+	b.WriteString("| seed |")
+	for _, p := range g.policies {
+		fmt.Fprintf(b, " %s |", p)
+	}
+	b.WriteString("\n| ---: |" + strings.Repeat(" ---: |", len(g.policies)) + "\n")
+	for _, seed := range g.seeds {
+		fmt.Fprintf(b, "| %d |", seed)
+		for _, p := range g.policies {
+			if r, ok := g.runs[seedPolicy{seed, p}]; ok {
+				fmt.Fprintf(b, " %s, %d OOM |", pct(r.SLOAttainment()), r.OOMs)
+			} else {
+				b.WriteString(" – |")
+			}
+		}
+		b.WriteString("\n")
+	}
+}
+
+// writeVerdicts compares each policy that reads the GPU with each baseline
+// over the group's seeds: the attainment difference (mean and least), OOMs
+// summed, and the seeds on which it had more OOMs.
+func writeVerdicts(b *strings.Builder, g *runGroup) {
+	for _, p := range []Policy{Gatekeeper, GatekeeperExporter} {
+		if !slices.Contains(g.policies, p) {
+			continue
+		}
+		for _, base := range []Policy{None, QPSOnly, DeadlineOnly} {
+			if !slices.Contains(g.policies, base) {
+				continue
+			}
+			var sum, least float64
+			var ooms, baseOOMs, n int64
+			var more []string
+			for _, seed := range g.seeds {
+				r, ok1 := g.runs[seedPolicy{seed, p}]
+				q, ok2 := g.runs[seedPolicy{seed, base}]
+				if !ok1 || !ok2 {
+					continue
+				}
+				d := r.SLOAttainment() - q.SLOAttainment()
+				if n == 0 || d < least {
+					least = d
+				}
+				n++
+				sum += d
+				ooms += r.OOMs
+				baseOOMs += q.OOMs
+				if r.OOMs > q.OOMs {
+					more = append(more, fmt.Sprintf("%d (%d against %d)", seed, r.OOMs, q.OOMs))
+				}
+			}
+			if n == 0 {
+				continue
+			}
+			line := fmt.Sprintf("- %s against %s: SLO attainment %+.1f points on average (least %+.1f); OOMs %d against %d",
+				p, base, 100*sum/float64(n), 100*least, ooms, baseOOMs)
+			if len(more) > 0 {
+				line += "; more OOMs on seed " + strings.Join(more, ", ")
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+}
+
+// seedList writes seeds as ranges: 1-10, 12.
+func seedList(seeds []uint64) string {
+	s := slices.Clone(seeds)
+	slices.Sort(s)
+	var parts []string
+	for i := 0; i < len(s); {
+		j := i
+		for j+1 < len(s) && s[j+1] == s[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", s[i], s[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(s[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
+}
+
+// refused is the share of attempts refused (429 or 503).
 func (r Result) refused() float64 {
-	if r.Arrivals == 0 {
+	if r.Attempts == 0 {
 		return 0
 	}
 	o := r.Outcomes
-	return float64(o.RateLimited+o.Overloaded+o.QueueFull+o.QueueTimeout+o.Deadline) / float64(r.Arrivals)
+	return float64(o.RateLimited+o.Overloaded+o.QueueFull+o.QueueTimeout+o.Deadline) / float64(r.Attempts)
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.1f %%", 100*x) }
-
-func index(ps []Policy, p Policy) (int, bool) {
-	i := slices.Index(ps, p)
-	return i, i >= 0
-}

@@ -24,19 +24,25 @@ func WriteTable(w io.Writer, results []Result) error {
 		row("seed", func(r Result) string { return fmt.Sprint(r.Seed) })
 	}
 	row("policy", func(r Result) string { return r.Policy.String() })
-	row("arrivals", func(r Result) string { return fmt.Sprint(r.Arrivals) })
+	row("SLO attainment", func(r Result) string { return fmt.Sprintf("%.1f%%", 100*r.SLOAttainment()) })
 	row("OOM events", func(r Result) string { return fmt.Sprint(r.OOMs) })
 	row("downtime", func(r Result) string { return r.Downtime.Round(time.Second).String() })
-	row("served", func(r Result) string { return fmt.Sprint(r.Outcomes.Served) })
-	row("failed (5xx, pod down)", func(r Result) string { return fmt.Sprint(r.Outcomes.UpstreamError) })
-	row("refused 429", func(r Result) string { return fmt.Sprint(r.Outcomes.RateLimited) })
-	row("refused 503 (overloaded, queue)", func(r Result) string {
+	row("SLO goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.SLOGoodput()) })
+	row("goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.Goodput()) })
+	row("requests", func(r Result) string { return fmt.Sprint(r.Arrivals) })
+	row("  met / late", func(r Result) string { return fmt.Sprintf("%d / %d", r.Requests.Met, r.Requests.Late) })
+	row("  abandoned by the user", func(r Result) string { return fmt.Sprint(r.Requests.Abandoned) })
+	row("  refused, last retry too", func(r Result) string { return fmt.Sprint(r.Requests.Refused) })
+	row("  failed, last retry too", func(r Result) string { return fmt.Sprint(r.Requests.Failed) })
+	row("attempts (retries included)", func(r Result) string { return fmt.Sprint(r.Attempts) })
+	row("  served", func(r Result) string { return fmt.Sprint(r.Outcomes.Served) })
+	row("  failed (5xx, pod down)", func(r Result) string { return fmt.Sprint(r.Outcomes.UpstreamError) })
+	row("  refused 429", func(r Result) string { return fmt.Sprint(r.Outcomes.RateLimited) })
+	row("  refused 503 (overloaded, queue)", func(r Result) string {
 		return fmt.Sprint(r.Outcomes.Overloaded + r.Outcomes.QueueFull + r.Outcomes.QueueTimeout)
 	})
-	row("refused 503 (deadline)", func(r Result) string { return fmt.Sprint(r.Outcomes.Deadline) })
-	row("goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.Goodput()) })
-	row("SLO goodput tokens/s", func(r Result) string { return fmt.Sprintf("%.0f", r.SLOGoodput()) })
-	row("SLO attainment", func(r Result) string { return fmt.Sprintf("%.1f%%", 100*r.SLOAttainment()) })
+	row("  refused 503 (deadline)", func(r Result) string { return fmt.Sprint(r.Outcomes.Deadline) })
+	row("  closed by the client", func(r Result) string { return fmt.Sprint(r.Outcomes.ClientClosed) })
 	if len(results) > 0 {
 		for i, c := range results[0].Classes {
 			row("p50 "+c.Name, func(r Result) string { return fmtDur(r.Classes[i].P50) })
@@ -46,7 +52,7 @@ func WriteTable(w io.Writer, results []Result) error {
 		// while gatekeeper's window was degraded or recovering.
 		for i, c := range results[0].Classes {
 			row("p99 "+c.Name+", recovery (served)", func(r Result) string {
-				if r.Policy != Gatekeeper {
+				if !r.Policy.queued() {
 					return "-"
 				}
 				cl := r.Classes[i]
@@ -58,13 +64,13 @@ func WriteTable(w io.Writer, results []Result) error {
 		}
 	}
 	row("time degraded / critical", func(r Result) string {
-		if r.Policy != Gatekeeper {
+		if !r.Policy.queued() {
 			return "-"
 		}
 		return fmt.Sprintf("%.0f%% / %.0f%%", 100*r.LevelTime[1].Seconds()/r.Horizon.Seconds(), 100*r.LevelTime[2].Seconds()/r.Horizon.Seconds())
 	})
 	row("mean window", func(r Result) string {
-		if r.Policy != Gatekeeper {
+		if !r.Policy.queued() {
 			return "-"
 		}
 		return fmt.Sprintf("%.0f", r.MeanWindow)
@@ -79,21 +85,21 @@ func WriteTable(w io.Writer, results []Result) error {
 		byKey[keyOf(r, r.Policy)] = r
 	}
 	for _, r := range results {
-		if r.Policy != Gatekeeper {
+		if r.Policy != Gatekeeper && r.Policy != GatekeeperExporter {
 			continue
 		}
-		for _, base := range []Policy{None, QPSOnly} {
+		for _, base := range []Policy{None, QPSOnly, DeadlineOnly} {
 			b, ok := byKey[keyOf(r, base)]
-			if !ok || b.Goodput() == 0 {
+			if !ok {
 				continue
 			}
 			label := fmt.Sprintf("%gh", r.Horizon.Hours())
 			if seeds(results) > 1 {
 				label += fmt.Sprintf(" seed %d", r.Seed)
 			}
-			fmt.Fprintf(w, "%s gatekeeper ÷ %s: goodput %.2f, SLO goodput %.2f, OOMs %d vs %d, served %.2f\n", label, base,
-				r.Goodput()/b.Goodput(), r.SLOGoodput()/max(b.SLOGoodput(), 1e-9), r.OOMs, b.OOMs,
-				float64(r.Outcomes.Served)/float64(max(b.Outcomes.Served, 1)))
+			fmt.Fprintf(w, "%s %s vs %s: SLO attainment %+.1f points, OOMs %d vs %d, SLO goodput %.2f ×, goodput %.2f ×\n",
+				label, r.Policy, base, 100*(r.SLOAttainment()-b.SLOAttainment()), r.OOMs, b.OOMs,
+				r.SLOGoodput()/max(b.SLOGoodput(), 1e-9), r.Goodput()/max(b.Goodput(), 1e-9))
 		}
 	}
 	return nil

@@ -163,9 +163,9 @@ func (tr *Trace) Next() (Arrival, bool) {
 	ci := traffic.Mix(tr.s.Classes).Pick(tr.rng)
 	c := tr.s.Classes[ci]
 	a := Arrival{At: at, Class: ci, Prompt: c.Prompt.Draw(tr.rng), Output: c.Output.Draw(tr.rng),
-		MaxToken: c.MaxTokens, TopP: tr.rng.Float64() < tr.s.TopPFraction}
+		MaxToken: c.MaxTokens, TopP: tr.rng.Float64() < tr.s.TopPFraction, PromptLogprobs: c.PromptLogprobs}
 	if tr.s.PromptLogprobsFraction > 0 { // drawn only then: the default trace is unchanged
-		a.PromptLogprobs = tr.rng.Float64() < tr.s.PromptLogprobsFraction
+		a.PromptLogprobs = tr.rng.Float64() < tr.s.PromptLogprobsFraction || a.PromptLogprobs
 	}
 	if tr.s.NFraction > 0 && tr.rng.Float64() < tr.s.NFraction { // likewise
 		a.N = tr.s.N

@@ -109,11 +109,15 @@ func (srv *Server) memoryBlocks(w http.ResponseWriter, _ *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string][]sim.MemoryBlocks{"memory_blocks": {mb}})
 }
 
-// emptyCache is the relief hook: torch.cuda.empty_cache() in the engine.
+// emptyCache is the relief hook: torch.cuda.empty_cache() in the engine,
+// answered as the allocator exporter answers it (exporters/pytorch,
+// POST /v1/internal/empty_cache): the bytes released in all and per device,
+// reserved before and after, and the time it took (none in virtual time).
 func (srv *Server) emptyCache(w http.ResponseWriter, _ *http.Request) {
 	srv.mu.Lock()
 	srv.advance()
 	alive := srv.e.Alive()
+	before := srv.e.Metrics().Allocator.ReservedBytes
 	released := srv.e.EmptyCache()
 	srv.mu.Unlock()
 	if !alive {
@@ -121,7 +125,22 @@ func (srv *Server) emptyCache(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]int64{"released_bytes": released})
+	_ = json.NewEncoder(w).Encode(emptyCacheAnswer{ReleasedBytes: released, Devices: []emptyCacheDevice{{
+		GPUID: srv.s.GPUID, ReservedBeforeBytes: before, ReservedAfterBytes: before - released, ReleasedBytes: released}}})
+}
+
+// emptyCacheAnswer is the exporter's empty_cache answer.
+type emptyCacheAnswer struct {
+	ReleasedBytes int64              `json:"released_bytes"`
+	DurationS     float64            `json:"duration_s"`
+	Devices       []emptyCacheDevice `json:"devices"`
+}
+
+type emptyCacheDevice struct {
+	GPUID               string `json:"gpu_id"`
+	ReservedBeforeBytes int64  `json:"reserved_before_bytes"`
+	ReservedAfterBytes  int64  `json:"reserved_after_bytes"`
+	ReleasedBytes       int64  `json:"released_bytes"`
 }
 
 // resetPrefixCache answers vLLM's POST /reset_prefix_cache; the simulator has

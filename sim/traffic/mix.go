@@ -26,6 +26,10 @@ type Class struct {
 	// Stream asks an HTTP generator to request the answer as an SSE stream.
 	// The replay ignores it.
 	Stream bool
+	// PromptLogprobs makes every request of the class ask for
+	// prompt_logprobs (scoring and evaluation jobs: lm-eval-harness's
+	// loglikelihood requests, echo with logprobs).
+	PromptLogprobs bool
 }
 
 // Valid reports whether the class can be drawn: weight > 0, ranges ≥ 1,
