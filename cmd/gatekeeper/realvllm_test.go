@@ -134,8 +134,9 @@ func TestShippedConfigPlainVLLM(t *testing.T) {
 
 // startExporter runs the Python exporter (exporters/pytorch) on loopback
 // with a fake torch.cuda serving the golden two-GPU scenario, and returns
-// its base URL. It skips without python3, unless the suite requires tools.
-func startExporter(t *testing.T) string {
+// its base URL. args go to tests/serve_fake.py (--empty-cache, --token T,
+// ...). It skips without python3, unless the suite requires tools.
+func startExporter(t *testing.T, args ...string) string {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -144,7 +145,7 @@ func startExporter(t *testing.T) string {
 		}
 		t.Skip("python3 not found")
 	}
-	cmd := exec.Command(py, "-m", "tests.serve_fake")
+	cmd := exec.Command(py, append([]string{"-m", "tests.serve_fake"}, args...)...)
 	cmd.Dir = filepath.Join("..", "..", "exporters", "pytorch")
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	stdin, err := cmd.StdinPipe()

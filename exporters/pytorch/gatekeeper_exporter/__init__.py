@@ -1,7 +1,9 @@
 """gatekeeper's allocator exporter for PyTorch processes.
 
 Serves the CUDA caching allocator's figures as gatekeeper's memory_blocks
-JSON (GET /memory_blocks) and as Prometheus text (GET /metrics):
+JSON (GET /memory_blocks) and as Prometheus text (GET /metrics), and, only
+when started with empty_cache=True, the relief hook POST
+/v1/internal/empty_cache (gatekeeper_exporter.relief):
 
     import gatekeeper_exporter
     handle = gatekeeper_exporter.start(port=8001)   # after CUDA is in use

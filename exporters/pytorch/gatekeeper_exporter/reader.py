@@ -115,6 +115,10 @@ class TorchReader:
             raise NotReady("CUDA is not initialised in this process yet")
         return cuda
 
+    def cuda(self) -> Any:
+        """Returns the host's torch.cuda once CUDA is initialised there (raises NotReady)."""
+        return self._cuda()
+
     def backend(self) -> str | None:
         """Returns the allocator backend ("native" or "cudaMallocAsync"), or None."""
         if self._backend is None:

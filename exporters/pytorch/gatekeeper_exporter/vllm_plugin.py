@@ -14,6 +14,9 @@ Environment:
   GATEKEEPER_EXPORTER_HOST      address to bind (default 127.0.0.1, this pod only; 0.0.0.0
                                 or :: when gatekeeper runs in another pod, as in Kubernetes)
   GATEKEEPER_EXPORTER_INTERVAL  seconds between snapshot checks (default 1.0)
+  GATEKEEPER_EXPORTER_EMPTY_CACHE  1 serves POST /v1/internal/empty_cache (off by default;
+                                its cost is in relief.py)
+  GATEKEEPER_EXPORTER_TOKEN     bearer token that POST requires; unset, only loopback callers
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 logger = logging.getLogger("gatekeeper_exporter")
@@ -32,6 +35,8 @@ logger = logging.getLogger("gatekeeper_exporter")
 ENV_PORT = "GATEKEEPER_EXPORTER_PORT"
 ENV_HOST = "GATEKEEPER_EXPORTER_HOST"
 ENV_INTERVAL = "GATEKEEPER_EXPORTER_INTERVAL"
+ENV_EMPTY_CACHE = "GATEKEEPER_EXPORTER_EMPTY_CACHE"
+ENV_TOKEN = "GATEKEEPER_EXPORTER_TOKEN"
 
 WORKER_MODULE = "vllm.v1.worker.worker_base"
 _HOOK_MARK = "_gatekeeper_exporter_hook"
@@ -50,10 +55,16 @@ class Settings:
     base_port: int
     host: str = "127.0.0.1"
     interval: float = 1.0
+    empty_cache: bool = False
+    token: str | None = field(default=None, repr=False)  # a secret: kept out of reprs and logs
 
 
 def settings_from_env(env: Mapping[str, str]) -> Settings | None:
-    """Returns the settings, or None when the plugin must stay idle."""
+    """Returns the settings, or None when the plugin must stay idle.
+
+    A bad GATEKEEPER_EXPORTER_EMPTY_CACHE or GATEKEEPER_EXPORTER_TOKEN only
+    keeps empty_cache off (with a warning): the figures are still served.
+    """
     raw = env.get(ENV_PORT, "").strip()
     if not raw:
         return None
@@ -66,7 +77,27 @@ def settings_from_env(env: Mapping[str, str]) -> Settings | None:
     if not 0 < port < 65536 or not interval > 0:
         logger.warning("gatekeeper_exporter: %s=%r / %s out of range; exporter off", ENV_PORT, raw, ENV_INTERVAL)
         return None
-    return Settings(base_port=port, host=env.get(ENV_HOST, "").strip() or "127.0.0.1", interval=interval)
+    empty_cache, token = relief_from_env(env)
+    return Settings(base_port=port, host=env.get(ENV_HOST, "").strip() or "127.0.0.1", interval=interval,
+                    empty_cache=empty_cache, token=token)
+
+
+def relief_from_env(env: Mapping[str, str]) -> tuple[bool, str | None]:
+    """Returns (empty_cache on, token) from the environment; off on a bad value."""
+    raw = env.get(ENV_EMPTY_CACHE, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False, None
+    if raw not in ("1", "true", "yes", "on"):
+        logger.warning("gatekeeper_exporter: %s=%r is not 1 or 0; empty_cache off", ENV_EMPTY_CACHE, raw)
+        return False, None
+    from .relief import valid_token
+
+    token = env.get(ENV_TOKEN, "").strip() or None
+    if token is not None and not valid_token(token):
+        logger.warning("gatekeeper_exporter: %s is not a bearer token (visible ASCII, no spaces); empty_cache off",
+                       ENV_TOKEN)
+        return False, None
+    return True, token
 
 
 def register() -> None:
@@ -119,13 +150,17 @@ def after_init_device(wrapper: Any, settings: Settings, start: Callable[..., Any
         index = device.index if device.index is not None else _current_device()
         rank = local_rank(worker, os.environ, index)
         port = settings.base_port + rank
+        kwargs: dict[str, Any] = {"devices": [index], "port": port, "host": settings.host,
+                                  "interval": settings.interval}
+        if settings.empty_cache:
+            kwargs.update(empty_cache=True, token=settings.token)
         with _started_lock:
             if port in _started:
                 return
-            _started[port] = start(devices=[index], port=port, host=settings.host, interval=settings.interval)
+            _started[port] = start(**kwargs)
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
-        logger.info("gatekeeper_exporter: GPU worker (local rank %d, cuda:%d) serves http://%s:%d/memory_blocks",
-                    rank, index, host, port)
+        logger.info("gatekeeper_exporter: GPU worker (local rank %d, cuda:%d) serves http://%s:%d/memory_blocks%s",
+                    rank, index, host, port, " and POST /v1/internal/empty_cache" if settings.empty_cache else "")
     except Exception:  # noqa: BLE001 - a port in use, an odd worker: vLLM goes on
         logger.warning("gatekeeper_exporter: exporter not started in this worker", exc_info=True)
 

@@ -4,15 +4,20 @@ Installed into sys.modules by the tests (torch is never installed in CI). It
 is fed segments in the shape of torch.cuda.memory_snapshot() (PyTorch's
 torch/cuda/memory.py and the C++ that builds it) and memory_stats in the flat
 shape of torch.cuda.memory_stats(), and it counts every call.
+empty_cache() releases the wholly free segments as PyTorch's native
+allocator does, and records which thread called it inside which
+torch.cuda.device() block.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import sys
 import threading
 import types
 from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 MIB = 1 << 20
@@ -74,6 +79,16 @@ def stats_from(segments: list[dict[str, Any]], device: int, *, retries: int = 0,
     return dict(sorted(out.items()))
 
 
+def flushable(seg: dict[str, Any]) -> bool:
+    """Whether empty_cache returns seg to the driver: wholly free, in the default pool.
+
+    Expandable segments (which empty_cache unmaps granule by granule) are
+    kept whole here: the fake does not model the unmapping.
+    """
+    return (seg["allocated_size"] == 0 and seg["active_size"] == 0 and not seg["is_expandable"]
+            and tuple(seg["segment_pool_id"]) == (0, 0))
+
+
 class FakeCuda:
     """torch.cuda as far as the exporter uses it. Counts calls in .calls."""
 
@@ -92,6 +107,13 @@ class FakeCuda:
         self.calls: Counter[str] = Counter()
         self.set_devices: list[tuple[str, int]] = []
         self.snapshot_event = threading.Event()  # set by every memory_snapshot call
+        # One (thread name, device of the enclosing torch.cuda.device block or
+        # None) per empty_cache call, failed ones included.
+        self.empty_cache_calls: list[tuple[str, int | None]] = []
+        # Runs inside empty_cache before it releases anything: tests block
+        # there, or advance a fake clock.
+        self.on_empty_cache: Callable[[], None] | None = None
+        self._context = threading.local()  # per thread, as CUDA's current device
         self._lock = threading.Lock()
 
     def load_device(self, device: int, segments: list[dict[str, Any]], free: int, total: int,
@@ -127,6 +149,22 @@ class FakeCuda:
         with self._lock:
             self.set_devices.append((threading.current_thread().name, device))
 
+    @contextlib.contextmanager
+    def device(self, device: int) -> Iterator[None]:
+        """torch.cuda.device(idx): device is this thread's current one inside the block."""
+        self._call("device")
+        stack = self._context.__dict__.setdefault("stack", [])
+        stack.append(int(device))
+        try:
+            yield
+        finally:
+            stack.pop()
+
+    def context_device(self) -> int | None:
+        """The device of this thread's innermost device() block, or None."""
+        stack = getattr(self._context, "stack", None)
+        return stack[-1] if stack else None
+
     def current_device(self) -> int:
         self._call("current_device")
         return self.current
@@ -144,6 +182,33 @@ class FakeCuda:
         if not self.initialized:
             return {}
         return dict(self.stats.get(self.current if device is None else device, {}))
+
+    def memory_reserved(self, device: int | None = None) -> int:
+        self._call("memory_reserved")
+        stats = self.stats.get(self.current if device is None else device, {})
+        return int(stats.get("reserved_bytes.all.current", 0))
+
+    def empty_cache(self) -> None:
+        """Releases every wholly free segment of every device, as PyTorch's
+        native allocator does (its emptyCache walks every device's cache,
+        whatever the current device); the driver's free grows by as much."""
+        with self._lock:
+            self.empty_cache_calls.append((threading.current_thread().name, self.context_device()))
+        self._call("empty_cache")
+        if self.on_empty_cache is not None:
+            self.on_empty_cache()
+        with self._lock:
+            released: Counter[int] = Counter()
+            for s in self.segments:
+                if flushable(s):
+                    released[s["device"]] += s["total_size"]
+            self.segments = [s for s in self.segments if not flushable(s)]
+            for d, old in list(self.stats.items()):
+                self.stats[d] = stats_from(self.segments, d, retries=old.get("num_alloc_retries", 0),
+                                           ooms=old.get("num_ooms", 0))
+                if d in self.mem:
+                    free, total = self.mem[d]
+                    self.mem[d] = (free + released[d], total)
 
     def mem_get_info(self, device: int | None = None) -> tuple[int, int]:
         self._call("mem_get_info")

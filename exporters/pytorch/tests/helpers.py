@@ -1,4 +1,4 @@
-"""Shared test helpers: a fake clock, an exporter on loopback, HTTP GETs."""
+"""Shared test helpers: a fake clock, an exporter on loopback, HTTP GETs and POSTs."""
 
 from __future__ import annotations
 
@@ -45,6 +45,17 @@ def get(url: str) -> tuple[int, str, bytes]:
             return r.status, r.headers.get("Content-Type", ""), r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.headers.get("Content-Type", ""), e.read()
+
+
+def post(url: str, headers: dict[str, str] | None = None, body: bytes = b"",
+         method: str = "POST") -> tuple[int, Any, bytes]:
+    """POST (or method) url: (status, response headers, body)."""
+    req = urllib.request.Request(url, data=body if method == "POST" else None, headers=headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=WAIT) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
 
 
 def get_json(url: str) -> dict[str, Any]:

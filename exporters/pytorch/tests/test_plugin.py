@@ -86,10 +86,37 @@ class PluginTest(unittest.TestCase):
             ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_HOST": "  "}, Settings(8001, "127.0.0.1", 1.0)),
             ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_HOST": " :: "}, Settings(8001, "::", 1.0)),
             ({"GATEKEEPER_EXPORTER_HOST": "0.0.0.0"}, None),  # no port: the plugin stays off
+            # empty_cache: off unless asked; a bad flag or token keeps it off, the figures on.
+            ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_EMPTY_CACHE": "1"},
+             Settings(8001, "127.0.0.1", 1.0, empty_cache=True)),
+            ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_EMPTY_CACHE": " True ",
+              "GATEKEEPER_EXPORTER_TOKEN": " s3cret "}, Settings(8001, "127.0.0.1", 1.0, True, "s3cret")),
+            ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_EMPTY_CACHE": "0",
+              "GATEKEEPER_EXPORTER_TOKEN": "s3cret"}, Settings(8001, "127.0.0.1", 1.0)),
+            ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_TOKEN": "s3cret"}, Settings(8001, "127.0.0.1", 1.0)),
+            ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_EMPTY_CACHE": "maybe"},
+             Settings(8001, "127.0.0.1", 1.0)),
+            ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_EMPTY_CACHE": "1",
+              "GATEKEEPER_EXPORTER_TOKEN": "two words"}, Settings(8001, "127.0.0.1", 1.0)),
+            ({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_EMPTY_CACHE": "1",
+              "GATEKEEPER_EXPORTER_TOKEN": "  "}, Settings(8001, "127.0.0.1", 1.0, empty_cache=True)),
         ]
         for env, want in cases:
             with self.subTest(env=env), self.assertNoLogs("gatekeeper_exporter", "ERROR"):
                 self.assertEqual(settings_from_env(env), want)
+
+    def test_token_stays_out_of_logs(self):
+        settings = settings_from_env({"GATEKEEPER_EXPORTER_PORT": "8001", "GATEKEEPER_EXPORTER_EMPTY_CACHE": "1",
+                                      "GATEKEEPER_EXPORTER_TOKEN": "s3cret"})
+        self.assertNotIn("s3cret", repr(settings))
+        cls = wrapper_class()
+        install_hook(cls, settings, Recorder())
+        w = cls()
+        w.init_worker(0)
+        with self.assertLogs("gatekeeper_exporter", "INFO") as logs:
+            w.init_device()
+        self.assertIn("empty_cache", logs.output[0])
+        self.assertNotIn("s3cret", "".join(logs.output))
 
     def test_port_per_rank(self):
         cls = wrapper_class()
@@ -204,11 +231,17 @@ class RegisterTest(unittest.TestCase):
 
     def test_with_env_hooks_the_worker(self):
         cases = [
-            ({"GATEKEEPER_EXPORTER_PORT": "18100"}, "127.0.0.1"),
+            ({"GATEKEEPER_EXPORTER_PORT": "18100"}, "127.0.0.1", {}),
             # Kubernetes: gatekeeper is in another pod, so the worker binds every address.
-            ({"GATEKEEPER_EXPORTER_PORT": "18100", "GATEKEEPER_EXPORTER_HOST": "0.0.0.0"}, "0.0.0.0"),
+            ({"GATEKEEPER_EXPORTER_PORT": "18100", "GATEKEEPER_EXPORTER_HOST": "0.0.0.0"}, "0.0.0.0", {}),
+            # The relief action, with its token: passed only when turned on.
+            ({"GATEKEEPER_EXPORTER_PORT": "18100", "GATEKEEPER_EXPORTER_HOST": "0.0.0.0",
+              "GATEKEEPER_EXPORTER_EMPTY_CACHE": "1", "GATEKEEPER_EXPORTER_TOKEN": "s3cret"}, "0.0.0.0",
+             {"empty_cache": True, "token": "s3cret"}),
+            ({"GATEKEEPER_EXPORTER_PORT": "18100", "GATEKEEPER_EXPORTER_EMPTY_CACHE": "1"}, "127.0.0.1",
+             {"empty_cache": True, "token": None}),
         ]
-        for env, want_host in cases:
+        for env, want_host, want_relief in cases:
             with self.subTest(env=env):
                 vllm_plugin._started.clear()
                 cls = self.fake_vllm()
@@ -221,7 +254,8 @@ class RegisterTest(unittest.TestCase):
                     w = cls()
                     w.init_worker(1)
                     w.init_device()
-                self.assertEqual(start.calls, [{"devices": [1], "port": 18101, "host": want_host, "interval": 1.0}])
+                self.assertEqual(start.calls, [{"devices": [1], "port": 18101, "host": want_host, "interval": 1.0,
+                                                **want_relief}])
 
 
 if __name__ == "__main__":

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import socket
 import threading
 import unittest
 
-from gatekeeper_exporter import server
+from gatekeeper_exporter import relief, server
 
 from . import helpers, scenario
 from .fake_torch import GIB, MIB, FakeCuda, Installed, block, segment
@@ -67,11 +69,14 @@ class ServerTest(unittest.TestCase):
                 self.assertEqual(status, 404)
 
     def test_threads_are_named_daemons(self):
-        ex = helpers.start(self, self.cuda)
+        ex = helpers.start(self, self.cuda, empty_cache=True)
         names = {t.name: t.daemon for t in threading.enumerate()}
         self.assertTrue(names.get(server.THREAD_NAME))
+        self.assertTrue(names.get(relief.THREAD_NAME))
         ex.stop(helpers.WAIT)
-        self.assertNotIn(server.THREAD_NAME, {t.name for t in threading.enumerate() if t.is_alive()})
+        alive = {t.name for t in threading.enumerate() if t.is_alive()}
+        self.assertNotIn(server.THREAD_NAME, alive)
+        self.assertNotIn(relief.THREAD_NAME, alive)
         with self.assertRaises(OSError):
             socket.create_connection(("127.0.0.1", ex.port), timeout=1).close()
 
@@ -103,6 +108,106 @@ class ServerTest(unittest.TestCase):
                 url_host = f"[{dial}]" if ":" in dial else dial
                 doc = helpers.get_json(f"http://{url_host}:{ex.port}/memory_blocks")
                 self.assertEqual([b["gpu_id"] for b in doc["memory_blocks"]], ["0", "1"])
+
+    def test_empty_cache_off(self):
+        ex = helpers.start(self, self.cuda)
+        status, headers, body = helpers.post(f"http://127.0.0.1:{ex.port}{relief.PATH}")
+        self.assertEqual(status, 404)
+        self.assertTrue(headers["Content-Type"].startswith("text/plain"))
+        self.assertIn("empty_cache=True", body.decode())
+        self.assertIn("GATEKEEPER_EXPORTER_EMPTY_CACHE=1", body.decode())
+        self.assertEqual(helpers.get(f"http://127.0.0.1:{ex.port}{relief.PATH}")[0], 404)
+        self.assertNotIn(relief.THREAD_NAME, {t.name for t in threading.enumerate()})
+        self.assertEqual(self.cuda.calls["empty_cache"], 0)
+
+    def test_empty_cache(self):
+        token = "t0k3n"
+        ex = helpers.start(self, self.cuda, clock=helpers.FakeClock(100.0), empty_cache=True, token=token)
+        url = f"http://127.0.0.1:{ex.port}{relief.PATH}"
+        reserved = [b["reserved_bytes"] for b in helpers.get_json(ex.url)["memory_blocks"]]
+        cases = [
+            # (headers, body, want status, want headers)
+            ({}, b"", 401, {"WWW-Authenticate": "Bearer"}),
+            ({"Authorization": "Bearer wrong"}, b"", 401, {"WWW-Authenticate": "Bearer"}),
+            ({"Authorization": f"Bearer {token}"}, b'{"ignored": true}', 200, {}),
+            ({"Authorization": f"Bearer {token}"}, b"", 429, {"Retry-After": "1"}),  # the fake clock stands still
+        ]
+        for i, (headers, body, want, want_headers) in enumerate(cases):
+            with self.subTest(step=i):
+                status, got_headers, got = helpers.post(url, headers, body)
+                self.assertEqual(status, want, got)
+                self.assertEqual(got_headers["Content-Type"], "application/json")
+                doc = json.loads(got)
+                for name, value in want_headers.items():
+                    self.assertEqual(got_headers[name], value)
+                if want != 200:
+                    self.assertIsInstance(doc["error"], str)
+                    continue
+                self.assertEqual([d["gpu_id"] for d in doc["devices"]], ["0", "1"])
+                self.assertEqual([d["reserved_before_bytes"] for d in doc["devices"]], reserved)
+                self.assertEqual(doc["released_bytes"], sum(d["released_bytes"] for d in doc["devices"]))
+                self.assertGreater(doc["released_bytes"], 0)
+                self.assertEqual(doc["duration_s"], 0.0)  # the fake clock
+                after = [b["reserved_bytes"] for b in helpers.get_json(ex.url)["memory_blocks"]]
+                self.assertEqual(after, [d["reserved_after_bytes"] for d in doc["devices"]])
+        self.assertEqual(self.cuda.calls["empty_cache"], 2)
+
+    def test_empty_cache_loopback_without_token(self):
+        ex = helpers.start(self, self.cuda, empty_cache=True)
+        status, _, body = helpers.post(f"http://127.0.0.1:{ex.port}{relief.PATH}")
+        self.assertEqual(status, 200, body)
+        self.assertGreater(json.loads(body)["released_bytes"], 0)
+        # A caller elsewhere is refused by the same check (relief.check_access; tested there).
+
+    def test_methods(self):
+        ex = helpers.start(self, self.cuda, empty_cache=True)
+        base = f"http://127.0.0.1:{ex.port}"
+        cases = [
+            ("GET", relief.PATH, 405, "POST"),
+            ("POST", "/memory_blocks", 405, "GET"),
+            ("POST", "/metrics", 405, "GET"),
+            ("POST", "/v1/internal/other", 404, None),
+        ]
+        for method, path, want, allow in cases:
+            with self.subTest(method=method, path=path):
+                status, headers, _ = helpers.post(base + path, method=method)
+                self.assertEqual(status, want)
+                self.assertEqual(headers["Allow"], allow)
+        self.assertEqual(self.cuda.calls["empty_cache"], 0)
+
+    def test_post_body(self):
+        # The body is ignored but read, so the connection serves the next request;
+        # one too large to read is not, and the connection closes after the answer.
+        ex = helpers.start(self, self.cuda, clock=helpers.FakeClock(100.0), empty_cache=True)
+        cases = [
+            # (Content-Length, body sent, want Connection)
+            (17, b'{"device": "all"}', None),
+            # Only announced: the server answers before any of it is sent (no unread
+            # bytes at close, so no reset racing the answer).
+            (server.MAX_DISCARDED_BODY + 1, b"", "close"),
+        ]
+        for length, body, want_connection in cases:
+            with self.subTest(length=length):
+                conn = http.client.HTTPConnection("127.0.0.1", ex.port, timeout=helpers.WAIT)
+                self.addCleanup(conn.close)
+                conn.putrequest("POST", "/v1/internal/other")
+                conn.putheader("Content-Length", str(length))
+                conn.endheaders(body)
+                res = conn.getresponse()
+                res.read()
+                self.assertEqual(res.status, 404)
+                self.assertEqual(res.getheader("Connection"), want_connection)
+                if want_connection is None:
+                    conn.request("GET", "/memory_blocks")
+                    res = conn.getresponse()
+                    self.assertEqual(res.status, 200)
+                    self.assertIn(b"memory_blocks", res.read())
+
+    def test_empty_cache_bad_arguments(self):
+        for kw in ({"empty_cache": True, "token": "two words"}, {"token": ""},
+                   {"empty_cache": True, "empty_cache_interval": -1}, {"empty_cache": True, "empty_cache_timeout": 0}):
+            with self.subTest(**kw), self.assertRaises(ValueError):
+                server.start(port=0, **kw).stop()
 
     def test_port_in_use_raises_at_start(self):
         ex = helpers.start(self, self.cuda)
