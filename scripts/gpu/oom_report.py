@@ -176,7 +176,7 @@ def run_summary(name: str, rows: list[dict[str, Any]], death: dict[str, Any] | N
                 counts: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """One run's figures: the OOM (when, NVML, the allocator, the exporter) and the requests' outcomes."""
     s: dict[str, Any] = {"run": name, "rows": len(rows), "oom": bool(death and death.get("kind") == "oom"),
-                         "engine_died": death is not None, **extra}
+                         "engine_died": death is not None, "started": "server" in extra, **extra}
     c = dict(counts)
     c["unfinished"] = c.get("in_flight", 0)
     s["requests"] = c
@@ -225,6 +225,8 @@ def _num(v: Any, fmt: str = "{:.3f}") -> str:
 
 
 def _oom_line(s: dict[str, Any]) -> str:
+    if not s.get("started"):
+        return "did not start (see the notes)"
     d = s.get("death")
     if not d:
         return "no OOM" + (" (engine alive at the end)" if not s.get("engine_died") else "")
@@ -297,7 +299,10 @@ def verdict(runs: list[dict[str, Any]]) -> list[str]:
     out = []
     by = {r["run"]: r for r in runs}
     u, g = by.get("unprotected"), by.get("gatekeeper")
-    if u is not None:
+    for r in runs:
+        if not r.get("started"):
+            out.append(f"The {r['run']} run did not start (see the notes): it shows nothing.")
+    if u is not None and u.get("started"):
         if u["oom"]:
             out.append(f"The unprotected run ran out of memory at {u['death']['at_s']:.1f} s with NVML showing "
                        f"{_pct(u.get('nvml_used_frac_at_death'))} of the device used.")
@@ -308,6 +313,8 @@ def verdict(runs: list[dict[str, Any]]) -> list[str]:
                        "prevent, and the comparison below says nothing about prevention.")
     if g is None:
         out.append("No run through gatekeeper was made (no gatekeeper binary).")
+    elif not g.get("started"):
+        pass
     elif g["oom"]:
         out.append(f"The run through gatekeeper ran out of memory too, at {g['death']['at_s']:.1f} s.")
     elif not g.get("engine_died"):

@@ -281,14 +281,15 @@ class ReportTest(unittest.TestCase):
                  "torch": {"reserved_bytes": 70 * GIB, "allocated_bytes": 69 * GIB, "inactive_split_bytes": GIB},
                  "exporter_at_death": {"free_bytes": 2 * GIB, "largest_free_block_bytes": GIB}}
         counts = {"sent": 10, "served": 5, "refused": 1, "failed": 3, "in_flight": 1, "details": {"failed: 500": 3}}
-        u = oom_report.run_summary("unprotected", self.rows(), death, 100.0, counts, {})
+        u = oom_report.run_summary("unprotected", self.rows(), death, 100.0, counts, {"server": {}})
         self.assertTrue(u["oom"])
         self.assertEqual(u["death"]["at_s"], 2.6)
         self.assertEqual(u["nvml_used_frac_at_death"], 0.97)
         self.assertEqual(u["exporter_at_death"]["ratio"], 2.0)
         self.assertEqual(u["last_reported"]["t_s"], 2.5)
         self.assertEqual(u["requests"]["unfinished"], 1)
-        g = oom_report.run_summary("gatekeeper", self.rows(), None, 100.0, dict(counts, failed=0, served=8), {})
+        g = oom_report.run_summary("gatekeeper", self.rows(), None, 100.0, dict(counts, failed=0, served=8),
+                                   {"server": {}})
         summary = {"dry_run": False, "date_utc": "d", "nvml_source": "nvidia-smi", "runs": [u, g], "skipped": [],
                    "settings": {"model": vars(LLAMA3_8B), "engine": vars(EngineSettings()),
                                 "load": vars(vllm_like.REAL.load), "neighbour": vars(vllm_like.REAL.neighbour),
@@ -300,6 +301,10 @@ class ReportTest(unittest.TestCase):
         summary["runs"] = [dict(u, oom=False, death=None, engine_died=False)]
         md = oom_report.render_markdown(summary, {"unprotected": self.rows()})
         self.assertIn("did not run out of memory within its cap", md)
+        summary["runs"] = [oom_report.run_summary("unprotected", [], None, 0.0, counts, {"notes": ["no torch"]})]
+        md = oom_report.render_markdown(summary, {})
+        self.assertIn("The unprotected run did not start", md)
+        self.assertNotIn("did not run out of memory", md)
 
 
 class PolicyTest(unittest.TestCase):
