@@ -307,6 +307,80 @@ class ReportTest(unittest.TestCase):
         self.assertNotIn("did not run out of memory", md)
 
 
+class RealTorchTest(unittest.TestCase):
+    """The engine's torch calls against a real torch on the CPU (skipped where torch is absent, as in CI):
+    the tensor API (shapes, dtype names, randn, matmul of bf16) is real; only torch.cuda is a shim."""
+
+    TINY = replace(LLAMA3_8B, name="tiny", params=1_000_000, layers=2, hidden=64, intermediate=128, kv_heads=2,
+                   head_dim=16, vocab=1000, max_model_len=512)
+
+    def shim(self, budget: int):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("no torch here")
+        import types
+
+        sizes: list[int] = []
+
+        def empty(shape, dtype, device):
+            self.assertEqual(device, "cuda:0")
+            t = torch.empty(shape, dtype=dtype, device="cpu")
+            if t.numel() * t.element_size() > budget:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate (shim)")
+            sizes.append(t.numel() * t.element_size())
+            return t
+
+        stats = {"reserved_bytes.all.current": 1, "allocated_bytes.all.current": 1, "allocated_bytes.all.peak": 1}
+        cuda = types.SimpleNamespace(
+            OutOfMemoryError=torch.cuda.OutOfMemoryError, synchronize=lambda *a: None, set_device=lambda d: None,
+            mem_get_info=lambda d=0: (64 * MIB, 64 * MIB), memory_reserved=lambda d=0: 0, memory_allocated=lambda d=0: 0,
+            max_memory_allocated=lambda d=0: 0, reset_peak_memory_stats=lambda d=0: None, empty_cache=lambda: None,
+            memory_stats=lambda d=0: stats)
+        mod = types.SimpleNamespace(cuda=cuda, empty=empty, matmul=torch.matmul,
+                                    randn=lambda shape, dtype, device: torch.randn(shape, dtype=dtype),
+                                    **{n: getattr(torch, n) for n in ("bfloat16", "float32", "int64", "int32",
+                                                                      "bool", "uint8")})
+        return mod, sizes
+
+    def test_boot_and_steps_with_real_tensors(self) -> None:
+        torch, sizes = self.shim(budget=1 << 40)
+        s = EngineSettings(max_num_seqs=8, max_num_batched_tokens=64)
+        b = boot(torch, self.TINY, s)
+        self.assertEqual(tuple(b.lm_head.shape), (64, 1000))
+        deaths: list = []
+        e = Engine(torch, self.TINY, s, gpu_spec("H100"), b.lm_head, b.plan["kv_blocks"], deaths.append,
+                   sleep=lambda x: None)
+        t = threading.Thread(target=e.run, args=(time.monotonic() + 20,), daemon=True)
+        t.start()
+        reqs = [Request(prompt=p, max_tokens=3, n=n, top_p=tp, logprobs=True, prompt_logprobs=pl)
+                for p, n, tp, pl in ((100, 1, True, True), (5, 3, False, False), (40, 1, True, False))]
+        for r in reqs:
+            e.submit(r)
+        for r in reqs:
+            self.assertTrue(r.done.wait(20))
+            self.assertIsNone(r.error)
+        self.assertEqual(deaths, [])
+        self.assertIn(8 * 1000 * 8, sizes)  # the profile's sort indices: int64 for 8 sampled rows
+
+    def test_a_real_oom_error_kills_the_engine(self) -> None:
+        torch, _ = self.shim(budget=1 << 40)
+        s = EngineSettings(max_num_seqs=8, max_num_batched_tokens=64)
+        b = boot(torch, self.TINY, s)
+        small, _ = self.shim(budget=100_000)
+        deaths: list = []
+        e = Engine(small, self.TINY, s, gpu_spec("H100"), b.lm_head, b.plan["kv_blocks"], deaths.append,
+                   sleep=lambda x: None)
+        t = threading.Thread(target=e.run, args=(time.monotonic() + 20,), daemon=True)
+        t.start()
+        r = Request(prompt=64, max_tokens=2, prompt_logprobs=True)
+        e.submit(r)
+        self.assertTrue(r.done.wait(20))
+        t.join(20)
+        self.assertEqual(deaths[0]["kind"], "oom")
+        self.assertEqual(deaths[0]["error_type"], "OutOfMemoryError")
+
+
 class PolicyTest(unittest.TestCase):
     def test_gatekeeper_accepts_the_policy(self) -> None:
         binary = os.environ.get("GATEKEEPER_BIN")
