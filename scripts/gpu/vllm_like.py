@@ -345,6 +345,7 @@ def run_once(name: str, p: Profile, gk_binary: str | None, out: str, cap_s: floa
     children: list[Any] = []
     series: oom_report.Series | None = None
     load: LoadRunner | None = None
+    counts: dict[str, Any] = NO_COUNTS
     t0 = time.monotonic()
     try:
         nb: Child | None = Child("neighbour", child_cmd("neighbour", rd, p, fake_dir, life), rd, stdin=True)
@@ -358,7 +359,7 @@ def run_once(name: str, p: Profile, gk_binary: str | None, out: str, cap_s: floa
         if ready is None:
             extra["notes"].append(f"the server did not start: {server.tail()!r}")
             return oom_report.run_summary(name, [], None, t0, NO_COUNTS, extra), []
-        extra["server"] = {k: ready.get(k) for k in ("plan", "device", "torch", "cuda", "settings")}
+        extra["server"] = {k: ready.get(k) for k in ("plan", "device", "torch", "cuda", "settings", "alloc_conf")}
         base = f"http://127.0.0.1:{ready['port']}"
         gk = None
         if gk_binary:
@@ -380,6 +381,7 @@ def run_once(name: str, p: Profile, gk_binary: str | None, out: str, cap_s: floa
         extra["stopped_by"] = watch(server, death_path, load, t0 + cap_s)
         load.stop()
         load.wait_idle(5)
+        counts = load.counts()  # before the teardown: what is in flight now is unfinished, not failed
         time.sleep(1.5 if extra["stopped_by"] != "load done" else 0)  # rows just after the death
         series.stop()
         extra["elapsed_s"] = round(time.monotonic() - t0, 2)
@@ -395,7 +397,6 @@ def run_once(name: str, p: Profile, gk_binary: str | None, out: str, cap_s: floa
     if os.path.exists(death_path):
         with open(death_path) as f:
             death = json.load(f)
-    counts = load.counts() if load else NO_COUNTS
     if load and load.latencies:
         lat = sorted(load.latencies)
         extra["served_latency_s"] = {"p50": round(lat[len(lat) // 2], 3), "p99": round(lat[int(len(lat) * 0.99)], 3)}
@@ -435,6 +436,9 @@ def phase(args: argparse.Namespace) -> int:
     for line in skipped:
         print(f"oom: {line}", flush=True)
     cap = min(p.load.duration_s + p.drain_s, (args.budget_s - 10) / len(runs) - p.startup_s)
+    if cap < 5:
+        runs = []
+        skipped.append(f"every run: a budget of {args.budget_s:.0f} s leaves no time for one")
     arrivals = schedule(p.load)
     nvml = None if p.dry else oom_report.nvidia_smi_reader()
     summary: dict[str, Any] = {
