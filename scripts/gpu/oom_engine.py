@@ -8,8 +8,10 @@ allocated once per layer. Engine runs steps like vLLM V1's scheduler
 ones while max_num_seqs and the KV blocks allow, preemption when blocks run
 out) and gives each step the buffers of oom_plan.step_ops as real tensors,
 one real matmul (the LM head) among them, holding them for the step's
-roofline time. Every call into torch runs on the engine's thread, except
-what the exporter reads from its own threads.
+roofline time. A request with n > 1 runs n sequences that each prefill the
+whole prompt (no prefix cache: an upper bound on its compute and KV blocks).
+Every call into torch runs on the engine's thread, except what the exporter
+reads from its own threads.
 """
 
 from __future__ import annotations

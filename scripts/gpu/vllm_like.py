@@ -12,7 +12,9 @@ Each run starts fresh processes on GPU 0, loopback only:
     the sampler's top-p buffers for 256 dummy sequences, then the KV cache
     per layer), max_num_seqs 256, eager mode, continuous batching with
     chunked prefill; each step allocates its real buffers (oom_plan.py, the
-    replay's sizes and order) and holds them for its roofline time; an OOM
+    replay's sizes and order) and holds them for its roofline time; each
+    request holds its token ids (int64, prompt + max_tokens: the replay's
+    per-request tensor, mostly in the small pool) while it runs; an OOM
     kills the engine: 500s, /health 503, exit. The allocator exporter runs
     in it (gatekeeper_exporter.start, port 0).
   * a neighbour (oom_neighbour.py), a second process on the same GPU: NVML
