@@ -3,6 +3,10 @@
 #   1. its unittest suite (a fake torch stands in; it includes the in-tree
 #      build backend's tests), and the GPU script's CPU-testable parts
 #      (scripts/gpu/serve_like.py --self-check) and syntax;
+#   1b. the GPU run's oom phase on the CPU: scripts/gpu's unit tests and
+#      `scripts/gpu/vllm_like.py --dry-run` (the whole orchestration against
+#      a fake GPU, about 15 s), with a gatekeeper built here when go is on
+#      PATH (without go that run is skipped, and says so);
 #   2. the documented install, word for word, from the repository root:
 #        pip install --no-index --no-build-isolation --no-deps ./exporters/pytorch
 #      with the pip of a fresh virtual environment made without
@@ -28,6 +32,18 @@ echo "== gpu script: syntax and CPU self-check"
 bash -n scripts/gpu/check.sh
 "$PY" -m py_compile scripts/gpu/serve_like.py
 "$PY" scripts/gpu/serve_like.py --self-check
+
+echo "== gpu script: the oom phase's unit tests and dry run (a fake GPU, CPU only)"
+for f in scripts/gpu/*.py; do "$PY" -m py_compile "$f"; done
+gk=""
+if command -v go >/dev/null 2>&1; then
+	CGO_CFLAGS="${CGO_CFLAGS:--O2 -Wno-deprecated-declarations}" go build -o "$tmp/gatekeeper" ./cmd/gatekeeper
+	gk="$tmp/gatekeeper"
+else
+	echo "go is not on PATH: the dry run skips the run through gatekeeper"
+fi
+GATEKEEPER_BIN="$gk" "$PY" -m unittest discover -s scripts/gpu -t scripts/gpu -p 'test_*.py'
+timeout 120 "$PY" scripts/gpu/vllm_like.py --dry-run --out "$tmp/oom-dry" --gatekeeper "$gk"
 
 echo "== the documented install, in a fresh venv without system site packages"
 # Nothing from the machine's pip configuration: no index, no find-links, no --user.

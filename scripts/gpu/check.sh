@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# The allocator exporter on a real GPU (issue 12, part 5). Never part of CI.
+# The allocator exporter and an engine OOM on a real GPU (issue 12, part 5;
+# issue 34, item 6). Never part of CI.
+#
+#   scripts/gpu/check.sh             the GPU run
+#   scripts/gpu/check.sh --dry-run   its CPU check: the oom phase on a fake GPU
+#                                    (scripts/test-python.sh runs the same)
 #
 # Needs: one CUDA GPU, PyTorch with CUDA, transformers, python3; no vLLM, no
 # network; only loopback addresses are used. Runs in under 8 minutes (every
@@ -8,6 +13,16 @@
 #   steps.txt            each step's exit status and time
 #   env.log              nvidia-smi, torch / CUDA / transformers versions
 #   nvml.log             PRESSURE_REAL_NVML=1 TestRealNVML
+#   oom.log              the oom phase (scripts/gpu/vllm_like.py): a vLLM-like
+#                        engine with the exporter, a second process taking
+#                        memory beside it, the same load (a) straight at it,
+#                        (b) through gatekeeper; each run stops at the OOM:
+#   oom-series-unprotected.csv, oom-series-gatekeeper.csv
+#                        every 0.5 s: NVML used, the exporter's free bytes and
+#                        ratio, gatekeeper's level and window, requests so far
+#   oom-summary.json     both runs: the OOM (time, NVML, torch, exporter), outcomes
+#   GPU-RESULTS.md       the same as Markdown, for bench/GPU-RESULTS.md
+#   oom/<run>/           server, neighbour and gatekeeper logs, death.json, policy
 #   timeline.csv|json    the exporter's figures, torch's own and gatekeeper's
 #                        view at moments of serving-like work, then under a
 #                        tight set_per_process_memory_fraction
@@ -28,6 +43,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
+DRY=0
+[ "${1:-}" = "--dry-run" ] && DRY=1
 OUT="${OUT:-./gpu-out}"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -59,6 +76,15 @@ step() {
 }
 
 : >"$OUT/steps.txt"
+if [ "$DRY" = 1 ]; then # no GPU: the oom phase on the fake GPU, with gatekeeper when a binary is here
+	GK="${GATEKEEPER_BIN:-}"
+	[ -z "$GK" ] && [ -x "$ROOT/gatekeeper" ] && GK="$ROOT/gatekeeper"
+	[ -z "$GK" ] && echo "gatekeeper: no binary; the dry run skips the run through it" | tee -a "$OUT/steps.txt"
+	step oom-dry 90 "$PY" scripts/gpu/vllm_like.py --dry-run --out "$OUT" --gatekeeper "$GK"
+	rc=$?
+	cat "$OUT/steps.txt"
+	exit $rc
+fi
 step env 60 bash -c "nvidia-smi; $PY -c 'import torch, transformers; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, torch.cuda.get_device_name(0), \"transformers\", transformers.__version__)'; go version"
 
 GK="${GATEKEEPER_BIN:-}"
@@ -76,8 +102,11 @@ else
 	step nvml 150 env PRESSURE_REAL_NVML=1 go test -count=1 -run TestRealNVML -v ./pressure/
 fi
 
-# The main run gets what is left but the later steps' share (90 + 40 s).
-budget=$(($(left) - 140))
+# The oom phase: two runs of at most 25 s start-up + 62 s each (vllm_like.py splits its budget).
+step oom 200 "$PY" scripts/gpu/vllm_like.py --out "$OUT" --gatekeeper "$GK" --budget-s 185
+
+# The main run gets what is left but the later steps' share (75 + 20 + 30 s).
+budget=$(($(left) - 125))
 [ "$budget" -gt 260 ] && budget=260
 if [ "$budget" -ge 60 ]; then
 	step serve $((budget + 30)) "$PY" scripts/gpu/serve_like.py --out "$OUT" --gatekeeper "$GK" --budget-s "$budget"
@@ -85,8 +114,8 @@ else
 	echo "serve: skipped, only ${budget}s left" | tee -a "$OUT/steps.txt"
 fi
 
-step expandable 90 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
-	"$PY" scripts/gpu/serve_like.py --phase expandable --out "$OUT" --budget-s 65
+step expandable 75 env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+	"$PY" scripts/gpu/serve_like.py --phase expandable --out "$OUT" --budget-s 55
 
 step recorded 20 env GATEKEEPER_RECORDED_DIR="$OUT/fixtures" \
 	bash -c "cd '$ROOT/exporters/pytorch' && $PY -m unittest -v tests.test_recorded"
@@ -96,4 +125,5 @@ echo "== done in $((SECONDS - START))s; $OUT:"
 ls -la "$OUT" "$OUT/fixtures" 2>/dev/null
 cat "$OUT/steps.txt"
 [ -f "$OUT/summary.json" ] && cat "$OUT/summary.json"
+[ -f "$OUT/GPU-RESULTS.md" ] && cat "$OUT/GPU-RESULTS.md"
 exit 0

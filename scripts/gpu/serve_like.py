@@ -577,19 +577,22 @@ class Run:
                 if self.gatekeeper:
                     time.sleep(2)  # let gatekeeper read a few times
                     self.gatekeeper.state("start")
+                # What each phase leaves for the later ones was sized for a 260 s budget; a shorter
+                # one (check.sh runs the oom phase first) shrinks them alike.
+                k = min(1.0, self.args.budget_s / 260)
                 self.record_fixture("idle")
-                self.phase_work("mixed", min(60, self.left() - 150), long_bias=0.1, every=4)
+                self.phase_work("mixed", min(60, self.left() - 150 * k), long_bias=0.1, every=4)
                 self.record_fixture("mixed")
                 if self.gatekeeper:
                     self.gatekeeper.state("mixed")
-                self.phase_tight(min(60, self.left() - 90))
+                self.phase_tight(min(60, self.left() - 90 * k))
                 self.record_fixture("tight")
                 if self.gatekeeper:
                     self.gatekeeper.state("tight")
                 self.kept.clear()
-                self.phase_capture(True, min(20, self.left() - 60), "capture_guarded")
+                self.phase_capture(True, min(20, self.left() - 60 * k), "capture_guarded")
                 self.phase_cost()
-                if self.left() > 25:  # last: a failed capture must not spoil the rest
+                if self.left() > 25 * k:  # last: a failed capture must not spoil the rest
                     self.phase_capture(False, min(15, self.left() - 8), "capture_unguarded")
         finally:
             self.write()
