@@ -168,7 +168,7 @@ func (r *runner) newCall(a Arrival) {
 	if a.Class < 0 || a.Class >= len(r.hists) {
 		a.Class = 0
 	}
-	c := &call{a: a, client: r.s.clientOf(r.classNames[a.Class])}
+	c := &call{a: a, client: r.clients[a.Class]}
 	if c.client.Patience > 0 {
 		r.at(a.At+c.client.Patience, evAbandon, c, nil)
 	}

@@ -88,10 +88,12 @@ type runner struct {
 	wasAlive   bool
 	// nextRecord is when the next Sample is due.
 	nextRecord time.Duration
-	// the clients' timers, and the draws of their retries' jitter
-	events eventHeap
-	evSeq  uint64
-	rng    *rand.Rand
+	// each trace class's client; the clients' timers, and the draws of
+	// their retries' jitter
+	clients []Client
+	events  eventHeap
+	evSeq   uint64
+	rng     *rand.Rand
 }
 
 // Run replays the trace against a fresh engine under the policy.
@@ -113,6 +115,9 @@ func Run(s Settings) (Result, error) {
 		return Result{}, err
 	}
 	r.classNames = classes
+	for _, name := range classes {
+		r.clients = append(r.clients, s.clientOf(name))
+	}
 	a, more := src.Next()
 	tick := s.Interval
 	for {
