@@ -30,6 +30,7 @@ type replayOptions struct {
 	out        string
 	policy     string
 	json       bool
+	jsonOut    string
 	ttftShort  time.Duration
 	ttftLong   time.Duration
 	scenario   string
@@ -76,6 +77,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.BoolVar(&o.base.ClientDeadlines, "client-deadlines", false, "every client sends its own time-to-first-token deadline (its class's -slo-ttft-*) in the policy's queue.deadline_header")
 	fs.DurationVar(&o.base.TTFTDeadline, "ttft-deadline", 0, "gatekeeper's queue.ttft_deadline, when given (0: none); else the policy's")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per run (a line each) instead of the table")
+	fs.StringVar(&o.jsonOut, "json-out", "", "also write one JSON object per run (a line each) to `file`")
 	fs.DurationVar(&o.ttftShort, "slo-ttft-short", 2*time.Second, "SLO goodput: time-to-first-token deadline of short requests, from arrival")
 	fs.DurationVar(&o.ttftLong, "slo-ttft-long", 10*time.Second, "SLO goodput: time-to-first-token deadline of long requests (and any other class)")
 	fs.DurationVar(&o.base.SLO.TPOT, "slo-tpot", 100*time.Millisecond, "SLO goodput: deadline on the mean time per output token after the first")
@@ -215,14 +217,13 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if o.json {
-		enc := json.NewEncoder(stdout)
-		for _, r := range results {
-			if err := enc.Encode(r.Record()); err != nil {
-				return err
-			}
+	if o.jsonOut != "" {
+		if err := writeRecords(o.jsonOut, results); err != nil {
+			return err
 		}
-		return nil
+	}
+	if o.json {
+		return encodeRecords(stdout, results)
 	}
 	if len(seeds) > 1 {
 		return replay.WriteSweep(stdout, results)
@@ -320,4 +321,28 @@ func classNames(r replay.Result) []string {
 		names[i] = c.Name
 	}
 	return names
+}
+
+// encodeRecords writes one JSON object per run, a line each.
+func encodeRecords(w io.Writer, results []replay.Result) error {
+	enc := json.NewEncoder(w)
+	for _, r := range results {
+		if err := enc.Encode(r.Record()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRecords writes encodeRecords' lines to the file name.
+func writeRecords(name string, results []replay.Result) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	err = encodeRecords(f, results)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
