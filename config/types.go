@@ -290,7 +290,8 @@ type Estimate struct {
 	DefaultMaxTokens int     `yaml:"default_max_tokens"` // completion tokens assumed when max_tokens is absent
 	// BytesPerLogit is the memory one sampled sequence needs per vocabulary
 	// entry during an engine step (the sampler's logits, probabilities and
-	// top-p/top-k sort buffers): the unit of memory admission.
+	// draw; the top-p/top-k sort's buffers on releases before vLLM 0.21):
+	// the unit of memory admission.
 	BytesPerLogit int `yaml:"bytes_per_logit"`
 	// PromptLogprobsChunk is the most prompt tokens whose logits one
 	// prompt_logprobs request holds at once: vLLM computes them one

@@ -20,9 +20,11 @@ type Estimator struct {
 	// 0 (or less) means 1024.
 	MediaTokens int64
 	// BytesPerLogit is the sampler's memory per vocabulary entry for each
-	// sequence sampled in an engine step: logits (bf16 and fp32),
-	// probabilities, and the top-p/top-k sort's values, indices, cumulative
-	// sums and mask, about 32 bytes in vLLM V1. 0 (or less) means 32.
+	// sequence sampled in an engine step: logits (bf16 and fp32), and the
+	// draw's probabilities and noise, about 14 bytes on vLLM's FlashInfer
+	// sampler (its CUDA default since v0.21), about 30 with the PyTorch sort
+	// of earlier releases (its values, int64 indices, masks and softmax);
+	// 32 covers both. 0 (or less) means 32.
 	BytesPerLogit int64
 	// PromptLogprobsChunk is the most prompt tokens whose logits one
 	// prompt_logprobs request holds at once: vLLM computes them one
