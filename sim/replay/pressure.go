@@ -142,6 +142,22 @@ func (r *runner) sample() {
 	if r.core == nil {
 		return
 	}
+	up := r.round()
+	if int(up.Level) < len(r.res.LevelTime) {
+		r.res.LevelTime[up.Level] += r.s.Interval
+	}
+	r.winSum += float64(up.Limit)
+	if alive && !r.avail {
+		r.avail = true // the health check sees the pod back
+	}
+	r.grant(r.core.Dispatch(r.now()))
+}
+
+// round is one pressure round: the sources read, the controller's decision
+// applied to the queue as gatekeeper applies it, the relief hook fired.
+// gatekeeper's monitor polls every source at once when it starts, so the
+// replay runs a round at time 0 too (newRunner), before the first arrival.
+func (r *runner) round() control.Change {
 	st := r.mon.PollAt(context.Background(), r.now())
 	empty := r.core.Len() == 0
 	d := r.ctl.ObserveAt(r.now(), st, empty)
@@ -150,20 +166,13 @@ func (r *runner) sample() {
 	}
 	r.failures = nil
 	up := d.Upstreams[0]
-	if int(up.Level) < len(r.res.LevelTime) {
-		r.res.LevelTime[up.Level] += r.s.Interval
-	}
-	r.winSum += float64(up.Limit)
 	d.Apply(r.core, true) // as gatekeeper applies it
 	r.phase = up.Phase
 	if (up.Hook == control.Degraded || up.Hook == control.Critical) && up.Transition.To > up.Transition.From &&
 		r.s.EmptyCacheOnDegraded {
 		r.e.EmptyCache()
 	}
-	if alive && !r.avail {
-		r.avail = true // the health check sees the pod back
-	}
-	r.grant(r.core.Dispatch(r.now()))
+	return up
 }
 
 // controllerFor is the replay's one upstream under the product's controller.

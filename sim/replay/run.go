@@ -214,6 +214,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	st, _, _ := r.ctl.State(upstream)
 	r.core.SetWindow(upstream, st.Limit)
 	r.core.SetAvailability(r.availability)
+	r.round()
 	return r, nil
 }
 
