@@ -344,10 +344,11 @@ class FakeGpuCuda(FakeCuda):
 
     OutOfMemoryError = OutOfMemoryError
 
-    def __init__(self, alloc: Allocator, name: str) -> None:
+    def __init__(self, alloc: Allocator, name: str, sms: int) -> None:
         super().__init__()
         self.alloc = alloc
         self.name = name
+        self.sms = sms
         self.count = 1
 
     def memory_stats(self, device: int | None = None) -> dict[str, Any]:
@@ -385,12 +386,18 @@ class FakeGpuCuda(FakeCuda):
     def get_device_name(self, device: int | None = None) -> str:
         return self.name
 
+    def get_device_properties(self, device: int | None = None) -> types.SimpleNamespace:
+        """What the engine reads of torch's _CudaDeviceProperties: the SM count sizes the Triton buffer."""
+        return types.SimpleNamespace(name=self.name, total_memory=self.alloc.driver.total,
+                                     multi_processor_count=self.sms)
 
-def build(total: int, context: int, directory: str | None, name: str = "fake GPU") -> types.ModuleType:
-    """A torch module whose only device is a fake one of total bytes (context: this process's CUDA context)."""
+
+def build(total: int, context: int, directory: str | None, name: str = "fake GPU", sms: int = 132) -> types.ModuleType:
+    """A torch module whose only device is a fake one of total bytes (context: this process's CUDA context)
+    with sms streaming multiprocessors (an H100 SXM's 132 by default)."""
     alloc = Allocator(Driver(total, context, directory))
     mod = types.ModuleType("torch")
-    mod.cuda = FakeGpuCuda(alloc, name)  # type: ignore[attr-defined]
+    mod.cuda = FakeGpuCuda(alloc, name, sms)  # type: ignore[attr-defined]
     mod.__fake__ = True  # type: ignore[attr-defined]
     mod.__version__ = "fake"  # type: ignore[attr-defined]
     mod.version = types.SimpleNamespace(cuda=None)  # type: ignore[attr-defined]

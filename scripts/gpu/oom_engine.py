@@ -1,14 +1,20 @@
 """The vLLM-like engine on one CUDA device: memory plan at boot, continuous batching, death on OOM.
 
-boot() allocates as vLLM V1 does: weights, a profiling step at
-max_num_batched_tokens (sampler with top-p for the full dummy batch),
-empty_cache, then the KV cache sized from what the profile measured and
-allocated once per layer. Engine runs steps like vLLM V1's scheduler
-(running requests first, chunked prefill under the token budget, waiting
-ones while max_num_seqs and the KV blocks allow, preemption when blocks run
-out) and gives each step the buffers of oom_plan.step_ops as real tensors,
-one real matmul (the LM head) among them, holding them for the step's
-roofline time. A request with n > 1 runs n sequences that each prefill the
+boot() allocates as vLLM V1 does (sim/engine.go boot, sim/engine_mem.go
+planMemory): the model runner's persistent input buffers (outside the
+plan), the weights, a profiling step at max_num_batched_tokens whose
+sampler runs as _dummy_sampler_run (FlashInfer, then the native path, whose
+Triton row buffer stays allocated), empty_cache, the KV cache sized from
+what the profile measured and allocated once per layer, then a warm-up
+step of the profile's shape whose blocks stay cached (vLLM calls no
+empty_cache after it). Eager: no CUDA graphs, no graph estimate. Engine
+runs steps like vLLM V1's scheduler (running requests first, chunked
+prefill under the token budget, waiting ones while max_num_seqs and the KV
+blocks allow, preemption when blocks run out) and gives each step the
+buffers of oom_plan.step_ops as real tensors, one real matmul (the LM head)
+among them, holding them for the step's roofline time. A request holds no
+GPU tensor of its own between steps: V1 keeps token ids on the CPU
+(InputBatch). A request with n > 1 runs n sequences that each prefill the
 whole prompt (no prefix cache: an upper bound on its compute and KV blocks).
 Every call into torch runs on the engine's thread, except what the exporter
 reads from its own threads.
@@ -24,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from oom_plan import (EngineSettings, GpuSpec, ModelSpec, Op, StepShape, kv_blocks, profile_shape, seq_tensor_bytes,
-                      step_ops, step_seconds, weight_tensors)
+from oom_plan import (EngineSettings, GpuSpec, ModelSpec, Op, StepShape, kv_blocks, persistent_buffers, profile_shape,
+                      step_ops, step_seconds, warmup_shape, weight_tensors)
 
 MAX_STEP_S = 2.0  # a step never holds its buffers longer than this
 MAX_STEPS = 10_000_000
@@ -57,7 +63,6 @@ class Seq:
     computed: int = 0
     generated: int = 0
     blocks: int = 0
-    buf: Any = None
 
     def pending(self) -> int:
         return self.req.prompt + self.generated - self.computed
@@ -73,17 +78,22 @@ class Boot:
 
 
 def run_ops(torch: Any, ops: list[Op], lm_head: Any, dev: str, at_mark: Callable[[], None] | None = None,
-            current: list[Op] | None = None) -> None:
+            current: list[Op] | None = None, kept: list[Any] | None = None) -> None:
     """Makes ops' tensors; at "mark" calls at_mark with the forward's temporaries live.
 
-    current[0] is the op being made when an allocation fails (for the OOM record).
+    current[0] is the op being made when an allocation fails (for the OOM
+    record); a "keep" tensor is appended to kept and outlives the step.
     """
     live: list[Any] = []
     for op in ops:
         if current is not None:
             current[0] = op
-        if op.kind == "get":
+        if op.kind in ("get", "keep"):
             live.append(torch.empty(op.shape, dtype=getattr(torch, op.dtype), device=dev))
+            if op.kind == "keep":
+                if kept is None:
+                    raise ValueError(f"run_ops: {op.label} outlives the step but nothing keeps it")
+                kept.append(live[-1])
         elif op.kind == "matmul":
             live.append(torch.matmul(live[op.arg], lm_head))
         elif op.kind == "put":
@@ -94,25 +104,35 @@ def run_ops(torch: Any, ops: list[Op], lm_head: Any, dev: str, at_mark: Callable
     live.clear()
 
 
+def make_tensors(torch: Any, ops: list[Op], dev: str) -> list[Any]:
+    """The tensors of get ops that stay (the persistent buffers)."""
+    return [torch.empty(op.shape, dtype=getattr(torch, op.dtype), device=dev) for op in ops if op.kind == "get"]
+
+
 def boot(torch: Any, m: ModelSpec, s: EngineSettings, device: int = 0) -> Boot:
-    """Weights, profile, KV cache as vLLM V1's worker does (gpu_worker.determine_available_memory)."""
+    """Persistent buffers, weights, profile, KV cache, warm-up as vLLM V1's worker does
+    (gpu_worker.determine_available_memory, compile_or_warm_up_model)."""
     cuda = torch.cuda
     cuda.set_device(device)
     dev = f"cuda:{device}"
     free0, total = (int(x) for x in cuda.mem_get_info(device))  # the CUDA context exists from here
     res0 = int(cuda.memory_reserved(device))
+    sms = int(cuda.get_device_properties(device).multi_processor_count)
+    tensors = make_tensors(torch, persistent_buffers(m, s), dev)  # GPUModelRunner.__init__: outside the plan
+    cuda.synchronize()
+    persistent = int(cuda.memory_allocated(device))
     sizes = weight_tensors(m)
-    tensors = [torch.empty((sizes[0] // 2,), dtype=torch.bfloat16, device=dev)]
+    tensors.append(torch.empty((sizes[0] // 2,), dtype=torch.bfloat16, device=dev))
     lm_head = torch.randn((m.hidden, m.vocab), dtype=torch.bfloat16, device=dev)  # the only weight a step reads
     tensors += [torch.empty((n // 2,), dtype=torch.bfloat16, device=dev) for n in sizes[2:]]
     cuda.synchronize()
-    weights = int(cuda.memory_allocated(device))
+    weights = int(cuda.memory_allocated(device)) - persistent  # load_model's consumed_memory
     gc.collect()
     cuda.empty_cache()
     cuda.reset_peak_memory_stats(device)
     before = int(cuda.memory_allocated(device))
-    prof = profile_shape(m, s)
-    run_ops(torch, step_ops(m, prof), lm_head, dev)
+    prof = profile_shape(m, s, sms)
+    run_ops(torch, step_ops(m, prof), lm_head, dev, kept=tensors)  # the Triton row buffer stays
     gc.collect()
     cuda.empty_cache()
     peak = int(cuda.max_memory_allocated(device)) - before
@@ -120,19 +140,24 @@ def boot(torch: Any, m: ModelSpec, s: EngineSettings, device: int = 0) -> Boot:
     res1 = int(cuda.memory_reserved(device))
     non_torch = ((total - free1) - res1) - ((total - free0) - res0)
     blocks = kv_blocks(total, m, s, weights, peak, max(0, non_torch))
-    plan: dict[str, Any] = {"total_bytes": total, "free_at_init_bytes": free0, "weight_bytes": weights,
-                            "profile_peak_bytes": peak, "non_torch_increase_bytes": non_torch,
+    plan: dict[str, Any] = {"total_bytes": total, "free_at_init_bytes": free0, "persistent_bytes": persistent,
+                            "weight_bytes": weights, "profile_peak_bytes": peak, "triton_bytes": prof.triton_bytes,
+                            "sms": sms, "non_torch_increase_bytes": non_torch, "cuda_graph_bytes": 0,
                             "profile_shape": asdict(prof), "kv_blocks": blocks,
-                            "gpu_memory_utilization": s.gpu_memory_utilization}
+                            "gpu_memory_utilization": s.gpu_memory_utilization, "enforce_eager": True}
     if blocks < 1:
         raise RuntimeError(f"no room for a KV cache: {plan}")
     per_layer = blocks * s.block_size * m.kv_bytes_per_token // m.layers
     tensors += [torch.empty((per_layer // 2,), dtype=torch.bfloat16, device=dev) for _ in range(m.layers)]
     cuda.synchronize()
     free2, _ = (int(x) for x in cuda.mem_get_info(device))
+    run_ops(torch, step_ops(m, warmup_shape(m, s)), lm_head, dev)  # its blocks stay cached: no empty_cache
+    free3, _ = (int(x) for x in cuda.mem_get_info(device))
     plan.update({"kv_bytes": per_layer * m.layers, "kv_tokens": blocks * s.block_size,
+                 "driver_free_before_warmup_bytes": free2,
+                 "allocated_after_boot_bytes": int(cuda.memory_allocated(device)),
                  "reserved_after_boot_bytes": int(cuda.memory_reserved(device)),
-                 "driver_free_after_boot_bytes": free2})
+                 "driver_free_after_boot_bytes": free3})
     return Boot(plan, lm_head, tensors)
 
 
@@ -197,11 +222,11 @@ class Engine:
 
     def _step(self) -> None:
         self._reap_aborted()
-        batch, fresh = self._schedule()
+        batch = self._schedule()
         if batch:
             sh, seconds = self._shape(batch)
             try:
-                self._execute(sh, seconds, fresh)
+                self._execute(sh, seconds)
             except Exception as e:  # noqa: BLE001 - an engine dies of any step error, as vLLM's does
                 self._die(self._failure(e, sh))
                 return
@@ -209,10 +234,9 @@ class Engine:
             self._commit(batch)
         self._publish()
 
-    def _schedule(self) -> tuple[list[tuple[Seq, int, bool]], list[Seq]]:
+    def _schedule(self) -> list[tuple[Seq, int, bool]]:
         budget, bs = self.s.max_num_batched_tokens, self.s.block_size
         batch: list[tuple[Seq, int, bool]] = []
-        fresh: list[Seq] = []
         preempted = self.preemptions
         i = 0
         while i < len(self.running) and budget > 0:
@@ -242,36 +266,29 @@ class Engine:
             self.free_blocks -= need
             q.blocks = need
             self.running.append(q)
-            fresh.append(q)
             batch.append((q, n, n == p))
             budget -= n
-        return batch, fresh
+        return batch
 
     def _shape(self, batch: list[tuple[Seq, int, bool]]) -> tuple[StepShape, float]:
         sh = StepShape()
-        kv_tokens = max_ctx = 0
+        kv_tokens = 0
         for q, n, sample in batch:
             sh.tokens += n
             sh.seqs += 1
             ctx = q.computed + n
             kv_tokens += ctx
-            max_ctx = max(max_ctx, ctx)
             if q.req.prompt_logprobs and q.computed < q.req.prompt:
                 sh.prompt_logits = max(sh.prompt_logits, min(ctx, q.req.prompt) - q.computed)
             if sample:
                 sh.samples += 1
-                sh.sort = sh.sort or q.req.top_p
+                sh.top_p = sh.top_p or q.req.top_p
                 sh.logprobs = sh.logprobs or q.req.logprobs
-        sh.max_blocks = -(-max_ctx // self.s.block_size)
         return sh, step_seconds(self.m, self.g, self.s, sh.tokens, kv_tokens)
 
-    def _execute(self, sh: StepShape, seconds: float, fresh: list[Seq]) -> None:
+    def _execute(self, sh: StepShape, seconds: float) -> None:
         torch = self.torch
         start = time.monotonic()
-        for q in fresh:  # a request's own state, held while it runs
-            nbytes = seq_tensor_bytes(q.req.prompt, q.req.max_tokens)
-            self._current[0] = Op("get", nbytes, "int64", label="request_state")
-            q.buf = torch.empty((nbytes // 8,), dtype=torch.int64, device=self.dev)
 
         def hold() -> None:  # the forward pass's time, its temporaries live
             torch.cuda.synchronize()
@@ -297,7 +314,7 @@ class Engine:
             self.running = [q for q in self.running if q not in done]
 
     def _preempt(self, q: Seq) -> None:
-        """vLLM's RECOMPUTE: q's blocks and state are freed; it goes back to the head of the queue."""
+        """vLLM's RECOMPUTE: q's blocks are freed; it goes back to the head of the queue."""
         self._release(q)
         self.running.remove(q)
         q.computed = 0
@@ -307,7 +324,6 @@ class Engine:
     def _release(self, q: Seq) -> None:
         self.free_blocks += q.blocks
         q.blocks = 0
-        q.buf = None
 
     def _reap_aborted(self) -> None:
         gone = [q for q in self.running if q.req.aborted]

@@ -15,6 +15,7 @@ import threading
 import time
 import unittest
 from dataclasses import replace
+from math import prod
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -25,8 +26,9 @@ import vllm_like  # noqa: E402
 from oom_engine import Engine, EngineDead, Request, boot  # noqa: E402
 from oom_load import Arrival, body, classify, schedule  # noqa: E402
 from oom_neighbour import NeighbourSpec, take_bytes  # noqa: E402
-from oom_plan import (LLAMA3_8B, EngineSettings, StepShape, gpu_spec, kv_blocks, peak_bytes, profile_shape,  # noqa: E402
-                      step_ops, step_seconds, weight_tensors)
+from oom_plan import (DTYPE_BYTES, LLAMA3_8B, EngineSettings, StepShape, gpu_spec, kv_blocks, peak_bytes,  # noqa: E402
+                      persistent_buffers, profile_shape, step_ops, step_seconds, triton_buffer_bytes, warmup_shape,
+                      weight_tensors)
 from oom_server import ParseError, metrics_text, parse_completion  # noqa: E402
 
 MIB, GIB = 1 << 20, 1 << 30
@@ -36,13 +38,26 @@ def fake(total: int = 80 * GIB, context: int = 0, directory: str | None = None):
     return fake_gpu.build(total, context, directory)
 
 
+def sampler_part(sh: StepShape) -> list[tuple[str, str, int]]:
+    """(kind, label or the label of the put's get, bytes) of step_ops(sh) after the forward pass."""
+    ops = step_ops(LLAMA3_8B, sh)
+    gets = [op for op in ops if op.kind in ("get", "keep", "matmul")]
+    down = next(i for i, op in enumerate(ops) if op.label == "down")
+    return [(op.kind, gets[op.arg].label if op.kind == "put" else op.label,
+             gets[op.arg].nbytes if op.kind == "put" else op.nbytes)
+            for op in ops[down + 4:]]  # after the forward's last puts: act, o, down
+
+
 class PlanTest(unittest.TestCase):
+    S, H, V = 4, LLAMA3_8B.hidden, LLAMA3_8B.vocab
+
     def test_step_ops_puts_only_what_was_got(self) -> None:
-        for sh in (StepShape(tokens=300, seqs=3, samples=2, max_blocks=9, sort=True, prompt_logits=200),
-                   profile_shape(LLAMA3_8B, EngineSettings()), StepShape(tokens=1, seqs=1)):
+        s = EngineSettings()
+        for sh in (StepShape(tokens=300, seqs=3, samples=2, top_p=True, logprobs=True, prompt_logits=200),
+                   profile_shape(LLAMA3_8B, s, 132), warmup_shape(LLAMA3_8B, s), StepShape(tokens=1, seqs=1)):
             got, put = 0, set()
             for op in step_ops(LLAMA3_8B, sh):
-                if op.kind in ("get", "matmul"):
+                if op.kind in ("get", "keep", "matmul"):
                     got += 1
                 elif op.kind == "put":
                     self.assertLess(op.arg, got)
@@ -50,14 +65,79 @@ class PlanTest(unittest.TestCase):
                     put.add(op.arg)
             self.assertEqual(sum(1 for op in step_ops(LLAMA3_8B, sh) if op.kind == "mark"), 1)
 
-    def test_sampler_buffers_scale_with_samples_and_top_p(self) -> None:
-        V = LLAMA3_8B.vocab
-        plain = peak_bytes(step_ops(LLAMA3_8B, StepShape(tokens=1, seqs=1, samples=1)))
-        sort = peak_bytes(step_ops(LLAMA3_8B, StepShape(tokens=1, seqs=1, samples=1, sort=True)))
-        # sorted values, indices, cumsum and mask live at once; without them the peak is the last get (ids)
-        self.assertEqual(sort - plain, V * (4 + 8 + 4 + 1) - 8)
-        pl = peak_bytes(step_ops(LLAMA3_8B, StepShape(tokens=4096, seqs=1, prompt_logits=4096)))
-        self.assertGreaterEqual(pl, 4096 * V * 6)  # the prompt's bf16 logits and float32 log-softmax at once
+    def test_persistent_buffers_are_the_sims(self) -> None:
+        # sim/engine_mem.go persistentBuffers at the H100 defaults: T 8192, n 1024, a block-table row of 8192 / 16
+        T, n, s = 8192, 1024, EngineSettings()
+        self.assertEqual((s.max_num_batched_tokens, s.max_num_seqs), (T, n))
+        ops = persistent_buffers(LLAMA3_8B, s)
+        self.assertEqual([op.nbytes for op in ops],
+                         [T * 4, T * 8, (n + 1) * 4, n * 4, n * 512 * 4, T * 8, T * 4096 * 2])
+        self.assertTrue(all(op.kind == "get" and op.nbytes == DTYPE_BYTES[op.dtype] * prod(op.shape) for op in ops))
+        names = {op.label for op in ops}
+        for sh in (StepShape(tokens=300, seqs=3, samples=2, top_p=True, logprobs=True, prompt_logits=200),
+                   profile_shape(LLAMA3_8B, s, 132)):
+            labels = {op.label for op in step_ops(LLAMA3_8B, sh)}
+            self.assertFalse(labels & names, "a step makes an input tensor: V1's live in the persistent buffers")
+            self.assertNotIn("request_state", labels)
+
+    def test_sampler_paths(self) -> None:
+        S, H, V = self.S, self.H, self.V
+        head = [("get", "last_hidden", S * H * 2), ("matmul", "logits_bf16", S * V * 2)]
+        f32, probs = ("get", "logits_f32", S * V * 4), ("get", "probs", S * V * 4)
+        noise = ("get", "exp_noise", S * V * 4)
+        lp, ids = ("get", "logprobs", S * V * 4), ("get", "sampled", S * 8)
+
+        def put(g: tuple[str, str, int]) -> tuple[str, str, int]:
+            return ("put",) + g[1:]
+
+        base = StepShape(tokens=S, seqs=S, samples=S)
+        cases = [
+            ("no top-p: the native draw", base, head + [f32, probs, noise, ids, put(f32), put(probs), put(noise)]),
+            ("top-p: FlashInfer samples from one softmax, no sort", replace(base, top_p=True),
+             head + [f32, probs, ids, put(f32), put(probs)]),
+            ("logprobs: the log-softmax first, kept until the ids", replace(base, top_p=True, logprobs=True),
+             head + [f32, lp, probs, ids, put(f32), put(lp), put(probs)]),
+            ("profile: FlashInfer, then forced native with the Triton rows",
+             replace(base, profile=True, top_p=True, triton_bytes=8 * V * 4),
+             head + [f32, put(f32), f32, ("keep", "triton_rows", 8 * V * 4), probs, noise]),
+            ("warm-up: the same, the Triton rows already made", replace(base, profile=True),
+             head + [f32, put(f32), f32, probs, noise]),
+        ]
+        for name, sh, want in cases:
+            with self.subTest(name):
+                self.assertEqual(sampler_part(sh), want)
+
+    def test_prompt_logprobs_after_sampling(self) -> None:
+        S, H, V, T, P = 2, self.H, self.V, 4096, 4000
+        sh = StepShape(tokens=T, seqs=2, samples=S, prompt_logits=P)
+        part = sampler_part(sh)
+        labels = [(k, lab) for k, lab, _ in part]
+        self.assertLess(labels.index(("get", "sampled")), labels.index(("get", "prompt_logits")))
+        self.assertNotIn(("put", "logits_bf16"), labels)  # the step's logits are held through it
+        self.assertEqual(part[-4:], [("get", "prompt_logits", P * V * 2), ("get", "prompt_logprobs", P * V * 4),
+                                     ("put", "prompt_logits", P * V * 2), ("put", "prompt_logprobs", P * V * 4)])
+        # the peak: hidden and residual, the LM head's inputs and logits, the ids, then the prompt's two at once
+        self.assertEqual(peak_bytes(step_ops(LLAMA3_8B, sh)), 2 * T * H * 2 + S * H * 2 + S * V * 2 + S * 8 + P * V * 6)
+
+    def test_triton_buffer(self) -> None:
+        m, s, V = LLAMA3_8B, EngineSettings(), self.V
+        for name, settings, sms, rows in (
+                ("H100 defaults: SMs bound it", s, 132, 132),
+                ("A100", s, 108, 108),
+                ("100 sequences: the next power of two", replace(s, max_num_seqs=100), 132, 128),
+                ("fewer tokens than sequences", replace(s, max_num_batched_tokens=48), 132, 64),
+                ("below 8 rows: the sort runs, no buffer", replace(s, max_num_seqs=7), 132, 0)):
+            with self.subTest(name):
+                self.assertEqual(triton_buffer_bytes(m, settings, sms), rows * V * 4)
+
+    def test_profile_peak_is_the_sims(self) -> None:
+        m, s = LLAMA3_8B, EngineSettings()
+        T, S, H, V = 8192, 1024, self.H, self.V
+        triton = 132 * V * 4
+        want = 2 * T * H * 2 + S * H * 2 + S * V * 2 + 3 * S * V * 4 + triton  # the sampler's, over the forward's
+        self.assertEqual(want, 2_049_003_520)  # sim/README.md: 1.91 GiB on an H100 at 1024 and 8192
+        self.assertEqual(peak_bytes(step_ops(m, profile_shape(m, s, 132))), want)
+        self.assertEqual(peak_bytes(step_ops(m, warmup_shape(m, s))), want - triton)
 
     def test_plan_arithmetic(self) -> None:
         self.assertEqual(LLAMA3_8B.kv_bytes_per_token, 131072)
@@ -169,15 +249,52 @@ class EngineTest(unittest.TestCase):
 
     def test_boot_follows_vllm_plan(self) -> None:
         torch = fake(total=80 * GIB)
-        b = boot(torch, LLAMA3_8B, EngineSettings())
+        s, m = EngineSettings(), LLAMA3_8B
+        b = boot(torch, m, s)
         p = b.plan
-        self.assertLess(abs(p["weight_bytes"] - sum(weight_tensors(LLAMA3_8B))), 512 * 34)  # rounded per tensor
-        self.assertGreater(p["profile_peak_bytes"], peak_bytes(step_ops(LLAMA3_8B, profile_shape(LLAMA3_8B,
-                                                                                             EngineSettings()))) - MIB)
-        self.assertEqual(p["kv_blocks"], kv_blocks(80 * GIB, LLAMA3_8B, EngineSettings(), p["weight_bytes"],
-                                                   p["profile_peak_bytes"], 0))
-        used = 80 * GIB - p["driver_free_after_boot_bytes"]
+        persistent = sum(op.nbytes for op in persistent_buffers(m, s))
+        self.assertLess(abs(p["persistent_bytes"] - persistent), 512 * 7)  # first, each rounded to 512 B
+        self.assertLess(abs(p["weight_bytes"] - sum(weight_tensors(m))), 512 * 34)  # without the persistent buffers
+        self.assertEqual((p["sms"], p["triton_bytes"]), (132, 132 * m.vocab * 4))
+        prof = peak_bytes(step_ops(m, profile_shape(m, s, 132)))
+        self.assertAlmostEqual(p["profile_peak_bytes"], prof, delta=8 * MIB)  # the allocator's rounding
+        self.assertEqual(p["kv_blocks"], kv_blocks(80 * GIB, m, s, p["weight_bytes"], p["profile_peak_bytes"], 0))
+        # what stays allocated: the persistent buffers, the weights, the Triton rows, the KV cache; no step tensor
+        self.assertAlmostEqual(p["allocated_after_boot_bytes"], p["persistent_bytes"] + p["weight_bytes"]
+                               + p["triton_bytes"] + p["kv_bytes"], delta=MIB)
+        used = 80 * GIB - p["driver_free_before_warmup_bytes"]
         self.assertLessEqual(used, 0.9 * 80 * GIB)  # the profile's cache was emptied before the KV cache
+        warm = peak_bytes(step_ops(m, warmup_shape(m, s)))
+        self.assertEqual(warm, prof - p["triton_bytes"])
+        # the warm-up's blocks stay cached: reserved beyond what is allocated, taken from the driver
+        self.assertGreaterEqual(p["reserved_after_boot_bytes"] - p["allocated_after_boot_bytes"], warm)
+        self.assertGreaterEqual(p["driver_free_before_warmup_bytes"] - p["driver_free_after_boot_bytes"], warm)
+
+    def test_no_tensor_per_request(self) -> None:
+        torch = fake(total=80 * GIB)
+        s = replace(EngineSettings(), max_num_batched_tokens=2048)
+        b = boot(torch, LLAMA3_8B, s)
+        static = torch.cuda.memory_allocated()
+        self.assertEqual(static, b.plan["allocated_after_boot_bytes"])
+        e = Engine(torch, LLAMA3_8B, s, gpu_spec("H100"), b.lm_head, b.plan["kv_blocks"], lambda info: None,
+                   sleep=lambda x: None)
+        reqs = [Request(prompt=p, max_tokens=20, n=n, top_p=tp, prompt_logprobs=pl)
+                for p, n, tp, pl in ((3000, 1, True, True), (40, 2, False, False), (700, 1, False, True))]
+        for r in reqs:
+            e.submit(r)
+        running = 0
+        for _ in range(200):
+            with e._lock:  # what run() does before each step
+                e.waiting.extend(e._inbox)
+                e._inbox.clear()
+            e._step()
+            running = max(running, len(e.running))
+            # between steps only the static tensors are allocated, however many requests run
+            self.assertEqual(torch.cuda.memory_allocated(), static)
+            if all(r.done.is_set() for r in reqs):
+                break
+        self.assertEqual(running, 4)
+        self.assertTrue(all(r.done.is_set() and r.error is None for r in reqs))
 
     def test_serves_batches_and_preempts(self) -> None:
         torch = fake(total=80 * GIB)
@@ -201,12 +318,13 @@ class EngineTest(unittest.TestCase):
             torch = fake(total=80 * GIB, directory=d)
             deaths: list = []
             e, t = self.start(torch, EngineSettings(), deaths)
-            warm = Request(prompt=6000, max_tokens=2)  # the forward's buffers for 6000 tokens get cached
-            e.submit(warm)
-            self.assertTrue(warm.done.wait(10))
             free = torch.cuda.mem_get_info(0)[0]
             grab = torch.empty((free,), dtype=torch.uint8)  # the device's last free bytes, held
-            r = Request(prompt=6000, max_tokens=4, prompt_logprobs=True)
+            plain = Request(prompt=6000, max_tokens=2)  # the warm-up's cached blocks serve it
+            e.submit(plain)
+            self.assertTrue(plain.done.wait(10))
+            self.assertIsNone(plain.error)
+            r = Request(prompt=6000, max_tokens=4, prompt_logprobs=True)  # 4.6 GB the profile never ran
             e.submit(r)
             self.assertTrue(r.done.wait(10))
             t.join(10)
@@ -214,7 +332,8 @@ class EngineTest(unittest.TestCase):
             self.assertEqual(len(deaths), 1)
             info = deaths[0]
             self.assertEqual(info["kind"], "oom")
-            self.assertEqual(info["failed_alloc"]["label"], "prompt_logits")
+            self.assertIn(info["failed_alloc"]["label"], ("prompt_logits", "prompt_logprobs"))
+            self.assertEqual(info["shape"]["prompt_logits"], 6000)
             self.assertGreater(info["torch"]["reserved_bytes"], 0)
             self.assertEqual(info["torch"]["num_ooms"], 1)
             with self.assertRaises(EngineDead):
@@ -336,7 +455,8 @@ class RealTorchTest(unittest.TestCase):
             OutOfMemoryError=torch.cuda.OutOfMemoryError, synchronize=lambda *a: None, set_device=lambda d: None,
             mem_get_info=lambda d=0: (64 * MIB, 64 * MIB), memory_reserved=lambda d=0: 0, memory_allocated=lambda d=0: 0,
             max_memory_allocated=lambda d=0: 0, reset_peak_memory_stats=lambda d=0: None, empty_cache=lambda: None,
-            memory_stats=lambda d=0: stats)
+            memory_stats=lambda d=0: stats, get_device_properties=lambda d=0: types.SimpleNamespace(
+                multi_processor_count=132))
         mod = types.SimpleNamespace(cuda=cuda, empty=empty, matmul=torch.matmul,
                                     randn=lambda shape, dtype, device: torch.randn(shape, dtype=dtype),
                                     **{n: getattr(torch, n) for n in ("bfloat16", "float32", "int64", "int32",
@@ -361,7 +481,9 @@ class RealTorchTest(unittest.TestCase):
             self.assertTrue(r.done.wait(20))
             self.assertIsNone(r.error)
         self.assertEqual(deaths, [])
-        self.assertIn(8 * 1000 * 8, sizes)  # the profile's sort indices: int64 for 8 sampled rows
+        # boot's first tensors: the persistent buffers (T 64, n 8, a block-table row of 512 / 16), as the sim's
+        self.assertEqual(sizes[:7], [64 * 4, 64 * 8, 9 * 4, 8 * 4, 8 * 32 * 4, 64 * 8, 64 * 64 * 2])
+        self.assertNotIn((100 + 3) * 8, sizes)  # no request's token ids on the device
 
     def test_a_real_oom_error_kills_the_engine(self) -> None:
         torch, _ = self.shim(budget=1 << 40)

@@ -7,16 +7,24 @@
 
 Each run starts fresh processes on GPU 0, loopback only:
   * the vLLM-like server (oom_server.py): Llama-3-8B's shapes and weight
-    size (random stand-ins, one real LM head), vLLM V1's memory plan at
-    gpu_memory_utilization 0.9 (profile at max_num_batched_tokens 8192 with
-    the sampler's top-p buffers for 256 dummy sequences, then the KV cache
-    per layer), max_num_seqs 256, eager mode, continuous batching with
-    chunked prefill; each step allocates its real buffers (oom_plan.py, the
-    replay's sizes and order) and holds them for its roofline time; each
-    request holds its token ids (int64, prompt + max_tokens: the replay's
-    per-request tensor, mostly in the small pool) while it runs; an OOM
-    kills the engine: 500s, /health 503, exit. The allocator exporter runs
-    in it (gatekeeper_exporter.start, port 0).
+    size (random stand-ins, one real LM head), max_num_seqs 1024 and
+    max_num_batched_tokens 8192 (vLLM's server defaults on an H100 or H200,
+    and the replay's), vLLM V1's memory plan at gpu_memory_utilization 0.9:
+    the model runner's persistent input buffers first (outside the plan),
+    the weights, a profile at 8192 tokens over 1024 dummy sequences whose
+    sampler runs as _dummy_sampler_run (FlashInfer, then the native path,
+    whose Triton row buffer stays allocated), the KV cache per layer, then
+    a warm-up step of the profile's shape whose blocks stay cached. Eager:
+    no CUDA graphs, so no graph estimate in the plan and every step's
+    forward goes through the caching allocator, as vLLM with
+    --enforce-eager. Continuous batching with chunked prefill; each step
+    allocates its real buffers (oom_plan.py: the replay's sizes and order,
+    sim/engine_mem.go and sim/sampler.go: the forward, the LM head's logits
+    held to the step's end, FlashInfer's softmax for top-p or the native
+    draw without, prompt_logprobs after sampling) and holds them for its
+    roofline time. A request holds no GPU tensor of its own (V1 keeps token
+    ids on the CPU). An OOM kills the engine: 500s, /health 503, exit. The
+    allocator exporter runs in it (gatekeeper_exporter.start, port 0).
   * a neighbour (oom_neighbour.py), a second process on the same GPU: NVML
     sees its memory, the engine's allocator does not.
   * the load (oom_load.py), sent (a) straight at the server, (b) through
@@ -29,9 +37,10 @@ engine's death (the first OOM) or at its cap.
 Fixed up front, not tuned to any outcome (the same for both runs):
   * load: seed 34, 50 s; 12 requests/s with three bursts at 45/s (10-14 s,
     22-26 s, 34-38 s). On an H100 the roofline puts the stand-in's capacity
-    near 25 requests/s for this mix (about 31 ms of prefill and 8 ms of
-    decode per request at a batch of 256), so the steady rate is half of it
-    and the bursts twice it: the batch fills to max_num_seqs and vLLM's own
+    near 25 requests/s for this mix (about 31 ms of prefill and 7 ms of
+    decode per request), so the steady rate is half of it and the bursts
+    twice it: the batch grows until the KV cache is full (about 450 000
+    tokens, some 440 of these sequences, before max_num_seqs) and vLLM's own
     queue grows, as in the incident (50 QPS fine, bursts to 80 fail).
     Prompts: 60 % 32-512 tokens, 30 % 512-2048, 10 % 2048-6144; max_tokens
     16-256 (every sequence generates all of them); top_p 0.9 on 30 %; n=2
@@ -39,25 +48,29 @@ Fixed up front, not tuned to any outcome (the same for both runs):
   * neighbour: from the first arrival, every 2 s, 2 % of the device at a
     time, as long as NVML's free memory stays at or above 3 % of the device:
     a second engine that keeps a margin by the only figure it can see.
-    vLLM's plan leaves the engine (1 − 0.9) of the device minus two CUDA
-    contexts for its activations (about 9.7 %); the neighbour brings NVML's
-    free memory down to 3 % within about 6 s, before the first burst, and
-    takes back whatever the engine returns to the driver later. The engine
-    then meets the bursts, the long prompts and the prompt_logprobs requests
-    with what its allocator already holds plus 3 % of the device. Whether
-    that ends in an OOM is what the run measures; NVML never reads above
-    97 % used because of the neighbour. (It starts with the load because a
-    CPU preview on the fake GPU, --dry-run --full-load, showed a start at
-    6 s finding NVML's free memory already at 3 %: the engine's cache had
-    grown into its slack first, and the neighbour took nothing.)
+    vLLM's plan leaves the engine's allocator the profiled peak plus
+    (1 − 0.9) of the device, less two CUDA contexts and the persistent
+    buffers; the warm-up's cached blocks hold about the peak, so NVML shows
+    about 8 % free after boot (the fake GPU's figures, 0.5 GiB contexts).
+    The neighbour brings NVML's free memory down to 3 % within about 4 s,
+    before the first burst, and takes back whatever the engine returns to
+    the driver later. The engine then meets the bursts, the long prompts and
+    the prompt_logprobs requests with what its allocator already holds plus
+    3 % of the device. Whether that ends in an OOM is what the run measures;
+    NVML never reads above 97 % used because of the neighbour. (It starts
+    with the load because a CPU preview on the fake GPU, --dry-run
+    --full-load, showed a start at 6 s finding NVML's free memory already at
+    3 %: the engine's cache had grown into its slack first, and the
+    neighbour took nothing.)
   * each run: at most 50 s of load + 15 s to drain (cut equally in both runs
     when --budget-s is short, which the summary then says).
 
 The dry run (--dry-run) is a plumbing check, not a measurement: a fake
-80 GiB device (fake_gpu.py: byte counts, PyTorch's caching-allocator rules,
-a driver shared by the processes), 5 s of load with more long prompts and
-prompt_logprobs, and a neighbour that takes all the free memory at 1 s, so
-the unprotected run's OOM is certain and its record can be checked. It
+80 GiB device of 132 SMs (fake_gpu.py: byte counts, PyTorch's
+caching-allocator rules, a driver shared by the processes), 5 s of load
+with more long prompts and prompt_logprobs, and a neighbour that takes all
+the free memory at 1 s, so the unprotected run's OOM is certain and its
+record can be checked. It
 asserts its invariants: every run has series rows, the OOM is detected and
 recorded, the outcomes add up, the files are written.
 
@@ -525,8 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=0, help="wall-clock budget of the phase (default 185; dry 60)")
     p.add_argument("--max-s", type=float, default=300, help="children: lifetime at most")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    p.add_argument("--max-num-seqs", type=int, default=256)
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    p.add_argument("--max-num-seqs", type=int, default=EngineSettings().max_num_seqs)
+    p.add_argument("--max-num-batched-tokens", type=int, default=EngineSettings().max_num_batched_tokens)
     p.add_argument("--neighbour-spec", default=json.dumps(asdict(REAL.neighbour)), help="neighbour: its schedule")
     p.add_argument("--fake-dir", default="")
     p.add_argument("--fake-total", type=int, default=80 * GIB)
