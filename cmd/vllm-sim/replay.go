@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/sim"
 	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
 )
 
@@ -228,9 +229,13 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if len(seeds) > 1 {
 		return replay.WriteSweep(stdout, results)
 	}
-	es := o.base.Engine
-	traffic := fmt.Sprintf("seed %d; %g QPS with bursts to %g (%v every %v)", o.base.Trace.Seed,
-		o.base.Trace.BaseQPS, o.base.Trace.BurstQPS, o.base.Trace.BurstLength, o.base.Trace.BurstEvery)
+	first := runs[0]
+	e, err := sim.New(first.Engine) // the scenario's engine with its defaults filled in
+	if err != nil {
+		return err
+	}
+	es, ts := e.Settings(), first.Trace
+	traffic := fmt.Sprintf("seed %d; %g QPS with bursts to %g (%v every %v)", ts.Seed, ts.BaseQPS, ts.BurstQPS, ts.BurstLength, ts.BurstEvery)
 	if o.trace != "" {
 		traffic = "trace " + o.trace
 	}
@@ -238,8 +243,8 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if o.policy != "" {
 		pol = "policy " + o.policy
 	}
-	fmt.Fprintf(stdout, "vllm-sim replay: %s on %s, gpu_memory_utilization %.2f, max_num_seqs %d, %s; %s\n\n",
-		es.Model.Name, es.GPU.Name, es.GPUMemoryUtilization, es.MaxNumSeqs, traffic, pol)
+	fmt.Fprintf(stdout, "vllm-sim replay, scenario %s: %s on %s, gpu_memory_utilization %.2f, max_num_seqs %d, max_num_batched_tokens %d, %s; %s\n\n",
+		sc.Name, es.Model.Name, es.GPU.Name, es.GPUMemoryUtilization, es.MaxNumSeqs, es.MaxNumBatchedTokens, traffic, pol)
 	return replay.WriteTable(stdout, results)
 }
 

@@ -74,7 +74,7 @@ func Scenarios() []Scenario {
 		{
 			Name: "long-context",
 			Summary: "document questions on Llama-3.1-8B's 128k context: prompts of 8 000–32 000 tokens, " +
-				"1 QPS with bursts to 1.6",
+				"0.5 QPS (three quarters of what the pod serves) with bursts to 0.8",
 			Mechanism: "long prompts: prefill activations and attention work that grow with the context, " +
 				"which the profile (attention skipped, max_num_batched_tokens tokens) does not cover",
 			Reports: []string{
@@ -84,7 +84,7 @@ func Scenarios() []Scenario {
 			},
 			apply: func(s *Settings) {
 				s.Engine.Model, _ = sim.ModelByName("meta-llama/Llama-3.1-8B")
-				s.Trace.BaseQPS, s.Trace.BurstQPS = 1, 1.6
+				s.Trace.BaseQPS, s.Trace.BurstQPS = 0.5, 0.8 // the pod serves about 0.65 a second of this mix
 				s.Trace.Classes = []Class{{Name: "long", Weight: 1, Prompt: Range{Min: 8000, Max: 32000},
 					Output: Range{Min: 100, Max: 400}, MaxTokens: 512}}
 			},
