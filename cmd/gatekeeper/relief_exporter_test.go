@@ -7,11 +7,15 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
+	"github.com/gatekeeper-dev/gatekeeper/sim"
+	"github.com/gatekeeper-dev/gatekeeper/sim/server"
 )
 
 // exporterRelief is the exporter's answer to POST /v1/internal/empty_cache.
@@ -171,4 +175,69 @@ func TestReliefHookAgainstExporter(t *testing.T) {
 			t.Errorf("answer = %s, want an error", a.body)
 		}
 	})
+}
+
+// TestReliefHookAgainstSimulator: the same hook against the simulated pod
+// (sim/server on loopback), which serves the exporter's contract on its own
+// port: the replay credits relief only through it (sim/replay's
+// WithPolicy). After a request has left blocks cached, the answer releases
+// them and says so in the exporter's shape.
+func TestReliefHookAgainstSimulator(t *testing.T) {
+	e, err := sim.New(sim.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(e, server.Settings{Speed: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	driven := make(chan error, 1)
+	go func() { driven <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-driven })
+	pod := httptest.NewServer(srv)
+	t.Cleanup(pod.Close)
+	res, err := pod.Client().Post(pod.URL+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"`+strings.Repeat("tok ", 3000)+`","max_tokens":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+
+	results := make(chan relief.Result, 1)
+	var body []byte
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		res, err := pod.Client().Transport.RoundTrip(r)
+		if err != nil {
+			return nil, err
+		}
+		body, err = io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		res.Body = io.NopCloser(bytes.NewReader(body))
+		return res, err
+	})}
+	runner, err := relief.New(relief.Settings{Client: client, OnResult: func(r relief.Result) { results <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- runner.Run(rctx) }()
+	t.Cleanup(func() { rcancel(); <-ran })
+	runner.Fire("critical", "vllm-0", []relief.Hook{{URL: pod.URL + "/v1/internal/empty_cache", Timeout: 10 * time.Second}})
+	var r relief.Result
+	select {
+	case r = <-results:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no hook result in 30s")
+	}
+	var doc exporterRelief
+	if r.Status != http.StatusOK || r.Err != nil || json.Unmarshal(body, &doc) != nil {
+		t.Fatalf("hook = %+v, answer %s; want 200 in the exporter's shape", r, body)
+	}
+	if doc.ReleasedBytes <= 0 || doc.DurationS == nil || len(doc.Devices) != 1 ||
+		doc.Devices[0].ReleasedBytes != doc.Devices[0].ReservedBefore-doc.Devices[0].ReservedAfter {
+		t.Fatalf("answer = %s, want bytes released on one device, before − after", body)
+	}
 }
