@@ -172,6 +172,14 @@ func TestReplayPolicyFlag(t *testing.T) {
 	if o.base.Limiter.QPS != 7 || o.base.Limiter.Burst != 9 || o.base.MaxWait != 15*time.Second {
 		t.Fatalf("settings = %+v", o.base)
 	}
+	// -memory-share and -failure-hold win over the file too (the fit of sim/replay/README.md).
+	if err := os.WriteFile(file, []byte(up+"batch: {memory_share: 0.8, failure_hold: 1m}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err = parseReplayFlags([]string{"-policy", file, "-memory-share", "0.4", "-failure-hold", "5m"}, &bytes.Buffer{})
+	if err != nil || o.base.Memory.Share != 0.4 || o.base.Slow.Window.FailureHold != 5*time.Minute {
+		t.Fatalf("settings = %+v, %v; want the flags' memory share and failure hold", o.base, err)
+	}
 	if err := os.WriteFile(file, []byte(up+"fast_breaker: {qps: -1}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

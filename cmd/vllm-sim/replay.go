@@ -74,6 +74,8 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.IntVar(&o.base.Limiter.Burst, "qps-burst", 40, "fast breaker bucket size")
 	fs.DurationVar(&o.base.MaxWait, "max-wait", 30*time.Second, "longest wait in gatekeeper's queue")
 	fs.BoolVar(&o.base.EmptyCacheOnDegraded, "empty-cache-on-degraded", false, "gatekeeper fires the allocator's empty_cache hook when the level rises")
+	fs.Float64Var(&o.base.Memory.Share, "memory-share", 0, "batch.memory_share: the share of the pod's free memory memory admission lets in-flight estimates take (0: the policy's)")
+	fs.DurationVar(&o.base.Slow.Window.FailureHold, "failure-hold", 0, "batch.failure_hold: how long the window's ceiling after a failure holds (0: the policy's, for as long as gatekeeper runs)")
 	fs.BoolVar(&o.base.NoFailureCeiling, "no-failure-ceiling", false, "what-if: gatekeeper without the window ceiling that follows a pod's failure under load (before issue 23)")
 	fs.BoolVar(&o.base.ClientDeadlines, "client-deadlines", false, "every client sends its own time-to-first-token deadline (its class's -slo-ttft-*) in the policy's queue.deadline_header")
 	fs.DurationVar(&o.base.TTFTDeadline, "ttft-deadline", 0, "gatekeeper's queue.ttft_deadline, when given (0: none); else the policy's")
@@ -112,6 +114,10 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 				o.base.TTFTDeadline = flags.TTFTDeadline
 			case "empty-cache-on-degraded":
 				o.base.EmptyCacheOnDegraded = flags.EmptyCacheOnDegraded
+			case "memory-share":
+				o.base.Memory.Share = flags.Memory.Share
+			case "failure-hold":
+				o.base.Slow.Window.FailureHold = flags.Slow.Window.FailureHold
 			}
 		})
 	}
