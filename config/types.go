@@ -207,7 +207,9 @@ type Pressure struct {
 	// Sources are node-level sources, matched to upstreams by GPU id.
 	Sources []Source `yaml:"sources"`
 	// Rules are the thresholds per signal, the file's rules merged over the
-	// defaults; a signal absent from the map has no rule.
+	// defaults (a rule replaces its signal's default rule whole; {} or null
+	// removes it); a signal absent from the map has no rule. docs/signals.md
+	// lists every signal with its unit, sources and default rule.
 	Rules map[Signal]Rule `yaml:"rules"`
 }
 
