@@ -336,9 +336,9 @@ type Hook struct {
 	// resolved against the URL of the upstream entering the level (see
 	// ResolveURL).
 	URL     string            `yaml:"url"`
-	Headers map[string]string `yaml:"headers"` // added to the request
-	Body    string            `yaml:"body"`    // sent as is
-	Timeout time.Duration     `yaml:"timeout"` // of the whole call
+	Headers map[string]string `yaml:"headers" log:"redact"` // added to the request; may carry credentials, so never logged
+	Body    string            `yaml:"body" log:"redact"`    // sent as is; never logged
+	Timeout time.Duration     `yaml:"timeout"`              // of the whole call
 }
 
 // Log configures the process log.
