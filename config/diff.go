@@ -42,7 +42,7 @@ type Change struct {
 	// {degrade: 1.2}, [a, b]), or Absent. They are safe to log: a value
 	// under a key tagged log:"redact" (hooks' headers and body, tracing's
 	// headers) reads Redacted, and so do the password and every query
-	// value of a URL anywhere in the policy.
+	// value of a URL (or absolute path) anywhere in the policy.
 	Old, New string
 }
 
@@ -155,10 +155,11 @@ func flow(n *yaml.Node) {
 }
 
 // redactURL masks the password and every query value of s when s is a URL
-// with a scheme; anything else is returned as is.
+// with a scheme or an absolute path (a hook's URL may be one); anything
+// else is returned as is.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" {
+	if err != nil || u.Scheme == "" && !strings.HasPrefix(s, "/") {
 		return s
 	}
 	if _, has := u.User.Password(); has {

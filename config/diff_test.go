@@ -79,8 +79,8 @@ cluster: {redis: {url: "redis://user:s3cret@redis:6379/0"}}
 			{"hooks.degraded[0].headers.Authorization", Redacted, Redacted}}},
 		{name: "hook body", old: `'{"key":"s3cret"}'`, next: `""`, want: []Change{
 			{"hooks.degraded[0].body", Redacted, `""`}}},
-		{name: "a hook added", old: "degraded: [", next: "critical: [{url: /x, headers: {X-Token: t0k}}]\n  degraded: [", want: []Change{
-			{"hooks.critical", "[]", "[{method: POST, url: /x, headers: {X-Token: REDACTED}, body: \"\", timeout: 5s}]"}}},
+		{name: "a hook added", old: "degraded: [", next: "critical: [{url: \"/x?key=t0k\", headers: {X-Token: t0k}}]\n  degraded: [", want: []Change{
+			{"hooks.critical", "[]", "[{method: POST, url: '/x?key=REDACTED', headers: {X-Token: REDACTED}, body: \"\", timeout: 5s}]"}}},
 		{name: "tracing headers", old: "api-key: s3cret", next: "api-key: n3w", want: []Change{
 			{"tracing.headers.api-key", Redacted, Redacted}}},
 		{name: "url credentials and query", old: "s3cret@redis:6379/0", next: "s3cret@redis:6380/0", want: []Change{
