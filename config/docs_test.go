@@ -211,11 +211,15 @@ func setPath(doc any, keys []string, v any) bool {
 // docSource reads the doc comments of the package's types and the values
 // of its string enums from its Go files.
 type docSource struct {
-	t      *testing.T
-	given  map[string]bool              // paths docsPolicy sets: required
-	fields map[string]map[string]string // type → field → comment
-	types  map[string]string            // type → its own doc
-	enums  map[string][]string          // type → its constants' values
+	t     *testing.T
+	given map[string]bool // paths docsPolicy sets: required
+	// perSignal marks the keys of a rule whose defaults differ by signal
+	// (pressure.rules.<signal>): their default is "per signal", shown in
+	// docs/signals.md, and the schema gives each signal's under its name.
+	perSignal bool
+	fields    map[string]map[string]string // type → field → comment
+	types     map[string]string            // type → its own doc
+	enums     map[string][]string          // type → its constants' values
 }
 
 func readDocSource(t *testing.T) docSource {
@@ -297,6 +301,8 @@ func (ds docSource) walk(path string, t reflect.Type, v reflect.Value, doc strin
 			switch {
 			case ds.given[path]:
 				def = "required"
+			case ds.perSignal:
+				def = signalsLink
 			case strings.Contains(doc, "Empty in the file means"): // derived from other keys
 				def = `""`
 			default:
@@ -355,16 +361,26 @@ func (ds docSource) walk(path string, t reflect.Type, v reflect.Value, doc strin
 	case reflect.Map:
 		var ev reflect.Value
 		key := "<name>"
-		if t.Key().Name() == "Signal" {
-			key = "<signal>"
-		}
 		if v.IsValid() && v.Len() > 0 {
 			keys := v.MapKeys()
 			slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
 			ev = v.MapIndex(keys[0])
 		}
 		*out = append(*out, keyDoc{path: path, kind: "map", reload: reloadOf(path), doc: doc})
+		var bySignal map[string]any
+		if t.Key() == reflect.TypeFor[Signal]() {
+			key = "<signal>"
+			bySignal = ds.signalDefaults(path, t.Elem(), v)
+			if bySignal != nil {
+				// Each signal has its own default rule (or none): the first
+				// entry's would be wrong for every other signal (issue 35).
+				ds.perSignal, ev = true, reflect.Value{}
+			}
+		}
 		s := map[string]any{"type": []any{"object", "null"}, "additionalProperties": ds.walk(path+"."+key, t.Elem(), ev, "", out)}
+		if bySignal != nil {
+			s["properties"] = bySignal
+		}
 		if vals := ds.enums[t.Key().Name()]; len(vals) > 0 {
 			s["propertyNames"] = map[string]any{"enum": vals}
 		}
@@ -374,6 +390,29 @@ func (ds docSource) walk(path string, t reflect.Type, v reflect.Value, doc strin
 		return s
 	}
 	panic("config docs: unhandled type " + t.String())
+}
+
+// signalsLink is the Default of a rule key whose default differs by signal.
+const signalsLink = "per signal: [signals.md](signals.md)"
+
+// signalDefaults returns, for a map of rules by signal that holds defaults
+// (v), the schema of each signal's rule with that signal's defaults, keyed
+// by signal; nil when v holds none. Signals without a default rule are left
+// to the map's additionalProperties, which has no defaults.
+func (ds docSource) signalDefaults(path string, elem reflect.Type, v reflect.Value) map[string]any {
+	if !v.IsValid() || v.Len() == 0 {
+		return nil
+	}
+	out := map[string]any{}
+	for _, sig := range Signals() {
+		if r := v.MapIndex(reflect.ValueOf(sig)); r.IsValid() {
+			var discard []keyDoc
+			s := ds.walk(path+"."+string(sig), elem, r, "", &discard)
+			s["description"] = "The default rule of " + string(sig) + " (docs/signals.md); a rule written here replaces it whole, {} or null removes it."
+			out[string(sig)] = s
+		}
+	}
+	return out
 }
 
 // scalar returns the kind name and schema of a leaf type, or nil.
@@ -669,5 +708,61 @@ func TestConfigNamesTheSchema(t *testing.T) {
 	first, _, _ := bytes.Cut(b, []byte("\n"))
 	if want := "# yaml-language-server: $schema=docs/config.schema.json"; string(first) != want {
 		t.Errorf("config.yaml's first line = %q, want %q", first, want)
+	}
+}
+
+// TestSchemaRuleDefaults: the schema gives each signal's rule the defaults
+// of that signal (none for a signal without a default rule), not one
+// signal's for all (issue 35: degrade showed alloc_retry_rate's 0.01 for
+// every signal).
+func TestSchemaRuleDefaults(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	obj := func(m any, keys ...string) map[string]any {
+		for _, k := range keys {
+			mm, _ := m.(map[string]any)
+			m = mm[k] // nil when absent
+		}
+		out, _ := m.(map[string]any)
+		return out
+	}
+	rules := obj(schema, "properties", "pressure", "properties", "rules")
+	defaults := builtin().Pressure.Rules
+	for _, sig := range Signals() {
+		s := obj(rules, "properties", string(sig))
+		if s == nil {
+			s = obj(rules, "additionalProperties")
+		}
+		r := defaults[sig]
+		for key, want := range map[string]*float64{"degrade": r.Degrade, "shed": r.Shed} {
+			got, ok := obj(s, "properties", key)["default"]
+			switch {
+			case want == nil && ok:
+				t.Errorf("schema: pressure.rules.%s.%s has default %v, want none", sig, key, got)
+			case want != nil && got != *want:
+				t.Errorf("schema: pressure.rules.%s.%s has default %v, want %v", sig, key, got, *want)
+			}
+		}
+		if got, want := obj(s, "properties", "for")["default"], formatDuration(r.For); r.Degrade != nil && got != want {
+			t.Errorf("schema: pressure.rules.%s.for has default %v, want %s", sig, got, want)
+		}
+	}
+	ref, err := os.ReadFile(referencePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"degrade", "shed", "horizon", "for"} {
+		row := "| `pressure.rules.<signal>." + key + "` | "
+		_, rest, ok := bytes.Cut(ref, []byte(row))
+		if _, def, _ := bytes.Cut(rest, []byte(" | ")); !ok || !bytes.HasPrefix(def, []byte(signalsLink+" |")) {
+			t.Errorf("%s: the row of pressure.rules.<signal>.%s does not give its default as %q", referencePath, key, signalsLink)
+		}
 	}
 }

@@ -112,3 +112,10 @@ func (c *Config) Line(path string) int {
 	}
 	return 0
 }
+
+// written reports whether the file c was decoded from sets the key at path
+// itself (not only an ancestor of it).
+func (c *Config) written(path string) bool {
+	_, ok := c.lines[path]
+	return ok
+}

@@ -26,7 +26,7 @@ import (
 // would bring the default rule back. Aliases and merge keys are written
 // expanded, so a file that leans on them prints longer than it is.
 func Marshal(c *Config) ([]byte, error) {
-	root := encode(reflect.ValueOf(c).Elem())
+	root := encoder{}.node(reflect.ValueOf(c).Elem(), false)
 	if rules := mapValue(root, "pressure", "rules"); rules != nil {
 		for sig := range builtin().Pressure.Rules {
 			if _, ok := c.Pressure.Rules[sig]; !ok {
@@ -48,14 +48,20 @@ func Marshal(c *Config) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// encode turns one value of the schema into a node.
-func encode(v reflect.Value) *yaml.Node {
+// encoder turns values of the schema into YAML nodes. With redact, it
+// writes what Change may log: values under a log:"redact" key (secret) and
+// URL passwords and query values are Redacted.
+type encoder struct{ redact bool }
+
+// node turns one value of the schema into a node; secret says v lies under
+// a log:"redact" key.
+func (e encoder) node(v reflect.Value, secret bool) *yaml.Node {
 	t := v.Type()
 	switch {
 	case t == durationType:
-		return &yaml.Node{Kind: yaml.ScalarNode, Value: formatDuration(time.Duration(v.Int()))}
+		return e.leaf(formatDuration(time.Duration(v.Int())), secret)
 	case t.Kind() == reflect.Pointer:
-		return encode(v.Elem())
+		return e.node(v.Elem(), secret)
 	case t.Kind() == reflect.Struct:
 		n := &yaml.Node{Kind: yaml.MappingNode}
 		if t == reflect.TypeFor[Rule]() {
@@ -67,7 +73,7 @@ func encode(v reflect.Value) *yaml.Node {
 			if name == "" || f.Kind() == reflect.Pointer && f.IsNil() {
 				continue
 			}
-			n.Content = append(n.Content, scalar(name), encode(f))
+			n.Content = append(n.Content, scalar(name), e.node(f, secret || redacted(t.Field(i))))
 		}
 		return n
 	case t.Kind() == reflect.Slice:
@@ -76,7 +82,7 @@ func encode(v reflect.Value) *yaml.Node {
 			n.Style = yaml.FlowStyle // [], gpus: ["0", "1"]
 		}
 		for i := range v.Len() {
-			n.Content = append(n.Content, encode(v.Index(i)))
+			n.Content = append(n.Content, e.node(v.Index(i), secret))
 		}
 		return n
 	case t.Kind() == reflect.Map:
@@ -85,23 +91,38 @@ func encode(v reflect.Value) *yaml.Node {
 			n.Style = yaml.FlowStyle // {}
 		}
 		for _, k := range v.MapKeys() {
-			n.Content = append(n.Content, scalar(k.String()), encode(v.MapIndex(k)))
+			n.Content = append(n.Content, scalar(k.String()), e.node(v.MapIndex(k), secret))
 		}
 		sortPairs(n)
 		return n
 	}
 	switch v.Kind() {
 	case reflect.String:
-		return scalar(v.String())
+		s := v.String()
+		if e.redact && !secret {
+			s = redactURL(s)
+		}
+		n := e.leaf(s, secret)
+		n.Tag = "!!str"
+		return n
 	case reflect.Bool:
-		return &yaml.Node{Kind: yaml.ScalarNode, Value: strconv.FormatBool(v.Bool())}
+		return e.leaf(strconv.FormatBool(v.Bool()), secret)
 	case reflect.Int, reflect.Int64:
-		return &yaml.Node{Kind: yaml.ScalarNode, Value: strconv.FormatInt(v.Int(), 10)}
+		return e.leaf(strconv.FormatInt(v.Int(), 10), secret)
 	case reflect.Float64:
-		return &yaml.Node{Kind: yaml.ScalarNode, Value: strconv.FormatFloat(v.Float(), 'g', -1, 64)}
+		return e.leaf(strconv.FormatFloat(v.Float(), 'g', -1, 64), secret)
 	}
 	// The schema holds no other kind; a new one must be added above.
 	panic(fmt.Sprintf("config: Marshal: no encoding for %s", t))
+}
+
+// leaf is a scalar node of value s, Redacted when e redacts a secret that
+// is not empty (an empty one gives nothing away).
+func (e encoder) leaf(s string, secret bool) *yaml.Node {
+	if e.redact && secret && s != "" {
+		s = Redacted
+	}
+	return &yaml.Node{Kind: yaml.ScalarNode, Value: s}
 }
 
 // scalar is a string node: the encoder quotes it where it would read as

@@ -19,8 +19,8 @@ type Tracing struct {
 	// OTEL_TRACES_SAMPLER(_ARG), else every trace.
 	SampleRatio *float64 `yaml:"sample_ratio"`
 	// Headers are sent with every export (a collector's API key); unset
-	// means OTEL_EXPORTER_OTLP_HEADERS.
-	Headers map[string]string `yaml:"headers"`
+	// means OTEL_EXPORTER_OTLP_HEADERS. Their values are never logged.
+	Headers map[string]string `yaml:"headers" log:"redact"`
 	// Insecure exports without TLS.
 	Insecure bool `yaml:"insecure"`
 	// TrustClientContext makes a client's traceparent the parent of

@@ -207,7 +207,9 @@ type Pressure struct {
 	// Sources are node-level sources, matched to upstreams by GPU id.
 	Sources []Source `yaml:"sources"`
 	// Rules are the thresholds per signal, the file's rules merged over the
-	// defaults; a signal absent from the map has no rule.
+	// defaults (a rule replaces its signal's default rule whole; {} or null
+	// removes it); a signal absent from the map has no rule. docs/signals.md
+	// lists every signal with its unit, sources and default rule.
 	Rules map[Signal]Rule `yaml:"rules"`
 }
 
@@ -262,9 +264,16 @@ type Batch struct {
 
 // Queue bounds the admission queue.
 type Queue struct {
-	MaxLength       int           `yaml:"max_length"`       // waiting requests, at most
-	MaxTokens       int64         `yaml:"max_tokens"`       // estimated tokens waiting, at most
-	MaxWait         time.Duration `yaml:"max_wait"`         // longest wait for a slot
+	MaxLength int   `yaml:"max_length"` // waiting requests, at most
+	MaxTokens int64 `yaml:"max_tokens"` // estimated tokens waiting, at most
+	// MaxWait is the longest a request waits for a slot before 503
+	// queue_timeout. A request whose time-to-first-token deadline is shorter
+	// (ttft_deadline, 1500ms unless set, or its class's) is answered 503
+	// deadline by then and never waits this long: raising max_wait alone
+	// makes no request wait longer; lower or turn off (0s) ttft_deadline
+	// too. gatekeeper -check warns when a file sets max_wait above a
+	// default deadline it leaves out.
+	MaxWait         time.Duration `yaml:"max_wait"`
 	StarvationAfter time.Duration `yaml:"starvation_after"` // shortest-first ages a waiter this old to the front; < MaxWait
 	// Order is how waiters of one priority leave: shortest_first (by
 	// arrival while every pod it may use is normal, shortest first while
@@ -274,8 +283,10 @@ type Queue struct {
 	// TTFTDeadline is a request's time-to-first-token deadline when its
 	// class sets none: a waiter that cannot start by then, judged from the
 	// pod's service rate and the work ahead of it, gets 503 deadline with
-	// Retry-After at once instead of waiting out MaxWait. 0: none (MaxWait
-	// alone); a deadline at or above MaxWait is MaxWait.
+	// Retry-After at once instead of waiting out max_wait. 0: none (max_wait
+	// alone); a deadline at or above max_wait is max_wait. Below max_wait
+	// it is what bounds the wait, the default included: a file that sets
+	// max_wait: 60s and no ttft_deadline still answers by 1500ms.
 	TTFTDeadline time.Duration `yaml:"ttft_deadline"`
 	// DeadlineHeader names a request header in which a client may tighten
 	// its own deadline, in milliseconds (llm-d's x-slo-ttft-ms); a value
@@ -325,9 +336,9 @@ type Hook struct {
 	// resolved against the URL of the upstream entering the level (see
 	// ResolveURL).
 	URL     string            `yaml:"url"`
-	Headers map[string]string `yaml:"headers"` // added to the request
-	Body    string            `yaml:"body"`    // sent as is
-	Timeout time.Duration     `yaml:"timeout"` // of the whole call
+	Headers map[string]string `yaml:"headers" log:"redact"` // added to the request; may carry credentials, so never logged
+	Body    string            `yaml:"body" log:"redact"`    // sent as is; never logged
+	Timeout time.Duration     `yaml:"timeout"`              // of the whole call
 }
 
 // Log configures the process log.

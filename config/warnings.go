@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Warning is a policy choice that validates but most likely does not do
@@ -41,7 +42,10 @@ func (w Warning) String() string { return Located("config", w.Line, w.Path, "war
 //     limit and window whole), and a cluster.replicas (0 meaning 1) other
 //     than replicas (the share each takes until Redis first answers);
 //   - an endpoint picker whose health kubelet cannot probe (TLS without the
-//     plaintext health listener, or that listener on loopback).
+//     plaintext health listener, or that listener on loopback);
+//   - a queue.max_wait the file sets that is longer than a time-to-first-
+//     token deadline it does not set: queue.ttft_deadline's default, for
+//     every request or every class without its own (see deadline).
 //
 // The result is nil when there is nothing to say.
 func (c *Config) Warnings(replicas int) []Warning {
@@ -52,6 +56,7 @@ func (c *Config) Warnings(replicas int) []Warning {
 	}
 	w.cluster(max(replicas, 1))
 	w.picker()
+	w.deadline()
 	slices.SortStableFunc(w.ws, func(a, b Warning) int { return cmp.Compare(lineOrLast(a.Line), lineOrLast(b.Line)) })
 	return w.ws
 }
@@ -104,6 +109,42 @@ func (w *warner) cluster(replicas int) {
 		}
 		w.add("cluster.replicas", "is %s, but %s: until Redis first answers each takes %s", is, run, share)
 	}
+}
+
+// deadline warns when the file sets queue.max_wait but not
+// queue.ttft_deadline, and the default deadline, shorter than max_wait,
+// applies to some requests (every request without classes; else those of
+// the classes without a ttft_deadline of their own). Such a request is
+// answered 503 deadline by the default deadline and never waits max_wait,
+// which the author most likely meant it to (issue 35). A deadline the file
+// writes is a choice made beside max_wait, as in the annotated default
+// (30s and 1500ms: max_wait bounds the classes with a longer deadline), so
+// it is not warned about; neither is observe mode, which enforces no
+// deadline.
+func (w *warner) deadline() {
+	c, q := w.c, w.c.Queue
+	if !c.written("queue.max_wait") || c.written("queue.ttft_deadline") || c.Mode == ModeObserve ||
+		q.TTFTDeadline <= 0 || q.TTFTDeadline >= q.MaxWait {
+		return
+	}
+	who, fix := "every request", ""
+	if c.Classes != nil {
+		var names []string
+		for _, cl := range c.Classes.List {
+			if cl.TTFTDeadline <= 0 {
+				names = append(names, strconv.Quote(cl.Name))
+			}
+		}
+		if len(names) == 0 {
+			return // every class has its own deadline
+		}
+		who = "every request of class " + strings.Join(names, ", ") + " (no ttft_deadline of its own)"
+		fix = ", or give a class that should wait longer its own classes.list[].ttft_deadline"
+	}
+	d, mw := formatDuration(q.TTFTDeadline), formatDuration(q.MaxWait)
+	w.add("queue.max_wait", "%s is longer than queue.ttft_deadline, which this file does not set: its default %s applies to %s, "+
+		"which gets 503 deadline once it cannot start within %s and so never waits %s; set queue.ttft_deadline "+
+		"(0s: no deadline, max_wait alone)%s", mw, d, who, d, mw, fix)
 }
 
 // lineOrLast orders warnings without a line after those with one.

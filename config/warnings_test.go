@@ -103,6 +103,53 @@ upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/me
 cluster:
   redis: {url: "redis://127.0.0.1:6379/0"}
 `, want: []string{"cluster.replicas@3: is 1 (not set), but 2 replicas run: until Redis first answers each takes every limit and window whole, 2× them together"}},
+		{name: "max_wait beyond the default deadline", replicas: 1, policy: `
+upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+queue:
+  max_wait: 60s
+`, want: []string{"queue.max_wait@4: 1m is longer than queue.ttft_deadline, which this file does not set: its default 1500ms applies to every request, which gets 503 deadline once it cannot start within 1500ms and so never waits 1m; set queue.ttft_deadline (0s: no deadline, max_wait alone)"}},
+		{name: "max_wait beyond a written deadline", replicas: 1, policy: `
+upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+queue: {max_wait: 60s, ttft_deadline: 2s}
+`},
+		{name: "max_wait and no deadline", replicas: 1, policy: `
+upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+queue: {max_wait: 60s, ttft_deadline: 0s}
+`},
+		{name: "max_wait within the default deadline", replicas: 1, policy: `
+upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+queue: {max_wait: 1s, starvation_after: 500ms}
+`},
+		{name: "max_wait left out", replicas: 1, policy: `
+upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+queue: {max_length: 10}
+`},
+		{name: "max_wait beyond the default deadline, observe mode", replicas: 1, policy: `
+mode: observe
+upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+queue: {max_wait: 60s}
+`},
+		{name: "max_wait beyond the default deadline of some classes", replicas: 1, policy: `
+upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+queue:
+  max_wait: 60s
+classes:
+  default: chat
+  list:
+    - {name: chat}
+    - {name: docs, ttft_deadline: 120s}
+    - {name: batch, ttft_deadline: 0s}
+`, want: []string{`queue.max_wait@4: its default 1500ms applies to every request of class "chat", "batch" (no ttft_deadline of its own), which gets 503 deadline once it cannot start within 1500ms and so never waits 1m; set queue.ttft_deadline (0s: no deadline, max_wait alone), or give a class that should wait longer its own classes.list[].ttft_deadline`}},
+		{name: "max_wait, every class its own deadline", replicas: 1, policy: `
+upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+queue:
+  max_wait: 60s
+classes:
+  default: chat
+  list:
+    - {name: chat, ttft_deadline: 2s}
+    - {name: docs, ttft_deadline: 120s}
+`},
 		{name: "ordered by line, no line last", replicas: 2, policy: `
 upstreams:
   - url: http://a:8000
@@ -158,6 +205,8 @@ func TestWarningsGoodFiles(t *testing.T) {
 	t.Parallel()
 	want := map[string][]string{
 		"classes.good.yaml": {"upstreams[0].sources"},
+		// DESIGN §6's example sets max_wait and leaves the deadline out.
+		"design.good.yaml":  {"queue.max_wait"},
 		"cluster.good.yaml": {"upstreams[0].sources"},
 		"minimal.good.yaml": {"upstreams[0].sources"},
 	}

@@ -4,8 +4,10 @@
 // DCGM exporter and an allocator's memory_blocks endpoint — each on its own
 // goroutine, and turns their readings into signals per GPU and per upstream
 // (DESIGN §3): fragmentation, kv_cache_usage, memory_used, preemption_rate,
-// waiting, running, alloc_retry_rate, and the derived fragmentation_growth
-// and effective_utilization. A signal no source yields is absent, never zero.
+// waiting, running, alloc_retry_rate, fragmentation_growth,
+// effective_utilization and free_memory_bytes (Signals; Info says each one's
+// unit and sources, and docs/signals.md is generated from it). A signal no
+// source yields is absent, never zero.
 //
 // Create a Monitor with New, run its polling loop with Run, and read the
 // latest State with Snapshot, which never waits on I/O. pressure says how

@@ -1,42 +1,41 @@
 package pressure
 
 // Signal names one pressure signal. Its value is the name used in the policy
-// file, in metrics labels and in /admin/state.
+// file, in metrics labels and in /admin/state. Info says its unit, whether it
+// is read per GPU or per upstream, and which source kinds yield it.
 type Signal string
 
-// The signals of DESIGN §3.
+// The signals of DESIGN §3. Each comment says what the value is; it is
+// docs/signals.md's meaning column.
 const (
 	// Fragmentation is total free ÷ largest free block (≥ 1; 1 means all free
-	// memory is one block). Per GPU, from memory_blocks.
+	// memory is one block).
 	Fragmentation Signal = "fragmentation"
 	// KVCacheUsage is the fraction of vLLM's KV-cache blocks in use (0–1).
-	// Per upstream, from vllm.
 	KVCacheUsage Signal = "kv_cache_usage"
-	// MemoryUsed is device memory used ÷ total (0–1). Per GPU, from nvml,
-	// dcgm and memory_blocks.
+	// MemoryUsed is device memory used ÷ total (0–1).
 	MemoryUsed Signal = "memory_used"
-	// PreemptionRate is vLLM preemptions per second, smoothed. Per upstream.
+	// PreemptionRate is vLLM preemptions per second, smoothed.
 	PreemptionRate Signal = "preemption_rate"
-	// Waiting is the number of requests queued inside vLLM. Per upstream.
+	// Waiting is the number of requests queued inside vLLM.
 	Waiting Signal = "waiting"
-	// Running is the number of requests in vLLM's running batch. Per upstream.
+	// Running is the number of requests in vLLM's running batch.
 	Running Signal = "running"
 	// AllocRetryRate is allocator retries (cache flush + retry) per second,
-	// smoothed. Per GPU, from memory_blocks.
+	// smoothed.
 	AllocRetryRate Signal = "alloc_retry_rate"
-	// FragmentationGrowth is the change of Fragmentation per second,
-	// smoothed. Per GPU, derived.
+	// FragmentationGrowth is the change of fragmentation per second,
+	// smoothed.
 	FragmentationGrowth Signal = "fragmentation_growth"
 	// EffectiveUtilization is allocated ÷ reserved bytes of the caching
-	// allocator (0–1): how much of what the process holds does work. Per
-	// GPU, from memory_blocks. Lower is not "worse" for the breaker; an
-	// upstream reports its lowest GPU.
+	// allocator (0–1): how much of what the process holds does work. Lower
+	// is not "worse" for the breaker; an upstream reports its lowest GPU.
 	EffectiveUtilization Signal = "effective_utilization"
 	// FreeMemory is the bytes the serving process can still allocate:
 	// memory_blocks' free_bytes (driver free plus the caching allocator's
-	// free cached blocks). Per GPU, from memory_blocks. Lower is worse; an
-	// upstream reports its lowest GPU. It feeds memory admission (the
-	// windows' memory budgets), not a rule.
+	// free cached blocks). Lower is worse; an upstream reports its lowest
+	// GPU. It feeds memory admission (the windows' memory budgets), not a
+	// rule.
 	FreeMemory Signal = "free_memory_bytes"
 )
 

@@ -103,6 +103,9 @@ type app struct {
 
 	raw    atomic.Pointer[config.Config] // the policy as written; current is it with discovery expanded
 	lookup discovery.Lookup
+	// reloads numbers the applied reloads, so the log lines of one carry
+	// the same "reload" (reload.go); touched only by reload's goroutine.
+	reloads int
 
 	// mu serialises apply and guards gates, resolved, pools and poolWatch.
 	mu        sync.Mutex

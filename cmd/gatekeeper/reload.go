@@ -162,13 +162,18 @@ func (a *app) swap(n *next) {
 
 // reload reads the policy file again and applies it if it validates; a file
 // that does not is refused with a log line and a counter, and the running
-// policy stays.
+// policy stays. An applied reload logs "policy reloaded" and then one
+// "policy key changed" line per key it changed, with its old and new values
+// (secrets masked; config.Changes), so a file applied half-written (issue
+// 35) shows in the log as the keys it took away and then put back. It runs
+// on one goroutine at a time (watchConfig's).
 func (a *app) reload(trigger string) {
 	if a.opts.path == "" {
 		a.log.LogAttrs(context.Background(), slog.LevelInfo, "reload skipped: running the embedded default",
 			slog.String("state", "unchanged"))
 		return
 	}
+	prev := a.raw.Load()
 	cfg, err := config.LoadFile(a.opts.path)
 	if err == nil {
 		err = a.apply(cfg)
@@ -182,9 +187,26 @@ func (a *app) reload(trigger string) {
 	}
 	a.metrics.reloads.WithLabelValues("success").Inc()
 	a.metrics.reloadTime.SetToCurrentTime()
-	a.log.LogAttrs(context.Background(), slog.LevelInfo, "policy reloaded",
-		slog.String("state", "reloaded"), slog.String("trigger", trigger))
+	a.reloads++
+	a.logChanges(trigger, config.Changes(prev, cfg))
 	a.step("reloaded")
+}
+
+// logChanges writes an applied reload's lines: a summary, then one line per
+// changed key. One line per key, not one for the whole reload, so that
+// every attribute is a scalar with a fixed name (key, old, new: a log store
+// indexes them and finds key="fast_breaker.qps" exactly, with no map of
+// policy paths to blow up its fields), and a large value (a whole upstream
+// list) makes one long line, not a reload line past a collector's size
+// limit. The lines of one reload share its "reload" number.
+func (a *app) logChanges(trigger string, changes []config.Change) {
+	ctx := context.Background()
+	a.log.LogAttrs(ctx, slog.LevelInfo, "policy reloaded", slog.String("state", "reloaded"),
+		slog.String("trigger", trigger), slog.Int("reload", a.reloads), slog.Int("changed", len(changes)))
+	for _, c := range changes {
+		a.log.LogAttrs(ctx, slog.LevelInfo, "policy key changed", slog.String("trigger", trigger),
+			slog.Int("reload", a.reloads), slog.String("key", c.Path), slog.String("old", c.Old), slog.String("new", c.New))
+	}
 }
 
 // newWatcher starts watching the policy file right after it was loaded, so
