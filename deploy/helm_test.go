@@ -29,20 +29,6 @@ const chart = "helm/gatekeeper"
 // chart's kubeVersion.
 const chartKubeVersion = "1.37.0"
 
-// unvendoredSchema names the schema file of a kind the chart may render
-// that schemas/ does not hold (schemas/gen makes the base's kinds only):
-// kubeconform skips such a kind while its file is absent, and validates it
-// once schemas/gen writes it. "" for every other kind.
-func unvendoredSchema(kind string) string {
-	switch kind {
-	case "NetworkPolicy":
-		return "networkpolicy-networking-v1.json"
-	case "PrometheusRule":
-		return "prometheusrule-monitoring-v1.json"
-	}
-	return ""
-}
-
 // chartCase is one set of values the chart is linted and rendered with.
 type chartCase struct {
 	name string
@@ -76,7 +62,8 @@ type chartPicker struct {
 }
 
 // chartCases cover the defaults and each switch: several replicas with our
-// own Redis or an existing one, monitoring, the NetworkPolicy.
+// own Redis or an existing one, monitoring, the NetworkPolicy, the endpoint
+// picker, and every option at once.
 func chartCases() []chartCase {
 	return []chartCase{
 		{
@@ -152,8 +139,39 @@ func chartCases() []chartCase {
 			redisURL: "redis://gatekeeper-redis:6379/0",
 			picker:   &chartPicker{port: 9002, healthPort: 9003, pool: "pool", poolNamespace: "models"},
 		},
+		{
+			name: "everything on",
+			args: []string{"-f", everythingValues},
+			objects: []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper",
+				"Deployment/gatekeeper-redis", "Service/gatekeeper-redis", "PodDisruptionBudget/gatekeeper",
+				"NetworkPolicy/gatekeeper", "NetworkPolicy/gatekeeper-redis",
+				"ServiceMonitor/gatekeeper", "PrometheusRule/gatekeeper", "ConfigMap/gatekeeper-dashboard"},
+			replicas:   2,
+			redisURL:   "redis://gatekeeper-redis:6379/0",
+			goMemLimit: "400MiB",
+		},
+		{
+			name: "everything on, as the endpoint picker of a pool with TLS",
+			args: []string{"-f", everythingValues, "--set", "endpointPicker.enabled=true",
+				"--set", "endpointPicker.inferencePool.name=vllm-llama3-8b", "--set", "endpointPicker.inferencePool.namespace=models",
+				"--set", "endpointPicker.tls.secretName=gatekeeper-epp-tls"},
+			objects: []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper",
+				"ServiceAccount/gatekeeper", "Role/gatekeeper", "RoleBinding/gatekeeper",
+				"Deployment/gatekeeper-redis", "Service/gatekeeper-redis", "PodDisruptionBudget/gatekeeper",
+				"NetworkPolicy/gatekeeper", "NetworkPolicy/gatekeeper-redis",
+				"ServiceMonitor/gatekeeper", "PrometheusRule/gatekeeper", "ConfigMap/gatekeeper-dashboard"},
+			replicas:   2,
+			redisURL:   "redis://gatekeeper-redis:6379/0",
+			goMemLimit: "400MiB",
+			picker: &chartPicker{port: 9002, healthPort: 9003, pool: "vllm-llama3-8b", poolNamespace: "models",
+				tlsSecret: "gatekeeper-epp-tls"},
+		},
 	}
 }
+
+// everythingValues switches on every option of the chart at once, so that
+// kubeconform sees every kind and field it can render.
+const everythingValues = "testdata/helm/everything.values.yaml"
 
 // TestHelmLint runs helm lint --strict (which also checks the values
 // against values.schema.json) with each set of values.
@@ -185,12 +203,8 @@ func TestHelmTemplate(t *testing.T) {
 			t.Parallel()
 			built := helmTemplate(t, helm, tt.args...)
 			objs := decodeObjects(t, built)
-			args := []string{"-strict", "-summary", "-schema-location", schemaLocation(t)}
-			if skip := unvendoredKinds(t, objs); len(skip) > 0 {
-				t.Logf("kubeconform skips %v: no schema in schemas/", skip)
-				args = append(args, "-skip", strings.Join(skip, ","))
-			}
-			if out, err := runTool(t, 30*time.Second, []byte(built), kubeconform, append(args, "-")...); err != nil {
+			args := []string{"-strict", "-summary", "-schema-location", schemaLocation(t), "-"}
+			if out, err := runTool(t, 30*time.Second, []byte(built), kubeconform, args...); err != nil {
 				t.Errorf("kubeconform on helm template's output: %v\n%s", err, out)
 			}
 
@@ -654,23 +668,4 @@ func configYAML(t *testing.T, cm map[string]any) map[string]any {
 		t.Fatalf("the rendered policy: %v", err)
 	}
 	return v
-}
-
-// unvendoredKinds are the kinds among objs that kubeconform must skip, as
-// schemas/ has no schema for them; any other kind without one fails it.
-func unvendoredKinds(t *testing.T, objs map[string]map[string]any) []string {
-	t.Helper()
-	var skip []string
-	for key := range objs {
-		kind, _, _ := strings.Cut(key, "/")
-		file := unvendoredSchema(kind)
-		if file == "" || slices.Contains(skip, kind) {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join("schemas", file)); errors.Is(err, os.ErrNotExist) {
-			skip = append(skip, kind)
-		}
-	}
-	slices.Sort(skip)
-	return skip
 }
