@@ -320,7 +320,10 @@ func checkMonitoring(t *testing.T, objs map[string]map[string]any) {
 
 // TestHelmTemplateFails checks that values which would deploy something
 // wrong stop rendering with a message that says what to change, whether
-// values.schema.json or the chart's own checks (fail) catch them.
+// values.schema.json or the chart's own checks (fail) catch them. What the
+// schema refuses, helm lint --strict refuses too (lint reports a fail only
+// as information), and so do install and upgrade, which validate the
+// values as template does.
 func TestHelmTemplateFails(t *testing.T) {
 	t.Parallel()
 	helm := lookTool(t, "helm", "scripts/install/helm.sh")
@@ -328,33 +331,44 @@ func TestHelmTemplateFails(t *testing.T) {
 		name    string
 		args    []string
 		wantErr string
+		schema  bool // refused by values.schema.json, so by helm lint too
 	}{
-		{"several replicas without Redis", []string{"--set", "replicas=2"}, "replicas is 2 but there is no Redis"},
-		{"our own Redis and an existing one", []string{"--set", "redis.enabled=true", "--set", "redis.url=redis://r:6379/0"}, "not both"},
-		{"a password Secret without redis.url", []string{"--set", "redis.existingSecret=auth"}, "redis.existingSecret is set without redis.url"},
-		{"a listener in the policy", []string{"--set", "policy.server.listen=:8081"}, "policy.server.listen is set by the chart from ports.http"},
-		{"cluster in the policy without Redis", []string{"--set", "policy.cluster.key_prefix=gk:"}, "policy.cluster is set but there is no Redis"},
-		{"cluster.replicas in the policy", []string{"--set", "redis.enabled=true", "--set", "policy.cluster.replicas=2"}, "policy.cluster.replicas is set by the chart"},
+		{"several replicas without Redis", []string{"--set", "replicas=2"}, "replicas is 2 but there is no Redis", false},
+		{"our own Redis and an existing one", []string{"--set", "redis.enabled=true", "--set", "redis.url=redis://r:6379/0"}, "not both", false},
+		{"a password Secret without redis.url", []string{"--set", "redis.existingSecret=auth"}, "redis.existingSecret is set without redis.url", false},
+		{"a listener in the policy", []string{"--set", "policy.server.listen=:8081"}, "policy.server.listen is set by the chart from ports.http", false},
+		{"cluster in the policy without Redis", []string{"--set", "policy.cluster.key_prefix=gk:"}, "policy.cluster is set but there is no Redis", false},
+		{"cluster.replicas in the policy", []string{"--set", "redis.enabled=true", "--set", "policy.cluster.replicas=2"}, "policy.cluster.replicas is set by the chart", false},
 		{"a PodDisruptionBudget that blocks every eviction", []string{"--set", "redis.enabled=true", "--set", "replicas=2",
-			"--set", "podDisruptionBudget.minAvailable=2"}, "podDisruptionBudget.minAvailable is 2 with 2 replicas"},
-		{"a misspelt value", []string{"--set", "replica=2"}, "additional properties 'replica' not allowed"},
-		{"a GOMEMLIMIT the runtime does not read", []string{"--set", "goMemLimit=1GB"}, "/goMemLimit"},
-		{"no upstreams", []string{"--set", "policy.upstreams=null"}, "upstreams"},
+			"--set", "podDisruptionBudget.minAvailable=2"}, "podDisruptionBudget.minAvailable is 2 with 2 replicas", false},
+		{"a misspelt value", []string{"--set", "replica=2"}, "additional properties 'replica' not allowed", true},
+		{"a GOMEMLIMIT the runtime does not read", []string{"--set", "goMemLimit=1GB"}, "/goMemLimit", true},
+		{"no upstreams", []string{"--set", "policy.upstreams=null"}, "upstreams", true},
 		{"an InferencePool without the endpoint picker", []string{"--set", "endpointPicker.inferencePool.name=pool"},
-			"endpointPicker.inferencePool.name or endpointPicker.tls.secretName is set but endpointPicker.enabled is false"},
+			"endpointPicker.inferencePool.name or endpointPicker.tls.secretName is set but endpointPicker.enabled is false", false},
 		{"endpoint_picker in the policy", []string{"--set", "endpointPicker.enabled=true", "--set", "policy.endpoint_picker.listen=:9002"},
-			"policy.endpoint_picker is set by the chart from endpointPicker"},
+			"policy.endpoint_picker is set by the chart from endpointPicker", false},
 		{"inference_pool in the pool's upstream", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.upstream.inference_pool.name=pool"},
-			"endpointPicker.upstream.inference_pool is set by the chart"},
-		{"a misspelt endpointPicker value", []string{"--set", "endpointPicker.pool=x"}, "additional properties 'pool' not allowed"},
+			"endpointPicker.upstream.inference_pool is set by the chart", false},
+		{"a misspelt endpointPicker value", []string{"--set", "endpointPicker.pool=x"}, "additional properties 'pool' not allowed", true},
 		{"the health port on the picker's port", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.healthPort=9002"},
-			"endpointPicker.healthPort is 9002, the same as endpointPicker.port or ports.admin"},
+			"endpointPicker.healthPort is 9002, the same as endpointPicker.port or ports.admin", false},
 		{"the health port on the admin port", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.healthPort=9090"},
-			"endpointPicker.healthPort is 9090, the same as endpointPicker.port or ports.admin"},
+			"endpointPicker.healthPort is 9090, the same as endpointPicker.port or ports.admin", false},
 		{"a health port out of range", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.healthPort=70000"},
-			"/endpointPicker/healthPort"},
+			"/endpointPicker/healthPort", true},
 		{"a pool name Kubernetes refuses", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.inferencePool.name=Pool_1"},
-			"/endpointPicker/inferencePool/name"},
+			"/endpointPicker/inferencePool/name", true},
+		// The policy's keys, by values.schema.json's policy (docs/config.schema.json's).
+		{"a misspelt policy key", []string{"--set", "policy.fast_breaker.qsp=80"}, "at '/policy/fast_breaker': additional properties 'qsp' not allowed", true},
+		{"a misspelt policy section", []string{"--set", "policy.fastbreaker.qps=80"}, "at '/policy': additional properties 'fastbreaker' not allowed", true},
+		{"a misspelt key of a policy upstream", []string{"--set", "policy.upstreams[0].max_inflite=64"},
+			"at '/policy/upstreams/0': additional properties 'max_inflite' not allowed", true},
+		{"a mistyped policy value", []string{"--set", "policy.fast_breaker.qps=fast"}, "at '/policy/fast_breaker/qps': got string, want number", true},
+		{"a policy mode gatekeeper does not know", []string{"--set", "policy.mode=enforcing"}, "at '/policy/mode'", true},
+		{"a policy duration gatekeeper cannot read", []string{"--set", "policy.server.drain_delay=5 seconds"}, "at '/policy/server/drain_delay'", true},
+		{"a misspelt key of the pool's upstream", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.upstream.max_inflite=64"},
+			"at '/endpointPicker/upstream': additional properties 'max_inflite' not allowed", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -364,6 +378,17 @@ func TestHelmTemplateFails(t *testing.T) {
 			switch {
 			case err == nil:
 				t.Errorf("helm %v rendered, want an error with %q", args, tt.wantErr)
+			case !strings.Contains(out, tt.wantErr):
+				t.Errorf("helm %v = %s, want an error with %q", args, out, tt.wantErr)
+			}
+			if !tt.schema {
+				return
+			}
+			args = append([]string{"lint", "--strict", "--kube-version", chartKubeVersion, chart}, tt.args...)
+			out, err = runTool(t, 60*time.Second, nil, helm, args...)
+			switch {
+			case err == nil:
+				t.Errorf("helm %v passed, want an error with %q", args, tt.wantErr)
 			case !strings.Contains(out, tt.wantErr):
 				t.Errorf("helm %v = %s, want an error with %q", args, out, tt.wantErr)
 			}
