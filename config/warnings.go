@@ -28,8 +28,10 @@ type Warning struct {
 func (w Warning) String() string { return Located("config", w.Line, w.Path, "warning: "+w.Msg) }
 
 // Warnings returns c's warnings for a deployment of replicas gatekeepers
-// running this policy (0 means 1), ordered by line (those not in the file
-// last). c should be valid (Parse, Load or LoadFile returned it). It
+// running this policy, ordered by line (those not in the file last).
+// replicas 0 means not known: as many as cluster.replicas says, or 1
+// without a cluster section, so that a policy is not warned about a count
+// nobody stated. c should be valid (Parse, Load or LoadFile returned it). It
 // reports:
 //   - an upstream that no pressure source reads: none of its own, and no
 //     node-level pressure.sources entry that can cover it (node readings
@@ -54,7 +56,13 @@ func (c *Config) Warnings(replicas int) []Warning {
 	for i, u := range c.Upstreams {
 		w.upstream(fmt.Sprintf("upstreams[%d]", i), u, nodeBlocks)
 	}
-	w.cluster(max(replicas, 1))
+	if replicas < 1 {
+		replicas = 1
+		if c.Cluster != nil {
+			replicas = cmp.Or(c.Cluster.Replicas, 1)
+		}
+	}
+	w.cluster(replicas)
 	w.picker()
 	w.deadline()
 	slices.SortStableFunc(w.ws, func(a, b Warning) int { return cmp.Compare(lineOrLast(a.Line), lineOrLast(b.Line)) })

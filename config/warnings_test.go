@@ -77,8 +77,19 @@ pressure:
 		{name: "replicas without cluster", replicas: 3, policy: `
 upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
 `, want: []string{"cluster@0: 3 replicas without a cluster section: each enforces every limit and window alone, so the pods can get 3× fast_breaker.qps"}},
-		{name: "zero replicas means one", replicas: 0, policy: `
+		{name: "zero replicas without cluster means one", replicas: 0, policy: `
 upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+`},
+		{name: "zero replicas means what cluster.replicas says", replicas: 0, policy: `
+upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+cluster:
+  redis: {url: "redis://127.0.0.1:6379/0"}
+  replicas: 4
+`},
+		{name: "zero replicas, cluster.replicas not set", replicas: 0, policy: `
+upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]
+cluster:
+  redis: {url: "redis://127.0.0.1:6379/0"}
 `},
 		{name: "cluster replicas match", replicas: 3, policy: `
 upstreams: [{url: "http://a:8000", sources: [{kind: vllm, url: "http://a:8000/metrics"}]}]

@@ -29,20 +29,6 @@ const chart = "helm/gatekeeper"
 // chart's kubeVersion.
 const chartKubeVersion = "1.37.0"
 
-// unvendoredSchema names the schema file of a kind the chart may render
-// that schemas/ does not hold (schemas/gen makes the base's kinds only):
-// kubeconform skips such a kind while its file is absent, and validates it
-// once schemas/gen writes it. "" for every other kind.
-func unvendoredSchema(kind string) string {
-	switch kind {
-	case "NetworkPolicy":
-		return "networkpolicy-networking-v1.json"
-	case "PrometheusRule":
-		return "prometheusrule-monitoring-v1.json"
-	}
-	return ""
-}
-
 // chartCase is one set of values the chart is linted and rendered with.
 type chartCase struct {
 	name string
@@ -76,7 +62,8 @@ type chartPicker struct {
 }
 
 // chartCases cover the defaults and each switch: several replicas with our
-// own Redis or an existing one, monitoring, the NetworkPolicy.
+// own Redis or an existing one, monitoring, the NetworkPolicy, the endpoint
+// picker, and every option at once.
 func chartCases() []chartCase {
 	return []chartCase{
 		{
@@ -152,8 +139,39 @@ func chartCases() []chartCase {
 			redisURL: "redis://gatekeeper-redis:6379/0",
 			picker:   &chartPicker{port: 9002, healthPort: 9003, pool: "pool", poolNamespace: "models"},
 		},
+		{
+			name: "everything on",
+			args: []string{"-f", everythingValues},
+			objects: []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper",
+				"Deployment/gatekeeper-redis", "Service/gatekeeper-redis", "PodDisruptionBudget/gatekeeper",
+				"NetworkPolicy/gatekeeper", "NetworkPolicy/gatekeeper-redis",
+				"ServiceMonitor/gatekeeper", "PrometheusRule/gatekeeper", "ConfigMap/gatekeeper-dashboard"},
+			replicas:   2,
+			redisURL:   "redis://gatekeeper-redis:6379/0",
+			goMemLimit: "400MiB",
+		},
+		{
+			name: "everything on, as the endpoint picker of a pool with TLS",
+			args: []string{"-f", everythingValues, "--set", "endpointPicker.enabled=true",
+				"--set", "endpointPicker.inferencePool.name=vllm-llama3-8b", "--set", "endpointPicker.inferencePool.namespace=models",
+				"--set", "endpointPicker.tls.secretName=gatekeeper-epp-tls"},
+			objects: []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper",
+				"ServiceAccount/gatekeeper", "Role/gatekeeper", "RoleBinding/gatekeeper",
+				"Deployment/gatekeeper-redis", "Service/gatekeeper-redis", "PodDisruptionBudget/gatekeeper",
+				"NetworkPolicy/gatekeeper", "NetworkPolicy/gatekeeper-redis",
+				"ServiceMonitor/gatekeeper", "PrometheusRule/gatekeeper", "ConfigMap/gatekeeper-dashboard"},
+			replicas:   2,
+			redisURL:   "redis://gatekeeper-redis:6379/0",
+			goMemLimit: "400MiB",
+			picker: &chartPicker{port: 9002, healthPort: 9003, pool: "vllm-llama3-8b", poolNamespace: "models",
+				tlsSecret: "gatekeeper-epp-tls"},
+		},
 	}
 }
+
+// everythingValues switches on every option of the chart at once, so that
+// kubeconform sees every kind and field it can render.
+const everythingValues = "testdata/helm/everything.values.yaml"
 
 // TestHelmLint runs helm lint --strict (which also checks the values
 // against values.schema.json) with each set of values.
@@ -185,12 +203,8 @@ func TestHelmTemplate(t *testing.T) {
 			t.Parallel()
 			built := helmTemplate(t, helm, tt.args...)
 			objs := decodeObjects(t, built)
-			args := []string{"-strict", "-summary", "-schema-location", schemaLocation(t)}
-			if skip := unvendoredKinds(t, objs); len(skip) > 0 {
-				t.Logf("kubeconform skips %v: no schema in schemas/", skip)
-				args = append(args, "-skip", strings.Join(skip, ","))
-			}
-			if out, err := runTool(t, 30*time.Second, []byte(built), kubeconform, append(args, "-")...); err != nil {
+			args := []string{"-strict", "-summary", "-schema-location", schemaLocation(t), "-"}
+			if out, err := runTool(t, 30*time.Second, []byte(built), kubeconform, args...); err != nil {
 				t.Errorf("kubeconform on helm template's output: %v\n%s", err, out)
 			}
 
@@ -306,7 +320,10 @@ func checkMonitoring(t *testing.T, objs map[string]map[string]any) {
 
 // TestHelmTemplateFails checks that values which would deploy something
 // wrong stop rendering with a message that says what to change, whether
-// values.schema.json or the chart's own checks (fail) catch them.
+// values.schema.json or the chart's own checks (fail) catch them. What the
+// schema refuses, helm lint --strict refuses too (lint reports a fail only
+// as information), and so do install and upgrade, which validate the
+// values as template does.
 func TestHelmTemplateFails(t *testing.T) {
 	t.Parallel()
 	helm := lookTool(t, "helm", "scripts/install/helm.sh")
@@ -314,33 +331,44 @@ func TestHelmTemplateFails(t *testing.T) {
 		name    string
 		args    []string
 		wantErr string
+		schema  bool // refused by values.schema.json, so by helm lint too
 	}{
-		{"several replicas without Redis", []string{"--set", "replicas=2"}, "replicas is 2 but there is no Redis"},
-		{"our own Redis and an existing one", []string{"--set", "redis.enabled=true", "--set", "redis.url=redis://r:6379/0"}, "not both"},
-		{"a password Secret without redis.url", []string{"--set", "redis.existingSecret=auth"}, "redis.existingSecret is set without redis.url"},
-		{"a listener in the policy", []string{"--set", "policy.server.listen=:8081"}, "policy.server.listen is set by the chart from ports.http"},
-		{"cluster in the policy without Redis", []string{"--set", "policy.cluster.key_prefix=gk:"}, "policy.cluster is set but there is no Redis"},
-		{"cluster.replicas in the policy", []string{"--set", "redis.enabled=true", "--set", "policy.cluster.replicas=2"}, "policy.cluster.replicas is set by the chart"},
+		{"several replicas without Redis", []string{"--set", "replicas=2"}, "replicas is 2 but there is no Redis", false},
+		{"our own Redis and an existing one", []string{"--set", "redis.enabled=true", "--set", "redis.url=redis://r:6379/0"}, "not both", false},
+		{"a password Secret without redis.url", []string{"--set", "redis.existingSecret=auth"}, "redis.existingSecret is set without redis.url", false},
+		{"a listener in the policy", []string{"--set", "policy.server.listen=:8081"}, "policy.server.listen is set by the chart from ports.http", false},
+		{"cluster in the policy without Redis", []string{"--set", "policy.cluster.key_prefix=gk:"}, "policy.cluster is set but there is no Redis", false},
+		{"cluster.replicas in the policy", []string{"--set", "redis.enabled=true", "--set", "policy.cluster.replicas=2"}, "policy.cluster.replicas is set by the chart", false},
 		{"a PodDisruptionBudget that blocks every eviction", []string{"--set", "redis.enabled=true", "--set", "replicas=2",
-			"--set", "podDisruptionBudget.minAvailable=2"}, "podDisruptionBudget.minAvailable is 2 with 2 replicas"},
-		{"a misspelt value", []string{"--set", "replica=2"}, "additional properties 'replica' not allowed"},
-		{"a GOMEMLIMIT the runtime does not read", []string{"--set", "goMemLimit=1GB"}, "/goMemLimit"},
-		{"no upstreams", []string{"--set", "policy.upstreams=null"}, "upstreams"},
+			"--set", "podDisruptionBudget.minAvailable=2"}, "podDisruptionBudget.minAvailable is 2 with 2 replicas", false},
+		{"a misspelt value", []string{"--set", "replica=2"}, "additional properties 'replica' not allowed", true},
+		{"a GOMEMLIMIT the runtime does not read", []string{"--set", "goMemLimit=1GB"}, "/goMemLimit", true},
+		{"no upstreams", []string{"--set", "policy.upstreams=null"}, "upstreams", true},
 		{"an InferencePool without the endpoint picker", []string{"--set", "endpointPicker.inferencePool.name=pool"},
-			"endpointPicker.inferencePool.name or endpointPicker.tls.secretName is set but endpointPicker.enabled is false"},
+			"endpointPicker.inferencePool.name or endpointPicker.tls.secretName is set but endpointPicker.enabled is false", false},
 		{"endpoint_picker in the policy", []string{"--set", "endpointPicker.enabled=true", "--set", "policy.endpoint_picker.listen=:9002"},
-			"policy.endpoint_picker is set by the chart from endpointPicker"},
+			"policy.endpoint_picker is set by the chart from endpointPicker", false},
 		{"inference_pool in the pool's upstream", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.upstream.inference_pool.name=pool"},
-			"endpointPicker.upstream.inference_pool is set by the chart"},
-		{"a misspelt endpointPicker value", []string{"--set", "endpointPicker.pool=x"}, "additional properties 'pool' not allowed"},
+			"endpointPicker.upstream.inference_pool is set by the chart", false},
+		{"a misspelt endpointPicker value", []string{"--set", "endpointPicker.pool=x"}, "additional properties 'pool' not allowed", true},
 		{"the health port on the picker's port", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.healthPort=9002"},
-			"endpointPicker.healthPort is 9002, the same as endpointPicker.port or ports.admin"},
+			"endpointPicker.healthPort is 9002, the same as endpointPicker.port or ports.admin", false},
 		{"the health port on the admin port", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.healthPort=9090"},
-			"endpointPicker.healthPort is 9090, the same as endpointPicker.port or ports.admin"},
+			"endpointPicker.healthPort is 9090, the same as endpointPicker.port or ports.admin", false},
 		{"a health port out of range", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.healthPort=70000"},
-			"/endpointPicker/healthPort"},
+			"/endpointPicker/healthPort", true},
 		{"a pool name Kubernetes refuses", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.inferencePool.name=Pool_1"},
-			"/endpointPicker/inferencePool/name"},
+			"/endpointPicker/inferencePool/name", true},
+		// The policy's keys, by values.schema.json's policy (docs/config.schema.json's).
+		{"a misspelt policy key", []string{"--set", "policy.fast_breaker.qsp=80"}, "at '/policy/fast_breaker': additional properties 'qsp' not allowed", true},
+		{"a misspelt policy section", []string{"--set", "policy.fastbreaker.qps=80"}, "at '/policy': additional properties 'fastbreaker' not allowed", true},
+		{"a misspelt key of a policy upstream", []string{"--set", "policy.upstreams[0].max_inflite=64"},
+			"at '/policy/upstreams/0': additional properties 'max_inflite' not allowed", true},
+		{"a mistyped policy value", []string{"--set", "policy.fast_breaker.qps=fast"}, "at '/policy/fast_breaker/qps': got string, want number", true},
+		{"a policy mode gatekeeper does not know", []string{"--set", "policy.mode=enforcing"}, "at '/policy/mode'", true},
+		{"a policy duration gatekeeper cannot read", []string{"--set", "policy.server.drain_delay=5 seconds"}, "at '/policy/server/drain_delay'", true},
+		{"a misspelt key of the pool's upstream", []string{"--set", "endpointPicker.enabled=true", "--set", "endpointPicker.upstream.max_inflite=64"},
+			"at '/endpointPicker/upstream': additional properties 'max_inflite' not allowed", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -350,6 +378,17 @@ func TestHelmTemplateFails(t *testing.T) {
 			switch {
 			case err == nil:
 				t.Errorf("helm %v rendered, want an error with %q", args, tt.wantErr)
+			case !strings.Contains(out, tt.wantErr):
+				t.Errorf("helm %v = %s, want an error with %q", args, out, tt.wantErr)
+			}
+			if !tt.schema {
+				return
+			}
+			args = append([]string{"lint", "--strict", "--kube-version", chartKubeVersion, chart}, tt.args...)
+			out, err = runTool(t, 60*time.Second, nil, helm, args...)
+			switch {
+			case err == nil:
+				t.Errorf("helm %v passed, want an error with %q", args, tt.wantErr)
 			case !strings.Contains(out, tt.wantErr):
 				t.Errorf("helm %v = %s, want an error with %q", args, out, tt.wantErr)
 			}
@@ -654,23 +693,4 @@ func configYAML(t *testing.T, cm map[string]any) map[string]any {
 		t.Fatalf("the rendered policy: %v", err)
 	}
 	return v
-}
-
-// unvendoredKinds are the kinds among objs that kubeconform must skip, as
-// schemas/ has no schema for them; any other kind without one fails it.
-func unvendoredKinds(t *testing.T, objs map[string]map[string]any) []string {
-	t.Helper()
-	var skip []string
-	for key := range objs {
-		kind, _, _ := strings.Cut(key, "/")
-		file := unvendoredSchema(kind)
-		if file == "" || slices.Contains(skip, kind) {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join("schemas", file)); errors.Is(err, os.ErrNotExist) {
-			skip = append(skip, kind)
-		}
-	}
-	slices.Sort(skip)
-	return skip
 }

@@ -38,6 +38,8 @@ func TestKubeconform(t *testing.T) {
 		{"wrong type", []string{"testdata/wrong-type.bad.yaml"}, "got number, want string"},
 		{"missing required field", []string{"testdata/missing-required.bad.yaml"}, "missing property 'port'"},
 		{"ServiceMonitor unknown key", []string{"testdata/servicemonitor.bad.yaml"}, "additional properties 'intervalSeconds' not allowed"},
+		{"NetworkPolicy unknown key", []string{"testdata/networkpolicy.bad.yaml"}, "additional properties 'policyType' not allowed"},
+		{"PrometheusRule bad duration", []string{"testdata/prometheusrule.bad.yaml"}, "'5 minutes' does not match pattern"},
 		{"kind without a schema", []string{"testdata/unknown-kind.bad.yaml"}, "could not find schema for Secret"},
 	}
 	for _, tt := range tests {

@@ -12,7 +12,8 @@ import (
 
 // runCheck is -check: it loads the policy at path (the embedded default
 // when path is ""), writes every error, or else every warning for replicas
-// gatekeepers, to stderr, one a line naming the file, line and key, and
+// gatekeepers (0: as many as the policy's cluster.replicas says), to
+// stderr, one a line naming the file, line and key, and
 // returns errReported on errors, errWarned on warnings only (exit 1 and 3).
 // A clean policy prints "FILE: ok" on stdout.
 func runCheck(path string, replicas int, stdout, stderr io.Writer) error {

@@ -55,6 +55,13 @@ func TestCheck(t *testing.T) {
 		{name: "max_wait beyond the default deadline", policy: withSource + "queue:\n  max_wait: 60s\n", wantErr: errWarned, exit: 3,
 			stdout: "p.yaml: valid, 1 warning\n",
 			stderr: []string{"line 5: queue.max_wait: warning: 1m is longer than queue.ttft_deadline, which this file does not set: its default 1500ms applies to every request, which gets 503 deadline once it cannot start within 1500ms and so never waits 1m; set queue.ttft_deadline (0s: no deadline, max_wait alone)"}},
+		// Without -replicas the policy's own count stands: no warning about
+		// a replica count nobody gave (issue 35, item 8).
+		{name: "cluster replicas, no -replicas", policy: withSource + "cluster:\n  redis: {url: redis://r:6379/0}\n  replicas: 2\n",
+			stdout: "p.yaml: ok\n"},
+		{name: "cluster replicas, -replicas 1", policy: withSource + "cluster:\n  redis: {url: redis://r:6379/0}\n  replicas: 2\n",
+			extra: []string{"-replicas", "1"}, wantErr: errWarned, exit: 3, stdout: "p.yaml: valid, 1 warning\n",
+			stderr: []string{"line 6: cluster.replicas: warning: is 2, but 1 replica runs: until Redis first answers each takes 1/2 of every limit and window, 1/2 of them together"}},
 		{name: "errors", policy: "upstreams:\n  - name: a\n    url: ftp://x\nlisen: 1\n", wantErr: errReported, exit: 1,
 			stderr: []string{
 				`line 3: upstreams[0].url: error: scheme must be http or https, got "ftp://x"`,

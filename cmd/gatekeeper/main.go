@@ -10,7 +10,8 @@
 //
 // -check lists every error and warning of the policy, one a line naming the
 // file, line and key ("config.yaml: line 12: upstreams[0].sources: warning:
-// …"); -replicas is how many gatekeepers will run it. -print-config writes
+// …"); -replicas is how many gatekeepers will run it (unset: as many as
+// the policy's cluster.replicas says, 1 without cluster). -print-config writes
 // the effective policy, every default filled in, as a file -check accepts.
 // probe reads one pressure source once and prints what gatekeeper would
 // read from it (the kind is guessed from the answer unless -kind says it;
@@ -114,7 +115,7 @@ var errWarned = errors.New("gatekeeper: warnings reported")
 type flags struct {
 	config      string
 	check       bool
-	replicas    int // -check: the gatekeepers that will run the policy
+	replicas    int // -check: the gatekeepers that will run the policy; 0: not given
 	printConfig bool
 	version     bool
 	demo        demoFlags
@@ -126,7 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "policy file (YAML); empty runs the embedded default (config.yaml)")
 	fs.BoolVar(&f.check, "check", false, "validate the policy file, list every error and warning and exit: 0 clean, 1 errors, 3 warnings only")
-	fs.IntVar(&f.replicas, "replicas", 1, "with -check: how many gatekeeper replicas will run the policy (warns when they do not share limits through cluster)")
+	fs.IntVar(&f.replicas, "replicas", 0, "with -check: how many gatekeeper replicas will run the policy (warns when they do not share limits through cluster, or cluster.replicas differs); unset: as many as cluster.replicas says, else 1")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the effective policy, every default filled in, as YAML and exit")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	f.demo.register(fs)
@@ -141,7 +142,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	switch {
 	case replicasSet && !f.check:
 		return f, errors.New("-replicas goes with -check")
-	case f.replicas < 1:
+	case replicasSet && f.replicas < 1:
 		return f, fmt.Errorf("-replicas must be at least 1, got %d", f.replicas)
 	case f.printConfig && f.check:
 		return f, errors.New("-check and -print-config: choose one")

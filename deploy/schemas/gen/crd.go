@@ -25,8 +25,15 @@ type crd struct {
 	group, version, kind  string
 }
 
-// crds are the custom resources deploy/inference-gateway uses. Bump a
-// version deliberately, then rerun gen and the deploy tests.
+// crds are the custom resources deploy/inference-gateway and the Helm
+// chart use. Bump a version deliberately, then rerun gen and the deploy
+// tests.
+//
+// PrometheusRule comes from the Prometheus Operator's main module, which
+// ships the CRDs; the module proxy serves it up to v0.94.1 (v0.95.x answer
+// "not available"). Its PrometheusRule types are the same in
+// pkg/apis/monitoring v0.94.1 and v0.95.2, the version go.mod pins for
+// ServiceMonitor, so the two schemas describe one API.
 var crds = []crd{
 	{"inferencepool-inference-v1.json", "sigs.k8s.io/gateway-api-inference-extension", "v1.6.0",
 		"config/crd/bases/inference.networking.k8s.io_inferencepools.yaml", "inference.networking.k8s.io", "v1", "InferencePool"},
@@ -38,6 +45,8 @@ var crds = []crd{
 		"kubernetes/customresourcedefinitions.gen.yaml", "networking.istio.io", "v1", "DestinationRule"},
 	{"envoyproxy-gateway-v1alpha1.json", "github.com/envoyproxy/gateway", "v1.9.1",
 		"charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_envoyproxies.yaml", "gateway.envoyproxy.io", "v1alpha1", "EnvoyProxy"},
+	{"prometheusrule-monitoring-v1.json", "github.com/prometheus-operator/prometheus-operator", "v0.94.1",
+		"example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml", "monitoring.coreos.com", "v1", "PrometheusRule"},
 }
 
 // schema reads the CRD and converts its version's openAPIV3Schema.
