@@ -55,14 +55,14 @@
 // Redis). Without that, a deployment on a new Redis would serve nothing
 // for a lease time (issue 35).
 //
-// Why the pod's window still holds. The pod runs at most the sum of the
-// replicas' caps, and a cap is at most what its replica's entry reserves
-// once that replica has beaten in the epoch (the entry holds max(cap,
+// Why the pod's window still holds. A replica runs its cap, or more while
+// requests admitted under a larger cap end, and once it has beaten in the
+// epoch that is at most what its entry reserves (the entry holds max(cap,
 // in flight, grant), the cap becomes the grant, a lapse only lowers it).
 // Every grant is at most base less what every other entry reserves, in
-// one atomic script. So the caps sum to at most base unless some cap runs
-// without an entry: a holder's from before the epoch, until its first
-// beat in it. The cases:
+// one atomic script. So the pod runs at most base unless some replica runs
+// without an entry: a holder, from before the epoch until its first beat
+// in it. The cases:
 //
 //   - Two or three replicas start together on a new Redis: nothing was
 //     granted before the epoch, so every cap has its entry. The beats run
