@@ -38,11 +38,59 @@
 // renewal that answered, then lowers each to that floor, never above the
 // least floor Redis may hold for it (a pod it was never granted gets the
 // floor), so what it runs above the floor has the
-// other half of the lease to finish. A Redis that lost its data (a restart,
-// FLUSHALL) has no epoch key; the first heartbeat starts a new epoch, and
-// for one LeaseTTL no grant grows above the cap its replica runs, so that
-// every replica still running has written back what it holds before any
-// grows.
+// other half of the lease to finish.
+//
+// # A new epoch
+//
+// A Redis that is new or lost its data (a restart, FLUSHALL) has no epoch
+// key; the first heartbeat starts a new epoch. Replicas still running may
+// hold shares granted before it, which the new Redis does not know until
+// each writes back what it holds with its next beat. So for one LeaseTTL
+// no replica that was ever granted a slot of a pod (a holder) is granted
+// more of it than the cap it runs. A fresh replica, never granted a slot
+// of the pod, holds nothing Redis could have lost: once the write-back
+// time (2 × HeartbeatInterval + Timeout) has passed since the epoch
+// began, it may be granted up to its floor, the base ÷ the most replicas
+// it has seen and ÷ the replicas alive now (what it would run without
+// Redis). Without that, a deployment on a new Redis would serve nothing
+// for a lease time (issue 35).
+//
+// Why the pod's window still holds. A replica runs its cap, or more while
+// requests admitted under a larger cap end, and once it has beaten in the
+// epoch that is at most what its entry reserves (the entry holds max(cap,
+// in flight, grant), the cap becomes the grant, a lapse only lowers it).
+// Every grant is at most base less what every other entry reserves, in
+// one atomic script. So the pod runs at most base unless some replica runs
+// without an entry: a holder, from before the epoch until its first beat
+// in it. The cases:
+//
+//   - Two or three replicas start together on a new Redis: nothing was
+//     granted before the epoch, so every cap has its entry. The beats run
+//     one after another, each grant within what the others' entries leave.
+//     Base 10 and three fresh replicas: none is granted before the
+//     write-back time; then each gets at most ⌊10/3⌋ = 3 and at most what
+//     is left, 9 in all; after the lease time the fair split of all 10.
+//     The floor only keeps the first to beat from taking the room of the
+//     others; base − others alone keeps the sum.
+//   - One replica holds shares granted in this epoch when another starts:
+//     its entry reserves them, and the newcomer is granted at most what
+//     is left. More comes to it as the holder gives back: a holder's grant
+//     may shrink during the first lease time, only growth is held.
+//   - Redis restarts empty while replicas hold shares, and a fresh replica
+//     starts: the holders' caps run without an entry until each beats.
+//     Each holder that reaches Redis beats at least every 1¼ heartbeat
+//     intervals (Run looks every quarter interval), and its call lands
+//     within Timeout, so by the write-back time each has its entry; the
+//     fresh replica is granted nothing before that, and after it only what
+//     those entries leave. Had it been granted at once, its floor and an
+//     old holder's cap could together pass the base.
+//
+// The last case needs every holder to reach the new Redis within the
+// write-back time. One that does not (cut off across the restart, or a
+// beat lost) is the fault of a replica cut off: the pod may run above its
+// window by what that replica runs without an entry, its cap until it
+// lapses LeaseTTL/2 after its last renewal and its floor after that,
+// until it beats again and the requests above the new grants end.
 //
 // # Buckets
 //

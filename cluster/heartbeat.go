@@ -135,8 +135,8 @@ func (c *Cluster) beatArgs(demand map[string]Demand) (pods []*share, keys []stri
 	// ReplicaID: it is at least the time in µs.
 	c.beatSeq = max(c.beatSeq+1, time.Now().UnixMicro())
 	keys = append(make([]string, 0, 2+len(c.sh.pods)), c.replicasKey(), c.s.KeyPrefix+"epoch")
-	args = append(make([]any, 0, 5+5*len(c.sh.pods)), c.nowArg(), c.s.ReplicaID,
-		c.s.LeaseTTL.Milliseconds(), c.s.ForgetAfter.Milliseconds(), c.beatSeq)
+	args = append(make([]any, 0, 6+6*len(c.sh.pods)), c.nowArg(), c.s.ReplicaID,
+		c.s.LeaseTTL.Milliseconds(), c.s.ForgetAfter.Milliseconds(), c.beatSeq, c.writeBack().Milliseconds())
 	for pod, s := range c.sh.pods {
 		d := demand[pod]
 		s.wants = c.wantsLocked(s, d)
@@ -150,9 +150,24 @@ func (c *Cluster) beatArgs(demand map[string]Demand) (pods []*share, keys []stri
 		}
 		pods = append(pods, s)
 		keys = append(keys, c.leaseKey(pod))
-		args = append(args, s.base, s.cap, toBase(s.base, d.Window, d.InFlight), s.wants, s.sentFloor)
+		fresh := 0
+		if !s.holder {
+			fresh = 1
+		}
+		args = append(args, s.base, s.cap, toBase(s.base, d.Window, d.InFlight), s.wants, s.sentFloor, fresh)
 	}
 	return pods, keys, args
+}
+
+// writeBack is how long after a new epoch's first heartbeat every replica
+// still running has renewed at least once, so that Redis holds what each
+// runs: Run looks every quarter heartbeat interval and beats once an
+// interval has passed, so beats are at most 1¼ intervals apart, and a
+// beat reaches Redis within Timeout. Two intervals plus Timeout leave
+// three quarters of an interval for scheduling delays. Every replica of a
+// deployment has the same interval and Timeout (one policy).
+func (c *Cluster) writeBack() time.Duration {
+	return 2*c.s.HeartbeatInterval + c.s.Timeout
 }
 
 // applyGrants takes a heartbeat's answer (grant, target, free per pod, in
@@ -170,6 +185,7 @@ func (c *Cluster) applyGrants(sent time.Time, replicas int, pods []*share, res [
 			continue
 		}
 		s.grant, s.granted = min(grant, s.base), true
+		s.holder = s.holder || s.grant > 0
 		// Redis holds this beat's floor now: an older beat arriving late is
 		// refused by its number.
 		s.lapseFloor = s.sentFloor

@@ -74,7 +74,10 @@ return {m, 0}
 //	ARGV[3]   the lease time in ms
 //	ARGV[4]   how long an expired lease's floor stays reserved, in ms
 //	ARGV[5]   the beat's number, rising with every beat the replica sends
-//	then, per pod: base, cap, in_flight, wants, floor (slots of base)
+//	ARGV[6]   the write-back time in ms: how long after an epoch's start
+//	          every replica still running has renewed once (see below)
+//	then, per pod: base, cap, in_flight, wants, floor (slots of base), and
+//	fresh: 1 when the replica was never granted a slot of the pod
 //
 // Per pod, with "others" every other replica's entry:
 //   - an entry reserves its held slots until its expiry, then min(held,
@@ -87,6 +90,12 @@ return {m, 0}
 //     during the first lease time of an epoch (a Redis new or restarted
 //     empty) at most the cap the replica runs now: until every live
 //     replica had a heartbeat to write back what it holds, none grows;
+//     except that a fresh replica (never granted a slot of the pod) may
+//     take its floor, min(floor, base ÷ live replicas), once the
+//     write-back time has passed since the epoch began: by then every
+//     replica still running has written back what it holds, so what the
+//     others do not reserve is truly free (the package comment gives the
+//     argument);
 //   - held = max(cap, in_flight, grant): slots above a shrunk grant still
 //     run until they end, and a grant whose answer is lost is still counted;
 //   - a beat whose number is not above the one its replica's entry holds
@@ -109,7 +118,9 @@ if not epoch then
   redis.call('SET', KEYS[2], string.format('%.0f', now))
 end
 local warm = now < epoch + ttl
-local out = {redis.call('ZCARD', KEYS[1])}
+local settled = now >= epoch + tonumber(ARGV[6])
+local live = redis.call('ZCARD', KEYS[1])
+local out = {live}
 
 -- fair returns me's part of capacity among parts ({id, wants}): max-min
 -- fair by wants, what is left split evenly, the remainders by id.
@@ -152,7 +163,7 @@ local function entry(v)
   return tonumber(held), tonumber(exp), tonumber(fl), tonumber(w), tonumber(n) or 0
 end
 
-local a = 6
+local a = 7
 for k = 3, #KEYS do
   local key = KEYS[k]
   local base = tonumber(ARGV[a])
@@ -160,7 +171,8 @@ for k = 3, #KEYS do
   local inflight = tonumber(ARGV[a + 2])
   local wants = tonumber(ARGV[a + 3])
   local floor = tonumber(ARGV[a + 4])
-  a = a + 5
+  local fresh = ARGV[a + 5] == '1'
+  a = a + 6
   local others, expired = 0, 0
   local parts = {{me, wants}}
   local _, _, _, _, mine = entry(redis.call('HGET', key, me))
@@ -189,7 +201,11 @@ for k = 3, #KEYS do
   else
     local target = fair(parts, base - expired)
     local grant = math.min(target, base - others)
-    if warm and grant > cap then grant = cap end
+    if warm then
+      local most = cap
+      if fresh and settled then most = math.max(cap, math.min(floor, math.floor(base / live))) end
+      if grant > most then grant = most end
+    end
     if grant < 0 then grant = 0 end
     local held = math.max(cap, inflight, grant)
     redis.call('HSET', key, me, string.format('%.0f %.0f %.0f %.0f %.0f', held, now + ttl,

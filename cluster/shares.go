@@ -36,6 +36,10 @@ type share struct {
 	// granted: a renewal answered for this pod once. One that never did
 	// has no reservation to keep within: it takes its floor on a lapse.
 	granted bool
+	// holder: a renewal granted a slot of this pod once. One that never
+	// did is fresh: in a new epoch's first lease time it may take its
+	// floor once the write-back time has passed (see the package comment).
+	holder bool
 	// sentFloor is the floor the last beat sent; lapseFloor the least
 	// floor Redis may hold for this replica's entry (that of the last beat
 	// that answered, or of one sent since whose answer was lost): a lapse
@@ -135,8 +139,8 @@ func (c *Cluster) Scale(pod string, limit int, budget, tokens int64) (int, int64
 
 // Holding reports whether this replica holds a share of some declared
 // pod's window (or declares none): false while it may admit nothing at all,
-// as in a new epoch's first lease time or before a new replica's first
-// grant.
+// as before a new replica's first grant (in a new epoch, the write-back
+// time after its start).
 func (c *Cluster) Holding() bool {
 	c.sh.mu.Lock()
 	defer c.sh.mu.Unlock()

@@ -273,3 +273,154 @@ func TestLateBeatChangesNothing(t *testing.T) {
 		t.Fatalf("cap after the lapse = %d, want at most %d (the floor Redis holds)", got, sh.Cap)
 	}
 }
+
+// freshReplicas returns n Clusters r0… on r leasing pod "p" of base, with
+// a lease time of 10 s, a heartbeat of 500 ms and a call timeout of 500 ms
+// (a write-back time of 1.5 s), the clock and a demand each; none has
+// beaten yet.
+func freshReplicas(t *testing.T, r *redisServer, n, base int, clock *fakeClock) ([]*Cluster, []*demandOf) {
+	t.Helper()
+	cs := make([]*Cluster, n)
+	ds := make([]*demandOf, n)
+	for i := range cs {
+		ds[i] = &demandOf{}
+		cs[i] = newCluster(t, r, Settings{ReplicaID: "r" + strconv.Itoa(i), Now: clock.Now, DownAfter: 1,
+			LeaseTTL: 10 * time.Second, HeartbeatInterval: 500 * time.Millisecond, Timeout: 500 * time.Millisecond,
+			ForgetAfter: time.Minute, Demand: ds[i].get})
+		cs[i].SetPods(map[string]int{"p": base})
+	}
+	return cs, ds
+}
+
+// entryReserve is what r's entry of c reserves for pod at now, and whether
+// there is one.
+func entryReserve(t *testing.T, r *redisServer, c *Cluster, pod string, now time.Time) (int, bool) {
+	t.Helper()
+	v, err := r.client().HGet(t.Context(), c.leaseKey(pod), c.ReplicaID()).Result()
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(v)
+	held, _ := strconv.Atoi(f[0])
+	exp, _ := strconv.ParseInt(f[1], 10, 64)
+	fl, _ := strconv.Atoi(f[2])
+	if now.UnixMilli() > exp {
+		held = min(held, fl)
+	}
+	return held, true
+}
+
+// TestLeaseNewEpochFreshReplicas walks fresh replicas (never granted a
+// slot) through a new epoch on a fake clock against a real Redis: two and
+// three starting together on a new Redis, one starting while another
+// holds shares, and one starting while Redis restarted empty under a
+// holder. A fresh replica serves within the write-back time (1.5 s here,
+// 1 s with the defaults), not a lease time (10 s); and after every step
+// the pod never runs more than its window: what the replicas may run
+// (those not yet written back to a restarted Redis included) sums to at
+// most the base, the entries reserve at most the base, and a replica that
+// has beaten since the last restart runs no more than its entry reserves
+// (a replica runs its cap, or more while requests admitted under a larger
+// cap still run).
+func TestLeaseNewEpochFreshReplicas(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		name    string
+		advance time.Duration
+		restart bool // Redis restarts empty before the beat
+		beat    int  // the replica that beats, -1 none
+		demand  Demand
+		caps    []int
+	}
+	tests := []struct {
+		name  string
+		n     int
+		steps []step
+	}{
+		{"two fresh replicas on a new Redis", 2, []step{
+			{"r0 starts the epoch: nothing before the write-back time", 0, false, 0, Demand{Waiting: 5}, []int{0, 0}},
+			{"r1 starts", 0, false, 1, Demand{Waiting: 3}, []int{0, 0}},
+			{"a second later: still nothing", time.Second, false, 0, Demand{Waiting: 5}, []int{0, 0}},
+			{"at the write-back time r0 takes its floor, 10/2", 500 * time.Millisecond, false, 0, Demand{Waiting: 5}, []int{5, 0}},
+			{"r1 its wants and half the slack, within its floor", 0, false, 1, Demand{Waiting: 3}, []int{5, 4}},
+			{"r0 is now a holder: no growth in the lease time", 0, false, 0, Demand{Waiting: 7}, []int{5, 4}},
+			{"after the lease time r0 grows into what r1 leaves", 8500 * time.Millisecond, false, 0, Demand{Waiting: 7}, []int{6, 4}},
+			{"r1 gives back to its wants", 0, false, 1, Demand{Waiting: 3}, []int{6, 3}},
+			{"r1 confirms", 0, false, 1, Demand{Waiting: 3}, []int{6, 3}},
+			{"r0 takes the rest", 0, false, 0, Demand{Waiting: 7}, []int{7, 3}},
+		}},
+		{"three fresh replicas on a new Redis", 3, []step{
+			{"r0", 0, false, 0, Demand{Waiting: 10}, []int{0, 0, 0}},
+			{"r1", 0, false, 1, Demand{Waiting: 10}, []int{0, 0, 0}},
+			{"r2", 0, false, 2, Demand{Waiting: 10}, []int{0, 0, 0}},
+			{"r0 its floor, 10/3", 1500 * time.Millisecond, false, 0, Demand{Waiting: 10}, []int{3, 0, 0}},
+			{"r1 its floor", 0, false, 1, Demand{Waiting: 10}, []int{3, 3, 0}},
+			{"r2 its floor: 9 of 10", 0, false, 2, Demand{Waiting: 10}, []int{3, 3, 3}},
+			{"after the lease time the last slot goes by id", 8500 * time.Millisecond, false, 2, Demand{Waiting: 10}, []int{3, 3, 4}},
+		}},
+		{"one replica holds shares when another starts", 2, []step{
+			{"r0 alone starts the epoch", 0, false, 0, Demand{Waiting: 10}, []int{0, 0}},
+			{"r0 takes its floor: alone, the whole base", 1500 * time.Millisecond, false, 0, Demand{InFlight: 10}, []int{10, 0}},
+			{"r1 starts: nothing is left", 1500 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{10, 0}},
+			{"r1 after the write-back time: still nothing left", 1500 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{10, 0}},
+			{"r0 gives back to its fair part (a holder may shrink)", 0, false, 0, Demand{InFlight: 6, Waiting: 4}, []int{6, 0}},
+			{"r1: r0's old cap is still reserved", 0, false, 1, Demand{Waiting: 4}, []int{6, 0}},
+			{"r0 confirms", 0, false, 0, Demand{InFlight: 6, Waiting: 4}, []int{6, 0}},
+			{"r1 takes its wants", 0, false, 1, Demand{Waiting: 4}, []int{6, 4}},
+		}},
+		{"Redis restarts empty under a holder as a fresh replica starts", 2, []step{
+			{"r0 starts an epoch", 0, false, 0, Demand{Waiting: 10}, []int{0, 0}},
+			{"r0 holds the whole base", 10 * time.Second, false, 0, Demand{InFlight: 10}, []int{10, 0}},
+			{"Redis restarts empty; fresh r1 beats first: a new epoch", 100 * time.Millisecond, true, 1, Demand{Waiting: 4}, []int{10, 0}},
+			{"r0 writes back its 10 running within a beat; its cap shrinks to its fair part", 500 * time.Millisecond, false, 0, Demand{InFlight: 10}, []int{6, 0}},
+			{"r1 before the write-back time: nothing", 400 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{6, 0}},
+			{"r1 at the write-back time: r0's 10 are reserved", 600 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{6, 0}},
+			{"r0's requests above its cap end", 0, false, 0, Demand{InFlight: 6}, []int{6, 0}},
+			{"r1 takes its wants", 0, false, 1, Demand{Waiting: 4}, []int{6, 4}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := startRedis(t)
+			clock := newFakeClock()
+			cs, ds := freshReplicas(t, r, tt.n, 10, clock)
+			beaten := make([]bool, tt.n) // since the last restart
+			for i, st := range tt.steps {
+				clock.Advance(st.advance)
+				if st.restart {
+					r.stop()
+					r.start()
+					clear(beaten)
+				}
+				if st.beat >= 0 {
+					ds[st.beat].set("p", st.demand)
+					if err := cs[st.beat].Beat(t.Context()); err != nil {
+						t.Fatalf("step %d (%s): Beat: %v", i, st.name, err)
+					}
+					beaten[st.beat] = true
+				}
+				sum := 0
+				for j, c := range cs {
+					got := c.Snapshot().Shares["p"].Cap
+					if got != st.caps[j] {
+						t.Errorf("step %d (%s): r%d cap %d, want %d", i, st.name, j, got, st.caps[j])
+					}
+					// What it may run: its cap, or more while requests
+					// admitted under a larger cap still run.
+					runs := max(got, ds[j].get()["p"].InFlight)
+					sum += runs
+					if res, ok := entryReserve(t, r, c, "p", clock.Now()); beaten[j] && (!ok || runs > res) {
+						t.Errorf("step %d (%s): r%d runs up to %d, its entry reserves %d (present %v)", i, st.name, j, runs, res, ok)
+					}
+				}
+				if sum > 10 {
+					t.Errorf("step %d (%s): the replicas run up to %d of a window of 10", i, st.name, sum)
+				}
+				if res := reserved(t, r, cs[0], "p", clock.Now()); res > 10 {
+					t.Errorf("step %d (%s): the entries reserve %d of 10", i, st.name, res)
+				}
+			}
+		})
+	}
+}

@@ -88,9 +88,9 @@ type upstream struct {
 	maxInfl  int   // the window's MaxInflight
 	cause    Cause
 	caused   bool
-	running  int          // the pod's last fresh count of running requests (vLLM's num_requests_running); 0 unknown
-	failed   bool         // PodFailed lowered the window since the last round
-	refusals atomic.Int64 // the pod's own 503/429 since the last round
+	running  int      // the pod's last fresh count of running requests (vLLM's num_requests_running); 0 unknown
+	failed   bool     // PodFailed lowered the window since the last round
+	refusals overload // the pod's own 503/429, by when they came
 }
 
 // Controller turns pressure readings into decisions for every upstream.
@@ -181,7 +181,7 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 			u.running = int(v.Value)
 		}
 		readings := append(Readings(us), breaker.Reading{Signal: PodOverload,
-			Value: float64(u.refusals.Swap(0)), Source: name + "/responses"})
+			Value: float64(u.refusals.read(now)), Source: name + "/responses"})
 		ch := Change{Name: name, SlowUpdate: u.slow.ObserveAt(now, readings, backlogEmpty)}
 		if u.failed { // PodFailed moved the window between rounds: pass it on now
 			ch.LimitChanged, u.failed = true, false
@@ -220,12 +220,23 @@ func hookFor(to breaker.Level) Hook {
 }
 
 // PodRefused records that the upstream named name answered a request 503 or
-// 429 itself: its own queue is full. The next round reads it as the
-// PodOverload signal. Safe to call from any request; never blocks.
-func (c *Controller) PodRefused(name string) {
-	if u, ok := (*c.ups.Load())[name]; ok {
-		u.refusals.Add(1)
+// 429 itself: its own queue is full. Rounds read the refusals as the
+// PodOverload signal (see PodOverloadAnswers). It reports whether this
+// refusal makes the pod overloaded while it is not yet degraded: the
+// caller should run a round now rather than wait for the next poll. Safe
+// to call from any request; it never waits on I/O or on a round.
+func (c *Controller) PodRefused(name string) bool {
+	return c.PodRefusedAt(c.now(), name)
+}
+
+// PodRefusedAt is PodRefused at an explicit instant (tests, the replay's
+// clock).
+func (c *Controller) PodRefusedAt(now time.Time, name string) bool {
+	u, ok := (*c.ups.Load())[name]
+	if !ok {
+		return false
 	}
+	return u.refusals.add(now) >= PodOverloadAnswers && u.slow.Current().Level < breaker.Degraded
 }
 
 // PodFailed records that the upstream named name failed under load: its

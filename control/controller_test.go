@@ -183,7 +183,8 @@ func TestUpdate(t *testing.T) {
 	}
 }
 
-// TestConcurrentUse hammers Observe, Critical, State and Update together.
+// TestConcurrentUse hammers Observe, Critical, State, PodRefused and Update
+// together.
 func TestConcurrentUse(t *testing.T) {
 	t.Parallel()
 	c, err := New(FromPolicy(policy(t)))
@@ -199,6 +200,7 @@ func TestConcurrentUse(t *testing.T) {
 					"a": {pressure.Fragmentation: val(v, "a/memory_blocks", false)}}), i%2 == 0)
 				_ = c.Critical("a")
 				_, _, _ = c.State("b")
+				_ = c.PodRefusedAt(t0.Add(time.Duration(i)*time.Millisecond), "b")
 				if i%50 == 0 {
 					_ = c.Update(FromPolicy(policy(t)))
 				}
@@ -231,7 +233,7 @@ shed: {retry_after: 6s}
 	for _, r := range got.Level.Rules {
 		rules = append(rules, fmt.Sprintf("%s %.4g/%g", r.Signal, r.Degrade, r.Shed))
 	}
-	want := "fragmentation 1.3/1.6; kv_cache_usage 0.95/0; waiting 50/50; alloc_retry_rate 0.01/0; pod_overload 1/0"
+	want := "fragmentation 1.3/1.6; kv_cache_usage 0.95/0; waiting 50/50; alloc_retry_rate 0.01/0; pod_overload 3/0"
 	if strings.Join(rules, "; ") != want || got.Level.OnStale != breaker.StaleIgnore ||
 		got.Window.MaxInflight != 64 || got.Window.Cut != 0.5 || got.Window.Worsening != 0.03 {
 		t.Fatalf("FromPolicy = %+v, rules %s\nwant rules %s", got, strings.Join(rules, "; "), want)
@@ -242,31 +244,75 @@ shed: {retry_after: 6s}
 }
 
 // TestPodRefusalsDegrade: a pod's own 503s degrade it (its window is cut)
-// for as long as they come, and it recovers after hold once they stop.
+// once three came within a second, counted by answer: the third asks for a
+// round at once, a burst that came and went between two rounds far apart
+// is still seen, refusals spread thinner than three a second are not, and
+// the pod recovers after hold once they stop. Each step advances the fake
+// clock, records refusals (or runs a round) and states what must hold.
 func TestPodRefusalsDegrade(t *testing.T) {
 	t.Parallel()
-	c, err := New(FromPolicy(policy(t)))
-	if err != nil {
-		t.Fatal(err)
+	ms := time.Millisecond
+	type step struct {
+		advance time.Duration
+		refuse  string // a refusal by this pod now ("": a round instead)
+		kick    bool   // what PodRefusedAt must report
+		want    string // the round's description, or a part of it after "~"
 	}
-	quiet := round(nil)
-	c.PodRefused("b")
-	c.PodRefused("b")
-	c.PodRefused("nope") // unknown: ignored
-	now := t0
-	steps := []string{
-		"a:normal/normal/100 b:degraded/degraded/8 [normal→degraded pod_overload=2 hook degraded] order shortest_first*",
-		"a:normal/normal/100 b:degraded/degraded/8 order shortest_first",
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"three within a second degrade at the third", []step{
+			{0, "b", false, ""},
+			{400 * ms, "b", false, ""},
+			{0, "", false, "a:normal/normal/100 b:normal/normal/10 order fifo"},
+			{500 * ms, "b", true, ""}, // the third within 900 ms: a round now
+			{0, "", false, "a:normal/normal/100 b:degraded/degraded/8 [normal→degraded pod_overload=3 hook degraded] order shortest_first*"},
+			{100 * ms, "b", false, ""}, // degraded already: no round asked for
+			{0, "", false, "a:normal/normal/100 b:degraded/degraded/8 order shortest_first"},
+			{time.Second, "", false, "a:normal/normal/100 b:degraded/degraded/8 order shortest_first"}, // none since: hold starts
+			{5 * time.Second, "", false, "~b:normal/recovering/8 [degraded→normal pod_overload=0 hook recovered]"},
+		}},
+		{"a burst between two rounds far apart is seen", []step{
+			{0, "", false, "a:normal/normal/100 b:normal/normal/10 order fifo"},
+			{time.Second, "b", false, ""},
+			{10 * ms, "b", false, ""},
+			{10 * ms, "b", true, ""},
+			{10 * ms, "nope", false, ""}, // unknown: ignored
+			{3 * time.Second, "", false, "a:normal/normal/100 b:degraded/degraded/8 [normal→degraded pod_overload=3 hook degraded] order shortest_first*"},
+		}},
+		{"thinner than three a second: not degraded", []step{
+			{0, "b", false, ""},
+			{600 * ms, "b", false, ""},
+			{600 * ms, "b", false, ""}, // the first has left the window
+			{0, "", false, "a:normal/normal/100 b:normal/normal/10 order fifo"},
+			{600 * ms, "b", false, ""},
+			{600 * ms, "b", false, ""},
+			{0, "", false, "a:normal/normal/100 b:normal/normal/10 order fifo"},
+		}},
 	}
-	for i, want := range steps {
-		if got := describe(c.ObserveAt(now, quiet, true)); got != want {
-			t.Fatalf("round %d = %s,\nwant %s", i, got, want)
-		}
-		now = now.Add(time.Second)
-	}
-	now = now.Add(5 * time.Second) // hold passes without refusals
-	if got := describe(c.ObserveAt(now, quiet, true)); !strings.Contains(got, "b:normal/recovering/8 [degraded→normal pod_overload=0 hook recovered]") {
-		t.Fatalf("after hold = %s, want b recovering", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := New(FromPolicy(policy(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := t0
+			for i, st := range tt.steps {
+				now = now.Add(st.advance)
+				if st.refuse != "" {
+					if got := c.PodRefusedAt(now, st.refuse); got != st.kick {
+						t.Fatalf("step %d: PodRefusedAt(+%v, %s) = %v, want %v", i, now.Sub(t0), st.refuse, got, st.kick)
+					}
+					continue
+				}
+				got := describe(c.ObserveAt(now, round(nil), true))
+				if want, part := strings.CutPrefix(st.want, "~"); part && !strings.Contains(got, want) || !part && got != want {
+					t.Fatalf("step %d: round at +%v = %s,\nwant %s", i, now.Sub(t0), got, st.want)
+				}
+			}
+		})
 	}
 }
 
@@ -292,10 +338,10 @@ upstreams:
 		return strings.Join(out, "; ")
 	}
 	s := FromPolicy(c)
-	if got, want := describeRules(s.Upstreams[0].Slow), "fragmentation 1.2/1.5; kv_cache_usage 0.8/0.9; pod_overload 1/0"; got != want {
+	if got, want := describeRules(s.Upstreams[0].Slow), "fragmentation 1.2/1.5; kv_cache_usage 0.8/0.9; pod_overload 3/0"; got != want {
 		t.Errorf("big's rules = %s, want %s", got, want)
 	}
-	if got, want := describeRules(s.Upstreams[1].Slow), "fragmentation 1.2/1.5; kv_cache_usage 0.95/0; alloc_retry_rate 0.01/0; pod_overload 1/0"; got != want {
+	if got, want := describeRules(s.Upstreams[1].Slow), "fragmentation 1.2/1.5; kv_cache_usage 0.95/0; alloc_retry_rate 0.01/0; pod_overload 3/0"; got != want {
 		t.Errorf("small's rules = %s, want %s", got, want)
 	}
 }

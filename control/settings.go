@@ -117,14 +117,15 @@ func SlowSettings(c *config.Config, u config.Upstream) breaker.SlowSettings {
 	}
 	// A pod's own 503 or 429 (its queue is full) degrades it like any rule,
 	// last so a policy rule that fires with it names the cause.
-	s.Level.Rules = append(s.Level.Rules, breaker.Rule{Signal: PodOverload, Degrade: 1})
+	s.Level.Rules = append(s.Level.Rules, breaker.Rule{Signal: PodOverload, Degrade: PodOverloadAnswers})
 	return s
 }
 
-// PodOverload is the built-in signal of a pod's own refusals: how many
-// requests it answered 503 or 429 since the previous round (PodRefused).
-// One is enough to degrade it, which cuts its window; it recovers as any
-// level does, after hold.
+// PodOverload is the built-in signal of a pod's own refusals (PodRefused):
+// the most requests it answered 503 or 429 itself within PodOverloadWindow
+// at any moment since the previous round. PodOverloadAnswers degrade it,
+// which cuts its window; it recovers as any level does, once fewer have
+// come for hold.
 const PodOverload = "pod_overload"
 
 func stalePolicy(p config.OnStale) breaker.StalePolicy {

@@ -288,6 +288,13 @@ func (m *Monitor) record(ctx context.Context, e *entry, rd Reading, err error, n
 	}
 }
 
+// Notify asks for an OnUpdate call with the current Snapshot, as a
+// source's report does: the caller learnt something the next round should
+// act on now (a pod refusing requests itself). It never blocks; calls made
+// while one is pending are coalesced into it. Without OnUpdate it has no
+// effect.
+func (m *Monitor) Notify() { m.wake() }
+
 // wake tells the OnUpdate loop that a report came in.
 func (m *Monitor) wake() {
 	select {
@@ -296,14 +303,25 @@ func (m *Monitor) wake() {
 	}
 }
 
-// notifyLoop calls OnUpdate once per batch of reports.
+// notifyLoop calls OnUpdate once per batch of reports and Notify calls. A
+// Monitor without sources has no reports, yet its caller's rounds must go
+// on (the controller's built-in pod_overload signal, fed by the pods'
+// answers, is read and left only at rounds): it calls OnUpdate every
+// Interval as well.
 func (m *Monitor) notifyLoop(ctx context.Context) {
+	var tick <-chan time.Time
+	if len(m.sources) == 0 {
+		t := time.NewTicker(m.s.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.notify:
-			m.s.OnUpdate(m.Snapshot())
+		case <-tick:
 		}
+		m.s.OnUpdate(m.Snapshot())
 	}
 }

@@ -247,6 +247,41 @@ func TestMonitorSignalsPerUpstream(t *testing.T) {
 	})
 }
 
+// TestMonitorUpdates: OnUpdate follows the sources' reports; a Monitor
+// without sources still calls it every Interval (its caller's rounds go
+// on); Notify asks for one more at once. Fake time (synctest).
+func TestMonitorUpdates(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		sources []SourceSettings
+		// updates is how many OnUpdate calls come within the first 2.25 s
+		// (reads at 0, 0.5 … 2 s), then after a Notify.
+		updates, afterNotify int64
+	}{
+		{"no source: every interval", nil, 4, 5},
+		{"one source: after each report", []SourceSettings{{Source: kvSource("one", &atomic.Bool{})}}, 5, 6},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var updates atomic.Int64
+				m := newMonitor(t, Settings{Upstreams: []UpstreamSettings{{Name: "a", Sources: tt.sources}},
+					OnUpdate: func(State) { updates.Add(1) }})
+				start(t, m)
+				time.Sleep(2250 * time.Millisecond) // fake time
+				synctest.Wait()
+				if got := updates.Load(); got != tt.updates {
+					t.Fatalf("OnUpdate calls in 2.25 s = %d, want %d", got, tt.updates)
+				}
+				m.Notify()
+				synctest.Wait()
+				if got := updates.Load(); got != tt.afterNotify {
+					t.Fatalf("OnUpdate calls after Notify = %d, want %d", got, tt.afterNotify)
+				}
+			})
+		})
+	}
+}
+
 func TestMonitorConcurrentSnapshots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var fail atomic.Bool

@@ -52,6 +52,14 @@ func (r *Runner) Snapshot() State {
 	return State{}
 }
 
+// Notify asks the running Monitor for an OnUpdate call (Monitor.Notify).
+// It never blocks; before Start it does nothing.
+func (r *Runner) Notify() {
+	if m := r.current.Load(); m != nil {
+		m.Notify()
+	}
+}
+
 // Apply is Prepare then Start: it starts a Monitor for s under ctx,
 // replacing the running one only when the settings differ. A Monitor that
 // cannot be built is an error and the old one keeps running.

@@ -45,6 +45,7 @@ func TestRunnerReplacesOnlyOnChange(t *testing.T) {
 		if s := r.Snapshot(); len(s.Sources) != 0 {
 			t.Fatalf("Snapshot() before Start = %+v, want empty", s)
 		}
+		r.Notify() // before Start: nothing to ask
 		one, two := &closeSource{name: "one"}, &closeSource{name: "two"}
 		s1 := runnerSettings(one)
 		if err := r.Apply(t.Context(), s1); err != nil {
@@ -53,6 +54,12 @@ func TestRunnerReplacesOnlyOnChange(t *testing.T) {
 		synctest.Wait()
 		if got := r.Snapshot(); len(got.Sources) != 1 || got.Sources[0].Name != "one" || updates.Load() == 0 {
 			t.Fatalf("after Apply: Snapshot().Sources = %+v, updates %d; want source one and an update", got.Sources, updates.Load())
+		}
+		before := updates.Load()
+		r.Notify() // the running monitor's: one more update at once
+		synctest.Wait()
+		if got := updates.Load(); got != before+1 {
+			t.Fatalf("updates after Notify = %d, want %d", got, before+1)
 		}
 
 		// The same settings: nothing to build, the running monitor stays.

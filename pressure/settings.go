@@ -44,7 +44,8 @@ type Settings struct {
 	// means discard.
 	Logger *slog.Logger
 	// OnUpdate, if set, is called with a fresh Snapshot after sources
-	// report, from one goroutine owned by Run (never concurrently with
+	// report and after Notify (every Interval instead when there is no
+	// source), from one goroutine owned by Run (never concurrently with
 	// itself, never under a lock); bursts of reports are coalesced.
 	OnUpdate func(State)
 	// Now returns the current time. Nil means time.Now.

@@ -197,7 +197,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	}
 	po := proxy.Options{
 		Core:         a.core,
-		OnPodRefused: a.ctl.PodRefused,
+		OnPodRefused: a.podRefused,
 		Transport:    s.transport,
 		Health:       s.health,
 		RoundTripper: opts.transport,

@@ -93,8 +93,10 @@ var quietRedisOnce sync.Once
 // policy, or each replica's own URL from urls when given), runs their
 // cluster loops until the test ends, and returns once every replica holds a
 // share of each pod's window. The Redis is taken as one that has been up a
-// while (its epoch set long ago): a new epoch would hold every share at 0
-// for a lease time, which the restart cases test on purpose. Their
+// while (its epoch set long ago): a new epoch holds every share at 0 until
+// its write-back time and every holder's at its cap for a lease time,
+// which TestFreshReplicasServeAtOnce and the restart cases test on
+// purpose. Their
 // switches between shared and local mode arrive on stages.
 func replicaApps(t testing.TB, n int, policy string, urls ...string) (apps []*app, stages chan string) {
 	t.Helper()
@@ -358,10 +360,65 @@ classes:
 	}
 }
 
-// TestReadyzWaitsForAShare: a replica on a Redis that is new holds no
-// share of any pod for the new epoch's first lease time, so /readyz says
-// so with 503; once the epoch is old (a Redis up for long) one heartbeat
-// grants a share and /readyz answers 200.
+// TestFreshReplicasServeAtOnce: two fresh replicas on a fresh Redis with
+// the default lease time (10 s) and heartbeat (500 ms), a request sent to
+// each as they start and allowed to wait (ttft_deadline: 0s): each is
+// served within 3 s, not a lease time later (issue 35: 9.9 s), and the pod
+// never runs more than its window meanwhile. Real time, bounded by the
+// requests' own deadline.
+func TestFreshReplicasServeAtOnce(t *testing.T) {
+	t.Parallel()
+	redis := clustertest.StartRedis(t)
+	pod := newBusyPod(t, 0)
+	quietRedisOnce.Do(func() { goredis.SetLogger(quietRedis{}) }) // as main does
+	policy := `
+upstreams: [{name: pod, url: "` + pod.url + `", max_inflight: 4, min_inflight: 4}]
+health_check: {interval: 1h}
+fast_breaker: {qps: 0}
+queue: {max_length: 100, max_wait: 60s, starvation_after: 30s, ttft_deadline: 0s}
+cluster: {redis: {url: "` + redis.URL() + `"}, timeout: 200ms, replica_id: REPLICA}
+`
+	ctx, cancel := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	t.Cleanup(func() { cancel(); loops.Wait() })
+	apps := make([]*app, 2)
+	for i := range apps {
+		a, err := newApp(mustParse(t, strings.ReplaceAll(policy, "REPLICA", "r"+string(rune('0'+i)))), appOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps[i] = a
+	}
+	start := time.Now()
+	for _, a := range apps {
+		loops.Go(func() { a.shared.run(ctx) })
+	}
+	var wg sync.WaitGroup
+	for i, a := range apps {
+		wg.Go(func() {
+			rctx, rcancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer rcancel()
+			rec := httptest.NewRecorder()
+			a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
+				strings.NewReader(`{"model":"m","prompt":"x","max_tokens":4}`)).WithContext(rctx))
+			if took := time.Since(start); rec.Code != http.StatusOK || took > 3*time.Second {
+				t.Errorf("r%d's first request = %d after %v, want 200 within 3s", i, rec.Code, took.Round(time.Millisecond))
+				return
+			}
+			t.Logf("r%d's first request served after %v", i, time.Since(start).Round(time.Millisecond))
+		})
+	}
+	wg.Wait()
+	if pod.max > 4 {
+		t.Errorf("the pod ran %d at once, want ≤ 4", pod.max)
+	}
+}
+
+// TestReadyzWaitsForAShare: a fresh replica on a Redis that is new holds
+// no share of any pod until the write-back time after the new epoch's
+// first heartbeat (2 × heartbeat + timeout), so /readyz says so with 503;
+// once the epoch is old (a Redis up for long) one heartbeat grants a share
+// and /readyz answers 200.
 func TestReadyzWaitsForAShare(t *testing.T) {
 	t.Parallel()
 	redis := clustertest.StartRedis(t)

@@ -41,9 +41,14 @@ func startLifecycle(t *testing.T, policy string, blocking map[string]bool) *life
 		t.Fatal(err)
 	}
 	a, err := newApp(cfg, appOptions{path: r.path, stage: func(name string) {
-		r.stages <- name
 		if blocking[name] {
+			r.stages <- name
 			<-r.acks
+			return
+		}
+		select {
+		case r.stages <- name:
+		default: // 64 unread: a stage nobody waits for (a round every interval) must not stall the app
 		}
 	}})
 	if err != nil {

@@ -36,7 +36,7 @@ func (a *app) newPicker() (*picker, error) {
 	dec := epp.NewCoreDecider(epp.CoreOptions{
 		Core:         a.core,
 		Recorder:     a.reqMetrics,
-		OnPodRefused: a.ctl.PodRefused,
+		OnPodRefused: a.podRefused,
 		Ready: func() error {
 			if a.handler.Draining() {
 				return errDrainingPicker

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
@@ -49,17 +51,35 @@ func complete(t *testing.T, a *app) *httptest.ResponseRecorder {
 
 func podApp(t *testing.T, upstreams string) *app {
 	t.Helper()
+	return podAppWith(t, upstreams, "", appOptions{})
+}
+
+// podAppWith is podApp with more policy and the app's options.
+func podAppWith(t *testing.T, upstreams, extra string, opts appOptions) *app {
+	t.Helper()
 	a, err := newApp(mustParse(t, "upstreams: "+upstreams+`
 fast_breaker: {qps: 0}
 health_check: {interval: 1h}
 upstream_breaker: {failures: 5, open_for: 1h}
 shed: {retry_after: 3s}
-`), appOptions{})
+`+extra), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return a
 }
+
+// frozenClock is a clock tests move by hand, read from any goroutine.
+type frozenClock struct{ ns atomic.Int64 }
+
+func newFrozenClock() *frozenClock {
+	c := &frozenClock{}
+	c.ns.Store(time.Unix(1_800_000_000, 0).UnixNano())
+	return c
+}
+
+func (c *frozenClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *frozenClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // TestPodOverloadIsNotFailure: a pod's own 503 (vLLM's full queue) or 429,
 // eight times in a row, does not open its error breaker: each is passed on
@@ -82,7 +102,8 @@ func TestPodOverloadIsNotFailure(t *testing.T) {
 				codes[i] = tt.code
 			}
 			pod, hits := scriptPod(t, tt.retryAfter, codes...)
-			a := podApp(t, `[{name: pod, url: "`+pod+`", max_inflight: 10}]`)
+			clock := newFrozenClock() // the eight refusals come within one second
+			a := podAppWith(t, `[{name: pod, url: "`+pod+`", max_inflight: 10}]`, "", appOptions{now: clock.now})
 			for i := range 8 {
 				rec := complete(t, a)
 				if rec.Code != tt.code || rec.Header().Get("Retry-After") != tt.wantRA ||
@@ -125,6 +146,93 @@ func TestPodOverloadIsNotFailure(t *testing.T) {
 			t.Errorf("outcome no_upstream = %v, want 1 (not overloaded: a dead pod is not GPU pressure)", n)
 		}
 	})
+}
+
+// TestRefusalBurstDegradesAtOnce: a pod without any pressure source
+// answers three requests 503 in a row, a burst far shorter than a poll.
+// The third refusal runs a round at once (pressure.interval is an hour
+// here, so no poll could have), which degrades the pod and cuts its
+// window; two refusals do not. With the default interval and still no
+// source, rounds go on, and the pod recovers once hold has passed without
+// refusals. The controller's clock is the test's; rounds are awaited on
+// the app's "pressure" stage, bounded.
+func TestRefusalBurstDegradesAtOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		pressure string
+		recover  bool
+	}{
+		{"the third refusal runs a round", "{interval: 1h, stale_after: 2h}", false},
+		{"rounds go on without sources: it recovers", "{}", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pod, _ := scriptPod(t, "", 503, 503, 503)
+			clock := newFrozenClock()
+			rounds := make(chan struct{}, 64)
+			a := podAppWith(t, `[{name: pod, url: "`+pod+`", max_inflight: 10}]`,
+				"pressure: "+tt.pressure+"\n", appOptions{now: clock.now, stage: func(name string) {
+					if name == "pressure" {
+						select {
+						case rounds <- struct{}{}:
+						default:
+						}
+					}
+				}})
+			ctx, cancel := context.WithCancel(t.Context())
+			if err := a.pressure.Apply(ctx, a.pressureSettings(a.cfg())); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cancel(); a.pressure.Stop() })
+			round := func() {
+				t.Helper()
+				select {
+				case <-rounds:
+				case <-time.After(20 * time.Second): // a bound, not a wait for state
+					t.Fatal("no pressure round within 20 s")
+				}
+			}
+			level := func() (breaker.Level, int) {
+				st, _, _ := a.ctl.State("pod")
+				return st.Level, st.Limit
+			}
+			for i := range 2 {
+				if rec := complete(t, a); rec.Code != 503 {
+					t.Fatalf("request %d = %d, want the pod's 503", i, rec.Code)
+				}
+			}
+			if !tt.recover { // no poll for an hour: any round is one asked for
+				select {
+				case <-rounds:
+					t.Fatal("a round ran after two refusals; only the third asks for one")
+				default:
+				}
+			}
+			if rec := complete(t, a); rec.Code != 503 {
+				t.Fatalf("third request = %d, want the pod's 503", rec.Code)
+			}
+			round()
+			if l, w := level(); l != breaker.Degraded || w != 8 {
+				t.Fatalf("after the third refusal the pod is %v with window %d, want degraded at 8", l, w)
+			}
+			if !tt.recover {
+				return
+			}
+			for i := 0; ; i++ { // each round a second later; hold is 5 s
+				clock.advance(time.Second)
+				round()
+				if l, _ := level(); l == breaker.Normal {
+					break
+				}
+				if i == 30 {
+					t.Fatal("still degraded 30 rounds and 30 s without refusals")
+				}
+			}
+			if rec := complete(t, a); rec.Code != 200 {
+				t.Fatalf("request after recovery = %d, want 200", rec.Code)
+			}
+		})
+	}
 }
 
 // TestRetryBeforeSendLandsOnceOnTheOtherPod: a request that one pod refused

@@ -66,8 +66,8 @@ hooks:
 					{Signal: "kv_cache_usage", Degrade: 0.95}, // the default file's, merged
 					{Signal: "memory_used", Degrade: 0.9, Shed: 0.97},
 					{Signal: "waiting", Degrade: math.Nextafter(50, 0), Shed: 50},
-					{Signal: "alloc_retry_rate", Degrade: 0.01}, // the default file's
-					{Signal: control.PodOverload, Degrade: 1},   // built in: a pod's own 503/429
+					{Signal: "alloc_retry_rate", Degrade: 0.01},                        // the default file's
+					{Signal: control.PodOverload, Degrade: control.PodOverloadAnswers}, // built in: a pod's own 503/429
 				},
 				Hysteresis: 0.1, Hold: 7 * time.Second, OnStale: breaker.StaleHold,
 			},
