@@ -76,7 +76,8 @@ func TestLayering(t *testing.T) {
 		// The InferencePool watch: the only package that imports client-go.
 		{pkg: "discovery/inferencepool", own: []string{}, thirdParty: nil},
 		// The HTTP front of the core.
-		{pkg: "proxy", own: []string{"decide", "pods", "pods/healthcheck", "breaker", "queue", "quota", "proxy/classify", "proxy/framing", "proxy/usage"},
+		{pkg: "proxy", own: []string{"decide", "pods", "pods/healthcheck", "breaker", "queue", "quota", "proxy/classify", "proxy/framing", "proxy/usage",
+			"telemetry/coretrace"},
 			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus",
 				"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation",
 				"go.opentelemetry.io/otel/semconv/v1.41.0", "go.opentelemetry.io/otel/trace"}},
@@ -87,6 +88,14 @@ func TestLayering(t *testing.T) {
 			"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp", "go.opentelemetry.io/otel/propagation",
 			"go.opentelemetry.io/otel/sdk/resource", "go.opentelemetry.io/otel/sdk/trace", "go.opentelemetry.io/otel/semconv/v1.41.0"},
 			banned: []string{"log", "log/slog"}},
+		// What both fronts put on their spans about the core's decisions (the
+		// admission span, the gatekeeper.* and GenAI attributes, the server
+		// span's parent): decide's types and OpenTelemetry's API, not its SDK
+		// (telemetry's), no HTTP, no logging.
+		{pkg: "telemetry/coretrace", own: []string{"decide", "pods", "breaker", "queue", "quota", "proxy/classify"},
+			thirdParty: []string{"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
+				"go.opentelemetry.io/otel/semconv/v1.41.0", "go.opentelemetry.io/otel/trace"},
+			banned: []string{"net", "net/http", "log", "log/slog"}},
 		// proxy's parts that need no handler: pure, no logging, none of the
 		// traffic-control packages (nor proxy itself).
 		{pkg: "proxy/classify", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
