@@ -65,10 +65,14 @@ func TestLayering(t *testing.T) {
 		// no logging, no front.
 		{pkg: "decide", own: []string{"pods", "breaker", "queue", "quota", "proxy/classify"}, thirdParty: []string{},
 			banned: []string{"net", "net/http", "log", "log/slog"}},
-		// The endpoint-picker front of the core: Envoy's ext_proc over gRPC.
-		{pkg: "epp", own: []string{"decide", "pods", "breaker", "queue", "quota", "proxy/classify", "proxy/usage"},
+		// The endpoint-picker front of the core: Envoy's ext_proc over gRPC,
+		// traced as the proxy is (OpenTelemetry's API; the trace context in
+		// the stream's gRPC metadata).
+		{pkg: "epp", own: []string{"decide", "pods", "breaker", "queue", "quota", "proxy/classify", "proxy/usage", "telemetry/coretrace"},
 			thirdParty: []string{"google.golang.org/grpc", "google.golang.org/grpc/codes", "google.golang.org/grpc/status",
-				"google.golang.org/grpc/health/grpc_health_v1", "google.golang.org/protobuf/types/known/structpb",
+				"google.golang.org/grpc/health/grpc_health_v1", "google.golang.org/grpc/metadata", "google.golang.org/protobuf/types/known/structpb",
+				"go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation", "go.opentelemetry.io/otel/semconv/v1.41.0",
+				"go.opentelemetry.io/otel/trace",
 				"github.com/envoyproxy/go-control-plane/envoy/config/core/v3",
 				"github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3",
 				"github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3",
