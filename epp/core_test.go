@@ -16,6 +16,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
 	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/telemetry/coretrace"
 )
 
 // The picker over the real decision core: the same queue, registry,
@@ -77,6 +78,20 @@ func newCorePicker(t *testing.T, window int, limiter breaker.LimiterSettings, po
 // newCorePickerWith is newCorePicker with token quotas.
 func newCorePickerWith(t *testing.T, window int, limiter breaker.LimiterSettings, pol decide.Policy, quotas decide.Quotas) *corePicker {
 	t.Helper()
+	return newCorePickerExtra(t, window, limiter, pol, coreExtra{quotas: quotas})
+}
+
+// coreExtra is what a test picker may have beyond its window, limiter and
+// policy.
+type coreExtra struct {
+	quotas   decide.Quotas
+	server   Options            // the Server's options but its Decider
+	podState coretrace.PodState // for the admission span
+}
+
+// newCorePickerExtra is newCorePicker with extra.
+func newCorePickerExtra(t *testing.T, window int, limiter breaker.LimiterSettings, pol decide.Policy, extra coreExtra) *corePicker {
+	t.Helper()
 	q, err := queue.New(queue.Settings{})
 	if err != nil {
 		t.Fatal(err)
@@ -95,12 +110,13 @@ func newCorePickerWith(t *testing.T, window int, limiter breaker.LimiterSettings
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := decide.New(decide.Options{Registry: cp.reg, Admission: decide.Queue(q), Limiter: lim, Quotas: quotas, Policy: pol})
+	core, err := decide.New(decide.Options{Registry: cp.reg, Admission: decide.Queue(q), Limiter: lim, Quotas: extra.quotas, Policy: pol})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := NewCoreDecider(CoreOptions{Core: core, Recorder: cp.rec, OnPodRefused: func(string) { cp.refused.Add(1) }})
-	cp.harness = serveDecider(t, dec, Options{})
+	dec := NewCoreDecider(CoreOptions{Core: core, Recorder: cp.rec, OnPodRefused: func(string) { cp.refused.Add(1) },
+		PodState: extra.podState})
+	cp.harness = serveDecider(t, dec, extra.server)
 	return cp
 }
 

@@ -74,7 +74,12 @@ type Refusal struct {
 // Decider is the decision core as the endpoint picker asks it.
 type Decider interface {
 	// Decide admits r, or refuses it. It may block while r is queued for
-	// a slot; ctx ends when the gRPC stream does (the client left).
+	// a slot; ctx ends when the gRPC stream does (the client left). When
+	// the server traces, ctx carries r's server span
+	// (trace.SpanFromContext): the Decider may start spans under it, on its
+	// TracerProvider, and set attributes on it until Decide returns a
+	// refusal or, for a pick, until its Done returns; the server ends it
+	// after.
 	Decide(ctx context.Context, r *Request) (*Pick, *Refusal)
 	// MaxBodyBytes is the largest request body the picker buffers; past
 	// it Decide is called with TooLarge.

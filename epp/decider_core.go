@@ -12,6 +12,9 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
+	"github.com/gatekeeper-dev/gatekeeper/telemetry/coretrace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Recorder is where the picker counts what happened to each request: the
@@ -37,6 +40,9 @@ type CoreOptions struct {
 	Ready func() error
 	// Draining, if set, says shutdown has begun: new requests are refused.
 	Draining func() bool
+	// PodState, if set, gives the admitted pod's pressure level and window
+	// to the admission span.
+	PodState coretrace.PodState
 	Logger   *slog.Logger
 	Now      func() time.Time
 }
@@ -70,52 +76,77 @@ func (d *coreDecider) Ready() bool {
 
 // Decide runs the core's pipeline on what Envoy sent. Only the endpoint
 // whose slot the core took is named: a fallback would reach a pod past its
-// window.
+// window. It writes on the server span in ctx, if any, what the proxy
+// writes on its own: the route, the GenAI attributes of the request and
+// the pod, the reason and the outcome; the admission span goes under it.
 func (d *coreDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) {
 	core := d.o.Core
 	req := core.Begin()
+	span := trace.SpanFromContext(ctx) // the server's; a no-op one when it traces nothing
 	pol := req.Policy
 	if d.o.Draining != nil && d.o.Draining() {
-		return nil, d.refuse(&req, decide.Refuse(decide.ReasonDraining, "gatekeeper is shutting down; retry on another replica", 0, pol.RetryAfter))
+		return nil, d.refuse(span, &req, decide.Refuse(decide.ReasonDraining, "gatekeeper is shutting down; retry on another replica", 0, pol.RetryAfter))
 	}
 	path, _, _ := strings.Cut(r.Path, "?")
 	route, rf := decide.LookupRoute(r.Method, path)
 	if rf != nil {
-		return nil, d.refuse(&req, *rf)
+		return nil, d.refuse(span, &req, *rf)
 	}
 	req.Kind = route.Kind
+	if span.IsRecording() {
+		span.SetAttributes(semconv.HTTPRoute(route.Path))
+	}
 	if route.Kind == classify.KindModels && core.Registry().KnowsModels() {
-		return nil, d.models(&req)
+		return nil, d.models(span, &req)
 	}
 	if r.TooLarge {
-		return nil, d.refuse(&req, decide.BodyTooLarge(pol.MaxBodyBytes))
+		return nil, d.refuse(span, &req, decide.BodyTooLarge(pol.MaxBodyBytes))
 	}
 	if route.Body {
 		if rf := core.Classify(&req, r.Body); rf != nil {
-			return nil, d.refuse(&req, *rf)
+			return nil, d.refuse(span, &req, *rf)
 		}
 	}
 	if rf := core.Route(&req); rf != nil {
-		return nil, d.refuse(&req, *rf)
+		return nil, d.refuse(span, &req, *rf)
 	}
 	if r.Subset != nil {
 		if rf := d.restrict(&req, r.Subset); rf != nil {
-			return nil, d.refuse(&req, *rf)
+			return nil, d.refuse(span, &req, *rf)
 		}
 	}
-	adm, rf := core.Admit(ctx, &req, r.Header, route.Path)
+	if span.IsRecording() {
+		span.SetAttributes(coretrace.GenAIRequest(nil, &req)...)
+	}
+	adm, rf := d.admit(ctx, span, &req, r.Header, route.Path)
 	switch {
 	case rf != nil:
-		return nil, d.refuse(&req, *rf)
+		return nil, d.refuse(span, &req, *rf)
 	case adm == nil: // the client left while queued
-		d.outcome(&req, decide.OutcomeClientClosed)
+		d.outcome(span, &req, decide.OutcomeClientClosed)
 		return nil, nil
 	}
 	if d.o.Recorder != nil {
 		d.o.Recorder.Sent(adm.Pod.Name, req.Tokens)
 	}
+	if span.IsRecording() {
+		span.SetAttributes(coretrace.UpstreamKey.String(adm.Pod.Name))
+	}
 	endpoint := adm.Pod.Endpoint()
-	return &Pick{Endpoints: []string{endpoint}, Done: func(e End) { d.finish(&req, adm, endpoint, e) }}, nil
+	return &Pick{Endpoints: []string{endpoint}, Done: func(e End) { d.finish(span, &req, adm, endpoint, e) }}, nil
+}
+
+// admit takes a slot through the core, inside the admission span when the
+// request is traced (span, the server's, has a valid context): the span is
+// made on span's own provider, so the picker's tracing is set in one place.
+func (d *coreDecider) admit(ctx context.Context, span trace.Span, req *decide.Request, h http.Header, route string) (*decide.Admitted, *decide.Refusal) {
+	if !span.SpanContext().IsValid() {
+		return d.o.Core.Admit(ctx, req, h, route)
+	}
+	ctx, as := coretrace.StartAdmission(ctx, span.TracerProvider().Tracer(tracerName))
+	adm, rf := d.o.Core.Admit(ctx, req, h, route)
+	coretrace.EndAdmission(as, req, adm, rf, d.o.PodState)
+	return adm, rf
 }
 
 // restrict skips every pod outside Envoy's subset hint; with none of the
@@ -144,9 +175,12 @@ func (d *coreDecider) restrict(req *decide.Request, subset []string) *decide.Ref
 // finish releases the slot once the exchange ended and records its outcome:
 // a pod's own 503 or 429 is overload (its window is cut), 5xx or a response
 // cut short a failure, a client gone neither.
-func (d *coreDecider) finish(req *decide.Request, adm *decide.Admitted, endpoint string, e End) {
+func (d *coreDecider) finish(span trace.Span, req *decide.Request, adm *decide.Admitted, endpoint string, e End) {
 	defer adm.Slot.Release()
 	rec := d.o.Recorder
+	if e.UsageKnown && span.IsRecording() {
+		coretrace.Usage(span, e.PromptTokens, e.CompletionTokens)
+	}
 	if e.Served != "" && e.Served != endpoint {
 		d.o.Logger.LogAttrs(context.Background(), slog.LevelWarn, "the gateway served another endpoint than the one picked",
 			slog.String("picked", endpoint), slog.String("served", e.Served), slog.String("upstream", adm.Pod.Name))
@@ -172,45 +206,54 @@ func (d *coreDecider) finish(req *decide.Request, adm *decide.Admitted, endpoint
 		if rec != nil {
 			rec.Rejected(decide.ReasonUpstreamOverloaded)
 		}
-		d.outcome(req, decide.OutcomeUpstreamOverloaded)
+		d.outcome(span, req, decide.OutcomeUpstreamOverloaded)
 	case e.Status >= 500:
 		adm.Done(pods.Failure)
-		d.outcome(req, decide.OutcomeUpstreamError)
+		d.outcome(span, req, decide.OutcomeUpstreamError)
 	case e.StreamError:
 		adm.Done(pods.Failure) // as a 500 would count
-		d.outcome(req, decide.OutcomeStreamError)
+		d.outcome(span, req, decide.OutcomeStreamError)
 	case e.Complete && e.Status != 0:
 		adm.Done(pods.Success)
 		if rec != nil && e.Status == http.StatusOK {
 			rec.Usage(adm.Pod.Name, usage.Tokens{Prompt: e.PromptTokens, Completion: e.CompletionTokens, Known: e.UsageKnown})
 		}
-		d.outcome(req, decide.OutcomeServed)
+		d.outcome(span, req, decide.OutcomeServed)
 	default:
 		// No response headers (the client left, or Envoy could not reach
 		// the pod: the picker cannot tell which), or a response cut short:
 		// the pod is not blamed.
 		adm.Done(pods.Excluded)
-		d.outcome(req, decide.OutcomeClientClosed)
+		d.outcome(span, req, decide.OutcomeClientClosed)
 	}
 }
 
 // models answers GET /v1/models itself, as the proxy does: the union of
 // the pods' models.
-func (d *coreDecider) models(req *decide.Request) *Refusal {
+func (d *coreDecider) models(span trace.Span, req *decide.Request) *Refusal {
 	body := d.o.Core.Registry().ModelList()
-	d.outcome(req, decide.OutcomeServed)
+	d.outcome(span, req, decide.OutcomeServed)
 	return &Refusal{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
 }
 
-func (d *coreDecider) refuse(req *decide.Request, rf decide.Refusal) *Refusal {
-	if d.o.Recorder != nil && rf.Reason != "" {
-		d.o.Recorder.Rejected(rf.Reason)
+func (d *coreDecider) refuse(span trace.Span, req *decide.Request, rf decide.Refusal) *Refusal {
+	if rf.Reason != "" {
+		if d.o.Recorder != nil {
+			d.o.Recorder.Rejected(rf.Reason)
+		}
+		if span.IsRecording() {
+			span.SetAttributes(coretrace.ReasonKey.String(string(rf.Reason)))
+		}
 	}
-	d.outcome(req, rf.Reason.Outcome())
+	d.outcome(span, req, rf.Reason.Outcome())
 	return render(rf)
 }
 
-func (d *coreDecider) outcome(req *decide.Request, o decide.Outcome) {
+// outcome records the request's one outcome, on span too.
+func (d *coreDecider) outcome(span trace.Span, req *decide.Request, o decide.Outcome) {
+	if span.IsRecording() {
+		span.SetAttributes(coretrace.OutcomeKey.String(string(o)))
+	}
 	if d.o.Recorder == nil {
 		return
 	}

@@ -44,6 +44,19 @@
 //     protocol error) calls it with Complete false. Done is called exactly
 //     once, before Process returns.
 //
+// # Tracing
+//
+// With Options.TracerProvider set, each request has a server span from its
+// headers to the end that releases its pick (or its refusal). Its parent is
+// the trace context Envoy sends in the stream's gRPC metadata; the
+// traceparent among the request headers (the client's) is the parent only
+// with Options.TrustClientContext and none from Envoy, else a link. The
+// span reaches the Decider in Decide's ctx: the core's Decider puts the
+// admission span under it and the request's GenAI attributes, outcome and
+// usage on it, as the proxy does (package telemetry/coretrace holds what
+// both share). The pick sets the span's context as the traceparent of the
+// request to the pod. The server calls no pod, so it makes no client span.
+//
 // # Health and drain
 //
 // Register also serves the gRPC health service: "liveness" is SERVING while

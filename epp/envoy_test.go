@@ -13,6 +13,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcmd "google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -73,8 +74,18 @@ type envoy struct {
 
 func (h *harness) open() *envoy {
 	h.t.Helper()
+	return h.openWith(nil)
+}
+
+// openWith opens a stream whose gRPC request carries md as its metadata,
+// as Envoy sends its trace context.
+func (h *harness) openWith(md grpcmd.MD) *envoy {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(h.t.Context())
 	h.t.Cleanup(cancel)
+	if md != nil {
+		ctx = grpcmd.NewOutgoingContext(ctx, md)
+	}
 	stream, err := extprocv3.NewExternalProcessorClient(h.conn).Process(ctx)
 	if err != nil {
 		h.t.Fatal(err)

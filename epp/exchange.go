@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // phase is where the request half of an exchange stands.
@@ -52,6 +53,7 @@ type exchange struct {
 	status int      // the response's :status
 	served string   // the endpoint Envoy says served it
 	usage  usage.Scanner
+	span   trace.Span // the request's server span, until its end; nil without tracing
 }
 
 func newExchange(s *Server, stream extprocv3.ExternalProcessor_ProcessServer) *exchange {
@@ -116,6 +118,9 @@ func (x *exchange) requestHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.H
 	}
 	r.Subset, _ = subsetHint(m.GetMetadataContext())
 	x.req, x.id = r, r.Header.Get("X-Request-Id")
+	if x.s.tracing != nil {
+		x.span = x.s.tracing.start(x.stream.Context(), r)
+	}
 	if h.GetEndOfStream() {
 		return x.admit(noBody, nil)
 	}
@@ -186,14 +191,24 @@ func (x *exchange) admit(end bodyEnd, rest []byte) (bool, error) {
 	x.phase, x.req = forwarded, nil
 	pick, rf := x.decide(r)
 	if rf != nil {
-		return true, x.send(immediateResponse(rf))
+		err := x.send(immediateResponse(rf))
+		status := rf.Status
+		if x.stream.Context().Err() != nil {
+			status = 0 // the stream is gone: the client got no answer
+		}
+		x.endSpan(status)
+		return true, err
 	}
 	x.pick = pick
 	bodyLen := -1 // a body-less request, or one passing through: its own length stands
 	if end != noBody && !r.TooLarge {
 		bodyLen = len(r.Body)
 	}
-	if err := x.send(pickResponse(pick.Endpoints, bodyLen)); err != nil || end == noBody {
+	var traceHeaders [][2]string
+	if x.span != nil {
+		traceHeaders = x.s.tracing.headers(x.span)
+	}
+	if err := x.send(pickResponse(pick.Endpoints, bodyLen, traceHeaders)); err != nil || end == noBody {
 		return false, err
 	}
 	eos := end == endOfStream
@@ -215,9 +230,14 @@ func (x *exchange) admit(end bodyEnd, rest []byte) (bool, error) {
 }
 
 // decide calls the Decider, and turns a broken answer into a refusal of
-// the server's own, releasing any slot that came with it.
+// the server's own, releasing any slot that came with it. The Decider's
+// ctx is the stream's, with the request's server span when it is traced.
 func (x *exchange) decide(r *Request) (*Pick, *Refusal) {
-	pick, rf := x.s.decider.Decide(x.stream.Context(), r)
+	ctx := x.stream.Context()
+	if x.span != nil {
+		ctx = trace.ContextWithSpan(ctx, x.span)
+	}
+	pick, rf := x.s.decider.Decide(ctx, r)
 	switch {
 	case rf != nil:
 		if pick != nil {
@@ -239,8 +259,9 @@ func (x *exchange) decide(r *Request) (*Pick, *Refusal) {
 // 400 and ends the stream; a pick it held is released as incomplete.
 func (x *exchange) protocolError(msg string) (bool, error) {
 	x.debug("ext_proc protocol error", slog.String("err", msg))
-	x.abandon()
+	x.release(false)
 	x.phase = forwarded
+	x.endSpan(http.StatusBadRequest) // unless the pick's release ended it
 	return true, x.send(immediateResponse(ownRefusal(http.StatusBadRequest, "bad_request", "ext_proc: "+msg)))
 }
 
@@ -261,8 +282,9 @@ func supportedModes(pc *extprocv3.ProtocolConfiguration) bool {
 func (x *exchange) misconfigured(pc *extprocv3.ProtocolConfiguration) (bool, error) {
 	x.s.log.LogAttrs(x.stream.Context(), slog.LevelWarn, "ext_proc body modes unsupported",
 		slog.String("state", pc.GetRequestBodyMode().String()+"/"+pc.GetResponseBodyMode().String()))
-	x.abandon()
+	x.release(false)
 	x.phase = forwarded
+	x.endSpan(http.StatusInternalServerError) // unless the pick's release ended it
 	return true, x.send(immediateResponse(ownRefusal(http.StatusInternalServerError, "ext_proc_mode",
 		"the gateway's endpoint picker is misconfigured")))
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The test Decider's behaviours, chosen by the request's X-Test header.
@@ -28,11 +30,12 @@ type fakeDecider struct {
 	max   int64
 	ready atomic.Bool
 
-	mu       sync.Mutex // guards the fields below
-	handed   int        // picks handed out
-	held     int        // picks not yet released
-	doubles  int        // Done calls after a pick's first
-	requests []Request  // what Decide was asked, in order
+	mu       sync.Mutex          // guards the fields below
+	handed   int                 // picks handed out
+	held     int                 // picks not yet released
+	doubles  int                 // Done calls after a pick's first
+	requests []Request           // what Decide was asked, in order
+	contexts []trace.SpanContext // the span context of each Decide's ctx, in order
 
 	ends     chan End      // every release, in order
 	queued   chan struct{} // a request began to wait as queued
@@ -53,6 +56,7 @@ func (d *fakeDecider) Ready() bool         { return d.ready.Load() }
 func (d *fakeDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) {
 	d.mu.Lock()
 	d.requests = append(d.requests, *r)
+	d.contexts = append(d.contexts, trace.SpanContextFromContext(ctx))
 	d.mu.Unlock()
 	switch test := r.Header.Get("X-Test"); {
 	case test == testShed:

@@ -23,18 +23,28 @@ const (
 // agree). bodyLen, when not negative, becomes the Content-Length: the body
 // goes back through the picker, and Envoy wants the length of what it
 // forwards. ClearRouteCache makes Envoy route again on the new header.
-func pickResponse(endpoints []string, bodyLen int) *extprocv3.ProcessingResponse {
+// traceHeaders, when the server traces, replace the client's trace context
+// on the request to the pod: each is set, or removed when its value is "".
+func pickResponse(endpoints []string, bodyLen int, traceHeaders [][2]string) *extprocv3.ProcessingResponse {
 	list := strings.Join(endpoints, ",")
-	set := make([]*corev3.HeaderValueOption, 1, 2)
+	set := make([]*corev3.HeaderValueOption, 1, 2+len(traceHeaders))
 	set[0] = setHeader(DestinationKey, list)
 	if bodyLen >= 0 {
 		set = append(set, setHeader("content-length", strconv.Itoa(bodyLen)))
+	}
+	var remove []string
+	for _, h := range traceHeaders {
+		if h[1] == "" {
+			remove = append(remove, h[0])
+		} else {
+			set = append(set, setHeader(h[0], h[1]))
+		}
 	}
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{
 			Response: &extprocv3.CommonResponse{
 				ClearRouteCache: true,
-				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
+				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
 			},
 		}},
 		DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{

@@ -92,11 +92,25 @@ func (x *exchange) release(complete bool) {
 	x.debug("exchange ended", slog.Int("status", e.Status), slog.Duration("duration", e.Duration),
 		slog.String("state", state), slog.String("upstream", e.Served))
 	done(p, e)
+	x.endSpan(e.Status) // after Done: the Decider writes its last on the span there
 }
 
-// abandon releases a pick still held as incomplete: the stream ended, or a
-// new request came, before the response's end.
-func (x *exchange) abandon() { x.release(false) }
+// abandon releases a pick still held as incomplete, and ends a request's
+// span: the stream ended, or a new request came, before the response's end.
+func (x *exchange) abandon() {
+	x.release(false)
+	x.endSpan(0)
+}
+
+// endSpan ends the request's server span, once, with the status the client
+// got (0: none reached it).
+func (x *exchange) endSpan(status int) {
+	if x.span == nil {
+		return
+	}
+	end(x.span, status)
+	x.span = nil
+}
 
 // done calls p.Done, which the Decider must set; a nil one is skipped, not
 // a panic on the request path.

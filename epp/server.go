@@ -8,6 +8,8 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -23,6 +25,21 @@ type Options struct {
 	Logger *slog.Logger
 	// Now returns the current time, for End.Duration. Nil means time.Now.
 	Now func() time.Time
+	// TracerProvider, if set, makes a server span per request, from its
+	// headers to the response's end of stream (or the exchange's other
+	// end), handed to the Decider in Decide's ctx, and sets the span's
+	// trace context on the request to the pod. Nil traces nothing and
+	// costs one nil check per request.
+	TracerProvider trace.TracerProvider
+	// Propagator reads trace context from the stream's gRPC metadata and
+	// the request headers, and writes it on the pick; nil means W3C
+	// traceparent and tracestate.
+	Propagator propagation.TextMapPropagator
+	// TrustClientContext makes the traceparent among the request headers
+	// (the client's, which Envoy passes on) the parent of the server span
+	// when Envoy sent none of its own in the stream's metadata; false
+	// makes it a link. Envoy's own context is always the parent.
+	TrustClientContext bool
 }
 
 // Server is gatekeeper's endpoint picker: Envoy's ext_proc service
@@ -34,6 +51,7 @@ type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 
 	decider  Decider
+	tracing  *tracing // nil: no spans
 	log      *slog.Logger
 	now      func() time.Time
 	draining atomic.Bool
@@ -46,7 +64,7 @@ func NewServer(o Options) (*Server, error) {
 	if o.Decider == nil {
 		return nil, errors.New("epp: Options.Decider: required")
 	}
-	s := &Server{decider: o.Decider, log: o.Logger, now: o.Now}
+	s := &Server{decider: o.Decider, tracing: newTracing(o), log: o.Logger, now: o.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/usage"
+	"github.com/gatekeeper-dev/gatekeeper/telemetry/coretrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -357,7 +358,7 @@ func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 			h.metrics.FirstByte(f.member.Name, f.firstByte.Sub(ex.Start))
 		}
 		if f.status == http.StatusOK {
-			h.metrics.GenAI(f, operation(ex.Kind), ex.Stream, ex.Start, f.out.first, h.now(), f.used.Known, f.used.Prompt, f.used.Completion)
+			h.metrics.GenAI(f, coretrace.Operation(ex.Kind), ex.Stream, ex.Start, f.out.first, h.now(), f.used.Known, f.used.Prompt, f.used.Completion)
 		}
 		h.finish(r, ex, decide.OutcomeServed, f.status)
 	case f.out.timedOut: // the client took no bytes for send_timeout: not the pod's fault

@@ -12,6 +12,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/decide"
 	"github.com/gatekeeper-dev/gatekeeper/pods"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
+	"github.com/gatekeeper-dev/gatekeeper/telemetry/coretrace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -155,11 +156,11 @@ func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange,
 	ctx := r.Context()
 	var span trace.Span
 	if ex.span != nil {
-		ctx, span = h.tracing.startAdmission(ctx)
+		ctx, span = coretrace.StartAdmission(ctx, h.tracing.tracer)
 	}
 	adm, rf := h.core.Admit(ctx, &ex.Request, r.Header, route.Path)
 	if span != nil {
-		h.tracing.endAdmission(span, ex, adm, rf)
+		coretrace.EndAdmission(span, &ex.Request, adm, rf, h.tracing.state)
 	}
 	switch {
 	case rf != nil:
@@ -184,7 +185,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, ex *exchange, r
 	if rf.Reason != "" {
 		h.metrics.Rejected(rf.Reason)
 		if ex.span != nil {
-			ex.span.SetAttributes(attrReason.String(string(rf.Reason)))
+			ex.span.SetAttributes(coretrace.ReasonKey.String(string(rf.Reason)))
 		}
 	}
 	writeRefusal(w, rf)

@@ -65,10 +65,14 @@ func TestLayering(t *testing.T) {
 		// no logging, no front.
 		{pkg: "decide", own: []string{"pods", "breaker", "queue", "quota", "proxy/classify"}, thirdParty: []string{},
 			banned: []string{"net", "net/http", "log", "log/slog"}},
-		// The endpoint-picker front of the core: Envoy's ext_proc over gRPC.
-		{pkg: "epp", own: []string{"decide", "pods", "breaker", "queue", "quota", "proxy/classify", "proxy/usage"},
+		// The endpoint-picker front of the core: Envoy's ext_proc over gRPC,
+		// traced as the proxy is (OpenTelemetry's API; the trace context in
+		// the stream's gRPC metadata).
+		{pkg: "epp", own: []string{"decide", "pods", "breaker", "queue", "quota", "proxy/classify", "proxy/usage", "telemetry/coretrace"},
 			thirdParty: []string{"google.golang.org/grpc", "google.golang.org/grpc/codes", "google.golang.org/grpc/status",
-				"google.golang.org/grpc/health/grpc_health_v1", "google.golang.org/protobuf/types/known/structpb",
+				"google.golang.org/grpc/health/grpc_health_v1", "google.golang.org/grpc/metadata", "google.golang.org/protobuf/types/known/structpb",
+				"go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation", "go.opentelemetry.io/otel/semconv/v1.41.0",
+				"go.opentelemetry.io/otel/trace",
 				"github.com/envoyproxy/go-control-plane/envoy/config/core/v3",
 				"github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3",
 				"github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3",
@@ -76,7 +80,8 @@ func TestLayering(t *testing.T) {
 		// The InferencePool watch: the only package that imports client-go.
 		{pkg: "discovery/inferencepool", own: []string{}, thirdParty: nil},
 		// The HTTP front of the core.
-		{pkg: "proxy", own: []string{"decide", "pods", "pods/healthcheck", "breaker", "queue", "quota", "proxy/classify", "proxy/framing", "proxy/usage"},
+		{pkg: "proxy", own: []string{"decide", "pods", "pods/healthcheck", "breaker", "queue", "quota", "proxy/classify", "proxy/framing", "proxy/usage",
+			"telemetry/coretrace"},
 			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus",
 				"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation",
 				"go.opentelemetry.io/otel/semconv/v1.41.0", "go.opentelemetry.io/otel/trace"}},
@@ -87,6 +92,14 @@ func TestLayering(t *testing.T) {
 			"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp", "go.opentelemetry.io/otel/propagation",
 			"go.opentelemetry.io/otel/sdk/resource", "go.opentelemetry.io/otel/sdk/trace", "go.opentelemetry.io/otel/semconv/v1.41.0"},
 			banned: []string{"log", "log/slog"}},
+		// What both fronts put on their spans about the core's decisions (the
+		// admission span, the gatekeeper.* and GenAI attributes, the server
+		// span's parent): decide's types and OpenTelemetry's API, not its SDK
+		// (telemetry's), no HTTP, no logging.
+		{pkg: "telemetry/coretrace", own: []string{"decide", "pods", "breaker", "queue", "quota", "proxy/classify"},
+			thirdParty: []string{"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
+				"go.opentelemetry.io/otel/semconv/v1.41.0", "go.opentelemetry.io/otel/trace"},
+			banned: []string{"net", "net/http", "log", "log/slog"}},
 		// proxy's parts that need no handler: pure, no logging, none of the
 		// traffic-control packages (nor proxy itself).
 		{pkg: "proxy/classify", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},

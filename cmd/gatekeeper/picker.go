@@ -33,7 +33,7 @@ var errDrainingPicker = errors.New("draining")
 
 // newPicker builds the endpoint picker for the running policy.
 func (a *app) newPicker() (*picker, error) {
-	dec := epp.NewCoreDecider(epp.CoreOptions{
+	co := epp.CoreOptions{
 		Core:         a.core,
 		Recorder:     a.reqMetrics,
 		OnPodRefused: a.podRefused,
@@ -45,8 +45,11 @@ func (a *app) newPicker() (*picker, error) {
 		},
 		Draining: a.handler.Refusing,
 		Logger:   a.log,
-	})
-	srv, err := epp.NewServer(epp.Options{Decider: dec, Logger: a.log})
+	}
+	so := epp.Options{Logger: a.log}
+	a.pickerTraceOptions(a.cfg(), &so, &co)
+	so.Decider = epp.NewCoreDecider(co)
+	srv, err := epp.NewServer(so)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/epp"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -41,6 +42,18 @@ func (a *app) traceOptions(cfg *config.Config, o *proxy.Options) {
 	o.TracerProvider, o.Propagator = tp, telemetry.Propagator()
 	o.TrustClientContext = cfg.Tracing.TrustClientContext
 	o.PodState = a.podState
+}
+
+// pickerTraceOptions sets the endpoint picker's tracing options from the
+// running policy: the same provider and trust as the proxy's.
+func (a *app) pickerTraceOptions(cfg *config.Config, o *epp.Options, c *epp.CoreOptions) {
+	if a.tracer == nil {
+		return
+	}
+	var tp trace.TracerProvider = a.tracer
+	o.TracerProvider, o.Propagator = tp, telemetry.Propagator()
+	o.TrustClientContext = cfg.Tracing.TrustClientContext
+	c.PodState = a.podState
 }
 
 // podState is a pod's pressure level and window, for the admission span.
