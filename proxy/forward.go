@@ -296,6 +296,9 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Ad
 		rp = h.rpStream // the small copy buffer: it is held while the stream lasts
 	}
 	f.out = clientWriter{w: w, timeout: ex.Policy.SendTimeout, now: h.now}
+	if sendConnFor(r) != nil {
+		f.out.timeout = 0 // its connection bounds every write by progress (SendListener)
+	}
 	defer f.out.disarm()
 	rp.ServeHTTP(&f.out, out)
 	completed = true

@@ -42,6 +42,9 @@ type exchange struct {
 func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	ex := &exchange{Request: h.core.Begin()}
 	pol := ex.Policy
+	if sc := sendConnFor(r); sc != nil {
+		sc.setTimeout(pol.SendTimeout) // every write of the answer, gatekeeper's own refusals too
+	}
 	key := http.CanonicalHeaderKey(pol.RequestIDHeader)
 	ids := r.Header[key]
 	if len(ids) > 0 {
