@@ -62,16 +62,24 @@ type Config struct {
 
 // Server configures the traffic and admin listeners.
 type Server struct {
-	Listen            string        `yaml:"listen"`              // traffic, /healthz, /readyz; host:port
-	AdminListen       string        `yaml:"admin_listen"`        // /metrics, /admin/state; host:port
-	MaxBodyBytes      int64         `yaml:"max_body_bytes"`      // request bodies above this get 413
+	Listen      string `yaml:"listen"`       // traffic, /healthz, /readyz; host:port
+	AdminListen string `yaml:"admin_listen"` // /metrics, /admin/state; host:port
+	// MaxBodyBytes bounds a request body: a larger one gets 413, at once
+	// when its Content-Length says so. What the client still sends is then
+	// read and thrown away until the body ends, for at most 30 s and 5 s
+	// without a byte (nginx's lingering close), so that it can read the 413.
+	MaxBodyBytes      int64         `yaml:"max_body_bytes"`
 	DrainDelay        time.Duration `yaml:"drain_delay"`         // SIGTERM: keep serving this long after /readyz turns 503
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // then let in-flight streams finish for at most this long
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"` // http.Server.ReadHeaderTimeout
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // http.Server.IdleTimeout (client keep-alive)
 	// SendTimeout cuts an answer (a token stream above all) whose client
-	// takes no bytes of it for this long: its pod request is cancelled and
-	// its slot freed (nginx's send_timeout). 0: none.
+	// has taken no byte of it for this long: its pod request is cancelled
+	// and its slot freed (nginx's send_timeout). A client that reads slowly
+	// is served while it takes bytes; over TCP it is seen to take them when
+	// its receive window opens, a segment (1.4 KiB) or more at a time, so a
+	// reader slower than that per send_timeout looks stopped. On HTTP/2
+	// each write must end within it instead. 0: none.
 	SendTimeout     time.Duration `yaml:"send_timeout"`
 	MaxHeaderBytes  int           `yaml:"max_header_bytes"`  // http.Server.MaxHeaderBytes
 	RequestIDHeader string        `yaml:"request_id_header"` // header read (or set) to correlate requests

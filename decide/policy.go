@@ -36,8 +36,8 @@ type Policy struct {
 	DeadlineHeader string
 	// RetryAfter is the Retry-After of 503 refusals. 0 means 2s.
 	RetryAfter time.Duration
-	// SendTimeout cuts an answer whose client takes no bytes of it for this
-	// long (its pod request is cancelled, its slot freed). 0: none.
+	// SendTimeout cuts an answer whose client has taken no byte of it for
+	// this long (its pod request is cancelled, its slot freed). 0: none.
 	SendTimeout time.Duration
 	// Classes places requests into traffic classes; nil: none.
 	Classes *Classes

@@ -11,6 +11,10 @@
 // reverse proxy, streamed chunk by chunk → release and outcome. Every request
 // ends in exactly one Outcome, counted once.
 //
+// The traffic listener is wrapped too: SendListener puts server.send_timeout
+// into each client connection, as a progress timeout, and ConnContext carries
+// the connection (and framing's verdict) to the Handler.
+//
 // proxy decides what the client hears; it does not decide how full a GPU is
 // (package pressure), what to do about it (package breaker) or who waits
 // (package queue). It reaches those through the small interfaces declared in

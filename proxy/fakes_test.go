@@ -240,11 +240,17 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*testOptions)) *te
 		a.mu.Unlock()
 	}
 	tp.srv = httptest.NewUnstartedServer(h)
-	tp.srv.Listener = framing.Guard(tp.srv.Listener) // as cmd/gatekeeper serves it
-	tp.srv.Config.ConnContext = framing.ConnContext
+	serveAsGatekeeper(tp.srv)
 	tp.srv.Start()
 	t.Cleanup(tp.srv.Close)
 	return tp
+}
+
+// serveAsGatekeeper sets up srv's listener and connection contexts as
+// cmd/gatekeeper does for plain HTTP.
+func serveAsGatekeeper(srv *httptest.Server) {
+	srv.Listener = framing.Guard(SendListener(srv.Listener))
+	srv.Config.ConnContext = ConnContext
 }
 
 func (tp *testProxy) outcomes(t *testing.T) map[decide.Outcome]float64 {

@@ -297,6 +297,9 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Ad
 		rp = h.rpStream // the small copy buffer: it is held while the stream lasts
 	}
 	f.out = clientWriter{w: w, timeout: ex.Policy.SendTimeout, now: h.now}
+	if sendConnFor(r) != nil {
+		f.out.timeout = 0 // its connection bounds every write by progress (SendListener)
+	}
 	defer f.out.disarm()
 	rp.ServeHTTP(&f.out, out)
 	completed = true
@@ -326,8 +329,10 @@ func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 	}
 	// A response copied to the end counts as the pod's answer even if the
 	// client closes its connection right after: only a request cut short
-	// by the client is client_closed.
-	delivered := completed && f.err == nil && f.status != 0
+	// by the client is client_closed. One whose last flush the client never
+	// took within send_timeout is not delivered: ReverseProxy drops flush
+	// errors, so its copy ends as if it had been.
+	delivered := completed && f.err == nil && f.status != 0 && !f.out.timedOut
 	// What the request was charged is trued up from the pod's usage; the
 	// pod's own refusal and a 5xx did no work for it and give it back.
 	// Otherwise (a client gone, a stream cut) the pod may have worked for it:

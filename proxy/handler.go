@@ -32,7 +32,8 @@ type Handler struct {
 	rpStream *httputil.ReverseProxy
 	router   http.Handler
 	ids      *idSource
-	tracing  *tracing // nil: no spans
+	linger   lingering // what a refused body may still send
+	tracing  *tracing  // nil: no spans
 
 	ready    atomic.Bool // false before Start... and once draining begins
 	draining atomic.Bool // /readyz answers 503
@@ -53,6 +54,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	h.core, h.reg = opts.Core, opts.Core.Registry()
 	h.ids = newIDSource()
+	h.linger = defaultLingering()
 	h.tracing = newTracing(opts)
 	rt := opts.RoundTripper
 	if rt == nil {

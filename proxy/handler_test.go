@@ -394,27 +394,87 @@ func TestOneRequestID(t *testing.T) {
 
 // A client that sends its whole body before it reads the answer, as
 // Python's http.client does, reads the 413 of a body over max_body_bytes
-// instead of meeting a reset while it writes (issue 24).
+// instead of meeting a reset while it writes (issue 24), whatever the body's
+// size: gatekeeper reads the rest of it to its end, bounded by time, not by
+// bytes (issue 35: every body over 64 MiB met a reset). A declared
+// Content-Length over the limit is answered before any byte of the body.
 func TestOversizedBodyGetsA413ItCanRead(t *testing.T) {
 	tp := newTestProxy(t, okPod(), func(o *testOptions) { o.Policy.MaxBodyBytes = 64 << 10 })
-	for _, chunked := range []bool{false, true} {
-		c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := bytes.Repeat([]byte("x"), 8<<20) // far past the socket buffers
-		head := fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
-		if chunked {
-			head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
-			body = append(fmt.Appendf(nil, "%x\r\n", len(body)), append(body, "\r\n0\r\n\r\n"...)...)
-		}
-		if _, err := c.Write(append([]byte(head), body...)); err != nil {
-			t.Fatalf("chunked %v: writing the body: %v, want the server to read it", chunked, err)
-		}
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil || res.StatusCode != http.StatusRequestEntityTooLarge {
-			t.Fatalf("chunked %v: response %v, %v; want 413", chunked, res, err)
-		}
-		c.Close()
+	tests := []struct {
+		name     string
+		size     int  // body bytes
+		chunked  bool // Transfer-Encoding: chunked, else Content-Length
+		withhold bool // the client reads the answer before it sends any of the body
+	}{
+		{name: "8 MiB, Content-Length", size: 8 << 20}, // far past the socket buffers
+		{name: "8 MiB, chunked", size: 8 << 20, chunked: true},
+		{name: "100 MiB, Content-Length", size: 100 << 20},
+		{name: "100 MiB, chunked", size: 100 << 20, chunked: true},
+		{name: "100 MiB declared, answered before the body", size: 100 << 20, withhold: true},
 	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			head := fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", tt.size)
+			if tt.chunked {
+				head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+			}
+			if _, err := io.WriteString(c, head); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.withhold {
+				if err := sendBody(c, tt.size, tt.chunked); err != nil {
+					t.Fatalf("writing the body: %v, want the server to read it", err)
+				}
+			}
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil || res.StatusCode != http.StatusRequestEntityTooLarge {
+				t.Fatalf("response %v, %v; want 413", res, err)
+			}
+			var e struct {
+				Error struct{ Message, Type string }
+			}
+			if err := json.NewDecoder(res.Body).Decode(&e); err != nil || !strings.Contains(e.Error.Message, "limit of 65536 bytes") || e.Error.Type == "" {
+				t.Errorf("413 body %+v, %v; want an OpenAI-style error naming the limit", e, err)
+			}
+			res.Body.Close()
+			if tt.withhold {
+				return
+			}
+			if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+				t.Errorf("after the 413: read %d, %v; want the connection closed cleanly (EOF, no reset)", n, err)
+			}
+		})
+	}
+}
+
+// sendBody writes size bytes of body on c, as chunks of 1 MiB when chunked.
+func sendBody(w io.Writer, size int, chunked bool) error {
+	buf := bytes.Repeat([]byte("x"), 1<<20)
+	for left := size; left > 0; left -= len(buf) {
+		b := buf[:min(left, len(buf))]
+		if chunked {
+			if _, err := fmt.Fprintf(w, "%x\r\n", len(b)); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		if chunked {
+			if _, err := io.WriteString(w, "\r\n"); err != nil {
+				return err
+			}
+		}
+	}
+	if chunked {
+		_, err := io.WriteString(w, "0\r\n\r\n")
+		return err
+	}
+	return nil
 }

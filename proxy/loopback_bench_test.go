@@ -39,9 +39,11 @@ func loopbackPod(w http.ResponseWriter, r *http.Request) {
 // BenchmarkLoopback is one completion from a client through the Handler to a
 // pod, both over real loopback TCP with the Handler's own transport: unlike
 // BenchmarkServeHTTP it sees the writes, flushes and timers of the proxying
-// itself (bench/run measures the same path under load). The send_timeout
-// case is the stream with server.send_timeout's default, which moves the
-// client connection's write deadline at every write and flush.
+// itself (bench/run measures the same path under load). The client
+// connections come from a SendListener, as cmd/gatekeeper's do (without
+// framing.Guard's scanning). The send_timeout case is the stream with
+// server.send_timeout's default, which moves the client connection's write
+// deadline at every socket write.
 func BenchmarkLoopback(b *testing.B) {
 	const stream = `{"model":"m","prompt":"Say hello","max_tokens":16,"stream":true}`
 	for _, tt := range []struct {
@@ -75,7 +77,8 @@ func BenchmarkLoopback(b *testing.B) {
 				b.Fatal(err)
 			}
 			gk := httptest.NewUnstartedServer(h)
-			gk.Listener = countingListener{gk.Listener, &writes}
+			gk.Listener = SendListener(countingListener{gk.Listener, &writes})
+			gk.Config.ConnContext = ConnContext
 			gk.Start()
 			b.Cleanup(gk.Close)
 			tr := &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}

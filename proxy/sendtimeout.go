@@ -8,18 +8,21 @@ import (
 )
 
 // clientWriter is the ResponseWriter the reverse proxy writes a pod's answer
-// to: the client's, with a send timeout. Before every write and flush it
-// moves the connection's write deadline to now + timeout, so a client that
-// takes no bytes for that long (a slow reader holding a slot: nginx's
-// send_timeout) makes the write fail; the reverse proxy then aborts the
-// copy, which closes the pod's response and so cancels its request, and the
-// slot is freed. It lives in flight, so it costs no allocation of its own.
-// Its zero value writes straight through.
+// to: the client's, with a send timeout. A client that takes no bytes for
+// that long (a slow reader holding a slot: nginx's send_timeout) makes the
+// write fail; the reverse proxy then aborts the copy, which closes the pod's
+// response and so cancels its request, and the slot is freed, and
+// clientWriter notes that the cut was a send timeout. On an HTTP/1
+// connection from a SendListener the connection enforces it, as a progress
+// timeout, and timeout here is 0. Elsewhere (HTTP/2, a server without
+// SendListener) it moves the write deadline to now + timeout before every
+// write and flush, so each write must end within it. It lives in flight, so
+// it costs no allocation of its own. Its zero value writes straight through.
 type clientWriter struct {
 	w        http.ResponseWriter
 	rc       *http.ResponseController // for a w that is wrapped; made when first needed
 	timeout  time.Duration            // 0: none
-	timedOut bool                     // a write passed its deadline
+	timedOut bool                     // a write passed its deadline, or its connection's send timeout
 	armed    bool                     // a deadline was set and must be cleared
 	now      func() time.Time         // the handler's clock, for first; nil: none
 	first    time.Time                // when the first body byte was written

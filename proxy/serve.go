@@ -3,11 +3,9 @@ package proxy
 import (
 	"bytes"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/decide"
 	"github.com/gatekeeper-dev/gatekeeper/pods"
@@ -43,6 +41,9 @@ type exchange struct {
 func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	ex := &exchange{Request: h.core.Begin()}
 	pol := ex.Policy
+	if sc := sendConnFor(r); sc != nil {
+		sc.setTimeout(pol.SendTimeout) // every write of the answer, gatekeeper's own refusals too
+	}
 	key := http.CanonicalHeaderKey(pol.RequestIDHeader)
 	ids := r.Header[key]
 	if len(ids) > 0 {
@@ -213,24 +214,23 @@ func (h *Handler) finish(r *http.Request, ex *exchange, o decide.Outcome, status
 	}
 }
 
-// Bounds on reading what a client still sends of a body refused as too
-// large, after its 413 (nginx's lingering close).
-const (
-	lingerBytes = 64 << 20
-	lingerTime  = 5 * time.Second
-)
-
-// refuseLarge answers 413 and then reads, within bounds, what the client
-// still sends of the body before the connection closes. A client that sends
-// its whole body before it reads the answer (Python's http.client) would
-// otherwise meet a reset while it writes, and never read the 413.
+// refuseLarge answers 413 and then, on HTTP/1, reads what the client still
+// sends of the body (lingering, below) before the connection closes. A
+// client that sends its whole body before it reads the answer (Python's
+// http.client) would otherwise meet a reset while it writes, and never read
+// the 413. HTTP/2 needs none of it: the server ends the stream, not the
+// connection, and flow control has already stopped the client.
 func (h *Handler) refuseLarge(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	w.Header().Set("Connection", "close")
 	h.refuse(w, r, ex, tooLarge(ex.Policy.MaxBodyBytes))
+	if r.ProtoMajor != 1 {
+		return
+	}
 	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-	_ = rc.SetReadDeadline(time.Now().Add(lingerTime)) // a connection deadline: the real clock
-	_, _ = io.CopyN(io.Discard, r.Body, lingerBytes)
+	if rc.Flush() != nil { // the client is gone, or cannot take the answer
+		return
+	}
+	h.linger.drain(r.Body, rc)
 }
 
 func tooLarge(limit int64) decide.Refusal {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/framing"
 )
 
@@ -87,9 +88,10 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 		IdleTimeout:       s.IdleTimeout,
 		MaxHeaderBytes:    s.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-		ConnContext:       framing.ConnContext, // ambiguous framing → 400 (framing.Guard)
-		ConnState:         a.conns.track,       // gatekeeper_client_connections
-		// No WriteTimeout: streams last minutes. A client that stops reading is cut by server.send_timeout, per write (proxy).
+		ConnContext:       proxy.ConnContext, // framing.Guard's verdict, proxy.SendListener's connection
+		ConnState:         a.conns.track,     // gatekeeper_client_connections
+		// No WriteTimeout: streams last minutes. A client that stops reading is cut by
+		// server.send_timeout, when it has taken no byte for that long (proxy.SendListener).
 	}
 	as := &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
@@ -118,6 +120,7 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 		return err
 	}
 	traffic = limitConns(traffic, s.MaxConnections) // under TLS and framing.Guard alike
+	traffic = proxy.SendListener(traffic)           // the send timeout in each connection, under TLS too
 	if limit, low := fileLimitLow(s.MaxConnections); low {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "open-file limit (ulimit -n) is below server.max_connections + 1024",
 			slog.Uint64("open_file_limit", limit), slog.Int("max_connections", s.MaxConnections))

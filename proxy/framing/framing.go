@@ -85,6 +85,10 @@ func (c *guardConn) CloseWrite() error {
 
 var errNoCloseWrite = errors.New("framing: connection cannot half-close")
 
+// NetConn is the wrapped connection, as crypto/tls's Conn has it: a
+// ConnContext of another package finds its own connection under Guard's.
+func (c *guardConn) NetConn() net.Conn { return c.Conn }
+
 // scanState is where the scanner is in the HTTP/1 message stream.
 type scanState uint8
 
