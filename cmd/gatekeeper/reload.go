@@ -169,7 +169,7 @@ func (a *app) reload(trigger string) {
 			slog.String("state", "unchanged"))
 		return
 	}
-	cfg, err := config.LoadFile(a.opts.path)
+	cfg, err := loadRunnable(a.opts.path)
 	if err == nil {
 		err = a.apply(cfg)
 	}
