@@ -21,4 +21,10 @@
 // Monitor with fakes through SourceSettings.Source. go-nvml sits behind the
 // NVML interface, a subset of nvml.Interface that go-nvml's own
 // pkg/nvml/mock satisfies.
+//
+// go-nvml needs cgo, so it is compiled in only with the nvml build tag
+// (go build -tags nvml; NVMLCompiled says which build this is). The default
+// build needs no cgo and can be a static binary; its nvml source fails every
+// read with ErrNVMLNotCompiled, and the DCGM exporter and the allocator
+// exporter (kinds dcgm and memory_blocks) carry the same facts.
 package pressure

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
 // Monitor polls sources and keeps the latest State. Create one with New,
@@ -140,11 +138,7 @@ func (m *Monitor) newEntry(ss SourceSettings, upstream, path string, names map[s
 	}
 	switch ss.Kind {
 	case KindNVML:
-		lib := m.s.NVML
-		if lib == nil {
-			lib = nvml.New()
-		}
-		e.src = newNVMLSource(name, lib, m.s.Now)
+		e.src = newNVML(name, m.s.NVML, m.s.Now) // without the nvml build tag, one that says so
 	case KindVLLM:
 		if upstream == "" {
 			return nil, fmt.Errorf("pressure: %s.kind %q: must be listed under an upstream", path, ss.Kind)

@@ -1,3 +1,5 @@
+//go:build nvml
+
 package pressure
 
 import (
@@ -9,10 +11,17 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
+// NVMLCompiled reports whether this build reads NVML. It is true in a build
+// with the nvml build tag (which needs cgo: go-nvml loads the driver's
+// library through it) and false in the default build, where an nvml source
+// fails every read with ErrNVMLNotCompiled (nvml_stub.go).
+const NVMLCompiled = true
+
 // NVML is the part of go-nvml's nvml.Interface the nvml source calls.
 // nvml.New() satisfies it, and so does go-nvml's pkg/nvml/mock.Interface.
 // Of each nvml.Device the source calls only GetUUID, GetName,
-// GetMemoryInfo_v2 and GetMemoryInfo.
+// GetMemoryInfo_v2 and GetMemoryInfo. The type exists in this form only
+// with the nvml build tag; without it nothing implements NVML.
 type NVML interface {
 	Init() nvml.Return
 	Shutdown() nvml.Return
@@ -43,6 +52,15 @@ type nvmlSource struct {
 	initErr   error     // the latest Init failure
 	nextInit  time.Time // no Init attempt before this
 	initTried bool
+}
+
+// newNVML is the nvml source the Monitor builds: over lib, or over the
+// driver's library (nvml.New(), loaded at the first read) when lib is nil.
+func newNVML(name string, lib NVML, now func() time.Time) Source {
+	if lib == nil {
+		lib = nvml.New()
+	}
+	return newNVMLSource(name, lib, now)
 }
 
 func newNVMLSource(name string, lib NVML, now func() time.Time) *nvmlSource {

@@ -1,3 +1,5 @@
+//go:build nvml
+
 package pressure
 
 import (
@@ -12,7 +14,7 @@ import (
 // prints what the nvml source sees. It runs only on request, on a machine
 // with an NVIDIA driver:
 //
-//	PRESSURE_REAL_NVML=1 go test -run TestRealNVML -v ./pressure/
+//	PRESSURE_REAL_NVML=1 go test -tags nvml -run TestRealNVML -v ./pressure/
 func TestRealNVML(t *testing.T) {
 	if os.Getenv("PRESSURE_REAL_NVML") == "" {
 		t.Skip("set PRESSURE_REAL_NVML=1 on a machine with an NVIDIA driver")

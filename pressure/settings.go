@@ -38,7 +38,9 @@ type Settings struct {
 	// further bounded by Timeout.
 	HTTPClient *http.Client
 	// NVML is the NVML library the nvml source calls. Nil means
-	// nvml.New(), the real driver library, loaded at the first read.
+	// nvml.New(), the real driver library, loaded at the first read. Only
+	// a build with the nvml build tag reads NVML (NVMLCompiled); without it
+	// this stays nil and an nvml source fails with ErrNVMLNotCompiled.
 	NVML NVML
 	// Logger receives one line per source state change (down, up). Nil
 	// means discard.

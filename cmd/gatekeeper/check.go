@@ -18,7 +18,7 @@ import (
 // A clean policy prints "FILE: ok" on stdout.
 func runCheck(path string, replicas int, stdout, stderr io.Writer) error {
 	name := displayName(path)
-	cfg, err := loadConfig(path)
+	cfg, err := loadRunnable(path)
 	if err != nil {
 		reportErrors(stderr, name, err)
 		return errReported

@@ -10,8 +10,9 @@ import (
 
 // TestReadme holds README.md to what a newcomer's page promises: at most
 // 250 lines; exactly two set-up commands in its first shell block, the
-// demo on the embedded default and the test suite, the second being what
-// .ci/run runs; and every docs/ page it names exists.
+// demo on the embedded default (a bare go run: the default build needs no
+// cgo) and the test suite, the second being what .ci/run runs; and every
+// docs/ page it names exists.
 func TestReadme(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -33,6 +34,9 @@ func TestReadme(t *testing.T) {
 	}
 	if len(cmds) != 2 || !strings.Contains(cmds[0], "go run ./cmd/gatekeeper -demo") || cmds[1] != "./scripts/test.sh" {
 		t.Fatalf("README.md's first sh block = %q, want the demo and ./scripts/test.sh", cmds)
+	}
+	if !strings.HasPrefix(cmds[0], "go run ") {
+		t.Errorf("README.md's demo command = %q, want a bare go run: the default build needs no cgo setting", cmds[0])
 	}
 	ci, err := os.ReadFile("../../.ci/run")
 	if err != nil {

@@ -174,7 +174,7 @@ func (a *app) reload(trigger string) {
 		return
 	}
 	prev := a.raw.Load()
-	cfg, err := config.LoadFile(a.opts.path)
+	cfg, err := loadRunnable(a.opts.path)
 	if err == nil {
 		err = a.apply(cfg)
 	}

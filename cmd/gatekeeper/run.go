@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/proxy/framing"
 )
@@ -23,7 +24,7 @@ import (
 // until ctx ends or SIGTERM/SIGINT arrives, then drains (docs/operations.md,
 // Shutdown). command parsed the flags.
 func run(ctx context.Context, path string, stderr io.Writer) error {
-	cfg, err := loadConfig(path)
+	cfg, err := loadRunnable(path)
 	if err != nil {
 		return err
 	}
@@ -51,6 +52,20 @@ func loadConfig(path string) (*config.Config, error) {
 		return config.Default(), nil
 	}
 	return config.LoadFile(path)
+}
+
+// loadRunnable is loadConfig for a policy this binary is to run (start,
+// reload, -check): it also refuses one naming a source the binary was built
+// without (unbuiltSources). -print-config shows any valid policy.
+func loadRunnable(path string) (*config.Config, error) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := unbuiltSources(cfg, pressure.NVMLCompiled); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 func displayName(path string) string {

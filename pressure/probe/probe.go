@@ -37,7 +37,9 @@ type Settings struct {
 	// http.DefaultClient. The caller's context bounds the whole read.
 	Client *http.Client
 	// NVML is the library an nvml read calls. Nil means the driver's
-	// (nvml.New()), loaded at the read.
+	// (nvml.New()), loaded at the read. Only a build with the nvml build
+	// tag reads NVML; without it an nvml read fails with
+	// pressure.ErrNVMLNotCompiled.
 	NVML pressure.NVML
 }
 
@@ -74,6 +76,9 @@ func Read(ctx context.Context, s Settings) (Result, error) {
 	if s.Kind == pressure.KindNVML {
 		if s.URL != "" {
 			return Result{}, errors.New("probe: nvml reads the local GPUs and takes no URL")
+		}
+		if !pressure.NVMLCompiled {
+			return Result{}, fmt.Errorf("probe: %w", pressure.ErrNVMLNotCompiled)
 		}
 		return readNVML(ctx, s.NVML)
 	}
