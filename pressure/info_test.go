@@ -1,14 +1,11 @@
 package pressure
 
 import (
-	"context"
 	"maps"
 	"os"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
 // TestSignalInfo proves what Info says of each signal against the parsers:
@@ -38,14 +35,9 @@ func TestSignalInfo(t *testing.T) {
 		KindVLLM:         file(ParseVLLMMetrics, "testdata/vllm-two-engines.txt"),
 		KindDCGM:         file(ParseDCGMMetrics, "testdata/dcgm-two-gpus.txt"),
 		KindMemoryBlocks: file(ParseMemoryBlocks, "testdata/memory-blocks.json"),
-		KindNVML: func(t *testing.T) Reading {
-			src := newNVMLSource("nvml", fakeNVML(nvml.SUCCESS, fakeDevice("GPU-a", 80<<30, 8<<30, nvml.SUCCESS)), func() time.Time { return t0 })
-			rd, err := src.Read(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return rd
-		},
+	}
+	if nvml := nvmlReading(t0); nvml != nil { // only in the nvml build (go test -tags nvml)
+		read[KindNVML] = nvml
 	}
 	for _, s := range Signals() {
 		if s.Info().Unit == "" || len(s.Info().Kinds) == 0 {
