@@ -65,6 +65,9 @@ type State struct {
 	Queue     Queue                  `json:"queue"`
 	Limits    map[string]float64     `json:"limits"`
 	Sources   []pressure.SourceState `json:"sources"`
+	// SignalUnits gives every signal's unit (pressure.SignalInfo.Unit), so
+	// that the status page shows bytes as bytes and counts as whole numbers.
+	SignalUnits map[pressure.Signal]string `json:"signal_units"`
 	// LevelChanges are the latest level changes over every upstream, newest
 	// first, as many as the controller keeps (control.ChangeHistory); [] before
 	// the first. The status page lists them on its first load.
@@ -189,6 +192,10 @@ func Snapshot(src Sources) State {
 	}
 	ps := src.Pressure()
 	s.Sources = ps.Sources
+	s.SignalUnits = make(map[pressure.Signal]string, len(pressure.Signals()))
+	for _, sig := range pressure.Signals() {
+		s.SignalUnits[sig] = sig.Info().Unit
+	}
 	s.LevelChanges = []control.LevelChange{}
 	if src.LevelChanges != nil {
 		s.LevelChanges = src.LevelChanges()

@@ -204,6 +204,18 @@ const wantState = `{
       "never_answered": false
     }
   ],
+  "signal_units": {
+    "alloc_retry_rate": "per second",
+    "effective_utilization": "fraction 0–1",
+    "fragmentation": "ratio ≥ 1",
+    "fragmentation_growth": "per second",
+    "free_memory_bytes": "bytes",
+    "kv_cache_usage": "fraction 0–1",
+    "memory_used": "fraction 0–1",
+    "preemption_rate": "per second",
+    "running": "requests",
+    "waiting": "requests"
+  },
   "level_changes": [
     {
       "upstream": "a",
