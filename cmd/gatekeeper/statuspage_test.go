@@ -228,7 +228,7 @@ func readProbe(t *testing.T, dom string) probeResult {
 
 var (
 	canvasTag = regexp.MustCompile(`<canvas [^>]*>`)
-	attr      = regexp.MustCompile(`([a-z-]+)="([^"]*)"`)
+	htmlAttr  = regexp.MustCompile(`([a-z-]+)="([^"]*)"`)
 	// yLabel is a value tick: a plain number, or one with an SI or binary
 	// prefix (bytes carry a unit).
 	yLabel = regexp.MustCompile(`^-?\d+(?:\.\d+)?(?:k|M|G|T| B| KiB| MiB| GiB| TiB| PiB)?$`)
@@ -243,7 +243,7 @@ func checkAxes(t *testing.T, dom string) {
 	charts := 0
 	for _, tag := range canvasTag.FindAllString(dom, -1) {
 		a := map[string]string{}
-		for _, m := range attr.FindAllStringSubmatch(tag, -1) {
+		for _, m := range htmlAttr.FindAllStringSubmatch(tag, -1) {
 			a[m[1]] = html.UnescapeString(m[2])
 		}
 		name := a["aria-label"]
