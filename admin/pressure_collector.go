@@ -12,11 +12,18 @@ import (
 // it, and the rates DESIGN §7 names), and each source's health. Values the
 // monitor keeps after their source went stale are still exported; their
 // age and gatekeeper_source_stale say so.
+//
+// A signal's value goes to the family of its unit (signalFamily), so that
+// each metric name carries one unit, as Prometheus' naming rules ask: the
+// dimensionless signals under gatekeeper_pressure_signal, the per-second
+// rates under gatekeeper_pressure_signal_per_second, the bytes under
+// gatekeeper_pressure_signal_bytes (issue 35, item 13).
 type pressureCollector struct {
 	snapshot func() pressure.State
 
-	fragmentation, ratio, signal, age, growth, effective, allocRetries *prometheus.Desc
-	up, lastSuccess, stale, neverAnswered                              *prometheus.Desc
+	fragmentation, ratio, age, growth, effective, allocRetries *prometheus.Desc
+	signal, signalPerSecond, signalBytes                       *prometheus.Desc
+	up, lastSuccess, stale, neverAnswered                      *prometheus.Desc
 }
 
 // NewPressureCollector returns a collector that calls snapshot at every
@@ -33,9 +40,13 @@ func NewPressureCollector(snapshot func() pressure.State) prometheus.Collector {
 		ratio: prometheus.NewDesc("gatekeeper_fragmentation_ratio",
 			"Total free memory ÷ largest free block of the GPU's allocator (≥ 1; 1 = one free block): the fragmentation signal as the policy's thresholds read it, the inverse of vllm_gpu_memory_fragmentation.", ug, nil),
 		signal: prometheus.NewDesc("gatekeeper_pressure_signal",
-			"Latest value of a pressure signal; gpu_id is empty for upstream-level signals.", ugs, nil),
+			"Latest value of each dimensionless pressure signal (a ratio, a fraction or a count of requests); gpu_id is empty for upstream-level signals. Rates are in gatekeeper_pressure_signal_per_second, bytes in gatekeeper_pressure_signal_bytes.", ugs, nil),
+		signalPerSecond: prometheus.NewDesc("gatekeeper_pressure_signal_per_second",
+			"Latest value of each pressure signal that is a rate per second, smoothed; gpu_id is empty for upstream-level signals.", ugs, nil),
+		signalBytes: prometheus.NewDesc("gatekeeper_pressure_signal_bytes",
+			"Latest value of each pressure signal counted in bytes; gpu_id is empty for upstream-level signals.", ugs, nil),
 		age: prometheus.NewDesc("gatekeeper_pressure_signal_age_seconds",
-			"Age of the reading behind gatekeeper_pressure_signal.", ugs, nil),
+			"Age of the reading behind each signal's value (in gatekeeper_pressure_signal, _per_second or _bytes, by the signal's unit).", ugs, nil),
 		growth: prometheus.NewDesc("gatekeeper_fragmentation_growth_rate",
 			"Change of the fragmentation ratio (total free ÷ largest free block) per second, smoothed.", ug, nil),
 		effective: prometheus.NewDesc("gatekeeper_effective_utilization",
@@ -54,8 +65,8 @@ func NewPressureCollector(snapshot func() pressure.State) prometheus.Collector {
 }
 
 func (c *pressureCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.fragmentation, c.ratio, c.signal, c.age, c.growth,
-		c.effective, c.allocRetries, c.up, c.lastSuccess, c.stale, c.neverAnswered} {
+	for _, d := range []*prometheus.Desc{c.fragmentation, c.ratio, c.signal, c.signalPerSecond, c.signalBytes,
+		c.age, c.growth, c.effective, c.allocRetries, c.up, c.lastSuccess, c.stale, c.neverAnswered} {
 		ch <- d
 	}
 }
@@ -73,14 +84,19 @@ func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.lastSuccess, float64(src.LastSuccess.UnixNano())/1e9, src.Name)
 		}
 	}
+	signal := func(sig pressure.Signal, v pressure.Value, upstream, gpu string) {
+		if d := c.signalFamily(sig); d != nil {
+			gauge(d, v.Value, upstream, gpu, string(sig))
+			gauge(c.age, v.Age.Seconds(), upstream, gpu, string(sig))
+		}
+	}
 	// A GPU may appear under several upstreams (or several pods may number
 	// their GPUs from 0): one series per gpu_id, the fresh worst.
 	classic := map[string]pressure.Value{}
 	for _, u := range s.Upstreams {
 		for sig, v := range u.Signals {
 			if v.GPU == "" {
-				gauge(c.signal, v.Value, u.Name, "", string(sig))
-				gauge(c.age, v.Age.Seconds(), u.Name, "", string(sig))
+				signal(sig, v, u.Name, "")
 			}
 		}
 		for _, g := range u.GPUs {
@@ -88,8 +104,7 @@ func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
 				continue // cannot be told from the upstream-level series
 			}
 			for sig, v := range g.Signals {
-				gauge(c.signal, v.Value, u.Name, g.ID, string(sig))
-				gauge(c.age, v.Age.Seconds(), u.Name, g.ID, string(sig))
+				signal(sig, v, u.Name, g.ID)
 			}
 			for sig, d := range map[pressure.Signal]*prometheus.Desc{pressure.Fragmentation: c.ratio, pressure.FragmentationGrowth: c.growth,
 				pressure.EffectiveUtilization: c.effective, pressure.AllocRetryRate: c.allocRetries} {
@@ -107,4 +122,20 @@ func (c *pressureCollector) Collect(ch chan<- prometheus.Metric) {
 	for id, v := range classic {
 		gauge(c.fragmentation, v.Value, id)
 	}
+}
+
+// signalFamily is the family that exports sig's value: the one of its unit
+// (pressure.SignalInfo.Unit). Nil for a unit this collector does not know,
+// whose values it leaves out rather than put under another unit's name;
+// TestPressureCollectorUnits proves every signal has a family.
+func (c *pressureCollector) signalFamily(sig pressure.Signal) *prometheus.Desc {
+	switch sig.Info().Unit {
+	case pressure.UnitRatio, pressure.UnitFraction, pressure.UnitRequests:
+		return c.signal
+	case pressure.UnitPerSecond:
+		return c.signalPerSecond
+	case pressure.UnitBytes:
+		return c.signalBytes
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,10 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 )
+
+// signalSeries matches a series of the signal value families in the text
+// format.
+var signalSeries = regexp.MustCompile(`(?m)^gatekeeper_pressure_signal(?:_per_second|_bytes)?\{`)
 
 func TestPressureCollector(t *testing.T) {
 	t.Parallel()
@@ -22,6 +27,7 @@ func TestPressureCollector(t *testing.T) {
 		pressure.FragmentationGrowth:  val(0.01, "a/alloc", "0", time.Second, false),
 		pressure.EffectiveUtilization: val(0.8, "a/alloc", "0", time.Second, false),
 		pressure.AllocRetryRate:       val(0.5, "a/alloc", "0", time.Second, false),
+		pressure.FreeMemory:           val(16<<30, "a/alloc", "0", time.Second, false),
 	}
 	tests := []struct {
 		name  string
@@ -48,6 +54,7 @@ func TestPressureCollector(t *testing.T) {
 				},
 			},
 			names: []string{"vllm_gpu_memory_fragmentation", "gatekeeper_pressure_signal",
+				"gatekeeper_pressure_signal_per_second", "gatekeeper_pressure_signal_bytes",
 				"gatekeeper_fragmentation_ratio", "gatekeeper_fragmentation_growth_rate", "gatekeeper_effective_utilization",
 				"gatekeeper_alloc_retry_rate", "gatekeeper_source_up",
 				"gatekeeper_source_last_success_timestamp_seconds", "gatekeeper_source_stale"},
@@ -65,14 +72,19 @@ gatekeeper_fragmentation_growth_rate{gpu_id="0",upstream="a"} 0.01
 # TYPE gatekeeper_fragmentation_ratio gauge
 gatekeeper_fragmentation_ratio{gpu_id="0",upstream="a"} 1.25
 gatekeeper_fragmentation_ratio{gpu_id="0",upstream="b"} 2
-# HELP gatekeeper_pressure_signal Latest value of a pressure signal; gpu_id is empty for upstream-level signals.
+# HELP gatekeeper_pressure_signal Latest value of each dimensionless pressure signal (a ratio, a fraction or a count of requests); gpu_id is empty for upstream-level signals. Rates are in gatekeeper_pressure_signal_per_second, bytes in gatekeeper_pressure_signal_bytes.
 # TYPE gatekeeper_pressure_signal gauge
 gatekeeper_pressure_signal{gpu_id="",signal="kv_cache_usage",upstream="a"} 0.5
-gatekeeper_pressure_signal{gpu_id="0",signal="alloc_retry_rate",upstream="a"} 0.5
 gatekeeper_pressure_signal{gpu_id="0",signal="effective_utilization",upstream="a"} 0.8
 gatekeeper_pressure_signal{gpu_id="0",signal="fragmentation",upstream="a"} 1.25
 gatekeeper_pressure_signal{gpu_id="0",signal="fragmentation",upstream="b"} 2
-gatekeeper_pressure_signal{gpu_id="0",signal="fragmentation_growth",upstream="a"} 0.01
+# HELP gatekeeper_pressure_signal_bytes Latest value of each pressure signal counted in bytes; gpu_id is empty for upstream-level signals.
+# TYPE gatekeeper_pressure_signal_bytes gauge
+gatekeeper_pressure_signal_bytes{gpu_id="0",signal="free_memory_bytes",upstream="a"} 1.7179869184e+10
+# HELP gatekeeper_pressure_signal_per_second Latest value of each pressure signal that is a rate per second, smoothed; gpu_id is empty for upstream-level signals.
+# TYPE gatekeeper_pressure_signal_per_second gauge
+gatekeeper_pressure_signal_per_second{gpu_id="0",signal="alloc_retry_rate",upstream="a"} 0.5
+gatekeeper_pressure_signal_per_second{gpu_id="0",signal="fragmentation_growth",upstream="a"} 0.01
 # HELP gatekeeper_source_last_success_timestamp_seconds Unix time of the pressure source's latest good reading.
 # TYPE gatekeeper_source_last_success_timestamp_seconds gauge
 gatekeeper_source_last_success_timestamp_seconds{source="a/vllm"} 1.7672256e+09
@@ -104,7 +116,7 @@ vllm_gpu_memory_fragmentation{gpu_id="0"} 0.8
 			if err := testutil.GatherAndCompare(reg, strings.NewReader(tt.want), tt.names...); err != nil {
 				t.Error(err)
 			}
-			if n, err := testutil.GatherAndCount(reg, "gatekeeper_pressure_signal_age_seconds"); err != nil || n != strings.Count(tt.want, "gatekeeper_pressure_signal{") {
+			if n, err := testutil.GatherAndCount(reg, "gatekeeper_pressure_signal_age_seconds"); err != nil || n != len(signalSeries.FindAllString(tt.want, -1)) {
 				t.Errorf("age series = %d, %v, want one per signal series", n, err)
 			}
 			descs := make(chan *prometheus.Desc, 20)
@@ -118,5 +130,68 @@ vllm_gpu_memory_fragmentation{gpu_id="0"} 0.8
 				t.Errorf("Describe() = %v, want vllm_gpu_memory_fragmentation", all)
 			}
 		})
+	}
+}
+
+// TestPressureCollectorUnits exports every signal, per GPU or per upstream
+// as it is read, and checks that each metric name carries one unit, the one
+// its suffix names (Prometheus' naming rules): a signal's unit
+// (pressure.SignalInfo.Unit) decides its family, and no signal is left out.
+// gatekeeper_pressure_signal once mixed bytes (free_memory_bytes) and
+// per-second rates with ratios (issue 35, item 13).
+func TestPressureCollectorUnits(t *testing.T) {
+	t.Parallel()
+	// What each unit is by Prometheus' rules: the suffix a name must end
+	// with ("" for the dimensionless: ratios, fractions, counts).
+	suffixOf := map[string]string{
+		pressure.UnitRatio: "", pressure.UnitFraction: "", pressure.UnitRequests: "",
+		pressure.UnitPerSecond: "_per_second", pressure.UnitBytes: "_bytes",
+	}
+	up := pressure.UpstreamState{Name: "a", Signals: map[pressure.Signal]pressure.Value{}}
+	gpu := pressure.GPUState{ID: "0", Signals: map[pressure.Signal]pressure.Value{}}
+	for i, sig := range pressure.Signals() {
+		if sig.Info().PerGPU {
+			gpu.Signals[sig] = pressure.Value{Value: float64(i + 1), GPU: "0"}
+		} else {
+			up.Signals[sig] = pressure.Value{Value: float64(i + 1)}
+		}
+	}
+	up.GPUs = []pressure.GPUState{gpu}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewPressureCollector(func() pressure.State { return pressure.State{Upstreams: []pressure.UpstreamState{up}} }))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather() = %v", err)
+	}
+	families := map[pressure.Signal][]string{} // signal → the value families it is in
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if strings.HasSuffix(name, "_age_seconds") {
+			continue // every signal's age, in seconds
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "signal" {
+					continue
+				}
+				sig := pressure.Signal(l.GetValue())
+				families[sig] = append(families[sig], name)
+				unit := sig.Info().Unit
+				suffix, known := suffixOf[unit]
+				switch {
+				case !known:
+					t.Errorf("%s: unit %q has no Prometheus suffix in this test", sig, unit)
+				case suffix == "" && (strings.HasSuffix(name, "_bytes") || strings.HasSuffix(name, "_seconds") || strings.HasSuffix(name, "_per_second")):
+					t.Errorf("%s{signal=%q}: a dimensionless signal (%s) under a name with a unit", name, sig, unit)
+				case !strings.HasSuffix(name, suffix):
+					t.Errorf("%s{signal=%q}: a signal in %s under a name without %q", name, sig, unit, suffix)
+				}
+			}
+		}
+	}
+	for _, sig := range pressure.Signals() {
+		if got := families[sig]; len(got) != 1 {
+			t.Errorf("signal %s is exported in %v, want exactly one family", sig, got)
+		}
 	}
 }

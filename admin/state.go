@@ -35,6 +35,9 @@ type Sources struct {
 	// Slow returns the upstream's slow-path state and its last level
 	// change (nil before the first); false for an unknown upstream.
 	Slow func(name string) (breaker.SlowState, *control.Cause, bool)
+	// LevelChanges, if set, returns the latest level changes over every
+	// upstream, newest first (control.Controller.Changes).
+	LevelChanges func() []control.LevelChange
 	// Ceiling, if set, returns the upstream's window ceiling since it
 	// failed under load and when that was set (0 while none holds).
 	Ceiling func(name string) (int, time.Time)
@@ -62,6 +65,13 @@ type State struct {
 	Queue     Queue                  `json:"queue"`
 	Limits    map[string]float64     `json:"limits"`
 	Sources   []pressure.SourceState `json:"sources"`
+	// SignalUnits gives every signal's unit (pressure.SignalInfo.Unit), so
+	// that the status page shows bytes as bytes and counts as whole numbers.
+	SignalUnits map[pressure.Signal]string `json:"signal_units"`
+	// LevelChanges are the latest level changes over every upstream, newest
+	// first, as many as the controller keeps (control.ChangeHistory); [] before
+	// the first. The status page lists them on its first load.
+	LevelChanges []control.LevelChange `json:"level_changes"`
 	// Classes are the policy's traffic classes, if it has any.
 	Classes []Class `json:"classes,omitempty"`
 	// Tenants is the queue's fair share between tenants (fairness on).
@@ -182,6 +192,14 @@ func Snapshot(src Sources) State {
 	}
 	ps := src.Pressure()
 	s.Sources = ps.Sources
+	s.SignalUnits = make(map[pressure.Signal]string, len(pressure.Signals()))
+	for _, sig := range pressure.Signals() {
+		s.SignalUnits[sig] = sig.Info().Unit
+	}
+	s.LevelChanges = []control.LevelChange{}
+	if src.LevelChanges != nil {
+		s.LevelChanges = src.LevelChanges()
+	}
 	rules := map[string]Rule{}
 	for sig, r := range cfg.Pressure.Rules {
 		rules[string(sig)] = ruleOf(r)

@@ -53,6 +53,12 @@ func fakeSources() Sources {
 			return breaker.SlowState{Level: breaker.Degraded, Phase: breaker.PhaseDegraded, Limit: 6},
 				&control.Cause{From: "normal", To: "degraded", Signal: "fragmentation", Source: "a/alloc", Value: 1.3, At: testTime}, true
 		},
+		LevelChanges: func() []control.LevelChange { // newest first
+			return []control.LevelChange{
+				{Upstream: "a", Cause: control.Cause{From: "normal", To: "degraded", Signal: "fragmentation", Source: "a/alloc", Value: 1.3, At: testTime}},
+				{Upstream: "a", Cause: control.Cause{From: "degraded", To: "normal", Signal: "kv_cache_usage", Source: "a/vllm", Value: 0.5, Stale: true, At: testTime.Add(-time.Minute)}},
+			}
+		},
 		Ceiling: func(name string) (int, time.Time) {
 			if name == "a" { // a failed under load with 8 in flight
 				return 6, testTime.In(time.FixedZone("CET", 3600))
@@ -196,6 +202,40 @@ const wantState = `{
       "last_success": "2026-01-01T00:00:00Z",
       "stale": false,
       "never_answered": false
+    }
+  ],
+  "signal_units": {
+    "alloc_retry_rate": "per second",
+    "effective_utilization": "fraction 0–1",
+    "fragmentation": "ratio ≥ 1",
+    "fragmentation_growth": "per second",
+    "free_memory_bytes": "bytes",
+    "kv_cache_usage": "fraction 0–1",
+    "memory_used": "fraction 0–1",
+    "preemption_rate": "per second",
+    "running": "requests",
+    "waiting": "requests"
+  },
+  "level_changes": [
+    {
+      "upstream": "a",
+      "from": "normal",
+      "to": "degraded",
+      "signal": "fragmentation",
+      "source": "a/alloc",
+      "value": 1.3,
+      "stale": false,
+      "at": "2026-01-01T00:00:00Z"
+    },
+    {
+      "upstream": "a",
+      "from": "degraded",
+      "to": "normal",
+      "signal": "kv_cache_usage",
+      "source": "a/vllm",
+      "value": 0.5,
+      "stale": true,
+      "at": "2025-12-31T23:59:00Z"
     }
   ]
 }

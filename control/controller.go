@@ -99,12 +99,14 @@ type upstream struct {
 type Controller struct {
 	now func() time.Time
 
-	// mu guards names, order, deadlineOrder and every upstream's cause, and
-	// serialises ObserveAt and Update. ups is replaced whole under it.
+	// mu guards names, order, deadlineOrder, changes and every upstream's
+	// cause, and serialises ObserveAt and Update. ups is replaced whole
+	// under it.
 	mu            sync.Mutex
 	names         []string
 	order         queue.Order
 	deadlineOrder bool
+	changes       history
 	ups           atomic.Pointer[map[string]*upstream]
 }
 
@@ -192,6 +194,7 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 				Value: t.Value, Stale: t.Stale, At: now}
 			u.caused = true
 			ch.Cause, ch.Hook = u.cause, hookFor(t.To)
+			c.changes.add(LevelChange{Upstream: name, Cause: u.cause})
 		}
 		ch.Order = calm
 		if ch.Phase != breaker.PhaseNormal {
@@ -307,6 +310,16 @@ func (c *Controller) State(name string) (breaker.SlowState, *Cause, bool) {
 		return u.slow.Current(), nil, true
 	}
 	return u.slow.Current(), &cause, true
+}
+
+// Changes returns the latest level changes over every upstream, newest
+// first: at most ChangeHistory, those this Controller made (a restart
+// starts empty; a reload keeps them, those of upstreams it removed too).
+// The slice is the caller's.
+func (c *Controller) Changes() []LevelChange {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changes.list()
 }
 
 // Readings turns one upstream's signals into the breaker's readings, in

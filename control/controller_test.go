@@ -183,8 +183,8 @@ func TestUpdate(t *testing.T) {
 	}
 }
 
-// TestConcurrentUse hammers Observe, Critical, State, PodRefused and Update
-// together.
+// TestConcurrentUse hammers Observe, Critical, State, Changes, PodRefused
+// and Update together.
 func TestConcurrentUse(t *testing.T) {
 	t.Parallel()
 	c, err := New(FromPolicy(policy(t)))
@@ -200,6 +200,7 @@ func TestConcurrentUse(t *testing.T) {
 					"a": {pressure.Fragmentation: val(v, "a/memory_blocks", false)}}), i%2 == 0)
 				_ = c.Critical("a")
 				_, _, _ = c.State("b")
+				_ = c.Changes()
 				_ = c.PodRefusedAt(t0.Add(time.Duration(i)*time.Millisecond), "b")
 				if i%50 == 0 {
 					_ = c.Update(FromPolicy(policy(t)))

@@ -53,7 +53,7 @@ func (a *app) snapshot() admin.State {
 	src := admin.Sources{
 		Version: version, Config: a.cfg, Ready: a.handler.Ready, Draining: a.handler.Draining,
 		Queue: a.queue.Stats, Upstreams: a.pods.Statuses, Breaker: a.breakerState,
-		Slow: a.ctl.State, Ceiling: a.ctl.Ceiling, Pressure: a.pressure.Snapshot,
+		Slow: a.ctl.State, LevelChanges: a.ctl.Changes, Ceiling: a.ctl.Ceiling, Pressure: a.pressure.Snapshot,
 	}
 	if a.shared != nil {
 		src.Cluster = func() any { return a.shared.c.Snapshot() }

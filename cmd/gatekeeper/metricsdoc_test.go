@@ -123,6 +123,9 @@ func collectedKinds(c prometheus.Collector) map[string]string {
 // unitOf reads the unit from the name, by Prometheus' naming rules.
 func unitOf(name string) string {
 	n := strings.TrimSuffix(name, "_total")
+	if strings.HasSuffix(n, "_per_second") {
+		return "per second"
+	}
 	for _, u := range []string{"seconds", "bytes", "ratio", "tokens"} {
 		if strings.HasSuffix(n, "_"+u) {
 			return u

@@ -13,7 +13,8 @@ The main run, every loop bounded in count and time, only loopback addresses:
      some requests' KV caches kept alive, others dropped; at each moment
      (work paused) the exporter's figures are compared with torch's own
      (memory_stats, mem_get_info, a fresh snapshot) and gatekeeper's
-     vllm_gpu_memory_fragmentation / gatekeeper_pressure_signal are read;
+     vllm_gpu_memory_fragmentation / gatekeeper_pressure_signal{,_per_second,_bytes}
+     are read;
   3. "tight": set_per_process_memory_fraction leaves little headroom; same
      work, OOMs caught; the timeline shows how the ratio moves; at the end a
      bisection finds the largest allocation that really succeeds, to compare
@@ -113,12 +114,16 @@ def parse_prom(text: str, names: tuple[str, ...]) -> list[dict[str, Any]]:
 def gatekeeper_view(metrics_text: str) -> dict[str, float]:
     """The numbers of gatekeeper's /metrics that the timeline keeps."""
     view: dict[str, float] = {}
-    for s in parse_prom(metrics_text, ("vllm_gpu_memory_fragmentation", "gatekeeper_pressure_signal",
+    # A signal's value is under the family of its unit: dimensionless,
+    # _per_second or _bytes.
+    signal_families = ("gatekeeper_pressure_signal", "gatekeeper_pressure_signal_per_second",
+                       "gatekeeper_pressure_signal_bytes")
+    for s in parse_prom(metrics_text, ("vllm_gpu_memory_fragmentation", *signal_families,
                                        "gatekeeper_source_up", "gatekeeper_effective_utilization")):
         lab = s["labels"]
         if s["name"] == "vllm_gpu_memory_fragmentation":
             view[f"gk_classic_ratio_gpu{lab.get('gpu_id')}"] = s["value"]
-        elif s["name"] == "gatekeeper_pressure_signal" and lab.get("gpu_id"):
+        elif s["name"] in signal_families and lab.get("gpu_id"):
             view[f"gk_{lab.get('signal')}_gpu{lab.get('gpu_id')}"] = s["value"]
         elif s["name"] == "gatekeeper_source_up":
             view["gk_source_up"] = s["value"]
@@ -663,9 +668,13 @@ def self_check(gatekeeper: str | None) -> int:
     sample = ('# HELP x\nvllm_gpu_memory_fragmentation{gpu_id="0"} 0.5\n'
               'gatekeeper_pressure_signal{upstream="u",gpu_id="0",signal="fragmentation"} 2\n'
               'gatekeeper_pressure_signal{upstream="u",gpu_id="",signal="kv_cache_usage"} 0.3\n'
+              'gatekeeper_pressure_signal_per_second{upstream="u",gpu_id="0",signal="alloc_retry_rate"} 0.25\n'
+              'gatekeeper_pressure_signal_bytes{upstream="u",gpu_id="0",signal="free_memory_bytes"} 1024\n'
+              'gatekeeper_pressure_signal_age_seconds{upstream="u",gpu_id="0",signal="fragmentation"} 9\n'
               'gatekeeper_source_up{source="memory_blocks:x"} 1\n')
     view = gatekeeper_view(sample)
-    assert view == {"gk_classic_ratio_gpu0": 0.5, "gk_fragmentation_gpu0": 2.0, "gk_source_up": 1.0}, view
+    assert view == {"gk_classic_ratio_gpu0": 0.5, "gk_fragmentation_gpu0": 2.0, "gk_alloc_retry_rate_gpu0": 0.25,
+                    "gk_free_memory_bytes_gpu0": 1024.0, "gk_source_up": 1.0}, view
     cfg = gatekeeper_config("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3", "http://127.0.0.1:4/memory_blocks")
     if gatekeeper:
         import tempfile
