@@ -70,7 +70,10 @@ func TestCheck(t *testing.T) {
 				"invalid, 2 errors",
 			}},
 		{name: "syntax error", policy: "upstreams: [\n", wantErr: errReported, exit: 1,
-			stderr: []string{"error: yaml: line 1: did not find expected node content", "invalid, 1 error"}},
+			stderr: []string{"line 1: error: invalid YAML: did not find expected node content", "invalid, 1 error"}},
+		// yaml.v3 says line 2 (issue 35, item 13).
+		{name: "tab", policy: "upstreams:\n  - url: http://a:8000\n\tname: a\n", wantErr: errReported, exit: 1,
+			stderr: []string{"line 3: error: invalid YAML: found a tab character that violates indentation", "invalid, 1 error"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
