@@ -47,8 +47,9 @@ func LoadFile(path string) (*Config, error) {
 // or a malformed duration is an error naming the key and its line. All such
 // problems and all validation problems are reported at once, joined with
 // errors.Join, each a *FieldError (at most 50, then a count). A YAML syntax
-// error is reported alone. An empty document is decoded as all defaults,
-// which does not validate (it has no upstreams).
+// error is reported alone, a *FieldError naming the line the problem is on.
+// An empty document is decoded as all defaults, which does not validate (it
+// has no upstreams).
 func Parse(data []byte) (*Config, error) {
 	c := builtin()
 	errs, err := c.decode(data)
