@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"regexp"
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -32,9 +32,6 @@ func documents(data []byte) (root, extra *yaml.Node, err error) {
 	return root, extra, nil
 }
 
-// yamlLine reads the "yaml: line N: " that starts most of yaml's errors.
-var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
-
 // syntaxError is yaml's error err about data as a *FieldError naming the
 // line the problem is on.
 //
@@ -42,16 +39,25 @@ var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
 // the line where the enclosing construct began, 0-based for parser errors
 // and 1-based for scanner errors, and no line at all for line 1. A tab that
 // breaks the indentation of line 3 read "yaml: line 2: found a tab
-// character that violates indentation". Its line is a lower bound, though,
-// and yaml reads a stream: the first n lines of data give the same error
-// exactly when the problem is on one of them. So the line reported is the
-// smallest n (found by bisection, each try a parse of at most data) whose
-// lines give the same error again.
+// character that violates indentation". That line is a lower bound, though,
+// and yaml reads a stream: the file's first n lines give the same error
+// once they reach the problem, and not before. So the line reported is the
+// smallest such n, found by bisection (each try a parse of at most data). A
+// construct never closed (a flow mapping, a quote) is reported on the line
+// it opens: cut there, the file gives the same error.
 func syntaxError(data []byte, err error) error {
 	msg := err.Error()
-	m := yamlLine.FindStringSubmatch(msg)
-	if m == nil {
+	problem, ok := strings.CutPrefix(msg, "yaml: ")
+	if !ok {
 		return &FieldError{Msg: "invalid YAML: " + msg}
+	}
+	lo := 1 // yaml's line, if it gives one: never past the problem's
+	if head, rest, ok := strings.Cut(problem, ": "); ok {
+		if n, ok := strings.CutPrefix(head, "line "); ok {
+			if l, err := strconv.Atoi(n); err == nil {
+				lo, problem = max(l, 1), rest
+			}
+		}
 	}
 	// ends[i] is the end of line i+1, its newline included.
 	var ends []int
@@ -63,8 +69,6 @@ func syntaxError(data []byte, err error) error {
 	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
 		ends = append(ends, len(data))
 	}
-	lo, _ := strconv.Atoi(m[1]) // yaml's line: never past the problem's
-	lo = max(lo, 1)
 	hi := len(ends) // the whole file gives err
 	lo = min(lo, hi)
 	for lo < hi {
@@ -75,5 +79,5 @@ func syntaxError(data []byte, err error) error {
 			lo = mid + 1
 		}
 	}
-	return &FieldError{Line: hi, Msg: "invalid YAML: " + msg[len(m[0]):]}
+	return &FieldError{Line: hi, Msg: "invalid YAML: " + problem}
 }
