@@ -22,6 +22,14 @@ func FuzzLoad(f *testing.F) {
 			if c != nil {
 				t.Fatalf("Load returned a config with error %v", err)
 			}
+			// Every problem's line is one of the file's (a syntax error's
+			// is found again on a prefix of the file: issue 35, item 13).
+			lines := bytes.Count(data, []byte("\n")) + 1
+			for _, p := range flatten(err) {
+				if fe, ok := p.(*FieldError); ok && (fe.Line < 0 || fe.Line > lines) {
+					t.Fatalf("problem %q names line %d of a file of %d", fe, fe.Line, lines)
+				}
+			}
 			return // rejecting input is fine; panicking is not
 		}
 		if err := c.Validate(); err != nil {
@@ -31,4 +39,17 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("Load accepted a config without upstreams")
 		}
 	})
+}
+
+// flatten lists the problems of an error errors.Join made.
+func flatten(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -10,8 +9,6 @@ import (
 	"os"
 	"reflect"
 	"slices"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // MaxFileBytes is the largest policy file Load accepts.
@@ -50,8 +47,9 @@ func LoadFile(path string) (*Config, error) {
 // or a malformed duration is an error naming the key and its line. All such
 // problems and all validation problems are reported at once, joined with
 // errors.Join, each a *FieldError (at most 50, then a count). A YAML syntax
-// error is reported alone. An empty document is decoded as all defaults,
-// which does not validate (it has no upstreams).
+// error is reported alone, a *FieldError naming the line the problem is on.
+// An empty document is decoded as all defaults, which does not validate (it
+// has no upstreams).
 func Parse(data []byte) (*Config, error) {
 	c := builtin()
 	errs, err := c.decode(data)
@@ -68,24 +66,18 @@ func Parse(data []byte) (*Config, error) {
 // decode decodes data over c, returning every problem found, or a fatal
 // error when data is not one YAML document.
 func (c *Config) decode(data []byte) ([]error, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var root yaml.Node
-	if err := dec.Decode(&root); err != nil {
-		if errors.Is(err, io.EOF) {
-			c.lines = map[string]int{}
-			return nil, nil // an empty file
-		}
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	var extra yaml.Node
-	switch err := dec.Decode(&extra); {
-	case err == nil:
+	root, extra, err := documents(data)
+	switch {
+	case err != nil:
+		return nil, syntaxError(data, err)
+	case root == nil:
+		c.lines = map[string]int{}
+		return nil, nil // an empty file
+	case extra != nil:
 		return nil, &FieldError{Line: extra.Line, Msg: "more than one YAML document; a policy file holds exactly one"}
-	case !errors.Is(err, io.EOF):
-		return nil, fmt.Errorf("config: %w", err)
 	}
 	d := &decoder{lines: map[string]int{}}
-	d.decode(&root, reflect.ValueOf(c).Elem(), "")
+	d.decode(root, reflect.ValueOf(c).Elem(), "")
 	c.lines = d.lines
 	return d.errs, nil
 }

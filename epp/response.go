@@ -89,7 +89,7 @@ func (x *exchange) release(complete bool) {
 	if !complete {
 		state = "incomplete"
 	}
-	x.debug("exchange ended", slog.Int("status", e.Status), slog.Duration("duration", e.Duration),
+	x.debug("exchange ended", slog.Int("status", e.Status), slog.Float64("duration_s", e.Duration.Seconds()),
 		slog.String("state", state), slog.String("upstream", e.Served))
 	done(p, e)
 	x.endSpan(e.Status) // after Done: the Decider writes its last on the span there

@@ -210,7 +210,7 @@ func (h *Handler) finish(r *http.Request, ex *exchange, o decide.Outcome, status
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
 		h.log.LogAttrs(r.Context(), slog.LevelDebug, "request",
 			slog.String("request_id", ex.id), slog.String("upstream", ex.upstream),
-			slog.String("state", string(o)), slog.Int("status", status), slog.Duration("duration", d))
+			slog.String("state", string(o)), slog.Int("status", status), slog.Float64("duration_s", d.Seconds()))
 	}
 }
 

@@ -393,7 +393,7 @@ func (a *app) hookResult(r relief.Result) {
 	a.metrics.hookCalls.WithLabelValues(r.Level, r.Outcome()).Inc()
 	level := slog.LevelInfo
 	attrs := []slog.Attr{slog.String("upstream", r.Upstream), slog.String("state", r.Level),
-		slog.String("url", r.URL), slog.Int("status", r.Status), slog.Duration("duration", r.Duration)}
+		slog.String("url", r.URL), slog.Int("status", r.Status), slog.Float64("duration_s", r.Duration.Seconds())}
 	if r.Err != nil {
 		level = slog.LevelWarn
 		attrs = append(attrs, slog.String("err", r.Err.Error()))

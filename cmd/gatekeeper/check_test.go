@@ -70,7 +70,10 @@ func TestCheck(t *testing.T) {
 				"invalid, 2 errors",
 			}},
 		{name: "syntax error", policy: "upstreams: [\n", wantErr: errReported, exit: 1,
-			stderr: []string{"error: yaml: line 1: did not find expected node content", "invalid, 1 error"}},
+			stderr: []string{"line 1: error: invalid YAML: did not find expected node content", "invalid, 1 error"}},
+		// yaml.v3 says line 2 (issue 35, item 13).
+		{name: "tab", policy: "upstreams:\n  - url: http://a:8000\n\tname: a\n", wantErr: errReported, exit: 1,
+			stderr: []string{"line 3: error: invalid YAML: found a tab character that violates indentation", "invalid, 1 error"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,8 +135,60 @@ func TestCommandFlags(t *testing.T) {
 	if err := command(t.Context(), []string{"-version"}, &out, &errb); err != nil || out.String() != "gatekeeper dev\n" {
 		t.Errorf("command(-version) = %v, stdout %q; want gatekeeper dev", err, out.String())
 	}
-	if err := command(t.Context(), []string{"-h"}, &out, &errb); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errb.String(), "-print-config") {
-		t.Errorf("command(-h) = %v, usage %q; want ErrHelp and a usage naming -print-config", err, errb.String())
+}
+
+// TestCommandUsage: -h prints the usage, with every subcommand, on stdout
+// and exits 0; a flag gatekeeper does not know prints it on stderr and
+// exits 1 (issue 35, item 13: -h exited 1 and did not list probe).
+func TestCommandUsage(t *testing.T) {
+	t.Parallel()
+	// The usage lists every subcommand command dispatches.
+	var listed []string
+	for _, s := range subcommands {
+		listed = append(listed, "\n  "+s.name+" ", s.summary)
+	}
+	tests := []struct {
+		args       []string
+		exit       int
+		stdout     []string // what stdout holds; nil: nothing
+		stderr     []string // what stderr holds; nil: nothing
+		stderrLead string   // stderr's first line, if any
+	}{
+		{args: []string{"-h"}, stdout: append([]string{"usage: gatekeeper", "-print-config", "-demo-pod"}, listed...)},
+		{args: []string{"-help"}, stdout: []string{"usage: gatekeeper", "-print-config"}},
+		{args: []string{"--help"}, stdout: []string{"usage: gatekeeper", "-print-config"}},
+		{args: []string{"-check", "-h"}, stdout: []string{"usage: gatekeeper"}},
+		{args: []string{"probe", "-h"}, stdout: []string{"usage: gatekeeper probe", "-kind", "-timeout"}},
+		{args: []string{"probe", "http://127.0.0.1:1/metrics", "-help"}, stdout: []string{"usage: gatekeeper probe"}},
+		{args: []string{"-bogus"}, exit: 1, stderrLead: "flag provided but not defined: -bogus",
+			stderr: append([]string{"usage: gatekeeper", "-print-config"}, listed...)},
+		{args: []string{"-replicas", "two"}, exit: 1, stderrLead: `invalid value "two" for flag -replicas: parse error`,
+			stderr: []string{"usage: gatekeeper"}},
+		{args: []string{"probe", "-bogus"}, exit: 1, stderrLead: "flag provided but not defined: -bogus",
+			stderr: []string{"usage: gatekeeper probe"}},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		err := command(t.Context(), tt.args, &out, &errb)
+		if code := exitCode(err); code != tt.exit {
+			t.Errorf("command(%q) = %v: exit %d, want %d", tt.args, err, code, tt.exit)
+		}
+		for _, s := range []struct {
+			name, got string
+			want      []string
+		}{{"stdout", out.String(), tt.stdout}, {"stderr", errb.String(), tt.stderr}} {
+			if s.want == nil && s.got != "" {
+				t.Errorf("command(%q) wrote %q on %s, want nothing", tt.args, s.got, s.name)
+			}
+			for _, w := range s.want {
+				if !strings.Contains(s.got, w) {
+					t.Errorf("command(%q)'s %s = %q, want it to hold %q", tt.args, s.name, s.got, w)
+				}
+			}
+		}
+		if lead, _, _ := strings.Cut(errb.String(), "\n"); lead != tt.stderrLead {
+			t.Errorf("command(%q)'s stderr begins %q, want %q", tt.args, lead, tt.stderrLead)
+		}
 	}
 }
 
@@ -142,7 +197,7 @@ func TestExitCode(t *testing.T) {
 	for _, tt := range []struct {
 		err  error
 		want int
-	}{{nil, 0}, {errReported, 1}, {errWarned, 3}, {flag.ErrHelp, 1}, {errors.New("x"), 1}} {
+	}{{nil, 0}, {errReported, 1}, {errWarned, 3}, {flag.ErrHelp, 0}, {errors.New("x"), 1}} {
 		if got := exitCode(tt.err); got != tt.want {
 			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
 		}

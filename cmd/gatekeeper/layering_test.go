@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -180,6 +182,32 @@ func TestLayering(t *testing.T) {
 		}
 		if strings.Contains(" "+deps+" ", " "+mod+"sim ") {
 			t.Errorf("%s depends on sim; only cmd/* and sim's subpackages may", pkg)
+		}
+	}
+}
+
+// TestDesignNamesEveryPackage: docs/design.md's "Packages and seams" is
+// the architecture page (CONTRIBUTING.md sends contributors there), so its
+// package list names every package of the module.
+func TestDesignNamesEveryPackage(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Packages and seams\n")
+	if !ok {
+		t.Fatal("docs/design.md has no section Packages and seams")
+	}
+	block := regexp.MustCompile("(?s)```\n(.*?)```").FindStringSubmatch(section)
+	if block == nil {
+		t.Fatal("docs/design.md's Packages and seams has no package list")
+	}
+	const mod = "github.com/gatekeeper-dev/gatekeeper/"
+	for _, pkg := range goList(t, "{{.ImportPath}}", mod+"...") {
+		path := strings.TrimPrefix(pkg, mod)
+		if !regexp.MustCompile(`(?m)(^|[\s(])` + regexp.QuoteMeta(path) + `([\s:;,)]|$)`).MatchString(block[1]) {
+			t.Errorf("docs/design.md's package list does not name %s", path)
 		}
 	}
 }

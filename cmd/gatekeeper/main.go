@@ -7,6 +7,7 @@
 //	gatekeeper probe [-kind K] [-timeout D] URL
 //	gatekeeper -version
 //	gatekeeper -demo [-demo-load]      a simulated vLLM pod behind gatekeeper, on loopback
+//	gatekeeper -h                      this usage, the subcommands and every flag
 //
 // -check lists every error and warning of the policy, one a line naming the
 // file, line and key ("config.yaml: line 12: upstreams[0].sources: warning:
@@ -17,15 +18,22 @@
 // read from it (the kind is guessed from the answer unless -kind says it;
 // -kind nvml reads the local GPUs and takes no URL).
 //
-// Exit status: 0 done (a -check without findings); 1 an error (a policy
+// -h (or -help) prints the usage on stdout and exits 0, as does
+// `gatekeeper probe -h` for probe's; a flag gatekeeper does not know prints
+// it on stderr and exits 1.
+//
+// Exit status: 0 done (a -check without findings, -h); 1 an error (a policy
 // that does not validate, a source that did not answer, a bad command
 // line); 3 a -check with warnings but no error. (Not 2: Go's runtime exits
-// 2 on a panic, and a warning must not read as a crash.)
+// 2 on a panic, and a warning must not read as a crash. Go's flag package
+// exits 2 on a bad flag only when a FlagSet is built with ExitOnError;
+// gatekeeper's return their error to main.)
 //
 // See README.md for the policy file, endpoints and metrics.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -65,7 +73,7 @@ const (
 // exitCode is the exit status for command's error.
 func exitCode(err error) int {
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.Is(err, errWarned):
 		return exitWarnings
@@ -73,13 +81,30 @@ func exitCode(err error) int {
 	return exitError
 }
 
-// command is main without the exit: `gatekeeper probe`, or the flags
-// parsed once and dispatched to what they ask for; serving is run's.
+// subcommand is a command gatekeeper runs when its first argument names it.
+type subcommand struct {
+	name    string
+	summary string // one line, for the usage
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// subcommands are every subcommand command dispatches; the usage lists
+// them all.
+var subcommands = []subcommand{
+	{name: "probe", summary: "read one pressure source once and print each signal gatekeeper reads from it (gatekeeper probe -h)", run: runProbe},
+}
+
+// command is main without the exit: a subcommand, or the flags parsed once
+// and dispatched to what they ask for; serving is run's.
 func command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "probe" {
-		return runProbe(ctx, args[1:], stdout, stderr)
+	if len(args) > 0 {
+		for _, s := range subcommands {
+			if args[0] == s.name {
+				return s.run(ctx, args[1:], stdout, stderr)
+			}
+		}
 	}
-	f, err := parseFlags(args, stderr)
+	f, err := parseFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -121,17 +146,17 @@ type flags struct {
 	demo        demoFlags
 }
 
-func parseFlags(args []string, stderr io.Writer) (flags, error) {
+func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	var f flags
 	fs := flag.NewFlagSet("gatekeeper", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(fs) }
 	fs.StringVar(&f.config, "config", "", "policy file (YAML); empty runs the embedded default (config.yaml)")
 	fs.BoolVar(&f.check, "check", false, "validate the policy file, list every error and warning and exit: 0 clean, 1 errors, 3 warnings only")
 	fs.IntVar(&f.replicas, "replicas", 0, "with -check: how many gatekeeper replicas will run the policy (warns when they do not share limits through cluster, or cluster.replicas differs); unset: as many as cluster.replicas says, else 1")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the effective policy, every default filled in, as YAML and exit")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	f.demo.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args, stdout, stderr); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
@@ -150,4 +175,42 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return f, errors.New("-demo builds its own policy; it takes no -print-config")
 	}
 	return f, nil
+}
+
+// usage is gatekeeper's usage: how it is run, its subcommands and its
+// flags, written to fs's output.
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, `usage: gatekeeper [-config FILE]                 serve (no -config: the embedded default policy)
+       gatekeeper [-config FILE] -check [-replicas N]
+       gatekeeper [-config FILE] -print-config
+       gatekeeper -demo [-demo-load] [-demo-pod POD]
+       gatekeeper -version
+       gatekeeper SUBCOMMAND [flags] [args]
+
+Subcommands:
+`)
+	for _, s := range subcommands {
+		fmt.Fprintf(w, "  %-8s %s\n", s.name, s.summary)
+	}
+	fmt.Fprint(w, "\nFlags:\n")
+	fs.PrintDefaults()
+}
+
+// parse parses args with fs. The flag package writes the usage -h asks for
+// and a bad flag's complaint (then the usage) to one output: parse sends
+// the first to stdout, as asked for, and the second to stderr.
+func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	defer fs.SetOutput(stderr)
+	err := fs.Parse(args)
+	w := stderr
+	if errors.Is(err, flag.ErrHelp) {
+		w = stdout
+	}
+	if _, werr := w.Write(out.Bytes()); werr != nil && err == nil {
+		return werr
+	}
+	return err
 }

@@ -21,10 +21,9 @@ type probeFlags struct {
 
 // parseProbeFlags reads probe's arguments: one URL, and flags before or
 // after it (`gatekeeper probe URL -kind dcgm` as well).
-func parseProbeFlags(args []string, stderr io.Writer) (probeFlags, error) {
+func parseProbeFlags(args []string, stdout, stderr io.Writer) (probeFlags, error) {
 	var f probeFlags
 	fs := flag.NewFlagSet("gatekeeper probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: gatekeeper probe [-kind K] [-timeout D] URL\n\nRead one pressure source once and print each signal gatekeeper reads from it.")
 		fs.PrintDefaults()
@@ -33,7 +32,7 @@ func parseProbeFlags(args []string, stderr io.Writer) (probeFlags, error) {
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "bound on the whole read")
 	var urls []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parse(fs, args, stdout, stderr); err != nil {
 			return f, err
 		}
 		if fs.NArg() == 0 {
@@ -58,7 +57,7 @@ func parseProbeFlags(args []string, stderr io.Writer) (probeFlags, error) {
 // runProbe is `gatekeeper probe`: one read of one source (package probe),
 // printed as a table on stdout; an error names the URL and what was wrong.
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseProbeFlags(args, stderr)
+	f, err := parseProbeFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}

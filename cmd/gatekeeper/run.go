@@ -183,7 +183,7 @@ func (a *app) drain(begin func(), shutdown func(ctx context.Context) error) {
 		begin()
 	}
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "draining",
-		slog.String("state", "draining"), slog.Duration("duration", s.DrainDelay))
+		slog.String("state", "draining"), slog.Float64("duration_s", s.DrainDelay.Seconds()))
 	a.step("draining")
 	if s.DrainDelay > 0 {
 		t := time.NewTimer(s.DrainDelay) // load balancers poll in real time

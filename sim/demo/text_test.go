@@ -60,13 +60,13 @@ func TestSummaryAttrs(t *testing.T) {
 	}{
 		{name: "pod not listed", s: Summary{Queue: 3, QueueOrder: "fifo"}, want: "[queue=3 queue_order=fifo]"},
 		{name: "pod without readings", s: Summary{QueueOrder: "fifo", Pod: &PodSummary{Level: "normal", Phase: "steady", Window: 64}},
-			want: "[queue=0 queue_order=fifo level=normal phase=steady window=64 inflight=0 time_degraded=0s time_critical=0s]"},
+			want: "[queue=0 queue_order=fifo level=normal phase=steady window=64 inflight=0 time_degraded_s=0 time_critical_s=0]"},
 		{name: "pod with readings", s: Summary{Queue: 1, QueueOrder: "shortest_first", Pod: &PodSummary{
 			Level: "degraded", Phase: "cut", Window: 32, InFlight: 30, Signals: map[pressure.Signal]pressure.Value{
 				pressure.KVCacheUsage: {Value: 0.9}, pressure.Fragmentation: {Value: 0.25}, pressure.Waiting: {Value: 7}},
 			Path: Path{PeakFragmentation: 1.025, HasFragmentation: true, PeakKVCacheUsage: 1, HasKVCacheUsage: true, Degraded: 12 * time.Second}}},
 			want: "[queue=1 queue_order=shortest_first level=degraded phase=cut window=32 inflight=30 fragmentation=0.25 kv_cache_usage=0.9 " +
-				"peak_fragmentation=1.025 peak_kv_cache_usage=1 time_degraded=12s time_critical=0s]"},
+				"peak_fragmentation=1.025 peak_kv_cache_usage=1 time_degraded_s=12 time_critical_s=0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -168,7 +168,7 @@ func TestGenerator(t *testing.T) {
 						t.Errorf("logs lack the change and the end of %s:\n%s", want, logs)
 					}
 				}
-				if !strings.Contains(logs, `"msg":"load phase ended","state":"documents","short_served":0,"short_p99":"0s","long_served":`) {
+				if !strings.Contains(logs, `"msg":"load phase ended","state":"documents","short_served":0,"short_p99_s":0,"long_served":`) {
 					t.Errorf("the documents' end line does not count long answers only:\n%s", logs)
 				}
 				if st.Statuses[200] != st.Sent {

@@ -73,7 +73,7 @@ func (g *Generator) Stats() Stats {
 
 func (g *Generator) logPhase(ctx context.Context, p Phase) {
 	g.s.Logger.LogAttrs(ctx, slog.LevelInfo, "load phase changed", slog.String("state", p.Name),
-		slog.Float64("qps", p.QPS), slog.Duration("duration", p.Duration))
+		slog.Float64("qps", p.QPS), slog.Float64("duration_s", p.Duration.Seconds()))
 }
 
 // logPhaseEnd logs what ended during phase p and starts the next phase's
@@ -86,8 +86,8 @@ func (g *Generator) logPhaseEnd(ctx context.Context, p Phase) {
 	g.cur = phaseResults{}
 	g.mu.Unlock()
 	g.s.Logger.LogAttrs(ctx, slog.LevelInfo, "load phase ended", slog.String("state", p.Name),
-		slog.Int("short_served", len(r.short)), slog.String("short_p99", seconds(traffic.Quantile(r.short, 0.99))),
-		slog.Int("long_served", len(r.long)), slog.String("long_p99", seconds(traffic.Quantile(r.long, 0.99))),
+		slog.Int("short_served", len(r.short)), slog.Float64("short_p99_s", seconds(traffic.Quantile(r.short, 0.99))),
+		slog.Int("long_served", len(r.long)), slog.Float64("long_p99_s", seconds(traffic.Quantile(r.long, 0.99))),
 		slog.Int64("refused", r.refused), slog.Int64("status_503", r.status503), slog.Int64("retry_after_503", r.retryAfter))
 }
 
@@ -119,6 +119,6 @@ func attrsToAny(attrs []slog.Attr) []any {
 	return out
 }
 
-// seconds writes d as text to 10 ms ("2.35s"): JSON logs would print
-// nanoseconds.
-func seconds(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
+// seconds is d in seconds to 10 ms (2.35), as every logged duration: JSON
+// logs would print a time.Duration as nanoseconds.
+func seconds(d time.Duration) float64 { return d.Round(10 * time.Millisecond).Seconds() }
