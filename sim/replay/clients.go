@@ -169,6 +169,7 @@ func (r *runner) newCall(a Arrival) {
 		a.Class = 0
 	}
 	c := &call{a: a, client: r.clients[a.Class]}
+	r.classArrivals[a.Class]++
 	if c.client.Patience > 0 {
 		r.at(a.At+c.client.Patience, evAbandon, c, nil)
 	}

@@ -106,6 +106,13 @@ func checkOutcomes(t *testing.T, r Result) {
 	if q.ended()+q.Unfinished != r.Arrivals || q.Met+q.Late != o.Served {
 		t.Fatalf("requests %+v: want %d arrivals, %d served", q, r.Arrivals, o.Served)
 	}
+	var arrivals, met int64
+	for _, c := range r.Classes {
+		arrivals, met = arrivals+c.Arrivals, met+c.Met
+	}
+	if arrivals != r.Arrivals || met != q.Met {
+		t.Fatalf("classes count %d arrivals and %d met, want %d and %d", arrivals, met, r.Arrivals, q.Met)
+	}
 }
 
 // TestOOMsCountDowntimeAndFailures: an unprotected pod OOMs on work its

@@ -155,7 +155,8 @@ func (r Result) Record() Record {
 }
 
 // ClassLatency is the end-to-end latency (arrival to last token, queueing
-// included) of one class's served requests.
+// included) of one class's served requests, and how many of its requests
+// met the SLO.
 type ClassLatency struct {
 	Name     string
 	P50, P99 time.Duration
@@ -164,4 +165,7 @@ type ClassLatency struct {
 	// RecoveryServed how many of them were served.
 	RecoveryP99    time.Duration
 	RecoveryServed int64
+	// Arrivals counts the class's requests and Met those answered within
+	// the SLO (the class's share of SLO attainment).
+	Arrivals, Met int64
 }

@@ -91,9 +91,11 @@ type runner struct {
 	// each trace class's client; the clients' timers, and the draws of
 	// their retries' jitter
 	clients []Client
-	events  eventHeap
-	evSeq   uint64
-	rng     *rand.Rand
+	// each class's requests, and those that met the SLO
+	classArrivals, classMet []int64
+	events                  eventHeap
+	evSeq                   uint64
+	rng                     *rand.Rand
 }
 
 // Run replays the trace against a fresh engine under the policy.
@@ -118,6 +120,7 @@ func Run(s Settings) (Result, error) {
 	for _, name := range classes {
 		r.clients = append(r.clients, s.clientOf(name))
 	}
+	r.classArrivals, r.classMet = make([]int64, len(classes)), make([]int64, len(classes))
 	a, more := src.Next()
 	tick := s.Interval
 	for {
@@ -165,7 +168,7 @@ func Run(s Settings) (Result, error) {
 	r.res.Tenants, r.res.Fairness = r.fair.results()
 	for i, name := range classes {
 		r.res.Classes = append(r.res.Classes, ClassLatency{Name: name, P50: r.hists[i].quantile(0.5), P99: r.hists[i].quantile(0.99),
-			RecoveryP99: r.recov[i].quantile(0.99), RecoveryServed: r.recov[i].n})
+			RecoveryP99: r.recov[i].quantile(0.99), RecoveryServed: r.recov[i].n, Arrivals: r.classArrivals[i], Met: r.classMet[i]})
 	}
 	r.res.Wall = time.Since(start)
 	return r.res, nil
@@ -310,6 +313,7 @@ func (r *runner) seqEnded(rq *request, s *sim.Seq) bool {
 		r.res.SLOTokens += rq.tokens
 		r.res.SLOMet++
 		r.res.Requests.Met++
+		r.classMet[rq.a.Class]++
 	} else {
 		r.res.Requests.Late++
 	}

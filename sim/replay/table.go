@@ -45,6 +45,12 @@ func WriteTable(w io.Writer, results []Result) error {
 	row("  closed by the client", func(r Result) string { return fmt.Sprint(r.Outcomes.ClientClosed) })
 	if len(results) > 0 {
 		for i, c := range results[0].Classes {
+			row("SLO attainment "+c.Name, func(r Result) string {
+				cl := r.Classes[i]
+				return fmt.Sprintf("%.1f%%", 100*float64(cl.Met)/float64(max(cl.Arrivals, 1)))
+			})
+		}
+		for i, c := range results[0].Classes {
 			row("p50 "+c.Name, func(r Result) string { return fmtDur(r.Classes[i].P50) })
 			row("p99 "+c.Name, func(r Result) string { return fmtDur(r.Classes[i].P99) })
 		}
