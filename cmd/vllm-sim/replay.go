@@ -74,6 +74,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.IntVar(&o.base.Limiter.Burst, "qps-burst", 40, "fast breaker bucket size")
 	fs.DurationVar(&o.base.MaxWait, "max-wait", 30*time.Second, "longest wait in gatekeeper's queue")
 	fs.BoolVar(&o.base.EmptyCacheOnDegraded, "empty-cache-on-degraded", false, "gatekeeper fires the allocator's empty_cache hook when the level rises")
+	fs.IntVar(&o.base.Slow.Window.MaxInflight, "max-inflight", 0, "upstreams[].max_inflight: the window's top (0: the pod's max_num_seqs, as config.yaml tells the operator to set it)")
 	fs.Float64Var(&o.base.Memory.Share, "memory-share", 0, "batch.memory_share: the share of the pod's free memory memory admission lets in-flight estimates take (0: the policy's)")
 	fs.DurationVar(&o.base.Slow.Window.FailureHold, "failure-hold", 0, "batch.failure_hold: how long the window's ceiling after a failure holds (0: the policy's, for as long as gatekeeper runs)")
 	fs.BoolVar(&o.base.NoFailureCeiling, "no-failure-ceiling", false, "what-if: gatekeeper without the window ceiling that follows a pod's failure under load (before issue 23)")
@@ -114,6 +115,8 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 				o.base.TTFTDeadline = flags.TTFTDeadline
 			case "empty-cache-on-degraded":
 				o.base.EmptyCacheOnDegraded = flags.EmptyCacheOnDegraded
+			case "max-inflight":
+				o.base.Slow.Window.MaxInflight = flags.Slow.Window.MaxInflight
 			case "memory-share":
 				o.base.Memory.Share = flags.Memory.Share
 			case "failure-hold":
