@@ -2,27 +2,24 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/pressure"
 )
 
 // TestStatusPageInChromium opens the page in headless Chromium against a
 // running app whose pod the test moves from normal to degraded, and checks
-// that the page renders the change without a console message, then keeps
-// a screenshot. GATEKEEPER_UPDATE_SCREENSHOT=1 copies it to
-// testdata/statuspage.png.
+// that the page renders the change without a console message of its own
+// (pageConsole), then keeps a screenshot. GATEKEEPER_UPDATE_SCREENSHOT=1
+// copies it to testdata/statuspage.png.
 func TestStatusPageInChromium(t *testing.T) {
 	chromium := findChromium(t)
 	src := &fakeAllocator{}
@@ -83,10 +80,12 @@ server: {drain_delay: 0s}
 	if n := polls.Load(); n < 3 {
 		t.Fatalf("the page polled /admin/state %d times, want at least 3", n)
 	}
-	for _, line := range strings.Split(logs, "\n") {
-		if strings.Contains(line, ":CONSOLE") {
-			t.Errorf("console message: %s", line)
-		}
+	page, others := pageConsole(logs, admin.URL)
+	for _, e := range page {
+		t.Errorf("console message from the page: %s", e.text)
+	}
+	for _, e := range others {
+		t.Logf("console message from elsewhere (not the page's): %s", e.text)
 	}
 	for _, want := range []string{
 		`data-upstream="pod" data-level="degraded"`,     // the card
@@ -132,39 +131,4 @@ func (f *fakeAllocator) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(w, `{"memory_blocks":[{"gpu_id":"0","total_bytes":%d,"used_bytes":%d,"free_bytes":%d,`+
 		`"largest_free_block_bytes":%d,"reserved_bytes":%d,"allocated_bytes":%d}]}`,
 		80*gib, 64*gib, free, free*100/r, 60*gib, 51*gib)
-}
-
-// findChromium returns Debian's chromium, or skips.
-func findChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("chromium not found: run scripts/install/chromium.sh (Debian's chromium) to test the status page in a browser")
-	return ""
-}
-
-// runChromium loads url in headless Chromium, lets the page run for eight
-// seconds of virtual time (its timers advance, network waits pause the
-// clock), and returns the DOM and Chromium's log, which carries every
-// console message as a ":CONSOLE" line. The screenshot goes to shot.
-func runChromium(t *testing.T, chromium, url, shot string) (dom, logs string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium,
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--disable-extensions", "--disable-dev-shm-usage", "--no-default-browser-check",
-		"--user-data-dir="+t.TempDir(), "--enable-logging=stderr", "--v=0",
-		"--hide-scrollbars", "--force-device-scale-factor=1", "--window-size=1280,1200",
-		"--virtual-time-budget=8000", "--dump-dom", "--screenshot="+shot, url)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
-	}
-	return stdout.String(), stderr.String()
 }
