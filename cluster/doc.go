@@ -42,7 +42,11 @@
 // FLUSHALL) has no epoch key; the first heartbeat starts a new epoch, and
 // for one LeaseTTL no grant grows above the cap its replica runs, so that
 // every replica still running has written back what it holds before any
-// grows.
+// grows. One that cannot reach the new Redis meanwhile may run its floor
+// alone: a replica that learns of a new epoch counts, for LeaseTTL +
+// ForgetAfter, each replica it had seen and that has not yet written back
+// as holding a floor (base ÷ the replicas seen), as the lost entries
+// would have.
 //
 // # Buckets
 //

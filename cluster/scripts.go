@@ -74,6 +74,9 @@ return {m, 0}
 //	ARGV[3]   the lease time in ms
 //	ARGV[4]   how long an expired lease's floor stays reserved, in ms
 //	ARGV[5]   the beat's number, rising with every beat the replica sends
+//	ARGV[6]   prior: the most replicas the replica saw in the ForgetAfter
+//	          before it learnt of this epoch (a Redis that lost its data), for
+//	          LeaseTTL + ForgetAfter after that; else 0
 //	then, per pod: base, cap, in_flight, wants, floor (slots of base)
 //
 // Per pod, with "others" every other replica's entry:
@@ -83,10 +86,15 @@ return {m, 0}
 //   - the fair target is a max-min fair division of base less the expired
 //     reservations among the live entries by their wants, the slack split
 //     evenly;
+//   - in the first LeaseTTL + ForgetAfter of an epoch, each of the prior
+//     replicas (ARGV[6]) beyond the entries the pod has is taken to reserve
+//     the beating replica's floor: one that has not reached this Redis since
+//     it lost its data may be running its floor alone, and would have kept
+//     it reserved that long had Redis not lost it;
 //   - the grant is the target, at most what the others do not reserve, and
-//     during the first lease time of an epoch (a Redis new or restarted
-//     empty) at most the cap the replica runs now: until every live
-//     replica had a heartbeat to write back what it holds, none grows;
+//     during the first lease time of an epoch at most the cap the replica
+//     runs now: until every live replica had a heartbeat to write back
+//     what it holds, none grows;
 //   - held = max(cap, in_flight, grant): slots above a shrunk grant still
 //     run until they end, and a grant whose answer is lost is still counted;
 //   - a beat whose number is not above the one its replica's entry holds
@@ -94,7 +102,8 @@ return {m, 0}
 //     it late) and its cap and floor are older than what Redis has.
 //
 // So the entries of one pod never reserve more than base between them.
-// Returns {live replicas, then per pod: grant, target, free after}.
+// Returns {live replicas, the epoch, then per pod: grant, target, free
+// after}.
 const beatScript = luaNow + `
 local now = math.floor(now_us(ARGV[1]) / 1000)
 local me = ARGV[2]
@@ -109,7 +118,8 @@ if not epoch then
   redis.call('SET', KEYS[2], string.format('%.0f', now))
 end
 local warm = now < epoch + ttl
-local out = {redis.call('ZCARD', KEYS[1])}
+local young = now < epoch + ttl + forget
+local out = {redis.call('ZCARD', KEYS[1]), epoch}
 
 -- fair returns me's part of capacity among parts ({id, wants}): max-min
 -- fair by wants, what is left split evenly, the remainders by id.
@@ -145,6 +155,7 @@ local function fair(parts, capacity)
 end
 
 local seq = tonumber(ARGV[5])
+local prior = tonumber(ARGV[6])
 -- entry parses "held expiry floor wants [seq]" (seq absent: written by an
 -- older gatekeeper, taken as 0).
 local function entry(v)
@@ -152,7 +163,7 @@ local function entry(v)
   return tonumber(held), tonumber(exp), tonumber(fl), tonumber(w), tonumber(n) or 0
 end
 
-local a = 6
+local a = 7
 for k = 3, #KEYS do
   local key = KEYS[k]
   local base = tonumber(ARGV[a])
@@ -161,7 +172,7 @@ for k = 3, #KEYS do
   local wants = tonumber(ARGV[a + 3])
   local floor = tonumber(ARGV[a + 4])
   a = a + 5
-  local others, expired = 0, 0
+  local others, expired, present = 0, 0, 1
   local parts = {{me, wants}}
   local _, _, _, _, mine = entry(redis.call('HGET', key, me))
   local h = redis.call('HGETALL', key)
@@ -176,9 +187,11 @@ for k = 3, #KEYS do
         local r = math.min(held, fl)
         others = others + r
         expired = expired + r
+        present = present + 1
       else
         others = others + held
         parts[#parts + 1] = {id, w}
+        present = present + 1
       end
     end
   end
@@ -187,6 +200,11 @@ for k = 3, #KEYS do
     out[#out + 1] = 0
     out[#out + 1] = 0
   else
+    if young and prior > present then -- replicas this epoch has not heard from: their floors
+      local r = (prior - present) * floor
+      others = others + r
+      expired = expired + r
+    end
     local target = fair(parts, base - expired)
     local grant = math.min(target, base - others)
     if warm and grant > cap then grant = cap end

@@ -140,6 +140,71 @@ func TestLeaseSteps(t *testing.T) {
 	}
 }
 
+// TestLeaseRestartEmptySilentReplica: Redis restarts empty while r0 cannot
+// reach it (calls timing out on a busy machine, a partition) and runs its
+// floor alone. The new epoch does not know r0, so for LeaseTTL +
+// ForgetAfter, as long as Redis would have kept r0's floor, r1 grows only
+// into what r0's floor leaves; then r0 counts as gone, as a replica cut off
+// that long does. Issue 35: without it r1 took the whole base after the
+// warm-up while r0 still ran its floor, and the pod ran 13 of 10.
+func TestLeaseRestartEmptySilentReplica(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	clock := newFakeClock()
+	cs, ds := leaseReplicas(t, r, 2, 10, clock)
+	ctx := t.Context()
+	type step struct {
+		name    string
+		advance time.Duration
+		do      func()
+		beat    int // the replica that beats, -1 none
+		demand  Demand
+		caps    [2]int
+	}
+	restart := func() { r.stop(); r.start() }
+	lapse := func() {
+		for _, c := range cs {
+			c.lapse(clock.Now())
+		}
+	}
+	tests := []step{
+		{"r0 first: a new epoch", 0, nil, 0, Demand{Waiting: 10}, [2]int{0, 0}},
+		{"r1", 0, nil, 1, Demand{Waiting: 10}, [2]int{0, 0}},
+		{"after the warm-up r0 takes half", time.Second, nil, 0, Demand{Waiting: 10}, [2]int{5, 0}},
+		{"r1 the other half", 0, nil, 1, Demand{Waiting: 10}, [2]int{5, 5}},
+		{"no answer for half a lease: both at their floor", 600 * time.Millisecond, lapse, -1, Demand{}, [2]int{5, 5}},
+		{"Redis back empty; only r1 reaches it", 0, restart, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 5}},
+		{"after the warm-up r1 still leaves r0 its floor", 1100 * time.Millisecond, nil, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 5}},
+		{"and until the epoch is ForgetAfter older", 5800 * time.Millisecond, nil, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 5}},
+		{"then r0 counts as gone", 200 * time.Millisecond, nil, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 10}},
+	}
+	for i, tt := range tests {
+		clock.Advance(tt.advance)
+		if tt.do != nil {
+			tt.do()
+		}
+		if tt.beat >= 0 {
+			ds[tt.beat].set("p", tt.demand)
+			if err := cs[tt.beat].Beat(ctx); err != nil {
+				t.Fatalf("step %d (%s): Beat: %v", i, tt.name, err)
+			}
+		}
+		sum := 0
+		for j, c := range cs {
+			got := c.Snapshot().Shares["p"].Cap
+			sum += got
+			if got != tt.caps[j] {
+				t.Errorf("step %d (%s): r%d cap %d, want %d", i, tt.name, j, got, tt.caps[j])
+			}
+		}
+		// The last step is the documented worst case of a replica cut off
+		// longer than LeaseTTL + ForgetAfter (docs/cluster.md).
+		if sum > 10 && i < len(tests)-1 {
+			t.Errorf("step %d (%s): the caps sum to %d of 10", i, tt.name, sum)
+		}
+	}
+}
+
 // TestLeaseFairAndLeave: three hungry replicas split a base of 10 as 3, 3
 // and 4 (max-min fair, remainders by id) and never above it; one that
 // leaves frees its slots for the others at their next beat.
@@ -250,7 +315,7 @@ func TestLateBeatChangesNothing(t *testing.T) {
 	}
 	clock.Advance(time.Second)
 	c.beatMu.Lock()
-	_, keys, late := c.beatArgs(c.readDemand()) // sent now, delivered after the next
+	_, keys, late := c.beatArgs(clock.Now(), c.readDemand()) // sent now, delivered after the next
 	c.beatMu.Unlock()
 	if err := c.Beat(ctx); err != nil {
 		t.Fatal(err)
