@@ -166,13 +166,13 @@ func (c *Cluster) beatArgs(now time.Time, demand map[string]Demand) (pods []*sha
 func (c *Cluster) applyGrants(sent time.Time, replicas int, epoch int64, pods []*share, res []int64) bool {
 	c.sh.mu.Lock()
 	defer c.sh.mu.Unlock()
-	if c.sh.epoch != 0 && epoch != c.sh.epoch {
+	if c.sh.epochKnown && epoch != c.sh.epoch {
 		// Redis lost its data: the replicas seen so far may run their
 		// floors without it until they reach it again (beatScript).
 		c.sh.prior = c.seenLocked()
 		c.sh.priorUntil = sent.Add(c.s.LeaseTTL + c.s.ForgetAfter)
 	}
-	c.sh.epoch = epoch
+	c.sh.epoch, c.sh.epochKnown = epoch, true
 	c.sawLocked(sent, replicas)
 	c.sh.renewed, c.sh.lapsed, c.sh.confirm = sent, false, false
 	changed := false
