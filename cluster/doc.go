@@ -55,23 +55,35 @@
 // Redis). Without that, a deployment on a new Redis would serve nothing
 // for a lease time (issue 35).
 //
+// A replica that cannot reach the new Redis (a partition, calls over
+// Timeout) runs without an entry: its cap until it lapses, LeaseTTL/2
+// after its last renewal, and its floor after that. So a replica that
+// learns of a new epoch (an answer names another epoch than the one
+// before) sends, for LeaseTTL + ForgetAfter, the most replicas it had seen
+// before it (prior), and each beat counts every prior replica beyond the
+// pod's entries (its own included) as missing: reserving the beating
+// replica's floor, as the lost entry would have for that long. While one
+// is missing, a fresh replica too waits out the first lease time.
+//
 // Why the pod's window still holds. A replica runs its cap, or more while
 // requests admitted under a larger cap end, and once it has beaten in the
 // epoch that is at most what its entry reserves (the entry holds max(cap,
 // in flight, grant), the cap becomes the grant, a lapse only lowers it).
-// Every grant is at most base less what every other entry reserves, in
-// one atomic script. So the pod runs at most base unless some replica runs
-// without an entry: a holder, from before the epoch until its first beat
-// in it. The cases:
+// Every grant is at most base less what every other entry and every
+// missing replica reserves, in one atomic script. So the pod runs at most
+// base unless some replica runs without an entry (a holder, from before
+// the epoch until its first beat in it) beyond what is reserved for the
+// missing. The cases:
 //
 //   - Two or three replicas start together on a new Redis: nothing was
-//     granted before the epoch, so every cap has its entry. The beats run
-//     one after another, each grant within what the others' entries leave.
-//     Base 10 and three fresh replicas: none is granted before the
-//     write-back time; then each gets at most ⌊10/3⌋ = 3 and at most what
-//     is left, 9 in all; after the lease time the fair split of all 10.
-//     The floor only keeps the first to beat from taking the room of the
-//     others; base − others alone keeps the sum.
+//     granted before the epoch, so every cap has its entry, and none has
+//     seen another epoch, so none is missing. The beats run one after
+//     another, each grant within what the others' entries leave. Base 10
+//     and three fresh replicas: none is granted before the write-back
+//     time; then each gets at most ⌊10/3⌋ = 3 and at most what is left, 9
+//     in all; after the lease time the fair split of all 10. The floor
+//     only keeps the first to beat from taking the room of the others;
+//     base − others alone keeps the sum.
 //   - One replica holds shares granted in this epoch when another starts:
 //     its entry reserves them, and the newcomer is granted at most what
 //     is left. More comes to it as the holder gives back: a holder's grant
@@ -84,13 +96,32 @@
 //     fresh replica is granted nothing before that, and after it only what
 //     those entries leave. Had it been granted at once, its floor and an
 //     old holder's cap could together pass the base.
+//   - Redis restarts empty under a holder that cannot reach it: it runs
+//     its cap until it lapses, which is before the epoch is LeaseTTL/2
+//     old (its last renewal was before the restart), and its floor after.
+//     Every replica that had seen it and reaches the new Redis counts it
+//     missing from its second beat there on (the answer to the first
+//     tells it of the new epoch): a holder does not grow in the first
+//     lease time, a fresh replica waits it out too (its floor could join
+//     the missing one's cap), and after it every grant leaves the missing
+//     one's floor free, until it beats again or for LeaseTTL +
+//     ForgetAfter, as long as its lost entry would have kept the floor;
+//     then it counts as gone, as a replica cut off that long does. Its
+//     floor and the beating replica's are the base ÷ the replicas each
+//     has seen, the same set as a rule.
 //
-// The last case needs every holder to reach the new Redis within the
-// write-back time. One that does not (cut off across the restart, or a
-// beat lost) is the fault of a replica cut off: the pod may run above its
-// window by what that replica runs without an entry, its cap until it
-// lapses LeaseTTL/2 after its last renewal and its floor after that,
-// until it beats again and the requests above the new grants end.
+// The last two cases need the beats to know every replica that may run
+// without an entry. Two do not: a replica that joins after the restart
+// (it starts, or first reaches Redis there) has seen no other epoch, so it
+// sends no prior, and its entry hides a missing one from the count of the
+// others' beats; and a replica whose first beat in the epoch comes after
+// the write-back time sends it before it learnt of the restart, so, fresh
+// on a pod, it may be granted its floor without counting the missing.
+// Either, with a holder missing (cut off across the restart, or its beats
+// lost), is the fault of a replica cut off: the pod may run above its
+// window by what the missing one runs without an entry, its cap until it
+// lapses and its floor after that, until it beats again and the requests
+// above the new grants end.
 //
 // # Buckets
 //

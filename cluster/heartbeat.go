@@ -102,21 +102,21 @@ func (c *Cluster) Beat(ctx context.Context) error {
 	defer c.beatMu.Unlock()
 	demand := c.readDemand()
 	sent := c.now()
-	pods, keys, args := c.beatArgs(demand)
+	pods, keys, args := c.beatArgs(sent, demand)
 	var res []int64
 	err := c.call(ctx, func(ctx context.Context) error {
 		var err error
 		res, err = c.scripts.beat.Run(ctx, c.rdb, keys, args...).Int64Slice()
 		return err
 	})
-	if err == nil && len(res) != 1+3*len(pods) {
-		err = &unavailableError{cause: fmt.Errorf("beat script returned %d values, want %d", len(res), 1+3*len(pods))}
+	if err == nil && len(res) != 2+3*len(pods) {
+		err = &unavailableError{cause: fmt.Errorf("beat script returned %d values, want %d", len(res), 2+3*len(pods))}
 	}
 	if err != nil {
 		return err
 	}
 	c.replicas.Store(max(1, res[0]))
-	if c.applyGrants(sent, int(res[0]), pods, res[1:]) {
+	if c.applyGrants(sent, int(res[0]), res[1], pods, res[2:]) {
 		c.sharesChanged()
 	}
 	if c.up.CompareAndSwap(false, true) {
@@ -125,18 +125,24 @@ func (c *Cluster) Beat(ctx context.Context) error {
 	return nil
 }
 
-// beatArgs builds the heartbeat's keys and arguments: per pod its base, the
-// cap admission uses now, what runs (in slots of base), what it wants and
-// its floor.
-func (c *Cluster) beatArgs(demand map[string]Demand) (pods []*share, keys []string, args []any) {
+// beatArgs builds the heartbeat's keys and arguments at now: the
+// write-back time and the replicas seen before the epoch (while it is
+// young), then per pod its base, the cap admission uses now, what runs (in
+// slots of base), what it wants, its floor and whether it is fresh (never
+// granted a slot of the pod).
+func (c *Cluster) beatArgs(now time.Time, demand map[string]Demand) (pods []*share, keys []string, args []any) {
 	c.sh.mu.Lock()
 	defer c.sh.mu.Unlock()
 	// The beat's number rises across restarts of a process that keeps its
 	// ReplicaID: it is at least the time in µs.
 	c.beatSeq = max(c.beatSeq+1, time.Now().UnixMicro())
 	keys = append(make([]string, 0, 2+len(c.sh.pods)), c.replicasKey(), c.s.KeyPrefix+"epoch")
-	args = append(make([]any, 0, 6+6*len(c.sh.pods)), c.nowArg(), c.s.ReplicaID,
-		c.s.LeaseTTL.Milliseconds(), c.s.ForgetAfter.Milliseconds(), c.beatSeq, c.writeBack().Milliseconds())
+	prior := 0
+	if now.Before(c.sh.priorUntil) {
+		prior = c.sh.prior
+	}
+	args = append(make([]any, 0, 7+6*len(c.sh.pods)), c.nowArg(), c.s.ReplicaID,
+		c.s.LeaseTTL.Milliseconds(), c.s.ForgetAfter.Milliseconds(), c.beatSeq, c.writeBack().Milliseconds(), prior)
 	for pod, s := range c.sh.pods {
 		d := demand[pod]
 		s.wants = c.wantsLocked(s, d)
@@ -170,12 +176,19 @@ func (c *Cluster) writeBack() time.Duration {
 	return 2*c.s.HeartbeatInterval + c.s.Timeout
 }
 
-// applyGrants takes a heartbeat's answer (grant, target, free per pod, in
-// beatArgs' order) as the new shares and reports whether a cap changed. A
-// pod removed meanwhile is skipped: its entry expires in Redis.
-func (c *Cluster) applyGrants(sent time.Time, replicas int, pods []*share, res []int64) bool {
+// applyGrants takes a heartbeat's answer (the epoch; grant, target, free
+// per pod, in beatArgs' order) as the new shares and reports whether a cap
+// changed. A pod removed meanwhile is skipped: its entry expires in Redis.
+func (c *Cluster) applyGrants(sent time.Time, replicas int, epoch int64, pods []*share, res []int64) bool {
 	c.sh.mu.Lock()
 	defer c.sh.mu.Unlock()
+	if c.sh.epochKnown && epoch != c.sh.epoch {
+		// Redis lost its data: the replicas seen so far may run their
+		// floors without it until they reach it again (beatScript).
+		c.sh.prior = c.seenLocked()
+		c.sh.priorUntil = sent.Add(c.s.LeaseTTL + c.s.ForgetAfter)
+	}
+	c.sh.epoch, c.sh.epochKnown = epoch, true
 	c.sawLocked(sent, replicas)
 	c.sh.renewed, c.sh.lapsed, c.sh.confirm = sent, false, false
 	changed := false

@@ -76,6 +76,9 @@ return {m, 0}
 //	ARGV[5]   the beat's number, rising with every beat the replica sends
 //	ARGV[6]   the write-back time in ms: how long after an epoch's start
 //	          every replica still running has renewed once (see below)
+//	ARGV[7]   prior: the most replicas the replica saw in the ForgetAfter
+//	          before it learnt of this epoch (a Redis that lost its data), for
+//	          LeaseTTL + ForgetAfter after that; else 0
 //	then, per pod: base, cap, in_flight, wants, floor (slots of base), and
 //	fresh: 1 when the replica was never granted a slot of the pod
 //
@@ -86,16 +89,27 @@ return {m, 0}
 //   - the fair target is a max-min fair division of base less the expired
 //     reservations among the live entries by their wants, the slack split
 //     evenly;
-//   - the grant is the target, at most what the others do not reserve, and
-//     during the first lease time of an epoch (a Redis new or restarted
-//     empty) at most the cap the replica runs now: until every live
-//     replica had a heartbeat to write back what it holds, none grows;
-//     except that a fresh replica (never granted a slot of the pod) may
-//     take its floor, min(floor, base ÷ live replicas), once the
-//     write-back time has passed since the epoch began: by then every
-//     replica still running has written back what it holds, so what the
-//     others do not reserve is truly free (the package comment gives the
-//     argument);
+//   - in the first LeaseTTL + ForgetAfter of an epoch, each of the prior
+//     replicas (ARGV[7]) beyond the entries the pod has (this replica's
+//     included) is missing: it is taken to reserve the beating replica's
+//     floor, counted among the others' and the expired reservations. One
+//     that has not reached this Redis since it lost its data may be
+//     running its floor alone, and would have kept it reserved that long
+//     had Redis not lost it;
+//   - the grant is the target, at most what the others (the missing
+//     included) do not reserve, and during the first lease time of an
+//     epoch (a Redis new or restarted empty) at most the cap the replica
+//     runs now: until every live replica had a heartbeat to write back
+//     what it holds, none grows. Except that a fresh replica (never granted
+//     a slot of the pod) may take its floor, min(floor, base ÷ live
+//     replicas), still within what the others do not reserve, once the
+//     write-back time has passed since the epoch began and none is
+//     missing: by then every replica still running has written back what
+//     it holds, so what the others do not reserve is truly free. A missing
+//     replica may still run its whole share until it lapses, LeaseTTL/2
+//     after its last renewal, within the first lease time; so while one is
+//     missing a fresh replica waits, as a holder does (the package comment
+//     gives the argument);
 //   - held = max(cap, in_flight, grant): slots above a shrunk grant still
 //     run until they end, and a grant whose answer is lost is still counted;
 //   - a beat whose number is not above the one its replica's entry holds
@@ -103,7 +117,8 @@ return {m, 0}
 //     it late) and its cap and floor are older than what Redis has.
 //
 // So the entries of one pod never reserve more than base between them.
-// Returns {live replicas, then per pod: grant, target, free after}.
+// Returns {live replicas, the epoch, then per pod: grant, target, free
+// after}.
 const beatScript = luaNow + `
 local now = math.floor(now_us(ARGV[1]) / 1000)
 local me = ARGV[2]
@@ -119,8 +134,9 @@ if not epoch then
 end
 local warm = now < epoch + ttl
 local settled = now >= epoch + tonumber(ARGV[6])
+local young = now < epoch + ttl + forget
 local live = redis.call('ZCARD', KEYS[1])
-local out = {live}
+local out = {live, epoch}
 
 -- fair returns me's part of capacity among parts ({id, wants}): max-min
 -- fair by wants, what is left split evenly, the remainders by id.
@@ -156,6 +172,7 @@ local function fair(parts, capacity)
 end
 
 local seq = tonumber(ARGV[5])
+local prior = tonumber(ARGV[7])
 -- entry parses "held expiry floor wants [seq]" (seq absent: written by an
 -- older gatekeeper, taken as 0).
 local function entry(v)
@@ -163,7 +180,7 @@ local function entry(v)
   return tonumber(held), tonumber(exp), tonumber(fl), tonumber(w), tonumber(n) or 0
 end
 
-local a = 7
+local a = 8
 for k = 3, #KEYS do
   local key = KEYS[k]
   local base = tonumber(ARGV[a])
@@ -173,7 +190,7 @@ for k = 3, #KEYS do
   local floor = tonumber(ARGV[a + 4])
   local fresh = ARGV[a + 5] == '1'
   a = a + 6
-  local others, expired = 0, 0
+  local others, expired, present = 0, 0, 1
   local parts = {{me, wants}}
   local _, _, _, _, mine = entry(redis.call('HGET', key, me))
   local h = redis.call('HGETALL', key)
@@ -188,9 +205,11 @@ for k = 3, #KEYS do
         local r = math.min(held, fl)
         others = others + r
         expired = expired + r
+        present = present + 1
       else
         others = others + held
         parts[#parts + 1] = {id, w}
+        present = present + 1
       end
     end
   end
@@ -199,11 +218,18 @@ for k = 3, #KEYS do
     out[#out + 1] = 0
     out[#out + 1] = 0
   else
+    local missing = 0
+    if young and prior > present then missing = prior - present end
+    -- the missing replicas, which this epoch has not heard from: their floors
+    others = others + missing * floor
+    expired = expired + missing * floor
     local target = fair(parts, base - expired)
     local grant = math.min(target, base - others)
     if warm then
       local most = cap
-      if fresh and settled then most = math.max(cap, math.min(floor, math.floor(base / live))) end
+      if fresh and settled and missing == 0 then
+        most = math.max(cap, math.min(floor, math.floor(base / live)))
+      end
       if grant > most then grant = most end
     end
     if grant < 0 then grant = 0 end

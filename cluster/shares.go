@@ -64,6 +64,14 @@ type shares struct {
 	// seen is the most replicas announced at once within the last
 	// ForgetAfter: the floor divides base by it.
 	seen []seenAt
+	// epoch is the one the last answer named (epochKnown: an answer
+	// came). prior is the most replicas seen before the epoch changed to
+	// it, sent with every beat until priorUntil (LeaseTTL + ForgetAfter
+	// later): the new epoch keeps their floors for them (beatScript).
+	epoch      int64
+	epochKnown bool
+	prior      int
+	priorUntil time.Time
 }
 
 type seenAt struct {

@@ -140,6 +140,71 @@ func TestLeaseSteps(t *testing.T) {
 	}
 }
 
+// TestLeaseRestartEmptySilentReplica: Redis restarts empty while r0 cannot
+// reach it (calls timing out on a busy machine, a partition) and runs its
+// floor alone. The new epoch does not know r0, so for LeaseTTL +
+// ForgetAfter, as long as Redis would have kept r0's floor, r1 grows only
+// into what r0's floor leaves; then r0 counts as gone, as a replica cut off
+// that long does. Issue 35: without it r1 took the whole base after the
+// warm-up while r0 still ran its floor, and the pod ran 13 of 10.
+func TestLeaseRestartEmptySilentReplica(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t)
+	clock := newFakeClock()
+	cs, ds := leaseReplicas(t, r, 2, 10, clock)
+	ctx := t.Context()
+	type step struct {
+		name    string
+		advance time.Duration
+		do      func()
+		beat    int // the replica that beats, -1 none
+		demand  Demand
+		caps    [2]int
+	}
+	restart := func() { r.stop(); r.start() }
+	lapse := func() {
+		for _, c := range cs {
+			c.lapse(clock.Now())
+		}
+	}
+	tests := []step{
+		{"r0 first: a new epoch", 0, nil, 0, Demand{Waiting: 10}, [2]int{0, 0}},
+		{"r1", 0, nil, 1, Demand{Waiting: 10}, [2]int{0, 0}},
+		{"after the warm-up r0 takes half", time.Second, nil, 0, Demand{Waiting: 10}, [2]int{5, 0}},
+		{"r1 the other half", 0, nil, 1, Demand{Waiting: 10}, [2]int{5, 5}},
+		{"no answer for half a lease: both at their floor", 600 * time.Millisecond, lapse, -1, Demand{}, [2]int{5, 5}},
+		{"Redis back empty; only r1 reaches it", 0, restart, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 5}},
+		{"after the warm-up r1 still leaves r0 its floor", 1100 * time.Millisecond, nil, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 5}},
+		{"and until the epoch is ForgetAfter older", 5800 * time.Millisecond, nil, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 5}},
+		{"then r0 counts as gone", 200 * time.Millisecond, nil, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 10}},
+	}
+	for i, tt := range tests {
+		clock.Advance(tt.advance)
+		if tt.do != nil {
+			tt.do()
+		}
+		if tt.beat >= 0 {
+			ds[tt.beat].set("p", tt.demand)
+			if err := cs[tt.beat].Beat(ctx); err != nil {
+				t.Fatalf("step %d (%s): Beat: %v", i, tt.name, err)
+			}
+		}
+		sum := 0
+		for j, c := range cs {
+			got := c.Snapshot().Shares["p"].Cap
+			sum += got
+			if got != tt.caps[j] {
+				t.Errorf("step %d (%s): r%d cap %d, want %d", i, tt.name, j, got, tt.caps[j])
+			}
+		}
+		// The last step is the documented worst case of a replica cut off
+		// longer than LeaseTTL + ForgetAfter (docs/cluster.md).
+		if sum > 10 && i < len(tests)-1 {
+			t.Errorf("step %d (%s): the caps sum to %d of 10", i, tt.name, sum)
+		}
+	}
+}
+
 // TestLeaseFairAndLeave: three hungry replicas split a base of 10 as 3, 3
 // and 4 (max-min fair, remainders by id) and never above it; one that
 // leaves frees its slots for the others at their next beat.
@@ -250,7 +315,7 @@ func TestLateBeatChangesNothing(t *testing.T) {
 	}
 	clock.Advance(time.Second)
 	c.beatMu.Lock()
-	_, keys, late := c.beatArgs(c.readDemand()) // sent now, delivered after the next
+	_, keys, late := c.beatArgs(clock.Now(), c.readDemand()) // sent now, delivered after the next
 	c.beatMu.Unlock()
 	if err := c.Beat(ctx); err != nil {
 		t.Fatal(err)
@@ -314,8 +379,11 @@ func entryReserve(t *testing.T, r *redisServer, c *Cluster, pod string, now time
 // slot) through a new epoch on a fake clock against a real Redis: two and
 // three starting together on a new Redis, one starting while another
 // holds shares, and one starting while Redis restarted empty under a
-// holder. A fresh replica serves within the write-back time (1.5 s here,
-// 1 s with the defaults), not a lease time (10 s); and after every step
+// holder, which reaches the new Redis in time or not (then the holder is
+// missing: the fresh replica waits, as a holder does, while the missing
+// one may still run its share). A fresh replica serves within the
+// write-back time (1.5 s here, 1 s with the defaults), not a lease time
+// (10 s), unless a replica is missing; and after every step
 // the pod never runs more than its window: what the replicas may run
 // (those not yet written back to a restarted Redis included) sums to at
 // most the base, the entries reserve at most the base, and a replica that
@@ -368,6 +436,15 @@ func TestLeaseNewEpochFreshReplicas(t *testing.T) {
 			{"r0 confirms", 0, false, 0, Demand{InFlight: 6, Waiting: 4}, []int{6, 0}},
 			{"r1 takes its wants", 0, false, 1, Demand{Waiting: 4}, []int{6, 4}},
 		}},
+		{"Redis restarts empty under a holder that cannot reach it; a replica fresh on the pod waits", 2, []step{
+			{"r0 starts an epoch", 0, false, 0, Demand{Waiting: 10}, []int{0, 0}},
+			{"r1 runs nothing of the pod", 5 * time.Second, false, 1, Demand{}, []int{0, 0}},
+			{"after the lease time r0 takes the whole base", 5 * time.Second, false, 0, Demand{Waiting: 10}, []int{10, 0}},
+			{"Redis restarts empty; r1 starts a new epoch, r0 cannot reach it", 100 * time.Millisecond, true, 1, Demand{Waiting: 4}, []int{10, 0}},
+			{"r1 at the write-back time: r0 is missing and may run its 10, so nothing", 1500 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{10, 0}},
+			{"r0 lapses to its floor; r1 still waits out the lease time", 3400 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{5, 0}},
+			{"after the lease time r1 grows beside r0's floor, kept for it", 5100 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{5, 5}},
+		}},
 		{"Redis restarts empty under a holder as a fresh replica starts", 2, []step{
 			{"r0 starts an epoch", 0, false, 0, Demand{Waiting: 10}, []int{0, 0}},
 			{"r0 holds the whole base", 10 * time.Second, false, 0, Demand{InFlight: 10}, []int{10, 0}},
@@ -385,7 +462,8 @@ func TestLeaseNewEpochFreshReplicas(t *testing.T) {
 			r := startRedis(t)
 			clock := newFakeClock()
 			cs, ds := freshReplicas(t, r, tt.n, 10, clock)
-			beaten := make([]bool, tt.n) // since the last restart
+			beaten := make([]bool, tt.n)  // since the last restart
+			started := make([]bool, tt.n) // beaten once: its Run is running
 			for i, st := range tt.steps {
 				clock.Advance(st.advance)
 				if st.restart {
@@ -393,12 +471,17 @@ func TestLeaseNewEpochFreshReplicas(t *testing.T) {
 					r.start()
 					clear(beaten)
 				}
+				for j, c := range cs {
+					if started[j] {
+						c.lapse(clock.Now()) // as Run does: LeaseTTL/2 unrenewed, the floor
+					}
+				}
 				if st.beat >= 0 {
 					ds[st.beat].set("p", st.demand)
 					if err := cs[st.beat].Beat(t.Context()); err != nil {
 						t.Fatalf("step %d (%s): Beat: %v", i, st.name, err)
 					}
-					beaten[st.beat] = true
+					beaten[st.beat], started[st.beat] = true, true
 				}
 				sum := 0
 				for j, c := range cs {

@@ -24,5 +24,13 @@ echo "== go test -race -tags nvml: the nvml source against go-nvml's mock"
 CGO_CFLAGS="$nvml_cflags" go test -race -count=1 -timeout 5m -tags nvml ./pressure/...
 echo "== seed sweep: the shipped policy never OOMs more than no gatekeeper (without -race, ten times faster)"
 go test -count=1 -timeout 5m -run '^TestShippedPolicyNeverOOMsMore$' ./cmd/vllm-sim
+echo "== bench: vet and tests of the bench module, then its smoke (BENCH_SMOKE=1 bench/run: build everything, one short scenario)"
+# bench/ is a module of its own that go test ./... does not reach; without
+# this step its go.mod rotted unseen (issue 35).
+if ! (cd bench && go vet ./... && go test -count=1 ./...) || ! timeout 300 env BENCH_SMOKE=1 bench/run; then
+	echo "bench smoke FAILED: the bench module (bench/go.mod, bench/driver, ...) no longer builds or its smoke scenario fails;"
+	echo "reproduce with 'BENCH_SMOKE=1 bench/run' (bench/README.md). After a change to the main module's go.mod: cd bench && go mod tidy"
+	exit 1
+fi
 echo "== fuzz (each target for a short, bounded time)"
 FUZZTIME="${FUZZTIME:-5s}" ./scripts/fuzz.sh

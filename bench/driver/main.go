@@ -55,6 +55,7 @@ func main() {
 		qPID        = flag.Int("queue-pid", 0, "its process id")
 		waiters     = flag.Int("waiters", 10000, "waiting requests")
 		queueOnly   = flag.Bool("queue-only", false, "measure only the queue (needs -queue); print its section")
+		strict      = flag.Bool("strict", false, "with -queue-only: exit 1 unless every waiter queued, no client failed and the queue drained (bench/run's smoke)")
 		queueProf   = flag.String("queue-profile", "", "with the waiters queued, save the queue gatekeeper's heap and goroutine profiles here (needs server.pprof)")
 		profAdmin   = flag.String("profile-admin", "", "gatekeeper admin URL with server.pprof on: profile a saturation run (empty: skip)")
 		profOut     = flag.String("profile-out", "cpu.pprof", "where the CPU profile goes (allocs next to it)")
@@ -97,6 +98,11 @@ func main() {
 			log.Printf("queue: %v", err)
 		}
 		(&report{queue: q}).writeQueue(os.Stdout)
+		if *strict {
+			if err := q.check(err); err != nil {
+				log.Fatal(err)
+			}
+		}
 		return
 	}
 	if *streams > 0 {

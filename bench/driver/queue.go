@@ -100,6 +100,24 @@ func queueMemory(url, adminURL string, pid, n int, profDir string) (*queueResult
 	return res, nil
 }
 
+// check returns err, or an error when the scenario did not run as planned:
+// a waiter never queued, a client failed, or the queue kept waiters after
+// the clients left. err is queueMemory's; q is its result, not nil when
+// err is nil.
+func (q *queueResult) check(err error) error {
+	switch {
+	case err != nil:
+		return err
+	case q.reached < q.waiters:
+		return fmt.Errorf("driver: queue: %d of %d waiters queued", q.reached, q.waiters)
+	case q.clientFailures > 0:
+		return fmt.Errorf("driver: queue: %d clients failed", q.clientFailures)
+	case !q.drained:
+		return fmt.Errorf("driver: queue: waiters left in the queue after the clients went")
+	}
+	return nil
+}
+
 type adminState struct {
 	Queue     struct{ Length int } `json:"queue"`
 	Upstreams []struct {

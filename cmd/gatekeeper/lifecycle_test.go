@@ -214,9 +214,15 @@ func TestReload(t *testing.T) {
 
 // TestSIGTERMUnderLoadNoReset sends SIGTERM while eight keep-alive clients
 // send requests back to back. Like a load balancer, they stop starting new
-// requests once /readyz has turned 503 (here: at the draining stage); every
-// request already started must get its whole answer — no reset, no
-// truncated body — and the process must stop cleanly.
+// requests once /readyz has turned 503 (here: after 200 answers while
+// draining); every request already started must get its whole answer — no
+// reset, no truncated body — and the process must stop cleanly.
+//
+// The draining stage blocks until the clients have stopped, so their 200
+// answers come while gatekeeper drains (serving, readiness 503) and before
+// drain_delay starts: on a busy machine 200 answers took longer than the 2 s
+// drain_delay, gatekeeper refused and shut down under the clients, and the
+// test failed with "no traffic flowed" (issue 35).
 func TestSIGTERMUnderLoadNoReset(t *testing.T) {
 	pod := http.NewServeMux()
 	pod.HandleFunc("/health", func(http.ResponseWriter, *http.Request) {})
@@ -226,7 +232,15 @@ func TestSIGTERMUnderLoadNoReset(t *testing.T) {
 	})
 	podURL := newPodServer(t, pod)
 	r := startLifecycle(t, "upstreams: [{name: p, url: '"+podURL+"'}]\nfast_breaker: {qps: 0}\n"+
-		"server: {drain_delay: 2s, shutdown_timeout: 10s}\n", nil)
+		"server: {drain_delay: 2s, shutdown_timeout: 10s}\n", map[string]bool{"draining": true})
+	// The draining stage waits for an ack; acknowledge it before
+	// startLifecycle's own cleanup waits for serveOn.
+	blocked := false
+	t.Cleanup(func() {
+		if blocked {
+			r.acks <- struct{}{}
+		}
+	})
 
 	tr := &http.Transport{MaxIdleConnsPerHost: 8}
 	defer tr.CloseIdleConnections()
@@ -270,17 +284,20 @@ func TestSIGTERMUnderLoadNoReset(t *testing.T) {
 	}
 	r.cancel() // SIGTERM
 	r.waitStage(t, "draining")
+	blocked = true
 	draining.Store(true)
 	select { // traffic keeps flowing while load balancers take note
 	case <-loaded:
 	case <-time.After(20 * time.Second):
-		t.Fatal("no traffic flowed during drain_delay")
+		t.Fatalf("%d answers while draining in 20 s, want 200: traffic stopped flowing", duringDrain.Load())
 	}
 	stop.Store(true) // the load balancer saw /readyz turn 503
 	total := 0
 	for range 8 {
 		total += <-oks
 	}
+	blocked = false
+	r.acks <- struct{}{} // drain_delay starts
 	close(problems)
 	for p := range problems {
 		t.Errorf("a client saw: %s", p)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	dynfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/yaml"
 )
 
@@ -122,13 +125,93 @@ func pod(ns, name, ip string, ready bool, labels map[string]string) *unstructure
 const deletedAt = "2026-01-05T11:00:00Z"
 
 // cluster is a fake API server the watcher reads and a test writes to.
+//
+// Unlike an API server, the fake cannot replay to a watch what was deleted
+// between an informer's list and its watch: a watch from the list's
+// resourceVersion gets the objects still stored that changed since, never
+// their deletions. On a busy machine the reflector's watch may come well
+// after its list, so deliveries returns only once every informer watches
+// (issue 35: a pool deleted in that gap was never seen).
 type cluster struct {
-	dyn *dynfake.FakeDynamicClient
+	dyn     *dynfake.FakeDynamicClient
+	watches *watches
 }
 
 func newCluster(objs ...runtime.Object) cluster {
 	kinds := map[schema.GroupVersionResource]string{poolResource: "InferencePoolList", podResource: "PodList"}
-	return cluster{dyn: dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds, objs...)}
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds, objs...)
+	c := cluster{dyn: dyn, watches: &watches{n: map[watchKey]int{}, changed: make(chan struct{})}}
+	// The fake's own watch reaction, counted once the tracker has
+	// registered the watch: a write after the count reaches it.
+	dyn.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := dyn.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		c.watches.opened(watchKey{a.GetResource(), a.GetNamespace()})
+		return true, w, nil
+	})
+	return c
+}
+
+// watchKey is what a watch watches: a resource in a namespace.
+type watchKey struct {
+	gvr schema.GroupVersionResource
+	ns  string
+}
+
+// watches counts the watches the fake has opened.
+type watches struct {
+	mu      sync.Mutex // guards the fields below
+	n       map[watchKey]int
+	changed chan struct{} // closed, and replaced, at every new watch
+}
+
+func (w *watches) opened(k watchKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n[k]++
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// waitWatching waits until the watcher watches every pool in refs and the
+// pods of their namespaces.
+func (c cluster) waitWatching(t *testing.T, refs ...Ref) {
+	t.Helper()
+	want := map[watchKey]int{}
+	seen := map[Ref]bool{}
+	for _, r := range refs {
+		if !seen[r] {
+			seen[r] = true
+			want[watchKey{poolResource, r.Namespace}]++ // one informer per pool
+			want[watchKey{podResource, r.Namespace}] = 1
+		}
+	}
+	timeout := time.After(waitTimeout)
+	for {
+		c.watches.mu.Lock()
+		missing := 0
+		for k, n := range want {
+			if c.watches.n[k] < n {
+				missing++
+			}
+		}
+		changed := c.watches.changed
+		c.watches.mu.Unlock()
+		if missing == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("the watcher did not open its %d watches (%v) within %v", len(want), want, waitTimeout)
+		}
+	}
 }
 
 func (c cluster) createPool(t *testing.T, u *unstructured.Unstructured) {
@@ -232,7 +315,8 @@ func setDeleting(p *unstructured.Unstructured) {
 	_ = unstructured.SetNestedField(p.Object, deletedAt, "metadata", "deletionTimestamp")
 }
 
-// deliveries runs a Watcher on c and returns the channel OnChange feeds.
+// deliveries runs a Watcher on c and returns the channel OnChange feeds,
+// once the Watcher watches every pool in refs and their pods.
 func (c cluster) deliveries(t *testing.T, refs ...Ref) (*Watcher, <-chan Snapshot) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
@@ -258,6 +342,7 @@ func (c cluster) deliveries(t *testing.T, refs ...Ref) (*Watcher, <-chan Snapsho
 			t.Errorf("Run() = %v, want nil", err)
 		}
 	})
+	c.waitWatching(t, refs...)
 	return w, got
 }
 
