@@ -112,7 +112,9 @@ type Upstream struct {
 	// URL is the pod's base URL: http or https, with a host, no query or
 	// fragment. A path, if any, is prefixed to every proxied path.
 	URL string `yaml:"url"`
-	// MaxInflight is the largest window: set it to the pod's max_num_seqs.
+	// MaxInflight is the largest window: at most the pod's max_num_seqs,
+	// and better the most sequences the pod serves within the
+	// time-to-first-token target, found by a load test.
 	MaxInflight int `yaml:"max_inflight"`
 	// MinInflight is the smallest window cuts go down to; ≤ MaxInflight.
 	MinInflight int `yaml:"min_inflight"`
