@@ -46,7 +46,7 @@ FROM build-${VARIANT} AS binary
 
 FROM run-${VARIANT}
 COPY --from=binary /out/gatekeeper /usr/local/bin/gatekeeper
-COPY config/default.yaml /etc/gatekeeper/config.yaml
+COPY internal/config/default.yaml /etc/gatekeeper/config.yaml
 USER 65532:65532
 # 8080: traffic, /healthz, /readyz. 9090: /metrics, /admin/state (set server.admin_listen to
 # ":9090" in the mounted policy to scrape it from outside the pod). In endpoint-picker mode,

@@ -21,7 +21,7 @@ benchtime="${PGO_BENCHTIME:-5s}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-go test -c -o "$tmp/proxy.test" ./proxy
+go test -c -o "$tmp/proxy.test" ./internal/proxy
 for bench in ServeHTTP Loopback; do
 	(cd proxy && "$tmp/proxy.test" -test.run '^$' -test.bench "^Benchmark$bench\$" \
 		-test.benchtime "$benchtime" -test.cpuprofile "$tmp/$bench.pprof" >/dev/null)

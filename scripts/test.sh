@@ -14,14 +14,14 @@ if [ -n "$unformatted" ]; then
 fi
 echo "== go vet (the default build, then the nvml build tag's files and the binary built with it)"
 go vet ./...
-CGO_CFLAGS="$nvml_cflags" go vet -tags nvml ./pressure/... ./cmd/gatekeeper
+CGO_CFLAGS="$nvml_cflags" go vet -tags nvml ./internal/pressure/... ./cmd/gatekeeper
 echo "== the default build needs no cgo: the image's static binary"
 CGO_ENABLED=0 go build -o /dev/null ./cmd/gatekeeper
 bash scripts/test-python.sh # the Python exporter (exporters/pytorch): unittest, offline install
 echo "== go test -race"
 go test -race -count=1 -timeout 8m ./...
 echo "== go test -race -tags nvml: the nvml source against go-nvml's mock"
-CGO_CFLAGS="$nvml_cflags" go test -race -count=1 -timeout 5m -tags nvml ./pressure/...
+CGO_CFLAGS="$nvml_cflags" go test -race -count=1 -timeout 5m -tags nvml ./internal/pressure/...
 echo "== seed sweep: the shipped policy never OOMs more than no gatekeeper (without -race, ten times faster)"
 go test -count=1 -timeout 5m -run '^TestShippedPolicyNeverOOMsMore$' ./cmd/vllm-sim
 echo "== bench: vet and tests of the bench module, then its smoke (BENCH_SMOKE=1 bench/run: build everything, one short scenario)"

@@ -19,7 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/gatekeeper-dev/gatekeeper/epp"
+	"github.com/gatekeeper-dev/gatekeeper/internal/epp"
 	"github.com/gatekeeper-dev/gatekeeper/sim/traffic"
 )
 

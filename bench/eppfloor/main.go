@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/gatekeeper-dev/gatekeeper/epp"
+	"github.com/gatekeeper-dev/gatekeeper/internal/epp"
 )
 
 // fixed admits everything to one endpoint and counts the slots held; safe

@@ -7,8 +7,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/gatekeeper-dev/gatekeeper/admin"
-	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/internal/admin"
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 )
 
 // proxyRoundTripper is the upstream transport a test may inject.

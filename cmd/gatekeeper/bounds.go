@@ -3,8 +3,8 @@ package main
 import (
 	"sync"
 
-	"github.com/gatekeeper-dev/gatekeeper/cluster"
-	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/cluster"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 )
 
 // bound is what the slow breaker last set for one pod: its window and, 0

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 // writePolicy writes text to a file named name in a temporary folder and
@@ -209,7 +209,10 @@ func TestExitCode(t *testing.T) {
 // those: unbuiltSources) and which parses back to the policy printed.
 func TestPrintConfig(t *testing.T) {
 	t.Parallel()
-	files, _ := filepath.Glob("../../config/testdata/*.good.yaml")
+	files, _ := filepath.Glob("../../internal/config/testdata/*.good.yaml")
+	if len(files) == 0 {
+		t.Fatal("no internal/config/testdata/*.good.yaml: the policies this test prints are gone")
+	}
 	files = append(files, "../../config.yaml", "") // "": the embedded default
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/gatekeeper-dev/gatekeeper/cluster/clustertest"
+	"github.com/gatekeeper-dev/gatekeeper/internal/cluster/clustertest"
 )
 
 // benchClusterPolicy: a pod that answers at once, a window of 256 and a

@@ -13,7 +13,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/gatekeeper-dev/gatekeeper/cluster/clustertest"
+	"github.com/gatekeeper-dev/gatekeeper/internal/cluster/clustertest"
 )
 
 // busyPod is a pod on loopback whose completions take work long; it

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/sim/demo"
 	"github.com/gatekeeper-dev/gatekeeper/sim/load"
 )

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/sim/demo"
 	"github.com/gatekeeper-dev/gatekeeper/sim/load"
 )

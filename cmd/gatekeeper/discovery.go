@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/discovery"
+	"github.com/gatekeeper-dev/gatekeeper/internal/discovery"
 )
 
 // discover re-resolves the discovery hosts every interval (the shortest

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 )
 
 // TestDNSDiscovery runs two pods on 127.0.0.1 and 127.0.0.2 (same port) behind

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gatekeeper-dev/gatekeeper/proxy/tlscert"
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/tlscert"
 )
 
 // loadAdminToken reads server.admin_token_file. An empty path means no

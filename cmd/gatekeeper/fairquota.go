@@ -1,9 +1,9 @@
 package main
 
 import (
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/decide"
-	"github.com/gatekeeper-dev/gatekeeper/quota"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
+	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
 )
 
 // fairnessFrom maps the policy's fairness section onto the core's; nil

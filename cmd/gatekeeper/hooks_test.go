@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 // TestReliefHooksFireOnLevelChanges checks that entering degraded, critical

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 )
 
 // lifecycleRig runs an app on loopback with a stage hook the test steps through.

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 )
 
 // acceptRecorder is the raw traffic listener, below the connection limit.

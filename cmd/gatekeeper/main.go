@@ -41,7 +41,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/gatekeeper-dev/gatekeeper/memlimit"
+	"github.com/gatekeeper-dev/gatekeeper/internal/memlimit"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -3,8 +3,8 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gatekeeper-dev/gatekeeper/control"
-	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
+	"github.com/gatekeeper-dev/gatekeeper/internal/control"
+	"github.com/gatekeeper-dev/gatekeeper/internal/relief"
 )
 
 // appMetrics are the series the command owns itself.

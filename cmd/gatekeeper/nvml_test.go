@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 // nvmlPolicy lists nvml twice: as a node source (line 3) and as an

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/epp"
-	"github.com/gatekeeper-dev/gatekeeper/proxy/tlscert"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/epp"
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/tlscert"
 )
 
 // picker is the endpoint-picker front: the ext_proc server over the same

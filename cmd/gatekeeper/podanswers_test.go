@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/breaker"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 // scriptPod is a pod on loopback that answers its first len(codes)

@@ -9,9 +9,9 @@ import (
 
 	"k8s.io/client-go/dynamic"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/discovery"
-	"github.com/gatekeeper-dev/gatekeeper/discovery/inferencepool"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/discovery"
+	"github.com/gatekeeper-dev/gatekeeper/internal/discovery/inferencepool"
 )
 
 // kubeClients are the clients the InferencePool watch reads through: one

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 // pressureSettings maps the policy's sources onto pressure.Settings.

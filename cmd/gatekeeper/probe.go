@@ -8,8 +8,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/pressure/probe"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure/probe"
 )
 
 // probeFlags are the command line of `gatekeeper probe`.

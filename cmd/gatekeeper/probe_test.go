@@ -15,7 +15,7 @@ func fixtureServer(t *testing.T) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	for _, name := range []string{"vllm-two-engines.txt", "dcgm-two-gpus.txt", "memory-blocks.json"} {
-		body, err := os.ReadFile("../../pressure/testdata/" + name)
+		body, err := os.ReadFile("../../internal/pressure/testdata/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}

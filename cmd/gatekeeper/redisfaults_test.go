@@ -12,8 +12,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/gatekeeper-dev/gatekeeper/cluster/clustertest"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/cluster/clustertest"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 // faultPolicy: one pod with a window of 10 that no cut moves, memory

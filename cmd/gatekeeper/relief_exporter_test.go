@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
+	"github.com/gatekeeper-dev/gatekeeper/internal/relief"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 	"github.com/gatekeeper-dev/gatekeeper/sim/server"
 )

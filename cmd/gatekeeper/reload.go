@@ -7,12 +7,12 @@ import (
 	"os"
 	"sync"
 
-	"github.com/gatekeeper-dev/gatekeeper/breaker"
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/control"
-	"github.com/gatekeeper-dev/gatekeeper/discovery"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/control"
+	"github.com/gatekeeper-dev/gatekeeper/internal/discovery"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 )
 
 // The one path by which a policy takes effect, and what triggers it: the

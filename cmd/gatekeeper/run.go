@@ -14,10 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/proxy"
-	"github.com/gatekeeper-dev/gatekeeper/proxy/framing"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/framing"
 )
 
 // run loads the policy at path ("" for the embedded default) and serves

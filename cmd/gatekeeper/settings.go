@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/gatekeeper-dev/gatekeeper/breaker"
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/decide"
-	"github.com/gatekeeper-dev/gatekeeper/pods/healthcheck"
-	"github.com/gatekeeper-dev/gatekeeper/proxy"
-	"github.com/gatekeeper-dev/gatekeeper/queue"
-	"github.com/gatekeeper-dev/gatekeeper/quota"
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
 )
 
 // settings is every package's Settings derived from one policy file. It is

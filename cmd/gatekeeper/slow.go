@@ -4,11 +4,11 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/control"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/proxy/relief"
-	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/control"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/relief"
 )
 
 // slowPath applies the controller's decisions (package control) to the

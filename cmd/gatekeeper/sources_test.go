@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatekeeper-dev/gatekeeper/admin"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/admin"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 // Small payloads in the shapes of DESIGN §3 and the real captures.

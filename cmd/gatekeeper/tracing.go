@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/epp"
-	"github.com/gatekeeper-dev/gatekeeper/proxy"
-	"github.com/gatekeeper-dev/gatekeeper/telemetry"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/epp"
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/breaker"
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/control"
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/control"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
 )

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
 )

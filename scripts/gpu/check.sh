@@ -38,7 +38,7 @@
 # gatekeeper and the pressure tests need Go modules, which an offline machine
 # lacks: build both where the module cache is and bring them (git-ignored):
 #   go build -ldflags='-s -w' -o gatekeeper ./cmd/gatekeeper
-#   go test -tags nvml -c -o pressure.test ./pressure/   (TestRealNVML needs the nvml build tag)
+#   go test -tags nvml -c -o pressure.test ./internal/pressure/   (TestRealNVML needs the nvml build tag)
 # Without them the script tries an offline `go build` / `go test`.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -99,7 +99,7 @@ PT="${PRESSURE_TEST_BIN:-}"
 if [ -n "$PT" ]; then
 	step nvml 90 bash -c "cd '$ROOT/pressure' && PRESSURE_REAL_NVML=1 '$PT' -test.run TestRealNVML -test.v -test.count=1"
 else
-	step nvml 150 env PRESSURE_REAL_NVML=1 go test -tags nvml -count=1 -run TestRealNVML -v ./pressure/
+	step nvml 150 env PRESSURE_REAL_NVML=1 go test -tags nvml -count=1 -run TestRealNVML -v ./internal/pressure/
 fi
 
 # The oom phase: two runs of at most 25 s start-up + 62 s each (vllm_like.py splits its budget).

@@ -87,7 +87,7 @@ def engine_view(text: str) -> dict[str, Any]:
 
 
 def gatekeeper_view(state: dict[str, Any]) -> dict[str, Any]:
-    """The first upstream's level, window and memory budget from /admin/state (admin/state.go)."""
+    """The first upstream's level, window and memory budget from /admin/state (internal/admin/state.go)."""
     ups = state.get("upstreams") or [{}]
     u = ups[0]
     sig = u.get("signals") or {}

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 // Path is what the demo pod went through so far: the peaks of its

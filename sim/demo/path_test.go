@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 func TestPathRecorder(t *testing.T) {

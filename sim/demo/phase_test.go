@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/breaker"
-	"github.com/gatekeeper-dev/gatekeeper/config"
-	"github.com/gatekeeper-dev/gatekeeper/control"
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/control"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 	"github.com/gatekeeper-dev/gatekeeper/sim/load"
 	"github.com/gatekeeper-dev/gatekeeper/sim/replay"

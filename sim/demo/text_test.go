@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 func TestBanner(t *testing.T) {

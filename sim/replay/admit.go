@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/breaker"
-	"github.com/gatekeeper-dev/gatekeeper/proxy/classify"
-	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/internal/classify"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 

@@ -3,7 +3,7 @@ package replay
 import (
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 )
 
 // TenantResult is what one tenant of the trace (Arrival.Tenant) got, whether

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/breaker"
-	"github.com/gatekeeper-dev/gatekeeper/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 )
 
 // Sample is one point of a run's time series.

@@ -1,6 +1,6 @@
 """The golden file: the exact JSON the exporter serves for the fixed scenario.
 
-gatekeeper's Go tests read the same file (pressure/golden_test.go), so the
+gatekeeper's Go tests read the same file (internal/pressure/golden_test.go), so the
 two sides cannot drift. Rewrite it with GATEKEEPER_UPDATE_GOLDEN=1.
 """
 
@@ -38,7 +38,7 @@ class GoldenTest(unittest.TestCase):
         with open(GOLDEN, encoding="utf-8") as f:
             text = f.read()
         self.assertEqual(json.loads(text), served, "the exporter's JSON changed: rerun with GATEKEEPER_UPDATE_GOLDEN=1 "
-                                                   "and check pressure/golden_test.go")
+                                                   "and check internal/pressure/golden_test.go")
         self.assertEqual(text, render(served), "golden file not in its canonical form")
         # Key order as served, too (gatekeeper does not care; people reading it do).
         self.assertEqual(list(json.loads(text)["memory_blocks"][0]), list(served["memory_blocks"][0]))

@@ -1,0 +1,74 @@
+package decide
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/classify"
+)
+
+func TestBadBody(t *testing.T) {
+	t.Parallel()
+	rf := BadBody(&classify.Error{Param: "messages[2].content", Message: "must be a string", Code: "invalid_type"})
+	if rf.Status != StatusBadRequest || rf.Reason != ReasonBadRequest || rf.Param != "messages[2].content" ||
+		rf.Message != "messages[2].content: must be a string" || rf.ErrType != "invalid_request_error" {
+		t.Errorf("BadBody(param error) = %+v", rf)
+	}
+	rf = BadBody(errors.New("other"))
+	if rf.Status != StatusBadRequest || rf.Message != "invalid request body" || rf.Param != "" {
+		t.Errorf("BadBody(other) = %+v", rf)
+	}
+}
+
+// Every reason has one answer: its status, error type and Retry-After come
+// from Refuse alone, and its body is the OpenAI error with the reason as
+// code.
+func TestRefuseEveryReason(t *testing.T) {
+	t.Parallel()
+	want := map[Reason]int{ReasonRateLimited: 429, ReasonQuotaExceeded: 429, ReasonBadRequest: 400, ReasonTooLarge: 400, ReasonNotFound: 404,
+		ReasonModelNotFound: 404, ReasonUpstream: 502, ReasonUpstreamTimeout: 504}
+	for _, r := range Reasons {
+		rf := Refuse(r, "m", 0, 2*time.Second)
+		status, ok := want[r]
+		if !ok {
+			status = 503
+		}
+		if rf.Status != status {
+			t.Errorf("%s: status %d, want %d", r, rf.Status, status)
+		}
+		retry := status == 429 || status == 503
+		if rf.SendsRetryAfter() != retry || retry && rf.RetryAfter != 2*time.Second {
+			t.Errorf("%s: Retry-After %v (sent %v), want sent %v with the default", r, rf.RetryAfter, rf.SendsRetryAfter(), retry)
+		}
+		var body struct {
+			Error struct{ Code, Type, Message string }
+		}
+		if err := json.Unmarshal(rf.Body(), &body); err != nil || body.Error.Code != string(r) || body.Error.Type == "" || body.Error.Message != "m" {
+			t.Errorf("%s: body %s (%v)", r, rf.Body(), err)
+		}
+	}
+	if rf := BodyTooLarge(10); rf.Status != 413 || rf.Reason != ReasonBadRequest || rf.SendsRetryAfter() {
+		t.Errorf("BodyTooLarge = %+v", rf)
+	}
+	if rf := Compressed(); rf.Status != 415 || rf.Reason != ReasonBadRequest {
+		t.Errorf("Compressed = %+v", rf)
+	}
+}
+
+// Admission errors map onto their reasons in one place.
+func TestReasonFor(t *testing.T) {
+	t.Parallel()
+	for err, want := range map[error]Reason{
+		ErrQueueFull: ReasonQueueFull, ErrDraining: ReasonDraining, ErrNoUpstream: ReasonNoUpstream,
+		ErrTooLarge: ReasonTooLarge, ErrNoMemory: ReasonNoMemory, ErrDeadline: ReasonDeadline,
+		context.DeadlineExceeded: ReasonQueueTimeout, context.Canceled: "", errors.New("x"): ReasonUpstream,
+	} {
+		if got := ReasonFor(fmt.Errorf("wrapped: %w", err)); got != want {
+			t.Errorf("ReasonFor(%v) = %q, want %q", err, got, want)
+		}
+	}
+}

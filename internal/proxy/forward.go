@@ -1,0 +1,381 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/classify"
+	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
+	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry/coretrace"
+	"github.com/gatekeeper-dev/gatekeeper/internal/usage"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// flight is what the reverse proxy learns about one forwarded request. It
+// travels in the request context because ReverseProxy's hooks see only the
+// request. It is that context (the client's, plus itself as the value of
+// flightKey: a context, not a struct storing one), and it holds the
+// forwarded body's reader and the usage watcher, so that one allocation
+// serves what took six (issue 16).
+type flight struct {
+	context.Context // the client's request context, read-only once built
+
+	member    *pods.Member
+	metrics   *Metrics
+	status    int   // pod's status, 0 if none arrived
+	err       error // transport error, nil if a response arrived
+	firstByte time.Time
+	ex        *exchange
+	// refused: the pod answered 503 or 429 itself (overload, not failure).
+	refused bool
+	// retry, when set, is a slot on another pod for the one retry of a
+	// request that never reached this pod's engine (its own refusal before
+	// any body byte, or a dial error); nothing was written to the client.
+	retry *decide.Admitted
+	// streamErr: the 200 stream carried an error event.
+	streamErr bool
+	// used is the usage the response reported (Known false until it has).
+	used usage.Tokens
+	// sent is when it left for the pod; span is its client span (nil
+	// without tracing).
+	sent time.Time
+	span trace.Span
+
+	body  bodyReader   // the buffered request body, as the pod reads it
+	usage usage.Body   // the response body, when its usage is read
+	out   clientWriter // the client's ResponseWriter, with the send timeout
+}
+
+// Value returns f for flightKey and asks the client's context otherwise.
+func (f *flight) Value(key any) any {
+	if key == (flightKey{}) {
+		return f
+	}
+	return f.Context.Value(key)
+}
+
+// ReportUsage counts the usage a 200 response reported as its body streamed
+// through; usage.Body calls it on the handler goroutine, before complete.
+func (f *flight) ReportUsage(u usage.Tokens) {
+	f.metrics.Usage(f.member.Name, u)
+	f.streamErr = u.StreamError
+	f.used = u
+}
+
+// usage is what the response reported it used, for the true-up of the
+// request's charges.
+func (f *flight) reported() decide.Usage {
+	return decide.Usage{Prompt: f.used.Prompt, Completion: f.used.Completion, Known: f.used.Known}
+}
+
+// bodyReader is a buffered request body that needs no Close.
+type bodyReader struct{ bytes.Reader }
+
+// Close does nothing.
+func (*bodyReader) Close() error { return nil }
+
+// errRetry ends a forward whose request goes to another pod instead.
+var errRetry = errors.New("proxy: retried on another pod")
+
+type flightKey struct{}
+
+func flightFrom(ctx context.Context) *flight {
+	f, _ := ctx.Value(flightKey{}).(*flight)
+	return f
+}
+
+// newReverseProxy builds a ReverseProxy shared by every upstream; the target
+// is chosen per request and carried in the context. The Handler has two,
+// which differ only in the copy buffers they take from buffers.
+func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferPool) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			f := flightFrom(pr.In.Context())
+			pr.SetURL(f.member.URL)
+			pr.SetXForwarded()
+			if f.span != nil { // ours replaces the client's trace context
+				pr.Out.Header.Del("Tracestate")
+				h.tracing.prop.Inject(f, propagation.HeaderCarrier(pr.Out.Header))
+			}
+		},
+		Transport: rt,
+		// -1: every write goes out at once (DESIGN, STYLE §9), whatever the
+		// pod's content type. 0 would rely on ReverseProxy recognising SSE
+		// and unknown-length bodies; it saves one socket write per complete
+		// JSON response (bench/README.md) but the CPU gain was within noise.
+		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+		ModifyResponse: func(res *http.Response) error {
+			f := flightFrom(res.Request.Context())
+			f.status = res.StatusCode
+			f.firstByte = h.now()
+			// The client already has the id on the response; a pod that echoes
+			// it (vLLM --enable-request-id-headers) would add a second value,
+			// which the OpenAI SDKs read as "id, id".
+			res.Header.Del(f.ex.Policy.RequestIDHeader)
+			if res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests {
+				return h.podRefused(f, res)
+			}
+			if !reportsUsage(f.ex.Kind) {
+				return nil
+			}
+			f.usage.Watch(res, f) // count the usage as the body streams through
+			return nil
+		},
+		ErrorHandler: h.proxyError,
+		BufferPool:   buffers,
+	}
+}
+
+// reportsUsage reports whether responses of this kind carry a usage object
+// (generated text, embeddings, scores): /v1/models and audio do not, so
+// reading them would only count unknown usages.
+func reportsUsage(k classify.Kind) bool { return k != classify.KindModels && k != classify.KindAudio }
+
+// Sizes of the reverse proxy's copy buffers. A response holds one for as
+// long as its body is copied, so an open token stream holds one for its
+// whole life: a 32 KiB buffer was a third of what a stream costs gatekeeper
+// (issue 16, BenchmarkOpenStreams). SSE events are a few hundred bytes and
+// every read is flushed on at once, so streams use a 4 KiB buffer, the size
+// of the transport's read buffer behind it (a read as large reads the
+// socket directly); other bodies keep ReverseProxy's default, 32 KiB, so a
+// large JSON body still goes out in few writes.
+const (
+	copyBufferSize   = 32 << 10
+	streamBufferSize = 4 << 10
+)
+
+// bufferPool recycles the reverse proxy's copy buffers, which it would
+// otherwise allocate for every response. It pools pointers to arrays, which
+// a slice converts back to without allocating (a *[]byte made in Put would
+// cost an allocation per response). The zero value is ready to use.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if a, ok := b.p.Get().(*[copyBufferSize]byte); ok {
+		return a[:]
+	}
+	return new([copyBufferSize]byte)[:]
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) == copyBufferSize {
+		b.p.Put((*[copyBufferSize]byte)(buf))
+	}
+}
+
+// streamBufferPool is bufferPool for the copy buffers of streamed responses.
+type streamBufferPool struct{ p sync.Pool }
+
+func (b *streamBufferPool) Get() []byte {
+	if a, ok := b.p.Get().(*[streamBufferSize]byte); ok {
+		return a[:]
+	}
+	return new([streamBufferSize]byte)[:]
+}
+
+func (b *streamBufferPool) Put(buf []byte) {
+	if len(buf) == streamBufferSize {
+		b.p.Put((*[streamBufferSize]byte)(buf))
+	}
+}
+
+// podRefused handles a pod's own 503 or 429 (vLLM's full queue): overload,
+// not failure. The controller hears of it (the pod's window is cut as if
+// degraded); the request goes once to another pod with room now, else the
+// pod's answer is passed on with Retry-After (the pod's, or ours) and the
+// reason added.
+func (h *Handler) podRefused(f *flight, res *http.Response) error {
+	f.refused = true
+	if h.opts.OnPodRefused != nil {
+		h.opts.OnPodRefused(f.member.Name)
+	}
+	if s := h.retrySlot(f); s != nil {
+		f.retry = s
+		return errRetry // ReverseProxy closes the pod's body and calls proxyError
+	}
+	if res.Header.Get("Retry-After") == "" {
+		res.Header.Set("Retry-After", decide.RetryAfterSeconds(f.ex.Policy.RetryAfter))
+	}
+	res.Header.Set("X-Gatekeeper-Reason", string(decide.ReasonUpstreamOverloaded))
+	return nil
+}
+
+// retrySlot takes a slot on another pod for f's request, at once or not at
+// all: only a request's first forward is retried, and only where a pod
+// that has not seen it has room now.
+func (h *Handler) retrySlot(f *flight) *decide.Admitted {
+	ex := f.ex
+	if ex.retried {
+		return nil
+	}
+	next, _ := h.core.Retry(&ex.Request, append(slices.Clip(ex.Skip), f.member.Name))
+	return next
+}
+
+// proxyError is ReverseProxy's single error writer: a transport error before
+// any response byte reached the client. A request that was never sent (a
+// dial error) goes once to another pod with room, as a pod's own refusal
+// does.
+func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	f := flightFrom(r.Context())
+	if errors.Is(err, errRetry) {
+		return // f.retry carries the request on
+	}
+	f.err = err
+	if r.Context().Err() != nil {
+		return // the client left; nobody to answer
+	}
+	if neverSent(err) {
+		if s := h.retrySlot(f); s != nil {
+			f.retry = s
+			return
+		}
+	}
+	rf := decide.Refuse(decide.ReasonUpstream, "the upstream could not be reached; retry later", f.ex.Policy.RetryAfter, f.ex.Policy.RetryAfter)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		rf = decide.Refuse(decide.ReasonUpstreamTimeout, "the upstream did not answer in time", 0, 0)
+	}
+	h.metrics.Rejected(rf.Reason)
+	writeRefusal(w, rf)
+}
+
+// neverSent reports whether err shows that the request never left: the
+// connection to the pod could not be opened.
+func neverSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// forward sends ex's request to the member dispatch chose and records its
+// outcome when the response body has been copied (not when headers arrive),
+// releasing the slot then.
+func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Admitted) {
+	r, m, body := ex.r, ex.member, ex.body
+	ex.upstream = m.Name
+	if ex.Policy.ForwardPriority[m.Name] {
+		if b := withPriority(body, ex.Class); b != nil {
+			body = b
+		}
+	}
+	h.metrics.Sent(m.Name, ex.Tokens)
+	f := &flight{Context: r.Context(), member: m, metrics: h.metrics, ex: ex, sent: h.now()}
+	if ex.span != nil {
+		f.Context, f.span = h.tracing.startClient(f.Context, ex)
+	}
+	ex.flight = f
+	out := r.WithContext(f)
+	if body != nil {
+		f.body.Reset(body)
+		out.Body = &f.body
+		out.ContentLength = int64(len(body))
+		out.TransferEncoding = nil // the buffered body goes out framed by Content-Length alone
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	completed := false
+	defer func() {
+		p := recover() // http.ErrAbortHandler when the stream broke mid-copy
+		retry = h.complete(ex, completed)
+		if p != nil {
+			panic(p)
+		}
+	}()
+	rp := h.rp
+	if ex.Stream {
+		rp = h.rpStream // the small copy buffer: it is held while the stream lasts
+	}
+	f.out = clientWriter{w: w, timeout: ex.Policy.SendTimeout, now: h.now}
+	if sendConnFor(r) != nil {
+		f.out.timeout = 0 // its connection bounds every write by progress (SendListener)
+	}
+	defer f.out.disarm()
+	rp.ServeHTTP(&f.out, out)
+	completed = true
+	return nil
+}
+
+// complete turns what happened to ex's request into one outcome, one breaker
+// result and a released slot; completed says the response body was copied to
+// its end. A request that goes to another pod instead records no outcome:
+// complete returns the slot it goes on with.
+func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
+	r, f, done := ex.r, ex.flight, ex.done
+	defer ex.slot.Release()
+	if f.span != nil {
+		endClient(f, f.sent)
+	}
+	if f.retry != nil {
+		h.core.SettleSlot(&ex.Request, ex.slot, decide.Usage{None: true}) // this pod did no work; the quota charge goes on
+		if f.refused {
+			done(pods.Excluded) // the pod's own refusal: overload, not failure
+			h.metrics.Response(f.member.Name, f.status)
+		} else {
+			done(pods.Failure) // it could not be reached: a real failure
+			h.metrics.Response(f.member.Name, 0)
+		}
+		return f.retry
+	}
+	// A response copied to the end counts as the pod's answer even if the
+	// client closes its connection right after: only a request cut short
+	// by the client is client_closed. One whose last flush the client never
+	// took within send_timeout is not delivered: ReverseProxy drops flush
+	// errors, so its copy ends as if it had been.
+	delivered := completed && f.err == nil && f.status != 0 && !f.out.timedOut
+	// What the request was charged is trued up from the pod's usage; the
+	// pod's own refusal and a 5xx did no work for it and give it back.
+	// Otherwise (a client gone, a stream cut) the pod may have worked for it:
+	// without a usage the estimate stands.
+	used := f.reported()
+	if delivered && (f.refused || !f.streamErr && f.status >= 500) {
+		used = decide.Usage{None: true}
+	}
+	h.core.Settle(&ex.Request, ex.slot, used)
+	switch {
+	case delivered && f.refused:
+		done(pods.Excluded) // overload, not failure: the breaker is not fed
+		h.metrics.Response(f.member.Name, f.status)
+		h.metrics.Rejected(decide.ReasonUpstreamOverloaded)
+		h.finish(r, ex, decide.OutcomeUpstreamOverloaded, f.status)
+	case delivered && f.streamErr:
+		done(pods.Failure) // vLLM sends it when generation fails: as a 500 would count
+		h.metrics.Response(f.member.Name, f.status)
+		h.finish(r, ex, decide.OutcomeStreamError, f.status)
+	case delivered && f.status >= 500:
+		done(pods.Failure)
+		h.metrics.Response(f.member.Name, f.status)
+		h.finish(r, ex, decide.OutcomeUpstreamError, f.status)
+	case delivered:
+		done(pods.Success)
+		h.metrics.Response(f.member.Name, f.status)
+		if !f.firstByte.IsZero() {
+			h.metrics.FirstByte(f.member.Name, f.firstByte.Sub(ex.Start))
+		}
+		if f.status == http.StatusOK {
+			h.metrics.GenAI(f, coretrace.Operation(ex.Kind), ex.Stream, ex.Start, f.out.first, h.now(), f.used.Known, f.used.Prompt, f.used.Completion)
+		}
+		h.finish(r, ex, decide.OutcomeServed, f.status)
+	case f.out.timedOut: // the client took no bytes for send_timeout: not the pod's fault
+		done(pods.Excluded)
+		h.finish(r, ex, decide.OutcomeClientTimeout, f.status)
+	case r.Context().Err() != nil:
+		done(pods.Excluded)
+		h.finish(r, ex, decide.OutcomeClientClosed, decide.StatusClientClosed)
+	default: // a transport error, or the stream broke mid-copy
+		done(pods.Failure)
+		h.metrics.Response(f.member.Name, 0)
+		h.finish(r, ex, decide.OutcomeUpstreamError, http.StatusBadGateway)
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"sync/atomic"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/framing"
+	"github.com/go-chi/chi/v5"
+)
+
+// Handler is the traffic listener's http.Handler. Create one with New; it is
+// safe for concurrent use and must not be copied.
+type Handler struct {
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *Metrics
+	core    *decide.Core
+	reg     *pods.Registry
+	health  *healthcheck.Checker
+	rp      *httputil.ReverseProxy // 32 KiB copy buffers
+	// rpStream forwards requests that ask for a stream; it is rp with 4 KiB
+	// copy buffers.
+	rpStream *httputil.ReverseProxy
+	router   http.Handler
+	ids      *idSource
+	linger   lingering // what a refused body may still send
+	tracing  *tracing  // nil: no spans
+
+	ready    atomic.Bool // false before Start... and once draining begins
+	draining atomic.Bool // /readyz answers 503
+	refusing atomic.Bool // new work is refused with 503 draining
+}
+
+// New builds a Handler from opts.
+func New(opts Options) (*Handler, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	h := &Handler{opts: opts, log: opts.Logger, now: opts.Now, metrics: opts.Metrics}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	h.core, h.reg = opts.Core, opts.Core.Registry()
+	h.ids = newIDSource()
+	h.linger = defaultLingering()
+	h.tracing = newTracing(opts)
+	rt := opts.RoundTripper
+	if rt == nil {
+		rt = newTransport(opts.Transport)
+	}
+	h.health = &healthcheck.Checker{Registry: h.reg, Settings: opts.Health, Transport: rt,
+		Observed: h.metrics.Health, Dispatch: opts.Core.Dispatch, Logger: h.log}
+	h.rp = h.newReverseProxy(rt, &bufferPool{})
+	h.rpStream = h.newReverseProxy(rt, &streamBufferPool{})
+	h.router = h.routes()
+	h.ready.Store(true)
+	return h, nil
+}
+
+// routes assembles the traffic listener's middleware chain and routes in one
+// visible place. Only health endpoints and the inference allow-list exist;
+// everything else, vLLM's admin routes included, is 404 without touching a pod.
+func (h *Handler) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", h.serveHealthz)
+	r.Get("/readyz", h.serveReadyz)
+	r.NotFound(h.serveTraffic)
+	r.MethodNotAllowed(h.serveTraffic)
+	return r
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.draining.Load() {
+		// Close each connection after its response, so clients stop reusing
+		// connections before shutdown. (http.Server.SetKeepAlivesEnabled
+		// would also close idle connections at once, racing requests that
+		// clients are just sending on them.)
+		w.Header().Set("Connection", "close")
+	}
+	if framing.Ambiguous(r.Context()) {
+		w.Header().Set("Connection", "close") // what follows on this connection is suspect
+		h.serveAmbiguous(w, r)
+		return
+	}
+	h.router.ServeHTTP(w, r)
+}
+
+// Metrics returns the handler's metrics (nil if it records none).
+func (h *Handler) Metrics() *Metrics { return h.metrics }
+
+// Run runs the pods' active health check until ctx ends.
+func (h *Handler) Run(ctx context.Context) error { return h.health.Run(ctx) }
+
+// CheckAll runs one round of the active health check now (a test acts at
+// an exact moment with it).
+func (h *Handler) CheckAll(ctx context.Context) { h.health.CheckAll(ctx) }
+
+// Transport is the pods' pooled transport (the health check's too).
+func (h *Handler) Transport() http.RoundTripper { return h.rp.Transport }
+
+// Draining reports whether shutdown has begun.
+func (h *Handler) Draining() bool { return h.draining.Load() }
+
+// StartDrain turns /readyz to 503 (DESIGN §7, step one of SIGTERM).
+func (h *Handler) StartDrain() { h.draining.Store(true) }
+
+// RefuseNew makes new requests get 503 draining (step two, after drain_delay).
+func (h *Handler) RefuseNew() { h.draining.Store(true); h.refusing.Store(true) }
+
+// Ready reports what /readyz answers.
+func (h *Handler) Ready() bool {
+	return h.ready.Load() && !h.draining.Load() && h.core.Unready() == "" && h.extraReady() == nil
+}
+
+// extraReady is Options.Ready's verdict, nil without one.
+func (h *Handler) extraReady() error {
+	if h.opts.Ready == nil {
+		return nil
+	}
+	return h.opts.Ready()
+}
+
+func (h *Handler) serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+func (h *Handler) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	why := ""
+	switch {
+	case h.draining.Load():
+		why = "draining"
+	case !h.ready.Load():
+		why = "starting"
+	case h.core.Unready() != "":
+		why = h.core.Unready()
+	case h.extraReady() != nil:
+		why = h.extraReady().Error()
+	}
+	if why != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(why + "\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// newTransport builds the pooled upstream transport.
+func newTransport(s TransportSettings) *http.Transport {
+	def := func(d, v time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return v
+	}
+	perHost := s.MaxIdleConnsPerHost
+	if perHost <= 0 {
+		perHost = 256
+	}
+	d := &net.Dialer{Timeout: def(s.DialTimeout, 2*time.Second), KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 nil, // never route pod traffic through an environment proxy
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     false,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   perHost,
+		IdleConnTimeout:       def(s.IdleConnTimeout, 4*time.Second),
+		TLSHandshakeTimeout:   def(s.TLSHandshakeTimeout, 5*time.Second),
+		ResponseHeaderTimeout: def(s.ResponseHeaderTimeout, 10*time.Minute),
+		ExpectContinueTimeout: time.Second,
+		// Each pod connection holds one read and one write buffer for its
+		// whole life, and an open token stream holds its connection: 4 KiB
+		// each (Go's default) is sized for bulk transfer. A response's
+		// headers and an SSE event (~200 B) fit in 1 KiB, and larger reads
+		// and writes bypass a bufio buffer that is empty, so bodies cost no
+		// extra system calls.
+		ReadBufferSize:  transportBufferSize,
+		WriteBufferSize: transportBufferSize,
+	}
+}
+
+// transportBufferSize is the read and the write buffer of a pod connection.
+const transportBufferSize = 1 << 10
+
+// Refusing reports whether new work is refused (shutdown's second step).
+func (h *Handler) Refusing() bool { return h.refusing.Load() }

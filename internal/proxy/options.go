@@ -1,0 +1,78 @@
+package proxy
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TransportSettings bounds every upstream connection. Zero fields take the
+// defaults in brackets.
+type TransportSettings struct {
+	// DialTimeout bounds a TCP connect [2s].
+	DialTimeout time.Duration
+	// TLSHandshakeTimeout bounds a TLS handshake [5s].
+	TLSHandshakeTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for response headers [10m]:
+	// a non-streaming completion sends its headers only when it is done.
+	ResponseHeaderTimeout time.Duration
+	// IdleConnTimeout closes pooled connections before vLLM's 5 s keep-alive
+	// does, so a request never lands on a connection the pod is closing [4s].
+	IdleConnTimeout time.Duration
+	// MaxIdleConnsPerHost bounds the pooled connections per pod [256].
+	MaxIdleConnsPerHost int
+}
+
+// Options configures a Handler. Create one with New.
+type Options struct {
+	// Core is the decision core the handler asks (its pod registry, queue,
+	// breakers and policy); required.
+	Core *decide.Core
+	// OnPodRefused, if set, hears that a pod answered 503 or 429 itself (its
+	// queue is full), so its window can be cut. It must not block.
+	OnPodRefused func(upstream string)
+	// Transport bounds upstream connections.
+	Transport TransportSettings
+	// Health configures the active health check run by Handler.Run.
+	Health healthcheck.Settings
+	// RoundTripper, if set, replaces the transport built from Transport (tests).
+	RoundTripper http.RoundTripper
+	// Metrics receives counts; nil records nothing.
+	Metrics *Metrics
+	// Logger receives state changes and, at debug, one line per request.
+	// Nil discards.
+	Logger *slog.Logger
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+	// Version is reported in logs and the build info metric.
+	Version string
+	// Ready, if set, is one more condition of /readyz: a non-nil error
+	// turns it 503 with the error's text (cluster mode: no share of any
+	// pod's window yet).
+	Ready func() error
+	// TracerProvider, if set, makes the handler's spans (the inbound server
+	// span, the admission, the client span to the pod) and sends W3C trace
+	// context to the pod. Nil traces nothing and costs one nil check.
+	TracerProvider trace.TracerProvider
+	// Propagator reads and writes trace context; nil means W3C traceparent.
+	Propagator propagation.TextMapPropagator
+	// TrustClientContext makes a client's traceparent the parent of the
+	// server span; false starts a new trace that links to it.
+	TrustClientContext bool
+	// PodState, if set, reports a pod's pressure level and window for the
+	// admission span.
+	PodState func(upstream string) (level string, window int)
+}
+
+func (o Options) validate() error {
+	if o.Core == nil {
+		return errors.New("proxy: Options.Core is required")
+	}
+	return nil
+}
