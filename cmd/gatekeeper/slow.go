@@ -33,8 +33,9 @@ func (sp *slowPath) observe(st pressure.State) {
 	for i, ch := range d.Upstreams {
 		sp.report(cfg, &d.Upstreams[i], ch.Name, enforce)
 	}
-	// Availability is read at dispatch: look again now, so a pod that left
-	// critical, or whose error breaker's open time ended, takes its waiters.
+	// Publish the levels, and look again now: a pod that left critical, or
+	// whose error breaker's open time ended, takes its waiters.
+	a.pods.Refresh()
 	a.queue.Dispatch()
 }
 
