@@ -56,7 +56,7 @@ func (r *Registry) errorGate(name string, s breaker.ErrorSettings) *errorGate {
 // breaker, whose every admitted probe and probe's result republish the
 // pod's availability (a half-open breaker whose probes are all out pauses
 // the pod without a transition). While the breaker is closed it adds one
-// atomic load and allocates nothing.
+// atomic load to Allow and allocates nothing.
 type publishing struct {
 	g Gate
 	m *Member
@@ -68,11 +68,12 @@ func (p publishing) OpenRemaining() time.Duration { return p.g.OpenRemaining() }
 
 func (p publishing) Allow() (func(Result), error) {
 	done, err := p.g.Allow()
-	if err != nil || !p.m.settled() {
-		p.m.republish()
+	if err == nil && p.m.settled() {
+		return done, nil // closed: a transition its result causes republishes
 	}
-	if err != nil || p.m.settled() {
-		return done, err
+	p.m.republish()
+	if err != nil {
+		return nil, err
 	}
 	return func(r Result) {
 		done(r)

@@ -103,7 +103,7 @@ func (m *Member) breakerOpen() bool {
 }
 
 // Options configures a Registry. The zero value: no pressure levels, no
-// hooks, time.Now.
+// hooks.
 type Options struct {
 	// Levels reports each pod's pressure level; nil: none.
 	Levels Levels
@@ -116,9 +116,6 @@ type Options struct {
 	// BreakerInvalid, if set, hears that a pod's Errors were refused by
 	// breaker.NewErrorBreaker: the pod runs without an error breaker.
 	BreakerInvalid func(pod string, err error)
-	// Now returns the current time (when an open breaker lets a probe
-	// through). Nil means time.Now.
-	Now func() time.Time
 }
 
 // Registry is the set of pods. Safe for concurrent use; must not be copied.
@@ -145,12 +142,10 @@ func NewWith(o Options) *Registry {
 	return r
 }
 
-func (r *Registry) now() time.Time {
-	if r.opts.Now != nil {
-		return r.opts.Now()
-	}
-	return time.Now()
-}
+// now is the error breakers' clock: gobreaker reads time.Now itself, and
+// when an open breaker lets a probe through must be read on the same clock
+// (tests run inside testing/synctest).
+func (r *Registry) now() time.Time { return time.Now() }
 
 // SetObserve turns observe mode on or off (critical pressure pauses nothing
 // while on) and reports whether it changed; a change republishes every
