@@ -31,9 +31,9 @@ func (p *published) at(now time.Time) queue.Availability {
 // decide works out m's availability from its health, its error breaker
 // and its pressure level. It reads the breaker's state and the levels
 // (their own short locks or atomics) and calls nothing back.
-func (r *Registry) decide(m *Member) *published {
+func (r *Registry) decide(m *Member) published {
 	paused := r.critical(m) && !r.observe.Load()
-	p := &published{settled: true, now: queue.Available}
+	p := published{settled: true, now: queue.Available}
 	st, admits := breaker.Closed, true
 	if m.gate != nil {
 		st, admits = m.gate.Admits()
@@ -65,7 +65,8 @@ func (m *Member) publish() {
 		return
 	}
 	m.pubMu.Lock()
-	m.pub.Store(m.reg.decide(m))
+	p := m.reg.decide(m)
+	m.pub.Store(&p)
 	m.pubMu.Unlock()
 }
 
