@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/admin"
-	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 )
 
 // proxyRoundTripper is the upstream transport a test may inject.
@@ -52,7 +51,7 @@ func (a *app) pprofEnabled(next http.Handler) http.Handler {
 func (a *app) snapshot() admin.State {
 	src := admin.Sources{
 		Version: version, Config: a.cfg, Ready: a.handler.Ready, Draining: a.handler.Draining,
-		Queue: a.queue.Stats, Upstreams: a.pods.Statuses, Breaker: a.breakerState,
+		Queue: a.queue.Stats, Upstreams: a.pods.Statuses, Breaker: a.pods.BreakerState,
 		Slow: a.ctl.State, LevelChanges: a.ctl.Changes, Ceiling: a.ctl.Ceiling, Pressure: a.pressure.Snapshot,
 	}
 	if a.shared != nil {
@@ -60,15 +59,4 @@ func (a *app) snapshot() admin.State {
 	}
 	src.Quotas = func() any { return a.quotas.Snapshot() }
 	return admin.Snapshot(src)
-}
-
-// breakerState returns the upstream's error breaker state; false when it
-// has none. a.mu guards the gates a reload swaps.
-func (a *app) breakerState(name string) (breaker.State, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if g, ok := a.gates[name]; ok && g.b != nil {
-		return g.b.State(), true
-	}
-	return 0, false
 }

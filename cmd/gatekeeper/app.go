@@ -22,6 +22,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/discovery"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
@@ -82,8 +83,9 @@ type app struct {
 	shQuotas   *cluster.Quotas    // the quotas over every replica; nil without a cluster section
 	modelLimit breaker.LimiterSet // per model
 	queue      *queue.Queue
-	pods       *pods.Registry // the decision core's pods
-	core       *decide.Core   // what both fronts ask
+	pods       *pods.Registry       // the decision core's pods
+	health     *healthcheck.Checker // the pods' active health check, run by serveOn
+	core       *decide.Core         // what both fronts ask
 	handler    *proxy.Handler
 	reqMetrics *proxy.Metrics // the request metrics both fronts record
 	ctl        *control.Controller
@@ -107,26 +109,17 @@ type app struct {
 	// the same "reload" (reload.go); touched only by reload's goroutine.
 	reloads int
 
-	// mu serialises apply and guards gates, resolved, pools and poolWatch.
+	// mu serialises apply and guards resolved, pools and poolWatch.
 	mu        sync.Mutex
-	gates     map[string]*upstreamGate
 	resolved  discovery.Resolved
 	pools     discovery.Pools // each watched InferencePool's endpoints
 	poolWatch *poolWatch      // nil until the policy names a pool
 	ownNS     string          // gatekeeper's namespace, for pools that name none
 }
 
-// upstreamGate is an upstream's error breaker and the settings it was built
-// with, so a reload rebuilds it only when those change.
-type upstreamGate struct {
-	b *breaker.ErrorBreaker
-	s breaker.ErrorSettings
-}
-
 // newApp wires every package for cfg.
 func newApp(raw *config.Config, opts appOptions) (*app, error) {
-	a := &app{opts: opts, log: opts.log, reg: newRegistry(), gates: map[string]*upstreamGate{},
-		lookup: opts.lookup}
+	a := &app{opts: opts, log: opts.log, reg: newRegistry(), lookup: opts.lookup}
 	if a.lookup == nil {
 		a.lookup = (&net.Resolver{}).LookupHost
 	}
@@ -186,8 +179,8 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		return nil, err
 	}
 	a.reqMetrics = proxy.NewMetrics(a.reg)
-	a.pods = pods.New(a.ctl)
-	a.setPods(a.upstreams(s))
+	a.pods = pods.NewWith(pods.Options{Levels: a.ctl, BreakerChanged: a.breakerChanged, BreakerInvalid: a.breakerInvalid})
+	a.setPods(upstreams(s))
 	if a.core, err = decide.New(decide.Options{Registry: a.pods, Admission: decide.Queue(a.queue), Limiter: limiter,
 		ClassLimiter: classLimits, ModelLimiter: modelLimits, Quotas: quotas, Recorder: a.reqMetrics, Policy: s.policy}); err != nil {
 		return nil, err
@@ -195,12 +188,16 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if err := a.newTracer(cfg); err != nil {
 		return nil, err
 	}
+	rt := opts.transport
+	if rt == nil {
+		rt = proxy.NewTransport(s.transport)
+	}
+	a.health = &healthcheck.Checker{Registry: a.pods, Settings: s.health, Transport: rt,
+		Observed: a.reqMetrics.Health, Dispatch: a.core.Dispatch, Logger: a.log}
 	po := proxy.Options{
 		Core:         a.core,
 		OnPodRefused: a.podRefused,
-		Transport:    s.transport,
-		Health:       s.health,
-		RoundTripper: opts.transport,
+		RoundTripper: rt,
 		Metrics:      a.reqMetrics,
 		Logger:       a.log,
 		Version:      version,
@@ -223,7 +220,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if a.hooks, err = relief.New(relief.Settings{OnResult: a.hookResult}); err != nil {
 		return nil, err
 	}
-	a.queue.SetAvailability(a.pods.Availability) // asked directly at every dispatch
+	a.queue.SetAvailability(a.pods.Published) // a snapshot: no lock under the queue's
 	a.slow = &slowPath{a: a, ctl: a.ctl, hooks: a.hooks}
 	a.pressure = pressure.NewRunner(pressure.RunnerSettings{Logger: a.log, OnUpdate: func(st pressure.State) {
 		a.slow.observe(st)
@@ -243,6 +240,12 @@ func (a *app) setPods(ps []pods.Pod) (removed []string) {
 	names := make([]string, len(ps))
 	for i, p := range ps {
 		names[i] = p.Name
+		for _, st := range []breaker.State{breaker.Closed, breaker.HalfOpen, breaker.Open} {
+			a.metrics.breakerTransitions.WithLabelValues(p.Name, st.String()) // at 0 from the start
+		}
+	}
+	for _, name := range removed { // a pod gone: its series go with it
+		a.metrics.breakerTransitions.DeletePartialMatch(prometheus.Labels{"upstream": name})
 	}
 	a.reqMetrics.UpstreamsSet(names, removed)
 	return removed
@@ -262,58 +265,35 @@ func (a *app) close() {
 	a.shutdownTracer()
 }
 
-// upstreams builds the registry's pods, reusing each pod's error breaker
-// while its settings stay the same. The caller holds a.mu or is newApp.
-func (a *app) upstreams(s settings) []pods.Pod {
+// upstreams is the registry's pods for s; the registry builds each pod's
+// error breaker from s.errors (and keeps it while they stay the same).
+func upstreams(s settings) []pods.Pod {
 	out := make([]pods.Pod, 0, len(s.upstreams))
-	next := make(map[string]*upstreamGate, len(s.upstreams))
 	for _, u := range s.upstreams {
-		g, ok := a.gates[u.name]
-		if !ok || !sameErrorSettings(g.s, s.errors) {
-			g = &upstreamGate{s: s.errors, b: a.newErrorBreaker(u.name, s.errors)}
-		}
-		next[u.name] = g
-		up := pods.Pod{Name: u.name, URL: u.url, Models: u.models, DiscoverModels: u.discoverModels}
-		if g.b != nil {
-			up.Gate = pods.Breaker(g.b)
-		}
-		out = append(out, up)
+		errs := s.errors
+		out = append(out, pods.Pod{Name: u.name, URL: u.url, Errors: &errs, Models: u.models, DiscoverModels: u.discoverModels})
 	}
-	for name := range a.gates {
-		if _, ok := next[name]; !ok { // a pod gone: its series go with it
-			a.metrics.breakerTransitions.DeletePartialMatch(prometheus.Labels{"upstream": name})
-		}
-	}
-	a.gates = next
 	return out
 }
 
-// newErrorBreaker builds an upstream's error breaker whose transitions reach
-// the proxy (skip the pod while open), the log and the metrics. The settings
-// were validated by config, so New cannot fail here; if it does, the pod runs
+// breakerChanged is the registry's BreakerChanged: an error breaker's
+// transition reaches the log and the metrics, and one that opens, the
+// controller (the pod's availability is already republished).
+func (a *app) breakerChanged(name string, from, to breaker.State) {
+	a.metrics.breakerTransitions.WithLabelValues(name, to.String()).Inc()
+	a.log.LogAttrs(context.Background(), slog.LevelWarn, "error breaker changed",
+		slog.String("upstream", name), slog.String("state", to.String()), slog.String("from", from.String()))
+	if to == breaker.Open {
+		a.podFailed(name)
+	}
+}
+
+// breakerInvalid is the registry's BreakerInvalid. The settings were
+// validated by config, so this does not happen; if it does, the pod runs
 // without an error breaker and the log says so.
-func (a *app) newErrorBreaker(name string, s breaker.ErrorSettings) *breaker.ErrorBreaker {
-	// No push and no timer: the queue asks the breaker's state at every
-	// dispatch (which moves it to half-open once open_for has passed), and
-	// the health and pressure rounds make it ask again.
-	s.OnChange = func(from, to breaker.State) {
-		a.metrics.breakerTransitions.WithLabelValues(name, to.String()).Inc()
-		a.log.LogAttrs(context.Background(), slog.LevelWarn, "error breaker changed",
-			slog.String("upstream", name), slog.String("state", to.String()), slog.String("from", from.String()))
-		if to == breaker.Open {
-			a.podFailed(name)
-		}
-	}
-	b, err := breaker.NewErrorBreaker(s)
-	if err != nil {
-		a.log.LogAttrs(context.Background(), slog.LevelError, "error breaker disabled",
-			slog.String("upstream", name), slog.String("err", err.Error()))
-		return b
-	}
-	for _, st := range []breaker.State{breaker.Closed, breaker.HalfOpen, breaker.Open} {
-		a.metrics.breakerTransitions.WithLabelValues(name, st.String()) // at 0 from the start
-	}
-	return b
+func (a *app) breakerInvalid(name string, err error) {
+	a.log.LogAttrs(context.Background(), slog.LevelError, "error breaker disabled",
+		slog.String("upstream", name), slog.String("err", err.Error()))
 }
 
 // podFailed tells the controller that a pod's error breaker opened with
@@ -400,10 +380,4 @@ func (a *app) hookResult(r relief.Result) {
 	}
 	a.log.LogAttrs(context.Background(), level, "relief hook called", attrs...)
 	a.step("hook")
-}
-
-// sameErrorSettings compares the tunables of two error breaker settings
-// (OnChange, a func, is not comparable and is always ours).
-func sameErrorSettings(a, b breaker.ErrorSettings) bool {
-	return a.Failures == b.Failures && a.OpenFor == b.OpenFor && a.HalfOpenRequests == b.HalfOpenRequests
 }

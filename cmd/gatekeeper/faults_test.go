@@ -67,7 +67,7 @@ func TestPodRestartOpensProbesAndClosesBreaker(t *testing.T) {
 			a.handler.ServeHTTP(rec, req)
 			return rec
 		}
-		breakerState := func() string { return a.gates["pod"].b.State().String() }
+		breakerState := func() string { st, _ := a.pods.BreakerState("pod"); return st.String() }
 
 		for i := range 3 {
 			if rec := send(); rec.Code != http.StatusBadGateway {

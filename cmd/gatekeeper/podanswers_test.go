@@ -114,7 +114,7 @@ func TestPodOverloadIsNotFailure(t *testing.T) {
 						rec.Body.String(), tt.code, tt.wantRA)
 				}
 			}
-			if st := a.gates["pod"].b.State(); st != breaker.Closed {
+			if st, _ := a.pods.BreakerState("pod"); st != breaker.Closed {
 				t.Fatalf("error breaker %v after 8 refusals, want closed", st)
 			}
 			if rec := complete(t, a); rec.Code != 200 || hits.Load() != 9 {
@@ -138,7 +138,7 @@ func TestPodOverloadIsNotFailure(t *testing.T) {
 			}
 		}
 		rec := complete(t, a)
-		if st := a.gates["pod"].b.State(); st != breaker.Open || rec.Code != 503 ||
+		if st, _ := a.pods.BreakerState("pod"); st != breaker.Open || rec.Code != 503 ||
 			rec.Header().Get("X-Gatekeeper-Reason") != "no_upstream" || !strings.Contains(rec.Body.String(), "error breaker open") {
 			t.Fatalf("breaker %v, next request %d %s; want open and 503 no_upstream naming the breaker", st, rec.Code, rec.Body.String())
 		}

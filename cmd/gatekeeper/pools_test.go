@@ -81,7 +81,7 @@ model_limits: {big-model: {qps: 0.001, burst: 3}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.handler.CheckAll(t.Context()) // a health round: it discovers big's models
+	a.health.CheckAll(t.Context()) // a health round: it discovers big's models
 
 	for range 3 {
 		if rec := sendModel(t, a, "small-model"); rec.Code != 200 {
@@ -239,7 +239,7 @@ health_check: {interval: 1h}
 	if n := len(small.models()) + len(big.models()); n != 0 {
 		t.Fatalf("%d requests reached a pod before its model list was known", n)
 	}
-	a.handler.CheckAll(t.Context()) // a health round: both lists answer
+	a.health.CheckAll(t.Context()) // a health round: both lists answer
 	ready = httptest.NewRecorder()
 	a.handler.ServeHTTP(ready, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rec := sendModel(t, a, "big-model"); ready.Code != 200 || rec.Code != 200 || len(big.models()) != 1 || len(small.models()) != 0 {

@@ -128,7 +128,7 @@ func (a *app) swap(n *next) {
 	_ = a.setQuotas(n.s.quotas) // checked by prepare
 	_ = a.queue.UpdateSettings(n.s.queue)
 	_ = a.ctl.Update(n.ctl)
-	for _, name := range a.setPods(a.upstreams(n.s)) {
+	for _, name := range a.setPods(upstreams(n.s)) {
 		a.dropBound(name)
 	}
 	if a.shared != nil {

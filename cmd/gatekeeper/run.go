@@ -114,7 +114,7 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
-	wg.Go(func() { _ = a.handler.Run(loops) })
+	wg.Go(func() { _ = a.health.Run(loops) })
 	wg.Go(func() { a.watchConfig(loops, hup) })
 	if err := a.startLoops(loops, &wg); err != nil {
 		stopLoops()

@@ -13,8 +13,9 @@ import (
 
 // slowPath applies the controller's decisions (package control) to the
 // running app: windows and order to the queue, level changes to the log,
-// metrics and relief hooks. Whether a pod takes new work is not pushed: the
-// queue and proxy read the controller at dispatch. It holds no lock of its
+// metrics and relief hooks, and the levels to the pod registry, which
+// publishes each pod's availability for the queue (pods.Registry.Refresh
+// after every round). It holds no lock of its
 // own; the controller serialises its rounds, and observe is called from the
 // pressure monitor's one notify goroutine.
 type slowPath struct {
@@ -33,8 +34,9 @@ func (sp *slowPath) observe(st pressure.State) {
 	for i, ch := range d.Upstreams {
 		sp.report(cfg, &d.Upstreams[i], ch.Name, enforce)
 	}
-	// Availability is read at dispatch: look again now, so a pod that left
-	// critical, or whose error breaker's open time ended, takes its waiters.
+	// Publish the levels, and look again now: a pod that left critical, or
+	// whose error breaker's open time ended, takes its waiters.
+	a.pods.Refresh()
 	a.queue.Dispatch()
 }
 

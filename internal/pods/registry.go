@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 )
 
@@ -18,7 +19,13 @@ type Pod struct {
 	Name string
 	// URL is the pod's base URL (scheme and host; a path prefix is kept).
 	URL *url.URL
-	// Gate is the pod's error breaker. Nil admits everything.
+	// Errors configures the pod's error breaker, which the registry builds
+	// and keeps across a Set that changes neither the pod's name nor these
+	// settings (their OnChange is the registry's: see Options). Nil: none.
+	Errors *breaker.ErrorSettings
+	// Gate, if set, is the pod's error breaker instead of one built from
+	// Errors (tests pass fakes). On a Member, Gate is the breaker as the
+	// registry hands it out: its probes republish the pod's availability.
 	Gate Gate
 	// Models are the models the pod serves; empty: every model (unless
 	// DiscoverModels finds some).
@@ -50,6 +57,14 @@ type Member struct {
 	healthFails atomic.Int32
 	healthOKs   atomic.Int32
 	models      atomic.Pointer[modelSet] // nil: serves every model
+
+	reg  *Registry  // nil on a Member built outside a registry
+	gate Gate       // the error breaker itself; nil: none
+	eg   *errorGate // when the registry built gate
+	// pubMu serialises publish; pub is what Published reads (never nil in
+	// a registry).
+	pubMu sync.Mutex
+	pub   atomic.Pointer[published]
 }
 
 // Healthy reports what the active health check last concluded.
@@ -57,57 +72,122 @@ func (m *Member) Healthy() bool { return m.healthy.Load() }
 
 // ReportHealth records one health check's result and reports whether it
 // flipped the pod's health: after unhealthyAfter failures in a row, or
-// healthyAfter successes.
+// healthyAfter successes. A flip republishes the pod's availability.
 func (m *Member) ReportHealth(ok bool, healthyAfter, unhealthyAfter int) (flipped bool) {
 	if ok {
 		m.healthFails.Store(0)
-		return m.healthOKs.Add(1) >= int32(healthyAfter) && !m.healthy.Swap(true)
+		flipped = m.healthOKs.Add(1) >= int32(healthyAfter) && !m.healthy.Swap(true)
+	} else {
+		m.healthOKs.Store(0)
+		flipped = m.healthFails.Add(1) >= int32(unhealthyAfter) && m.healthy.Swap(false)
 	}
-	m.healthOKs.Store(0)
-	return m.healthFails.Add(1) >= int32(unhealthyAfter) && m.healthy.Swap(false)
+	if flipped {
+		m.publish()
+	}
+	return flipped
 }
 
 // failing reports whether m cannot take work for a reason other than
 // pressure: failing health checks or an open error breaker.
 func (m *Member) failing() bool {
-	return !m.healthy.Load() || m.Gate != nil && m.Gate.State() == GateOpen
+	return !m.healthy.Load() || m.breakerOpen()
+}
+
+// breakerOpen reports whether m's error breaker is open.
+func (m *Member) breakerOpen() bool {
+	if m.gate == nil {
+		return false
+	}
+	st, _ := m.gate.Admits()
+	return st == breaker.Open
+}
+
+// Options configures a Registry. The zero value: no pressure levels, no
+// hooks.
+type Options struct {
+	// Levels reports each pod's pressure level; nil: none.
+	Levels Levels
+	// BreakerChanged, if set, hears every transition of an error breaker
+	// the registry built (Pod.Errors), after the pod's availability was
+	// republished, outside every lock, on the goroutine of the request or
+	// check that caused it (breaker.ErrorSettings.OnChange). It may call
+	// the registry and the queue.
+	BreakerChanged func(pod string, from, to breaker.State)
+	// BreakerInvalid, if set, hears that a pod's Errors were refused by
+	// breaker.NewErrorBreaker: the pod runs without an error breaker.
+	BreakerInvalid func(pod string, err error)
 }
 
 // Registry is the set of pods. Safe for concurrent use; must not be copied.
 type Registry struct {
+	opts    Options
 	levels  Levels      // nil: no pressure levels
 	observe atomic.Bool // mode: observe (critical pressure refuses nothing)
+	// members is replaced whole by Set: readers take no lock.
+	members atomic.Pointer[map[string]*Member]
 
-	// mu guards members.
-	mu      sync.RWMutex
-	members map[string]*Member
+	// mu serialises Set and guards gates.
+	mu    sync.Mutex
+	gates map[string]*errorGate // by pod name
 }
 
 // New returns an empty registry whose pods' pressure levels come from
 // levels (nil: none).
-func New(levels Levels) *Registry {
-	return &Registry{levels: levels, members: map[string]*Member{}}
+func New(levels Levels) *Registry { return NewWith(Options{Levels: levels}) }
+
+// NewWith returns an empty registry configured by o.
+func NewWith(o Options) *Registry {
+	r := &Registry{opts: o, levels: o.Levels, gates: map[string]*errorGate{}}
+	r.members.Store(&map[string]*Member{})
+	return r
 }
 
+// now is the error breakers' clock: gobreaker reads time.Now itself, and
+// when an open breaker lets a probe through must be read on the same clock
+// (tests run inside testing/synctest).
+func (r *Registry) now() time.Time { return time.Now() }
+
 // SetObserve turns observe mode on or off (critical pressure pauses nothing
-// while on) and reports whether it changed.
-func (r *Registry) SetObserve(on bool) (changed bool) { return r.observe.Swap(on) != on }
+// while on) and reports whether it changed; a change republishes every
+// pod's availability.
+func (r *Registry) SetObserve(on bool) (changed bool) {
+	changed = r.observe.Swap(on) != on
+	if changed {
+		r.Refresh()
+	}
+	return changed
+}
 
 // Observe reports whether observe mode is on.
 func (r *Registry) Observe() bool { return r.observe.Load() }
 
 // Set replaces the pod list. Pods that keep their name and URL keep their
-// health; the rest start healthy. It returns the names that were removed,
-// so the caller can retire their windows.
+// health; the rest start healthy. A pod keeps its error breaker while its
+// name and Errors stay the same, whatever its URL; otherwise it gets a new
+// one. Every pod's availability is published before the list is replaced.
+// It returns the names that were removed, so the caller can retire their
+// windows.
 func (r *Registry) Set(ps []Pod) (removed []string) {
 	next := make(map[string]*Member, len(ps))
+	gates := make(map[string]*errorGate, len(ps))
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	cur := *r.members.Load()
 	for _, p := range ps {
-		m := &Member{Pod: p}
+		m := &Member{Pod: p, reg: r, gate: p.Gate}
 		m.healthy.Store(true)
 		m.models.Store(initialModels(p))
-		if old, ok := r.members[p.Name]; ok && old.URL.String() == p.URL.String() {
+		if m.gate == nil && p.Errors != nil {
+			if m.eg = r.errorGate(p.Name, *p.Errors); m.eg != nil {
+				gates[p.Name] = m.eg
+				m.gate = m.eg.b
+			}
+		}
+		m.Gate = nil
+		if m.gate != nil {
+			m.Gate = publishing{g: m.gate, m: m}
+		}
+		if old, ok := cur[p.Name]; ok && old.URL.String() == p.URL.String() {
 			// A new member with the old one's state: requests in flight read
 			// the old member's Gate without a lock, so it is never written.
 			m.healthy.Store(old.healthy.Load())
@@ -117,39 +197,37 @@ func (r *Registry) Set(ps []Pod) (removed []string) {
 				m.models.Store(s) // what the pod said of itself stays
 			}
 		}
+		if m.eg != nil {
+			m.eg.member.Store(m) // before publishing: a transition from now on republishes m
+		}
+		m.publish()
 		next[p.Name] = m
 	}
-	for name := range r.members {
+	for name := range cur {
 		if _, ok := next[name]; !ok {
 			removed = append(removed, name)
 		}
 	}
-	r.members = next
+	r.gates = gates
+	r.members.Store(&next)
 	return removed
 }
 
 // Get returns the member named name.
 func (r *Registry) Get(name string) (*Member, bool) {
-	r.mu.RLock()
-	m, ok := r.members[name]
-	r.mu.RUnlock()
+	m, ok := (*r.members.Load())[name]
 	return m, ok
 }
 
 // Len is the number of pods.
 func (r *Registry) Len() int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return len(r.members)
+	return len(*r.members.Load())
 }
 
-// each calls f for every member, in no order, under the read lock, until f
-// returns false; it allocates nothing (the request path calls it). f must
-// not call back into the registry.
+// each calls f for every member, in no order, until f returns false; it
+// allocates nothing (the request path calls it).
 func (r *Registry) each(f func(m *Member) bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, m := range r.members {
+	for _, m := range *r.members.Load() {
 		if !f(m) {
 			return
 		}
@@ -158,12 +236,11 @@ func (r *Registry) each(f func(m *Member) bool) {
 
 // List returns the members sorted by name.
 func (r *Registry) List() []*Member {
-	r.mu.RLock()
-	out := make([]*Member, 0, len(r.members))
-	for _, m := range r.members {
+	ms := *r.members.Load()
+	out := make([]*Member, 0, len(ms))
+	for _, m := range ms {
 		out = append(out, m)
 	}
-	r.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
@@ -175,21 +252,18 @@ func (r *Registry) critical(m *Member) bool {
 }
 
 // availability decides whether m may take new work now. In observe mode
-// critical pressure pauses nothing.
+// critical pressure pauses nothing. Asking the error breaker moves it from
+// open to half-open once its open time has passed, so no look ahead is
+// needed here.
 func (r *Registry) availability(m *Member) queue.Availability {
-	switch {
-	case m.failing():
-		return queue.Down
-	case m.Gate != nil && m.Gate.State() == GateProbing, r.critical(m) && !r.observe.Load():
-		return queue.Paused
-	}
-	return queue.Available
+	return r.decide(m).now
 }
 
 // Availability reports whether the pod named name may take new work now,
-// decided from its current state; Down for an unknown name. The admission
-// queue calls it at every dispatch, under its own lock: it reads atomics
-// and the error breaker's state, and never calls back into the queue.
+// decided from its current state as it is asked (the error breaker's state
+// and the pressure level included); Down for an unknown name. It reads the
+// breaker's and the levels' locks: the admission queue reads Published
+// instead, which takes none.
 func (r *Registry) Availability(name string) queue.Availability {
 	m, ok := r.Get(name)
 	if !ok {
@@ -218,7 +292,7 @@ func (r *Registry) WhyDown(skip ...string) string {
 		case slices.Contains(skip, m.Name):
 		case !m.healthy.Load():
 			unhealthy++
-		case m.Gate != nil && m.Gate.State() == GateOpen:
+		case m.breakerOpen():
 			open++
 		}
 	}
@@ -243,10 +317,10 @@ func (r *Registry) RetryAfter(def time.Duration, skip ...string) time.Duration {
 		if slices.Contains(skip, m.Name) {
 			continue
 		}
-		if !m.healthy.Load() || m.Gate == nil {
+		if !m.healthy.Load() || m.gate == nil {
 			return def
 		}
-		if left := m.Gate.OpenRemaining(); left > 0 && (soonest == 0 || left < soonest) {
+		if left := m.gate.OpenRemaining(); left > 0 && (soonest == 0 || left < soonest) {
 			soonest = left
 		}
 	}
@@ -308,7 +382,7 @@ func (r *Registry) Statuses() []Status {
 	out := make([]Status, len(ms))
 	for i, m := range ms {
 		out[i] = Status{Name: m.Name, URL: m.URL.Redacted(), Healthy: m.healthy.Load(),
-			BreakerOpen: m.Gate != nil && m.Gate.State() == GateOpen,
+			BreakerOpen: m.breakerOpen(),
 			Critical:    r.critical(m),
 			Available:   r.availability(m) == queue.Available}
 	}

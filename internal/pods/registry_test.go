@@ -6,16 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 )
 
 type gateState struct {
-	st   GateState
+	st   breaker.State
+	busy bool // half-open with every probe out
 	left time.Duration
 }
 
 func (g *gateState) Allow() (func(Result), error) { return func(Result) {}, nil }
-func (g *gateState) State() GateState             { return g.st }
+func (g *gateState) Admits() (breaker.State, bool) {
+	return g.st, g.st == breaker.Closed || g.st == breaker.HalfOpen && !g.busy
+}
 func (g *gateState) OpenRemaining() time.Duration { return g.left }
 
 type levels map[string]int // 1 degraded, 2 critical
@@ -44,11 +48,11 @@ func TestAvailability(t *testing.T) {
 		}
 	}
 	check(queue.Available, "fresh")
-	g.st = GateProbing
+	g.st, g.busy = breaker.HalfOpen, true
 	check(queue.Paused, "half-open with its probes out")
-	g.st = GateOpen
+	g.st, g.busy = breaker.Open, false
 	check(queue.Down, "breaker open")
-	g.st = GateReady
+	g.st = breaker.Closed
 	lv["a"] = 2
 	check(queue.Paused, "critical")
 	r.SetObserve(true)
@@ -83,7 +87,7 @@ func TestAvailability(t *testing.T) {
 
 func TestRefusalFacts(t *testing.T) {
 	t.Parallel()
-	g := &gateState{st: GateOpen, left: 3 * time.Second}
+	g := &gateState{st: breaker.Open, left: 3 * time.Second}
 	lv := levels{"b": 2}
 	r := New(lv)
 	r.Set([]Pod{pod("a", "http://10.0.0.1:8000", g), pod("b", "http://10.0.0.2:8000", nil)})

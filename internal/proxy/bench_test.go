@@ -11,7 +11,6 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
-	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
 )
 
 // staticTransport answers every request at once with the same small body.
@@ -31,7 +30,6 @@ func benchHandler(b *testing.B, limiter decide.Limiter) *Handler {
 		Admission:    newFakeAdmission(1<<16, "pod"),
 		Limiter:      limiter,
 		RoundTripper: staticTransport{},
-		Health:       healthcheck.Settings{Interval: -1},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
-	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/framing"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/prometheus/client_golang/prometheus"
@@ -162,13 +162,13 @@ func (g *recordingGate) OpenRemaining() time.Duration {
 	return 0
 }
 
-func (g *recordingGate) State() pods.GateState {
+func (g *recordingGate) Admits() (breaker.State, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.refuse {
-		return pods.GateOpen
+		return breaker.Open, false
 	}
-	return pods.GateReady
+	return breaker.Closed, true
 }
 
 func (g *recordingGate) Allow() (func(pods.Result), error) {
@@ -223,7 +223,6 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*testOptions)) *te
 		Upstreams: []pods.Pod{{Name: "pod-0", URL: u, Gate: tp.gate}},
 		Admission: tp.adm,
 		Levels:    tp.levels,
-		Health:    healthcheck.Settings{Interval: -1},
 		Metrics:   NewMetrics(tp.reg),
 	}
 	if mutate != nil {
@@ -276,7 +275,6 @@ type testOptions struct {
 	Quotas       decide.Quotas
 	OnPodRefused func(upstream string)
 	Transport    TransportSettings
-	Health       healthcheck.Settings
 	RoundTripper http.RoundTripper
 	Metrics      *Metrics
 	Logger       *slog.Logger
@@ -303,7 +301,7 @@ func newHandler(o testOptions) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := Options{Core: core, OnPodRefused: o.OnPodRefused, Transport: o.Transport, Health: o.Health,
+	opts := Options{Core: core, OnPodRefused: o.OnPodRefused, Transport: o.Transport,
 		RoundTripper: o.RoundTripper, Metrics: o.Metrics, Logger: o.Logger, Now: o.Now, Version: o.Version, Ready: o.Ready}
 	if o.Extra != nil {
 		o.Extra(&opts)

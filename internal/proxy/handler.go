@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
-	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/framing"
 	"github.com/go-chi/chi/v5"
 )
@@ -25,7 +23,6 @@ type Handler struct {
 	metrics *Metrics
 	core    *decide.Core
 	reg     *pods.Registry
-	health  *healthcheck.Checker
 	rp      *httputil.ReverseProxy // 32 KiB copy buffers
 	// rpStream forwards requests that ask for a stream; it is rp with 4 KiB
 	// copy buffers.
@@ -58,10 +55,8 @@ func New(opts Options) (*Handler, error) {
 	h.tracing = newTracing(opts)
 	rt := opts.RoundTripper
 	if rt == nil {
-		rt = newTransport(opts.Transport)
+		rt = NewTransport(opts.Transport)
 	}
-	h.health = &healthcheck.Checker{Registry: h.reg, Settings: opts.Health, Transport: rt,
-		Observed: h.metrics.Health, Dispatch: opts.Core.Dispatch, Logger: h.log}
 	h.rp = h.newReverseProxy(rt, &bufferPool{})
 	h.rpStream = h.newReverseProxy(rt, &streamBufferPool{})
 	h.router = h.routes()
@@ -100,16 +95,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Metrics returns the handler's metrics (nil if it records none).
 func (h *Handler) Metrics() *Metrics { return h.metrics }
-
-// Run runs the pods' active health check until ctx ends.
-func (h *Handler) Run(ctx context.Context) error { return h.health.Run(ctx) }
-
-// CheckAll runs one round of the active health check now (a test acts at
-// an exact moment with it).
-func (h *Handler) CheckAll(ctx context.Context) { h.health.CheckAll(ctx) }
-
-// Transport is the pods' pooled transport (the health check's too).
-func (h *Handler) Transport() http.RoundTripper { return h.rp.Transport }
 
 // Draining reports whether shutdown has begun.
 func (h *Handler) Draining() bool { return h.draining.Load() }
@@ -159,8 +144,9 @@ func (h *Handler) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
-// newTransport builds the pooled upstream transport.
-func newTransport(s TransportSettings) *http.Transport {
+// NewTransport builds the pooled transport to the pods: the handler's
+// (Options.Transport), and the one cmd hands the pods' health check.
+func NewTransport(s TransportSettings) *http.Transport {
 	def := func(d, v time.Duration) time.Duration {
 		if d > 0 {
 			return d

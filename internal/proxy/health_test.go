@@ -30,6 +30,8 @@ func (h *healthRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: code, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 }
 
+// The pods' health check (run beside the handler, as cmd/gatekeeper runs
+// it) turns a pod unavailable and the handler unready, and back.
 func TestHealthCheckFlipsAvailability(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := &healthRT{}
@@ -40,12 +42,13 @@ func TestHealthCheckFlipsAvailability(t *testing.T) {
 			Upstreams:    []pods.Pod{{Name: "pod", URL: u}},
 			Admission:    adm,
 			RoundTripper: rt,
-			Health:       healthcheck.Settings{Interval: 5 * time.Second, Timeout: time.Second, UnhealthyAfter: 2, HealthyAfter: 1},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() { _ = h.Run(t.Context()) }()
+		hc := &healthcheck.Checker{Registry: h.reg, Transport: rt, Dispatch: h.core.Dispatch,
+			Settings: healthcheck.Settings{Interval: 5 * time.Second, Timeout: time.Second, UnhealthyAfter: 2, HealthyAfter: 1}}
+		go func() { _ = hc.Run(t.Context()) }()
 		steps := []struct {
 			ok        bool
 			wait      time.Duration

@@ -15,7 +15,6 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
-	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
 )
 
 // loopbackPod answers a completion at once: JSON with a Content-Length, or
@@ -60,7 +59,7 @@ func BenchmarkLoopback(b *testing.B) {
 			b.Cleanup(pod.Close)
 			u, _ := url.Parse(pod.URL)
 			var writes atomic.Int64 // socket writes by the Handler, to client and pod
-			rt := newTransport(TransportSettings{})
+			rt := NewTransport(TransportSettings{})
 			dial := rt.DialContext
 			rt.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 				c, err := dial(ctx, network, addr)
@@ -69,7 +68,6 @@ func BenchmarkLoopback(b *testing.B) {
 			h, err := newHandler(testOptions{
 				Upstreams:    []pods.Pod{{Name: "pod", URL: u}},
 				Admission:    newFakeAdmission(1<<16, "pod"),
-				Health:       healthcheck.Settings{Interval: -1},
 				RoundTripper: rt,
 				Policy:       decide.Policy{SendTimeout: tt.sendTimeout},
 			})

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
-	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -39,9 +38,9 @@ type Options struct {
 	OnPodRefused func(upstream string)
 	// Transport bounds upstream connections.
 	Transport TransportSettings
-	// Health configures the active health check run by Handler.Run.
-	Health healthcheck.Settings
-	// RoundTripper, if set, replaces the transport built from Transport (tests).
+	// RoundTripper, if set, replaces the transport built from Transport:
+	// cmd/gatekeeper builds it with NewTransport and hands the same one to
+	// the pods' health check; tests pass fakes.
 	RoundTripper http.RoundTripper
 	// Metrics receives counts; nil records nothing.
 	Metrics *Metrics

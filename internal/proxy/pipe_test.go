@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
-	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/framing"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -75,7 +74,6 @@ func newPipeProxy(t *testing.T, rt http.RoundTripper, mutate func(*testOptions))
 		Upstreams:    []pods.Pod{{Name: "pod-0", URL: u, Gate: tp.gate}},
 		Admission:    tp.adm,
 		Levels:       tp.levels,
-		Health:       healthcheck.Settings{Interval: -1},
 		Metrics:      NewMetrics(tp.reg),
 		RoundTripper: rt,
 	}

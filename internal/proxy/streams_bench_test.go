@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
-	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
 )
 
 // openStreams is how many SSE streams BenchmarkOpenStreams holds open at once.
@@ -42,12 +41,11 @@ func BenchmarkOpenStreams(b *testing.B) {
 	}))
 	b.Cleanup(pod.Close)
 	u, _ := url.Parse(pod.URL)
-	rt := newTransport(TransportSettings{MaxIdleConnsPerHost: openStreams})
+	rt := NewTransport(TransportSettings{MaxIdleConnsPerHost: openStreams})
 	b.Cleanup(rt.CloseIdleConnections)
 	h, err := newHandler(testOptions{
 		Upstreams:    []pods.Pod{{Name: "pod", URL: u}},
 		Admission:    newFakeAdmission(1<<16, "pod"),
-		Health:       healthcheck.Settings{Interval: -1},
 		RoundTripper: rt,
 	})
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
-	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
 	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -39,8 +38,8 @@ func BenchmarkTracing(b *testing.B) {
 				extra = func(o *Options) { o.TracerProvider = tp }
 			}
 			h, err := newHandler(testOptions{Upstreams: []pods.Pod{{Name: "pod", URL: u}},
-				Admission: newFakeAdmission(1<<16, "pod"), Health: healthcheck.Settings{Interval: -1},
-				Metrics: NewMetrics(prometheus.NewRegistry()), Extra: extra})
+				Admission: newFakeAdmission(1<<16, "pod"),
+				Metrics:   NewMetrics(prometheus.NewRegistry()), Extra: extra})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -225,7 +225,8 @@ func (q *Queue) SetTokenLimit(name string, limit int64) {
 
 // SetAvailability sets the function that decides, at every dispatch, whether
 // an upstream can take new work. See Core.SetAvailability: it runs under the
-// queue's lock and must never call back into the queue.
+// queue's lock, so it must only read state (a published snapshot, best
+// without a lock) and never call back into the queue.
 func (q *Queue) SetAvailability(f func(upstream string) Availability) {
 	q.update(func(c *Core) { c.SetAvailability(f) })
 }

@@ -233,8 +233,9 @@ func (c *Core) SetTokenLimit(name string, limit int64) {
 
 // SetAvailability sets the function that says, at every dispatch, whether an
 // upstream can take new work. It is called with the Core's caller's locks
-// held, so it must only read state (atomics, another type's short lock) and
-// never call back into the queue. Nil means every window is Available.
+// held, so it must only read state and never call back into the queue:
+// gatekeeper's (pods.Registry.Published) loads a published snapshot and
+// takes no lock. Nil means every window is Available.
 // Slots already held are kept whatever it says. Call Dispatch afterwards.
 func (c *Core) SetAvailability(f func(upstream string) Availability) { c.avail = f }
 

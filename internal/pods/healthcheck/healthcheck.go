@@ -1,7 +1,10 @@
 // Package healthcheck is the active health check of the pod registry: every
 // interval it GETs each pod's health path (and, for pods that discover their
 // models, GET /v1/models) and reports what it saw into the registry. It is
-// the registry's only I/O, and both fronts run the same one.
+// the registry's only I/O. cmd/gatekeeper runs one for either front (Run,
+// with its context), over the pooled transport it hands the proxy too; a
+// health flip republishes the pod's availability (pods.Member.ReportHealth)
+// and asks the queue to dispatch again.
 package healthcheck
 
 import (
