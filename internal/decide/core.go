@@ -42,6 +42,10 @@ type Options struct {
 	Recorder     Recorder
 	Policy       Policy
 	Now          func() time.Time
+	// OnPodRefused, if set, hears from Finish that a pod answered 503 or
+	// 429 itself (its own queue is full), so its window can be cut. It
+	// must not block.
+	OnPodRefused func(pod string)
 }
 
 // Core is the decision core both fronts ask: it classifies a request,
@@ -59,6 +63,8 @@ type Core struct {
 	rec          Recorder
 	now          func() time.Time
 	policy       atomic.Pointer[Policy]
+	podRefused   func(pod string)
+	draining     atomic.Bool // Drain was called: new work is refused
 }
 
 // New builds a Core.
@@ -67,7 +73,7 @@ func New(o Options) (*Core, error) {
 		return nil, errors.New("decide: Options.Registry and Options.Admission are required")
 	}
 	c := &Core{reg: o.Registry, admission: o.Admission, limiter: o.Limiter, classLimiter: o.ClassLimiter,
-		modelLimiter: o.ModelLimiter, quotas: o.Quotas, rec: o.Recorder, now: o.Now}
+		modelLimiter: o.ModelLimiter, quotas: o.Quotas, rec: o.Recorder, now: o.Now, podRefused: o.OnPodRefused}
 	if c.now == nil {
 		c.now = time.Now
 	}
