@@ -189,7 +189,8 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	a.pods = pods.New(a.ctl)
 	a.setPods(a.upstreams(s))
 	if a.core, err = decide.New(decide.Options{Registry: a.pods, Admission: decide.Queue(a.queue), Limiter: limiter,
-		ClassLimiter: classLimits, ModelLimiter: modelLimits, Quotas: quotas, Recorder: a.reqMetrics, Policy: s.policy}); err != nil {
+		ClassLimiter: classLimits, ModelLimiter: modelLimits, Quotas: quotas, Recorder: a.reqMetrics, Policy: s.policy,
+		OnPodRefused: a.podRefused}); err != nil {
 		return nil, err
 	}
 	if err := a.newTracer(cfg); err != nil {
@@ -197,7 +198,6 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	}
 	po := proxy.Options{
 		Core:         a.core,
-		OnPodRefused: a.podRefused,
 		Transport:    s.transport,
 		Health:       s.health,
 		RoundTripper: opts.transport,

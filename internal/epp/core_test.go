@@ -110,12 +110,12 @@ func newCorePickerExtra(t *testing.T, window int, limiter breaker.LimiterSetting
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := decide.New(decide.Options{Registry: cp.reg, Admission: decide.Queue(q), Limiter: lim, Quotas: extra.quotas, Policy: pol})
+	core, err := decide.New(decide.Options{Registry: cp.reg, Admission: decide.Queue(q), Limiter: lim, Quotas: extra.quotas, Policy: pol,
+		OnPodRefused: func(string) { cp.refused.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := NewCoreDecider(CoreOptions{Core: core, Recorder: cp.rec, OnPodRefused: func(string) { cp.refused.Add(1) },
-		PodState: extra.podState})
+	dec := NewCoreDecider(CoreOptions{Core: core, Recorder: cp.rec, PodState: extra.podState})
 	cp.harness = serveDecider(t, dec, extra.server)
 	return cp
 }
