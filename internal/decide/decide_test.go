@@ -152,7 +152,9 @@ func TestDecide(t *testing.T) {
 				if got := retryAfter(rf); tt.retry == "?" && got == "" || tt.retry != "?" && got != tt.retry {
 					t.Errorf("Retry-After = %q, want %q", got, tt.retry)
 				}
-				var e struct{ Error struct{ Message, Type, Code string } }
+				var e struct {
+					Error struct{ Message, Type, Code string }
+				}
 				if err := json.Unmarshal(rf.Body(), &e); err != nil || e.Error.Message == "" || e.Error.Code != string(tt.reason) {
 					t.Errorf("body %s is not an OpenAI error with code %s: %v", rf.Body(), tt.reason, err)
 				}
@@ -317,7 +319,9 @@ func TestDeadlines(t *testing.T) {
 				r.build()
 				_, res := r.decide(t.Context(), chat(chatBody, tc.hdr))
 				rf := res.Refusal
-				var e struct{ Error struct{ Message, Type, Code string } }
+				var e struct {
+					Error struct{ Message, Type, Code string }
+				}
 				if rf == nil || rf.Status != 503 || rf.Reason != ReasonDeadline || retryAfter(rf) != tc.retryAfter ||
 					json.Unmarshal(rf.Body(), &e) != nil || e.Error.Code != "deadline" {
 					t.Fatalf("= %+v; want 503 deadline, Retry-After %s", rf, tc.retryAfter)
