@@ -90,7 +90,7 @@ func (c *Core) Finish(req *Request, adm *Admitted, e End) Ending {
 		if answered(e) && (refused || !e.StreamError && e.Status >= 500) {
 			used = Usage{None: true}
 		}
-		c.Settle(req, adm.Slot, used)
+		c.settle(req, adm.Slot, used)
 	}
 	adm.Done(end.Result)
 	return end
