@@ -121,3 +121,34 @@ func ending(e End, refused bool) Ending {
 	}
 	return Ending{Outcome: OutcomeUpstreamError, Result: pods.Failure, Status: StatusBadGateway}
 }
+
+// Retry takes a slot now on another pod with room, for a request a pod
+// refused before any byte reached the client (or could not be reached); nil
+// when none has room. It never waits: inference requests are retried once.
+func (c *Core) Retry(req *Request, exclude []string) (*Admitted, bool) {
+	slot := c.admission.TryAcquire(req.need(), exclude)
+	if slot == nil {
+		return nil, false
+	}
+	m, ok := c.reg.Get(slot.Upstream())
+	if !ok {
+		slot.Release()
+		return nil, false
+	}
+	done, ok := allow(m)
+	if !ok {
+		slot.Release()
+		return nil, false
+	}
+	return &Admitted{Pod: m, Slot: slot, Done: done}, true
+}
+
+// allow asks m's error breaker to admit a request; without one every
+// request passes and its result is dropped.
+func allow(m *pods.Member) (done func(pods.Result), ok bool) {
+	if m.Gate == nil {
+		return func(pods.Result) {}, true
+	}
+	d, err := m.Gate.Allow()
+	return d, err == nil
+}
