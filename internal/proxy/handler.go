@@ -195,6 +195,3 @@ func newTransport(s TransportSettings) *http.Transport {
 
 // transportBufferSize is the read and the write buffer of a pod connection.
 const transportBufferSize = 1 << 10
-
-// Refusing reports whether new work is refused (shutdown's second step).
-func (h *Handler) Refusing() bool { return h.core.Draining() }
