@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -240,6 +241,9 @@ func TestQuotaShadow(t *testing.T) {
 	}
 	if n := r.rec.decided("quota_exceeded", false); n != 1 {
 		t.Errorf("shadow quota decisions = %v, want 1 (%+v)", n, q.Snapshot())
+	}
+	if used := q.Snapshot(); fmt.Sprint(used) == "" {
+		t.Fatal("no snapshot")
 	}
 	r.settled()
 }
