@@ -182,7 +182,8 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	a.pods = pods.NewWith(pods.Options{Levels: a.ctl, BreakerChanged: a.breakerChanged, BreakerInvalid: a.breakerInvalid})
 	a.setPods(upstreams(s))
 	if a.core, err = decide.New(decide.Options{Registry: a.pods, Admission: decide.Queue(a.queue), Limiter: limiter,
-		ClassLimiter: classLimits, ModelLimiter: modelLimits, Quotas: quotas, Recorder: a.reqMetrics, Policy: s.policy}); err != nil {
+		ClassLimiter: classLimits, ModelLimiter: modelLimits, Quotas: quotas, Recorder: a.reqMetrics, Policy: s.policy,
+		OnPodRefused: a.podRefused}); err != nil {
 		return nil, err
 	}
 	if err := a.newTracer(cfg); err != nil {
@@ -196,7 +197,6 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		Observed: a.reqMetrics.Health, Dispatch: a.core.Dispatch, Logger: a.log}
 	po := proxy.Options{
 		Core:         a.core,
-		OnPodRefused: a.podRefused,
 		RoundTripper: rt,
 		Metrics:      a.reqMetrics,
 		Logger:       a.log,

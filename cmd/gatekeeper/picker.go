@@ -34,19 +34,17 @@ var errDrainingPicker = errors.New("draining")
 // newPicker builds the endpoint picker for the running policy.
 func (a *app) newPicker() (*picker, error) {
 	co := epp.CoreOptions{
-		Core:         a.core,
-		Recorder:     a.reqMetrics,
-		OnPodRefused: a.podRefused,
+		Core:     a.core,
+		Recorder: a.reqMetrics,
 		Ready: func() error {
 			if a.handler.Draining() {
 				return errDrainingPicker
 			}
 			return a.holdsShare()
 		},
-		Draining: a.handler.Refusing,
-		Logger:   a.log,
+		Logger: a.log,
 	}
-	so := epp.Options{Logger: a.log}
+	so := epp.Options{Logger: a.log, Recorder: a.reqMetrics}
 	a.pickerTraceOptions(a.cfg(), &so, &co)
 	so.Decider = epp.NewCoreDecider(co)
 	srv, err := epp.NewServer(so)

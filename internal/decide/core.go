@@ -42,6 +42,10 @@ type Options struct {
 	Recorder     Recorder
 	Policy       Policy
 	Now          func() time.Time
+	// OnPodRefused, if set, hears from Finish that a pod answered 503 or
+	// 429 itself (its own queue is full), so its window can be cut. It
+	// must not block.
+	OnPodRefused func(pod string)
 }
 
 // Core is the decision core both fronts ask: it classifies a request,
@@ -59,6 +63,8 @@ type Core struct {
 	rec          Recorder
 	now          func() time.Time
 	policy       atomic.Pointer[Policy]
+	podRefused   func(pod string)
+	draining     atomic.Bool // Drain was called: new work is refused
 }
 
 // New builds a Core.
@@ -67,7 +73,7 @@ func New(o Options) (*Core, error) {
 		return nil, errors.New("decide: Options.Registry and Options.Admission are required")
 	}
 	c := &Core{reg: o.Registry, admission: o.Admission, limiter: o.Limiter, classLimiter: o.ClassLimiter,
-		modelLimiter: o.ModelLimiter, quotas: o.Quotas, rec: o.Recorder, now: o.Now}
+		modelLimiter: o.ModelLimiter, quotas: o.Quotas, rec: o.Recorder, now: o.Now, podRefused: o.OnPodRefused}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -92,9 +98,9 @@ func (c *Core) SetPolicy(p Policy) {
 	}
 }
 
-// Request is one request's decision state from arrival to its slot. A
-// front fills Start, Policy and Kind and keeps it by value in its own
-// bookkeeping (no allocation of its own).
+// Request is one request's decision state from arrival to its end. A front
+// begins it (Begin, or Decide does) and keeps it by value in its own
+// bookkeeping (no allocation of its own) until Finish.
 type Request struct {
 	Start  time.Time
 	Policy *Policy
@@ -127,8 +133,8 @@ type Request struct {
 	quota quota.Settler // its charge on the token quotas; nil when none
 }
 
-// Begin starts a request's decision state on the running policy; the
-// front sets its Kind once it knows the route.
+// Begin starts a request's decision state on the running policy; Decide
+// sets its Kind once it knows the route.
 func (c *Core) Begin() Request {
 	return Request{Start: c.now(), Policy: c.policy.Load()}
 }
@@ -210,7 +216,7 @@ func (c *Core) Route(req *Request) *Refusal {
 // slow breaker (503 while every pod it may use is critical, or its class is
 // shed), then a slot on a pod whose error breaker admits it, waiting in the
 // queue until its deadline or ctx's end. On success the caller holds the
-// Slot and must call done once with the pod's result, then Release it.
+// Slot: Finish reports the pod's result, then the caller releases it.
 func (c *Core) Admit(ctx context.Context, req *Request, h Headers, path string) (*Admitted, *Refusal) {
 	pol := req.Policy
 	key := c.ClientKey(h, pol)
@@ -241,8 +247,8 @@ func (c *Core) Admit(ctx context.Context, req *Request, h Headers, path string) 
 type Admitted struct {
 	Pod  *pods.Member
 	Slot Slot
-	// Done reports the request's result to the pod's error breaker; call
-	// it exactly once, before Slot.Release.
+	// Done reports the request's result to the pod's error breaker;
+	// Finish calls it exactly once, before the front's Slot.Release.
 	Done func(pods.Result)
 }
 
@@ -341,37 +347,6 @@ func (c *Core) acquire(ctx context.Context, req *Request, exclude []string) (*Ad
 		}
 		return &Admitted{Pod: m, Slot: slot, Done: done}, nil
 	}
-}
-
-// Retry takes a slot now on another pod with room, for a request a pod
-// refused before any byte reached the client (or could not be reached); nil
-// when none has room. It never waits: inference requests are retried once.
-func (c *Core) Retry(req *Request, exclude []string) (*Admitted, bool) {
-	slot := c.admission.TryAcquire(req.need(), exclude)
-	if slot == nil {
-		return nil, false
-	}
-	m, ok := c.reg.Get(slot.Upstream())
-	if !ok {
-		slot.Release()
-		return nil, false
-	}
-	done, ok := allow(m)
-	if !ok {
-		slot.Release()
-		return nil, false
-	}
-	return &Admitted{Pod: m, Slot: slot, Done: done}, true
-}
-
-// allow asks m's error breaker to admit a request; without one every
-// request passes and its result is dropped.
-func allow(m *pods.Member) (done func(pods.Result), ok bool) {
-	if m.Gate == nil {
-		return func(pods.Result) {}, true
-	}
-	d, err := m.Gate.Allow()
-	return d, err == nil
 }
 
 // admissionRefusal answers a failed Acquire; nil when the client left (the

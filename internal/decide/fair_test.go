@@ -4,7 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"net/url"
 	"testing"
+	"testing/synctest"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 )
 
 func TestTenant(t *testing.T) {
@@ -65,4 +70,98 @@ func TestService(t *testing.T) {
 			t.Errorf("%+v.service(%d, %d) = %d, want %d", tt.f, tt.prompt, tt.output, got, tt.want)
 		}
 	}
+}
+
+// TestCoreFairShare: the tenant header reaches the queue's fair share: a
+// light tenant that comes to a queue full of a heavy tenant's waiters is
+// served as soon as its counter is the least, not behind every one of them
+// (FIFO would put it fourth). On the real queue, two pods with one slot
+// each. (From the picker's TestCoreFairShare.)
+func TestCoreFairShare(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		q, err := queue.New(queue.Settings{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := pods.New(&levels{critical: map[string]bool{}})
+		var ps []pods.Pod
+		for _, name := range []string{"a", "b"} {
+			u, _ := url.Parse("http://" + name + ":8000")
+			ps = append(ps, pods.Pod{Name: name, URL: u})
+			q.SetWindow(name, 1)
+		}
+		reg.Set(ps)
+		q.SetAvailability(reg.Availability)
+		core, err := New(Options{Registry: reg, Admission: Queue(q), Policy: Policy{Fair: &Fairness{TenantHeader: "x-tenant"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		type call struct {
+			req  Request
+			done chan Result
+			adm  *Admitted
+		}
+		send := func(tenant string) *call {
+			c := &call{done: make(chan Result, 1)}
+			go func() { c.done <- core.Decide(t.Context(), &c.req, chat(chatBody, http.Header{"X-Tenant": {tenant}})) }()
+			return c
+		}
+		admitted := func(c *call) {
+			t.Helper()
+			synctest.Wait()
+			select {
+			case res := <-c.done:
+				if res.Admitted == nil {
+					t.Fatalf("Decide = %+v, want admitted", res)
+				}
+				c.adm = res.Admitted
+			default:
+				t.Fatal("still waiting, want admitted")
+			}
+		}
+		waiting := func(want int) {
+			t.Helper()
+			synctest.Wait()
+			if n := q.Stats().Length; n != want {
+				t.Fatalf("%d waiting in the queue, want %d", n, want)
+			}
+		}
+		finish := func(c *call) {
+			core.Finish(&c.req, c.adm, End{Status: 200})
+			c.adm.Slot.Release()
+		}
+		var running []*call
+		for range 2 {
+			c := send("heavy")
+			admitted(c)
+			running = append(running, c)
+		}
+		// Each waits before the next comes, so that the arrival order (a
+		// tie's break) is not the scheduler's.
+		var heavy []*call
+		for i := range 3 {
+			heavy = append(heavy, send("heavy"))
+			waiting(i + 1)
+		}
+		light := send("light")
+		waiting(4)
+		// Light's counter was lifted to heavy's: they tie, and heavy's head
+		// came first. Then light is the least.
+		finish(running[0])
+		admitted(heavy[0])
+		finish(running[1])
+		admitted(light)
+		waiting(2) // heavy's other two
+		finish(heavy[0])
+		admitted(heavy[1])
+		finish(light)
+		admitted(heavy[2])
+		finish(heavy[1])
+		finish(heavy[2])
+		synctest.Wait()
+		if n := q.InFlight("a") + q.InFlight("b"); n != 0 || q.Stats().Length != 0 {
+			t.Fatalf("%d slots held, %d waiting after every request ended", n, q.Stats().Length)
+		}
+	})
 }

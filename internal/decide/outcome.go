@@ -110,7 +110,7 @@ func (r Reason) Outcome() Outcome {
 		return OutcomeQueueTimeout
 	case ReasonBadRequest, ReasonNotFound, ReasonModelNotFound, ReasonTooLarge:
 		return OutcomeBadRequest
-	case ReasonUpstream, ReasonUpstreamTimeout:
+	case ReasonUpstream, ReasonUpstreamTimeout, ReasonInternal, ReasonExtProcMode:
 		return OutcomeUpstreamError
 	case ReasonNoUpstream:
 		return OutcomeNoUpstream

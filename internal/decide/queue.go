@@ -2,14 +2,13 @@ package decide
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 )
 
 // Queue fits the admission queue to Admission, turning its errors into the
-// core's sentinels (RetryAfter and the rest of the queue's error kept).
+// core's sentinels by the table admissionErrors (RetryAfter and the rest of
+// the queue's error kept).
 func Queue(q *queue.Queue) Admission { return queueAdmission{q} }
 
 type queueAdmission struct{ q *queue.Queue }
@@ -17,23 +16,10 @@ type queueAdmission struct{ q *queue.Queue }
 func (a queueAdmission) Acquire(ctx context.Context, need Need, priority int, exclude []string) (Slot, error) {
 	s, err := a.q.Acquire(ctx, queue.Request{Seqs: need.Seqs, Tokens: need.Tokens, Memory: need.Memory, Exclude: exclude,
 		Priority: priority, Deadline: need.Deadline, Tenant: need.Tenant, Weight: need.Weight, Service: need.Service})
-	switch {
-	case err == nil:
-		return s, nil
-	case errors.Is(err, queue.ErrDeadline):
-		return nil, fmt.Errorf("%w: %w", ErrDeadline, err)
-	case errors.Is(err, queue.ErrTooLarge):
-		return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
-	case errors.Is(err, queue.ErrFull):
-		return nil, fmt.Errorf("%w: %w", ErrQueueFull, err)
-	case errors.Is(err, queue.ErrClosed):
-		return nil, fmt.Errorf("%w: %w", ErrDraining, err)
-	case errors.Is(err, queue.ErrUnavailable):
-		return nil, fmt.Errorf("%w: %w", ErrNoUpstream, err)
-	case errors.Is(err, queue.ErrNoMemory):
-		return nil, fmt.Errorf("%w: %w", ErrNoMemory, err)
+	if err != nil {
+		return nil, queueError(err)
 	}
-	return nil, err
+	return s, nil
 }
 
 func (a queueAdmission) TryAcquire(need Need, exclude []string) Slot {

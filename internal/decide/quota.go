@@ -80,21 +80,17 @@ func quotaMessage(ex *quota.ExceededError) string {
 		who, ex.Limit, window)
 }
 
-// Settle trues up what req was charged at admission from what its pod
+// settle trues up what req was charged at admission from what its pod
 // reported: its tenant's service on the slot's queue counter, and its
-// token quotas. Call it once, when the response has ended, before the
-// slot is released; a retried request settles its first slot with None.
-func (c *Core) Settle(req *Request, slot Slot, u Usage) {
+// token quotas. Finish calls it once, when the response has ended, before
+// the slot is released; a retried request settles its first slot alone
+// (settleSlot) with None, and its quota charge travels on with it.
+func (c *Core) settle(req *Request, slot Slot, u Usage) {
 	if slot != nil {
 		c.settleSlot(req, slot, u)
 	}
 	c.settleQuota(req, u)
 }
-
-// SettleSlot trues up a slot's share of the service alone: the first
-// slot of a request that goes on to another pod (None), whose quota
-// charge travels on with it.
-func (c *Core) SettleSlot(req *Request, slot Slot, u Usage) { c.settleSlot(req, slot, u) }
 
 func (c *Core) settleSlot(req *Request, slot Slot, u Usage) {
 	f := req.Policy.Fair

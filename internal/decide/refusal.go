@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 )
 
 // HTTP statuses a refusal carries. decide imports no net/http: the numbers
@@ -19,6 +22,7 @@ const (
 	StatusUnsupportedMedia   = 415
 	StatusTooManyRequests    = 429
 	StatusClientClosed       = 499 // nginx's: logged, never written to a live client
+	StatusInternalError      = 500
 	StatusBadGateway         = 502
 	StatusServiceUnavailable = 503
 	StatusGatewayTimeout     = 504
@@ -28,6 +32,19 @@ const (
 	errTypeRateLimit         = "rate_limit_error"
 	errTypeServer            = "server_error"
 	errTypeNotFound          = "not_found_error"
+)
+
+// Reasons of the answers a front gives itself about its own protocol, never
+// a decision of the core (so not in Reasons, and Refuse answers them 500).
+// The endpoint picker's messages that break the ext_proc exchange are
+// ReasonBadRequest (400).
+const (
+	// ReasonInternal: the decision core broke its contract with the front
+	// (it gave no answer).
+	ReasonInternal Reason = "internal"
+	// ReasonExtProcMode: the gateway sends the endpoint picker bodies in a
+	// mode it cannot serve (a misconfigured ext_proc filter).
+	ReasonExtProcMode Reason = "ext_proc_mode"
 )
 
 // Refusal is a decision gatekeeper makes itself: a status, a reason (the
@@ -100,6 +117,8 @@ func statusOf(r Reason) int {
 		return StatusBadGateway
 	case ReasonUpstreamTimeout:
 		return StatusGatewayTimeout
+	case ReasonInternal, ReasonExtProcMode:
+		return StatusInternalError
 	}
 	return StatusServiceUnavailable
 }
@@ -108,28 +127,49 @@ func statusOf(r Reason) int {
 // package seam (STYLE §2): by behaviour, not identity.
 type retryAfterer interface{ RetryAfter() time.Duration }
 
-// ReasonFor maps an error from the admission path onto its reason: the one
-// place where errors become refusals. "" for a client that left.
+// admissionErrors is the one table from an admission error to its reason:
+// each of the core's sentinels, the queue's error that the queue's
+// Admission wraps in it, and the reason a refusal for either carries. The
+// first row an error matches wins.
+var admissionErrors = [...]struct {
+	sentinel, queue error
+	reason          Reason
+}{
+	{ErrDraining, queue.ErrClosed, ReasonDraining},
+	{ErrTooLarge, queue.ErrTooLarge, ReasonTooLarge},
+	{ErrQueueFull, queue.ErrFull, ReasonQueueFull},
+	{ErrDeadline, queue.ErrDeadline, ReasonDeadline},
+	{context.DeadlineExceeded, nil, ReasonQueueTimeout}, // waited until max_wait
+	{ErrNoUpstream, queue.ErrUnavailable, ReasonNoUpstream},
+	{ErrNoMemory, queue.ErrNoMemory, ReasonNoMemory},
+}
+
+// queueError wraps an error of the queue in the core's sentinel for it, by
+// admissionErrors; other errors (the context's) pass unchanged.
+func queueError(err error) error {
+	for _, row := range admissionErrors {
+		if row.queue != nil && errors.Is(err, row.queue) {
+			return fmt.Errorf("%w: %w", row.sentinel, err)
+		}
+	}
+	return err
+}
+
+// ReasonFor maps an error from the admission path onto its reason by
+// admissionErrors (a sentinel or the queue's error): the one place where
+// errors become refusals. "" for a client that left; rate_limited for
+// another error that says when to come back; upstream_error otherwise.
 func ReasonFor(err error) Reason {
-	var ra retryAfterer
-	switch {
-	case errors.Is(err, context.Canceled):
+	if errors.Is(err, context.Canceled) {
 		return ""
-	case errors.Is(err, ErrDraining):
-		return ReasonDraining
-	case errors.Is(err, ErrTooLarge):
-		return ReasonTooLarge
-	case errors.Is(err, ErrQueueFull):
-		return ReasonQueueFull
-	case errors.Is(err, ErrDeadline):
-		return ReasonDeadline
-	case errors.Is(err, context.DeadlineExceeded):
-		return ReasonQueueTimeout
-	case errors.Is(err, ErrNoUpstream):
-		return ReasonNoUpstream
-	case errors.Is(err, ErrNoMemory):
-		return ReasonNoMemory
-	case errors.As(err, &ra):
+	}
+	for _, row := range admissionErrors {
+		if errors.Is(err, row.sentinel) || row.queue != nil && errors.Is(err, row.queue) {
+			return row.reason
+		}
+	}
+	var ra retryAfterer
+	if errors.As(err, &ra) {
 		return ReasonRateLimited
 	}
 	return ReasonUpstream

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/classify"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 )
 
 func TestBadBody(t *testing.T) {
@@ -66,9 +67,41 @@ func TestReasonFor(t *testing.T) {
 		ErrQueueFull: ReasonQueueFull, ErrDraining: ReasonDraining, ErrNoUpstream: ReasonNoUpstream,
 		ErrTooLarge: ReasonTooLarge, ErrNoMemory: ReasonNoMemory, ErrDeadline: ReasonDeadline,
 		context.DeadlineExceeded: ReasonQueueTimeout, context.Canceled: "", errors.New("x"): ReasonUpstream,
+		limitErr{time.Second}: ReasonRateLimited,
+		// The queue's own errors, unwrapped, by the same table.
+		queue.ErrFull: ReasonQueueFull, queue.ErrTokensFull: ReasonQueueFull, queue.ErrClosed: ReasonDraining,
+		queue.ErrUnavailable: ReasonNoUpstream, queue.ErrTooLarge: ReasonTooLarge, queue.ErrNoMemory: ReasonNoMemory,
+		queue.ErrDeadline: ReasonDeadline, queue.ErrDuplicateID: ReasonUpstream,
 	} {
 		if got := ReasonFor(fmt.Errorf("wrapped: %w", err)); got != want {
 			t.Errorf("ReasonFor(%v) = %q, want %q", err, got, want)
+		}
+	}
+}
+
+// The queue's Admission wraps each of the queue's errors in the core's
+// sentinel of the same row, keeping the queue's error, and ReasonFor gives
+// both the row's reason.
+func TestAdmissionErrors(t *testing.T) {
+	t.Parallel()
+	for _, row := range admissionErrors {
+		if row.queue == nil {
+			if got := queueError(row.sentinel); got != row.sentinel {
+				t.Errorf("queueError(%v) = %v, want it unchanged", row.sentinel, got)
+			}
+			continue
+		}
+		err := queueError(fmt.Errorf("queue: %w", row.queue))
+		if !errors.Is(err, row.sentinel) || !errors.Is(err, row.queue) {
+			t.Errorf("queueError(%v) = %v, want it wrapped in %v", row.queue, err, row.sentinel)
+		}
+		if got := ReasonFor(err); got != row.reason {
+			t.Errorf("ReasonFor(%v) = %q, want %q", err, got, row.reason)
+		}
+	}
+	for _, err := range []error{context.Canceled, context.DeadlineExceeded, errors.New("other")} {
+		if got := queueError(err); got != err {
+			t.Errorf("queueError(%v) = %v, want it unchanged", err, got)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package epp
 import (
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,8 @@ type corePicker struct {
 	q       *queue.Queue
 	reg     *pods.Registry
 	lv      *levels
+	core    *decide.Core
+	dec     Decider
 	refused atomic.Int32 // OnPodRefused calls
 }
 
@@ -72,19 +75,13 @@ type corePicker struct {
 // each with a window of window, behind a limiter of limiter.
 func newCorePicker(t *testing.T, window int, limiter breaker.LimiterSettings, pol decide.Policy) *corePicker {
 	t.Helper()
-	return newCorePickerWith(t, window, limiter, pol, nil)
-}
-
-// newCorePickerWith is newCorePicker with token quotas.
-func newCorePickerWith(t *testing.T, window int, limiter breaker.LimiterSettings, pol decide.Policy, quotas decide.Quotas) *corePicker {
-	t.Helper()
-	return newCorePickerExtra(t, window, limiter, pol, coreExtra{quotas: quotas})
+	return newCorePickerExtra(t, window, limiter, pol, coreExtra{})
 }
 
 // coreExtra is what a test picker may have beyond its window, limiter and
 // policy.
 type coreExtra struct {
-	quotas   decide.Quotas
+	models   []string           // what each pod serves; nil: every model, unknown
 	server   Options            // the Server's options but its Decider
 	podState coretrace.PodState // for the admission span
 }
@@ -101,7 +98,7 @@ func newCorePickerExtra(t *testing.T, window int, limiter breaker.LimiterSetting
 	var ps []pods.Pod
 	for i, name := range []string{"a", "b"} {
 		u, _ := url.Parse("http://10.0.0." + strconv.Itoa(i+1) + ":8000")
-		ps = append(ps, pods.Pod{Name: name, URL: u})
+		ps = append(ps, pods.Pod{Name: name, URL: u, Models: extra.models})
 		q.SetWindow(name, window)
 	}
 	cp.reg.Set(ps)
@@ -110,13 +107,14 @@ func newCorePickerExtra(t *testing.T, window int, limiter breaker.LimiterSetting
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := decide.New(decide.Options{Registry: cp.reg, Admission: decide.Queue(q), Limiter: lim, Quotas: extra.quotas, Policy: pol})
+	core, err := decide.New(decide.Options{Registry: cp.reg, Admission: decide.Queue(q), Limiter: lim, Policy: pol,
+		OnPodRefused: func(string) { cp.refused.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := NewCoreDecider(CoreOptions{Core: core, Recorder: cp.rec, OnPodRefused: func(string) { cp.refused.Add(1) },
-		PodState: extra.podState})
-	cp.harness = serveDecider(t, dec, extra.server)
+	cp.core = core
+	cp.dec = NewCoreDecider(CoreOptions{Core: core, Recorder: cp.rec, PodState: extra.podState})
+	cp.harness = serveDecider(t, cp.dec, extra.server)
 	return cp
 }
 
@@ -337,5 +335,43 @@ func TestCoreClientGoneWhileQueued(t *testing.T) {
 		if n := cp.rec.get(decide.OutcomeClientClosed); n != 3 {
 			t.Errorf("client_closed = %d, want the one gone while queued and the two reset", n)
 		}
+	})
+}
+
+// TestCoreTranslation: what the core decides reaches Envoy as the proxy's
+// answers reach a client: the local models list as an ImmediateResponse
+// 200 of JSON, counted served; the drain's refusal with its reason and
+// Retry-After, counted draining, with readiness off. The core's decisions
+// themselves are tested in package decide.
+func TestCoreTranslation(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cp := newCorePickerExtra(t, 4, breaker.LimiterSettings{}, decide.Policy{}, coreExtra{models: []string{"m"}})
+		e := cp.open()
+		e.send(reqHeaders(true, ":method", "GET", ":path", "/v1/models"))
+		ir := e.refused()
+		if ir.GetStatus().GetCode() != 200 || header(ir, "content-type") != "application/json" || !strings.Contains(string(ir.GetBody()), `"id":"m"`) {
+			t.Fatalf("GET /v1/models: %v %q %s, want 200 with the models list", ir.GetStatus().GetCode(), header(ir, "content-type"), ir.GetBody())
+		}
+		if n := cp.rec.get(decide.OutcomeServed); n != 1 {
+			t.Errorf("served = %d, want the models list", n)
+		}
+		if !cp.dec.Ready() {
+			t.Fatal("not ready before the drain")
+		}
+		cp.core.Drain()
+		if cp.dec.Ready() {
+			t.Error("ready while the core drains")
+		}
+		e = cp.open()
+		chat(e)
+		ir = e.refused()
+		if ir.GetStatus().GetCode() != 503 || header(ir, "x-gatekeeper-reason") != "draining" || header(ir, "retry-after") == "" {
+			t.Fatalf("while draining: %v %q, want 503 draining with Retry-After", ir.GetStatus().GetCode(), header(ir, "x-gatekeeper-reason"))
+		}
+		if n := cp.rec.get(decide.OutcomeDraining); n != 1 {
+			t.Errorf("draining = %d, want 1", n)
+		}
+		cp.settled(t)
 	})
 }

@@ -4,13 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/internal/classify"
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
-	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
 	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry/coretrace"
 	"github.com/gatekeeper-dev/gatekeeper/internal/usage"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -32,14 +29,9 @@ type Recorder interface {
 type CoreOptions struct {
 	Core     *decide.Core
 	Recorder Recorder // nil records nothing
-	// OnPodRefused hears that a pod answered 503 or 429 itself (its own
-	// queue is full), so its window is cut as the proxy's are.
-	OnPodRefused func(pod string)
 	// Ready, if set, is one more readiness condition (cluster mode: a share
 	// of some pod's window is held).
 	Ready func() error
-	// Draining, if set, says shutdown has begun: new requests are refused.
-	Draining func() bool
 	// PodState, if set, gives the admitted pod's pressure level and window
 	// to the admission span.
 	PodState coretrace.PodState
@@ -65,7 +57,7 @@ type coreDecider struct{ o CoreOptions }
 func (d *coreDecider) MaxBodyBytes() int64 { return d.o.Core.Policy().MaxBodyBytes }
 
 func (d *coreDecider) Ready() bool {
-	if d.o.Draining != nil && d.o.Draining() {
+	if d.o.Core.Draining() {
 		return false
 	}
 	if d.o.Ready != nil && d.o.Ready() != nil {
@@ -74,58 +66,32 @@ func (d *coreDecider) Ready() bool {
 	return d.o.Core.Unready() == ""
 }
 
-// Decide runs the core's pipeline on what Envoy sent. Only the endpoint
-// whose slot the core took is named: a fallback would reach a pod past its
-// window. It writes on the server span in ctx, if any, what the proxy
-// writes on its own: the route, the GenAI attributes of the request and
-// the pod, the reason and the outcome; the admission span goes under it.
+// Decide runs the core's pipeline (decide.Core.Decide) on what Envoy sent.
+// Only the endpoint whose slot the core took is named: a fallback would
+// reach a pod past its window. It writes on the server span in ctx, if
+// any, what the proxy writes on its own: the route, the GenAI attributes of
+// the request and the pod, the reason and the outcome; the admission span
+// goes under it.
 func (d *coreDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) {
-	core := d.o.Core
-	req := core.Begin()
 	span := trace.SpanFromContext(ctx) // the server's; a no-op one when it traces nothing
-	pol := req.Policy
-	if d.o.Draining != nil && d.o.Draining() {
-		return nil, d.refuse(span, &req, decide.Refuse(decide.ReasonDraining, "gatekeeper is shutting down; retry on another replica", 0, pol.RetryAfter))
-	}
 	path, _, _ := strings.Cut(r.Path, "?")
-	route, rf := decide.LookupRoute(r.Method, path)
-	if rf != nil {
-		return nil, d.refuse(span, &req, *rf)
+	in := decide.In{Method: r.Method, Path: path, Header: r.Header, Body: r.Body, TooLarge: r.TooLarge, Subset: r.Subset}
+	if span.IsRecording() || span.SpanContext().IsValid() {
+		in.Trace = spanTracer{span: span, state: d.o.PodState}
 	}
-	req.Kind = route.Kind
-	if span.IsRecording() {
-		span.SetAttributes(semconv.HTTPRoute(route.Path))
-	}
-	if route.Kind == classify.KindModels && core.Registry().KnowsModels() {
-		return nil, d.models(span, &req)
-	}
-	if r.TooLarge {
-		return nil, d.refuse(span, &req, decide.BodyTooLarge(pol.MaxBodyBytes))
-	}
-	if route.Body {
-		if rf := core.Classify(&req, r.Body); rf != nil {
-			return nil, d.refuse(span, &req, *rf)
-		}
-	}
-	if rf := core.Route(&req); rf != nil {
-		return nil, d.refuse(span, &req, *rf)
-	}
-	if r.Subset != nil {
-		if rf := d.restrict(&req, r.Subset); rf != nil {
-			return nil, d.refuse(span, &req, *rf)
-		}
-	}
-	if span.IsRecording() {
-		span.SetAttributes(coretrace.GenAIRequest(nil, &req)...)
-	}
-	adm, rf := d.admit(ctx, span, &req, r.Header, route.Path)
+	var req decide.Request
+	res := d.o.Core.Decide(ctx, &req, in)
 	switch {
-	case rf != nil:
-		return nil, d.refuse(span, &req, *rf)
-	case adm == nil: // the client left while queued
-		d.outcome(span, &req, decide.OutcomeClientClosed)
+	case res.Admitted == nil && res.Refusal != nil:
+		return nil, d.refuse(span, &req, *res.Refusal)
+	case res.Admitted == nil && res.Models != nil: // GET /v1/models, answered as the proxy does
+		d.outcome(span, &req, res.Outcome())
+		return nil, &Refusal{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: res.Models}
+	case res.Admitted == nil: // the client left while queued
+		d.outcome(span, &req, res.Outcome())
 		return nil, nil
 	}
+	adm := res.Admitted
 	if d.o.Recorder != nil {
 		d.o.Recorder.Sent(adm.Pod.Name, req.Tokens)
 	}
@@ -136,45 +102,45 @@ func (d *coreDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) 
 	return &Pick{Endpoints: []string{endpoint}, Done: func(e End) { d.finish(span, &req, adm, endpoint, e) }}, nil
 }
 
-// admit takes a slot through the core, inside the admission span when the
-// request is traced (span, the server's, has a valid context): the span is
-// made on span's own provider, so the picker's tracing is set in one place.
-func (d *coreDecider) admit(ctx context.Context, span trace.Span, req *decide.Request, h http.Header, route string) (*decide.Admitted, *decide.Refusal) {
-	if !span.SpanContext().IsValid() {
-		return d.o.Core.Admit(ctx, req, h, route)
-	}
-	ctx, as := coretrace.StartAdmission(ctx, span.TracerProvider().Tracer(tracerName))
-	adm, rf := d.o.Core.Admit(ctx, req, h, route)
-	coretrace.EndAdmission(as, req, adm, rf, d.o.PodState)
-	return adm, rf
+// spanTracer puts the core's steps on the request's server span and makes
+// the admission span under it when the request is traced (the server span
+// has a valid context): on the span's own provider, so the picker's
+// tracing is set in one place.
+type spanTracer struct {
+	span  trace.Span
+	state coretrace.PodState
 }
 
-// restrict skips every pod outside Envoy's subset hint; with none of the
-// request's pods in it the request is refused at once (503), as the
-// Inference Extension's protocol asks.
-func (d *coreDecider) restrict(req *decide.Request, subset []string) *decide.Refusal {
-	reg := d.o.Core.Registry()
-	eligible := 0
-	for _, m := range reg.List() {
-		switch {
-		case slices.Contains(req.Skip, m.Name):
-		case slices.Contains(subset, m.Endpoint()):
-			eligible++
-		default:
-			req.Skip = append(req.Skip, m.Name)
-		}
+func (t spanTracer) Routed(ctx context.Context, route decide.Route, ok bool) context.Context {
+	if ok && t.span.IsRecording() {
+		t.span.SetAttributes(semconv.HTTPRoute(route.Path))
 	}
-	if eligible > 0 {
-		return nil
-	}
-	rf := decide.Refuse(decide.ReasonNoUpstream, "no endpoint in the gateway's subset hint can serve the request; retry later",
-		0, req.Policy.RetryAfter)
-	return &rf
+	return ctx
 }
 
-// finish releases the slot once the exchange ended and records its outcome:
-// a pod's own 503 or 429 is overload (its window is cut), 5xx or a response
-// cut short a failure, a client gone neither.
+func (t spanTracer) Admitting(ctx context.Context, req *decide.Request) context.Context {
+	if t.span.IsRecording() {
+		t.span.SetAttributes(coretrace.GenAIRequest(nil, req)...)
+	}
+	if !t.span.SpanContext().IsValid() {
+		return ctx
+	}
+	ctx, _ = coretrace.StartAdmission(ctx, t.span.TracerProvider().Tracer(tracerName))
+	return ctx
+}
+
+func (t spanTracer) Admitted(ctx context.Context, req *decide.Request, adm *decide.Admitted, rf *decide.Refusal) {
+	if !t.span.SpanContext().IsValid() {
+		return
+	}
+	coretrace.EndAdmission(trace.SpanFromContext(ctx), req, adm, rf, t.state)
+}
+
+// finish hands the exchange's end to the core (decide.Core.Finish: the
+// pod's result, its own refusal, the true-up and the outcome), records
+// what it decided, and releases the slot. The picker cannot tell why an
+// exchange ended before the response's end (the client left, or Envoy
+// could not reach the pod): the pod is not blamed for it.
 func (d *coreDecider) finish(span trace.Span, req *decide.Request, adm *decide.Admitted, endpoint string, e End) {
 	defer adm.Slot.Release()
 	rec := d.o.Recorder
@@ -188,52 +154,20 @@ func (d *coreDecider) finish(span trace.Span, req *decide.Request, adm *decide.A
 	if rec != nil && e.Status != 0 {
 		rec.Response(adm.Pod.Name, e.Status)
 	}
-	// The pod's own refusal and a 5xx did no work for the request: what it
-	// was charged is given back. Otherwise it is trued up from the usage;
-	// without one (no response headers, a response cut short) the pod may
-	// have worked for it and the estimate stands.
-	used := decide.Usage{Prompt: e.PromptTokens, Completion: e.CompletionTokens, Known: e.UsageKnown}
-	if e.Status == http.StatusTooManyRequests || e.Status >= 500 {
-		used = decide.Usage{None: true}
+	de := decide.End{Status: e.Status, StreamError: e.StreamError,
+		Usage: decide.Usage{Prompt: e.PromptTokens, Completion: e.CompletionTokens, Known: e.UsageKnown}}
+	if !e.Complete {
+		de.Cut = decide.CutUnknown
 	}
-	d.o.Core.Settle(req, adm.Slot, used)
+	end := d.o.Core.Finish(req, adm, de)
 	switch {
-	case e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests:
-		adm.Done(pods.Excluded)
-		if d.o.OnPodRefused != nil {
-			d.o.OnPodRefused(adm.Pod.Name)
-		}
-		if rec != nil {
-			rec.Rejected(decide.ReasonUpstreamOverloaded)
-		}
-		d.outcome(span, req, decide.OutcomeUpstreamOverloaded)
-	case e.Status >= 500:
-		adm.Done(pods.Failure)
-		d.outcome(span, req, decide.OutcomeUpstreamError)
-	case e.StreamError:
-		adm.Done(pods.Failure) // as a 500 would count
-		d.outcome(span, req, decide.OutcomeStreamError)
-	case e.Complete && e.Status != 0:
-		adm.Done(pods.Success)
-		if rec != nil && e.Status == http.StatusOK {
-			rec.Usage(adm.Pod.Name, usage.Tokens{Prompt: e.PromptTokens, Completion: e.CompletionTokens, Known: e.UsageKnown})
-		}
-		d.outcome(span, req, decide.OutcomeServed)
-	default:
-		// No response headers (the client left, or Envoy could not reach
-		// the pod: the picker cannot tell which), or a response cut short:
-		// the pod is not blamed.
-		adm.Done(pods.Excluded)
-		d.outcome(span, req, decide.OutcomeClientClosed)
+	case rec == nil:
+	case end.PodRefused:
+		rec.Rejected(decide.ReasonUpstreamOverloaded)
+	case end.Outcome == decide.OutcomeServed && e.Status == http.StatusOK:
+		rec.Usage(adm.Pod.Name, usage.Tokens{Prompt: e.PromptTokens, Completion: e.CompletionTokens, Known: e.UsageKnown})
 	}
-}
-
-// models answers GET /v1/models itself, as the proxy does: the union of
-// the pods' models.
-func (d *coreDecider) models(span trace.Span, req *decide.Request) *Refusal {
-	body := d.o.Core.Registry().ModelList()
-	d.outcome(span, req, decide.OutcomeServed)
-	return &Refusal{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	d.outcome(span, req, end.Outcome)
 }
 
 func (d *coreDecider) refuse(span trace.Span, req *decide.Request, rf decide.Refusal) *Refusal {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/usage"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -246,10 +247,10 @@ func (x *exchange) decide(r *Request) (*Pick, *Refusal) {
 		x.debug("request refused", slog.Int("status", rf.Status))
 		return nil, rf
 	case pick == nil:
-		return nil, ownRefusal(http.StatusInternalServerError, "internal", "the decision core gave no answer")
+		return nil, x.own(decide.ReasonInternal, "the decision core gave no answer")
 	case len(pick.Endpoints) == 0:
 		done(pick, End{Duration: x.s.now().Sub(x.start)})
-		return nil, ownRefusal(http.StatusServiceUnavailable, "no_upstream", "no endpoint can take the request")
+		return nil, x.own(decide.ReasonNoUpstream, "no endpoint can take the request")
 	}
 	x.debug("request admitted", slog.String("upstream", pick.Endpoints[0]))
 	return pick, nil
@@ -262,7 +263,7 @@ func (x *exchange) protocolError(msg string) (bool, error) {
 	x.release(false)
 	x.phase = forwarded
 	x.endSpan(http.StatusBadRequest) // unless the pick's release ended it
-	return true, x.send(immediateResponse(ownRefusal(http.StatusBadRequest, "bad_request", "ext_proc: "+msg)))
+	return true, x.send(immediateResponse(x.own(decide.ReasonBadRequest, "ext_proc: "+msg)))
 }
 
 // supportedModes reports whether the server can serve Envoy's body modes,
@@ -285,8 +286,16 @@ func (x *exchange) misconfigured(pc *extprocv3.ProtocolConfiguration) (bool, err
 	x.release(false)
 	x.phase = forwarded
 	x.endSpan(http.StatusInternalServerError) // unless the pick's release ended it
-	return true, x.send(immediateResponse(ownRefusal(http.StatusInternalServerError, "ext_proc_mode",
-		"the gateway's endpoint picker is misconfigured")))
+	return true, x.send(immediateResponse(x.own(decide.ReasonExtProcMode, "the gateway's endpoint picker is misconfigured")))
+}
+
+// own is the server's own answer for reason, counted as the core's
+// refusals are (Options.Recorder's Rejected).
+func (x *exchange) own(reason decide.Reason, message string) *Refusal {
+	if x.s.rec != nil {
+		x.s.rec.Rejected(reason)
+	}
+	return ownRefusal(reason, message)
 }
 
 // ended returns what Process returns once Recv has failed: nothing when

@@ -50,10 +50,11 @@ func statusCode(status int) typev3.StatusCode {
 
 // ownRefusal is an answer the server gives itself, when Envoy's messages
 // break the protocol or the Decider breaks its contract; every other
-// refusal is the Decider's. reason is also X-Gatekeeper-Reason, as in the
-// proxy's refusals. Envoy sets the local reply's Content-Length.
-func ownRefusal(status int, reason, message string) *Refusal {
-	return render(decide.Refusal{Status: status, Reason: decide.Reason(reason), Message: message})
+// refusal is the Decider's. Its reason is a decide.Reason like the core's
+// (X-Gatekeeper-Reason and the rejections metric), and decide.Refuse gives
+// its status. Envoy sets the local reply's Content-Length.
+func ownRefusal(reason decide.Reason, message string) *Refusal {
+	return render(decide.Refuse(reason, message, 0, 0))
 }
 
 // render is a core refusal as the picker answers it: the proxy's headers

@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 )
 
 // TestSubsetHint: Envoy's subset hint restricts the pick; a hint that lists
@@ -99,7 +103,8 @@ func TestRefusals(t *testing.T) {
 			if tt.limit > 0 {
 				dec.max = tt.limit
 			}
-			h := newHarness(t, dec, Options{})
+			rec := &rejections{}
+			h := newHarness(t, dec, Options{Recorder: rec})
 			e := h.open()
 			e.send(reqHeaders(false, "x-test", tt.test), reqBody(tt.body[:1], false), reqBody(tt.body[1:], true))
 			ir := e.refused()
@@ -117,6 +122,11 @@ func TestRefusals(t *testing.T) {
 			if tt.wantCode != "" {
 				checkOwnError(t, ir, tt.wantCode)
 			}
+			// The server counts its own answers by their reason; the
+			// Decider's refusals are the Decider's to count.
+			if got, want := rec.get(), tt.wantCode; got != want {
+				t.Errorf("the server counted rejections %q, want %q", got, want)
+			}
 			e.ended()
 			if tt.test == testNoEndpoint {
 				h.dec.end(t) // the empty pick's slot, released by the server
@@ -124,6 +134,25 @@ func TestRefusals(t *testing.T) {
 			h.dec.settled(t)
 		})
 	}
+}
+
+// rejections is a Recorder that keeps the reasons of Rejected.
+type rejections struct {
+	outcomes
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (r *rejections) Rejected(reason decide.Reason) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reasons = append(r.reasons, string(reason))
+}
+
+func (r *rejections) get() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.reasons, ",")
 }
 
 // checkOwnError checks an answer of the server's own: OpenAI's error shape
@@ -166,7 +195,8 @@ func TestProtocolErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, newFakeDecider(), Options{})
+			rec := &rejections{}
+			h := newHarness(t, newFakeDecider(), Options{Recorder: rec})
 			e := h.open()
 			e.send(tt.req...)
 			if tt.picked {
@@ -177,6 +207,9 @@ func TestProtocolErrors(t *testing.T) {
 				t.Errorf("status = %v, want 400", ir.GetStatus().GetCode())
 			}
 			checkOwnError(t, ir, "bad_request")
+			if got := rec.get(); got != "bad_request" {
+				t.Errorf("the server counted rejections %q, want bad_request", got)
+			}
 			e.ended()
 			if tt.wantEnd {
 				if got := h.dec.end(t); got.Complete {
@@ -238,7 +271,8 @@ func TestBodyModes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, newFakeDecider(), Options{})
+			rec := &rejections{}
+			h := newHarness(t, newFakeDecider(), Options{Recorder: rec})
 			e := h.open()
 			first := reqHeaders(false)
 			first.ProtocolConfig = tt.pc
@@ -254,6 +288,9 @@ func TestBodyModes(t *testing.T) {
 					t.Errorf("status = %v, want 500", ir.GetStatus().GetCode())
 				}
 				checkOwnError(t, ir, "ext_proc_mode")
+				if got := rec.get(); got != "ext_proc_mode" {
+					t.Errorf("the server counted rejections %q, want ext_proc_mode", got)
+				}
 				e.ended()
 			}
 			h.dec.settled(t)

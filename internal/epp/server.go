@@ -25,6 +25,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now returns the current time, for End.Duration. Nil means time.Now.
 	Now func() time.Time
+	// Recorder, if set, counts the answers the server gives itself (a
+	// message that breaks the protocol, body modes it cannot serve, a
+	// Decider that broke its contract) by their reason (Rejected), as the
+	// Decider counts its refusals. Nil counts none.
+	Recorder Recorder
 	// TracerProvider, if set, makes a server span per request, from its
 	// headers to the response's end of stream (or the exchange's other
 	// end), handed to the Decider in Decide's ctx, and sets the span's
@@ -54,6 +59,7 @@ type Server struct {
 	tracing  *tracing // nil: no spans
 	log      *slog.Logger
 	now      func() time.Time
+	rec      Recorder // nil: counts nothing
 	draining atomic.Bool
 	streams  sync.WaitGroup // the Process calls under way, for Shutdown
 }
@@ -64,7 +70,7 @@ func NewServer(o Options) (*Server, error) {
 	if o.Decider == nil {
 		return nil, errors.New("epp: Options.Decider: required")
 	}
-	s := &Server{decider: o.Decider, tracing: newTracing(o), log: o.Logger, now: o.Now}
+	s := &Server{decider: o.Decider, tracing: newTracing(o), log: o.Logger, now: o.Now, rec: o.Recorder}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -192,15 +192,12 @@ func (b *streamBufferPool) Put(buf []byte) {
 }
 
 // podRefused handles a pod's own 503 or 429 (vLLM's full queue): overload,
-// not failure. The controller hears of it (the pod's window is cut as if
-// degraded); the request goes once to another pod with room now, else the
-// pod's answer is passed on with Retry-After (the pod's, or ours) and the
-// reason added.
+// not failure (the core's Finish tells the controller, which cuts the pod's
+// window as if degraded). The request goes once to another pod with room
+// now, else the pod's answer is passed on with Retry-After (the pod's, or
+// ours) and the reason added.
 func (h *Handler) podRefused(f *flight, res *http.Response) error {
 	f.refused = true
-	if h.opts.OnPodRefused != nil {
-		h.opts.OnPodRefused(f.member.Name)
-	}
 	if s := h.retrySlot(f); s != nil {
 		f.retry = s
 		return errRetry // ReverseProxy closes the pod's body and calls proxyError
@@ -306,76 +303,57 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Ad
 	return nil
 }
 
-// complete turns what happened to ex's request into one outcome, one breaker
-// result and a released slot; completed says the response body was copied to
-// its end. A request that goes to another pod instead records no outcome:
-// complete returns the slot it goes on with.
+// complete turns what happened to ex's request into an End for the core's
+// Finish, which decides the one outcome, the breaker's result and what the
+// request is charged; complete records them and releases the slot.
+// completed says the response body was copied to its end. A request that
+// goes to another pod instead records no outcome: complete returns the slot
+// it goes on with.
 func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
-	r, f, done := ex.r, ex.flight, ex.done
-	defer ex.slot.Release()
+	r, f := ex.r, ex.flight
+	defer ex.adm.Slot.Release()
 	if f.span != nil {
 		endClient(f, f.sent)
 	}
-	if f.retry != nil {
-		h.core.SettleSlot(&ex.Request, ex.slot, decide.Usage{None: true}) // this pod did no work; the quota charge goes on
-		if f.refused {
-			done(pods.Excluded) // the pod's own refusal: overload, not failure
-			h.metrics.Response(f.member.Name, f.status)
-		} else {
-			done(pods.Failure) // it could not be reached: a real failure
-			h.metrics.Response(f.member.Name, 0)
-		}
-		return f.retry
-	}
+	e := decide.End{Status: f.status, StreamError: f.streamErr, Usage: f.reported(), Retry: f.retry != nil}
+	switch {
 	// A response copied to the end counts as the pod's answer even if the
 	// client closes its connection right after: only a request cut short
 	// by the client is client_closed. One whose last flush the client never
 	// took within send_timeout is not delivered: ReverseProxy drops flush
 	// errors, so its copy ends as if it had been.
-	delivered := completed && f.err == nil && f.status != 0 && !f.out.timedOut
-	// What the request was charged is trued up from the pod's usage; the
-	// pod's own refusal and a 5xx did no work for it and give it back.
-	// Otherwise (a client gone, a stream cut) the pod may have worked for it:
-	// without a usage the estimate stands.
-	used := f.reported()
-	if delivered && (f.refused || !f.streamErr && f.status >= 500) {
-		used = decide.Usage{None: true}
+	case completed && f.err == nil && f.status != 0 && !f.out.timedOut:
+		e.Cut = decide.CutNone
+	case f.out.timedOut:
+		e.Cut = decide.CutTimeout
+	case r.Context().Err() != nil:
+		e.Cut = decide.CutClient
+	default: // a transport error, or the stream broke mid-copy
+		e.Cut = decide.CutUpstream
 	}
-	h.core.Settle(&ex.Request, ex.slot, used)
+	end := h.core.Finish(&ex.Request, ex.adm, e)
+	if e.Retry {
+		h.metrics.Response(f.member.Name, end.Status)
+		return f.retry
+	}
 	switch {
-	case delivered && f.refused:
-		done(pods.Excluded) // overload, not failure: the breaker is not fed
+	case end.Outcome == decide.OutcomeClientTimeout, end.Outcome == decide.OutcomeClientClosed:
+	case e.Cut != decide.CutNone:
+		h.metrics.Response(f.member.Name, 0)
+	default:
 		h.metrics.Response(f.member.Name, f.status)
+	}
+	switch {
+	case end.PodRefused:
 		h.metrics.Rejected(decide.ReasonUpstreamOverloaded)
-		h.finish(r, ex, decide.OutcomeUpstreamOverloaded, f.status)
-	case delivered && f.streamErr:
-		done(pods.Failure) // vLLM sends it when generation fails: as a 500 would count
-		h.metrics.Response(f.member.Name, f.status)
-		h.finish(r, ex, decide.OutcomeStreamError, f.status)
-	case delivered && f.status >= 500:
-		done(pods.Failure)
-		h.metrics.Response(f.member.Name, f.status)
-		h.finish(r, ex, decide.OutcomeUpstreamError, f.status)
-	case delivered:
-		done(pods.Success)
-		h.metrics.Response(f.member.Name, f.status)
+	case end.Outcome == decide.OutcomeServed:
 		if !f.firstByte.IsZero() {
 			h.metrics.FirstByte(f.member.Name, f.firstByte.Sub(ex.Start))
 		}
 		if f.status == http.StatusOK {
 			h.metrics.GenAI(f, coretrace.Operation(ex.Kind), ex.Stream, ex.Start, f.out.first, h.now(), f.used.Known, f.used.Prompt, f.used.Completion)
 		}
-		h.finish(r, ex, decide.OutcomeServed, f.status)
-	case f.out.timedOut: // the client took no bytes for send_timeout: not the pod's fault
-		done(pods.Excluded)
-		h.finish(r, ex, decide.OutcomeClientTimeout, f.status)
-	case r.Context().Err() != nil:
-		done(pods.Excluded)
-		h.finish(r, ex, decide.OutcomeClientClosed, decide.StatusClientClosed)
-	default: // a transport error, or the stream broke mid-copy
-		done(pods.Failure)
-		h.metrics.Response(f.member.Name, 0)
-		h.finish(r, ex, decide.OutcomeUpstreamError, http.StatusBadGateway)
 	}
+	h.finish(r, ex, end.Outcome, end.Status)
 	return nil
 }

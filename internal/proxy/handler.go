@@ -34,7 +34,6 @@ type Handler struct {
 
 	ready    atomic.Bool // false before Start... and once draining begins
 	draining atomic.Bool // /readyz answers 503
-	refusing atomic.Bool // new work is refused with 503 draining
 }
 
 // New builds a Handler from opts.
@@ -102,8 +101,9 @@ func (h *Handler) Draining() bool { return h.draining.Load() }
 // StartDrain turns /readyz to 503 (DESIGN §7, step one of SIGTERM).
 func (h *Handler) StartDrain() { h.draining.Store(true) }
 
-// RefuseNew makes new requests get 503 draining (step two, after drain_delay).
-func (h *Handler) RefuseNew() { h.draining.Store(true); h.refusing.Store(true) }
+// RefuseNew makes new requests get 503 draining (step two, after
+// drain_delay): the core drains, for either front.
+func (h *Handler) RefuseNew() { h.draining.Store(true); h.core.Drain() }
 
 // Ready reports what /readyz answers.
 func (h *Handler) Ready() bool {
@@ -181,6 +181,3 @@ func NewTransport(s TransportSettings) *http.Transport {
 
 // transportBufferSize is the read and the write buffer of a pod connection.
 const transportBufferSize = 1 << 10
-
-// Refusing reports whether new work is refused (shutdown's second step).
-func (h *Handler) Refusing() bool { return h.refusing.Load() }

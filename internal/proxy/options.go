@@ -33,9 +33,6 @@ type Options struct {
 	// Core is the decision core the handler asks (its pod registry, queue,
 	// breakers and policy); required.
 	Core *decide.Core
-	// OnPodRefused, if set, hears that a pod answered 503 or 429 itself (its
-	// queue is full), so its window can be cut. It must not block.
-	OnPodRefused func(upstream string)
 	// Transport bounds upstream connections.
 	Transport TransportSettings
 	// RoundTripper, if set, replaces the transport built from Transport:

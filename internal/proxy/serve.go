@@ -2,12 +2,12 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
 
-	"github.com/gatekeeper-dev/gatekeeper/internal/classify"
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
 	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry/coretrace"
@@ -16,30 +16,34 @@ import (
 
 // exchange is one request's bookkeeping from arrival to its outcome: the
 // core's decision state (by value: no allocation of its own) plus what the
-// HTTP front learns.
+// HTTP front learns. It is the core's BodyReader and, when the handler
+// traces, its Tracer.
 type exchange struct {
 	decide.Request
 	id       string
 	upstream string
 	recorded bool
 
+	h *Handler
+	w http.ResponseWriter
+	r *http.Request // the client's request (with the server span's context once it has one)
+
 	// Set by dispatch for forward and complete, once a pod is chosen. (They
 	// live here rather than in a struct of their own that points to the
 	// exchange: that would move every exchange to the heap.)
-	r       *http.Request     // the client's request
-	member  *pods.Member      // the pod the slot is on
-	slot    decide.Slot       // released by complete, once
-	done    func(pods.Result) // the pod's error breaker callback, called by complete once
-	body    []byte            // the buffered request body; nil when the route has none
-	flight  *flight           // what the reverse proxy learns; set by forward
-	retried bool              // it went to a second pod (at most once)
-	span    trace.Span        // the server span; nil without tracing
+	adm     *decide.Admitted // the slot, released by complete once
+	member  *pods.Member     // the pod the slot is on
+	body    []byte           // the buffered request body; nil when the route has none
+	flight  *flight          // what the reverse proxy learns; set by forward
+	retried bool             // it went to a second pod (at most once)
+	span    trace.Span       // the server span; nil without tracing
 }
 
 // serveTraffic runs the request pipeline of DESIGN §2 for every path that is
-// not a health endpoint.
+// not a health endpoint: the decision core decides (Decide), the handler
+// writes its answer or forwards the request.
 func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
-	ex := &exchange{Request: h.core.Begin()}
+	ex := &exchange{Request: h.core.Begin(), h: h, w: w, r: r}
 	pol := ex.Policy
 	if sc := sendConnFor(r); sc != nil {
 		sc.setTimeout(pol.SendTimeout) // every write of the answer, gatekeeper's own refusals too
@@ -62,36 +66,83 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	r.Header[key] = ids
 	w.Header()[key] = ids
 
-	route, rf := decide.LookupRoute(r.Method, r.URL.EscapedPath())
+	in := decide.In{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header, Read: ex}
 	if h.tracing != nil {
-		r, ex.span = h.tracing.startServer(r, route.Path)
-		defer ex.span.End()
+		in.Trace = ex
+		defer ex.endSpan()
 	}
-	if rf != nil {
-		if rf.Status == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", route.Allow())
-		}
-		h.refuse(w, r, ex, *rf)
-		return
+	res := h.core.Decide(r.Context(), &ex.Request, in)
+	r = ex.r // with the server span, when it traces
+	switch {
+	case res.Admitted != nil:
+		h.dispatch(w, ex, res.Admitted)
+	case res.Refusal == nil && res.Models != nil:
+		h.serveModels(w, r, ex, res.Models) // the union of the pools, from gatekeeper itself
+	case res.Refusal == nil: // the client left: never sent upstream
+		h.finish(r, ex, res.Outcome(), res.Status())
+	case res.Refusal.Status == decide.StatusMethodNotAllowed:
+		w.Header().Set("Allow", res.Route.Allow())
+		h.refuse(w, r, ex, *res.Refusal)
+	case res.Refusal.Status == decide.StatusEntityTooLarge:
+		h.refuseLarge(w, r, ex, *res.Refusal)
+	default:
+		h.refuse(w, r, ex, *res.Refusal)
 	}
-	ex.Kind = route.Kind
-	if h.refusing.Load() {
-		h.refuse(w, r, ex, decide.Refuse(decide.ReasonDraining, "gatekeeper is shutting down; retry on another replica", 0, pol.RetryAfter))
-		return
+}
+
+// endSpan ends the server span, if one was started.
+func (ex *exchange) endSpan() {
+	if ex.span != nil {
+		ex.span.End()
 	}
-	if route.Kind == classify.KindModels && h.reg.KnowsModels() {
-		h.serveModels(w, r, ex) // the union of the pools, from gatekeeper itself
-		return
+}
+
+// Routed starts the server span, named by the route (decide.Tracer).
+func (ex *exchange) Routed(_ context.Context, route decide.Route, _ bool) context.Context {
+	ex.r, ex.span = ex.h.tracing.startServer(ex.r, route.Path)
+	return ex.r.Context()
+}
+
+// Admitting starts the admission span (decide.Tracer).
+func (ex *exchange) Admitting(ctx context.Context, _ *decide.Request) context.Context {
+	ctx, _ = coretrace.StartAdmission(ctx, ex.h.tracing.tracer)
+	return ctx
+}
+
+// Admitted ends the admission span with what the core decided (decide.Tracer).
+func (ex *exchange) Admitted(ctx context.Context, req *decide.Request, adm *decide.Admitted, rf *decide.Refusal) {
+	coretrace.EndAdmission(trace.SpanFromContext(ctx), req, adm, rf, ex.h.tracing.state)
+}
+
+// ReadBody reads the body of a route that carries one, up to limit bytes
+// (decide.BodyReader). A compressed body cannot be classified, and what is
+// not classified is not forwarded.
+func (ex *exchange) ReadBody(limit int64) ([]byte, error) {
+	r := ex.r
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil, decide.ErrCompressed
 	}
-	body, ok := h.readBody(w, r, ex, route)
-	if !ok {
-		return
+	if r.ContentLength > limit {
+		return nil, decide.ErrBodyTooLarge
 	}
-	if rf := h.core.Route(&ex.Request); rf != nil {
-		h.refuse(w, r, ex, *rf)
-		return
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		// ReadFrom wants MinRead bytes free before it can see EOF; growing
+		// by them too makes the body one allocation instead of two and a copy.
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
-	h.dispatch(w, r, ex, route, body)
+	_, err := buf.ReadFrom(http.MaxBytesReader(ex.w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, decide.ErrBodyTooLarge
+	case err != nil && r.Context().Err() != nil:
+		return nil, context.Canceled
+	case err != nil:
+		return nil, err
+	}
+	ex.body = buf.Bytes()
+	return ex.body, nil
 }
 
 // serveAmbiguous refuses a request whose connection sent ambiguous framing
@@ -104,75 +155,11 @@ func (h *Handler) serveAmbiguous(w http.ResponseWriter, r *http.Request) {
 		"a folded header line or a malformed chunk", ""))
 }
 
-// readBody reads and classifies the body of routes that carry one. It answers
-// 413 past max_body_bytes and 400 for malformed bodies, which never reach a pod.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, ex *exchange, route decide.Route) ([]byte, bool) {
-	if !route.Body {
-		return nil, true
-	}
-	pol := ex.Policy
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		// A compressed body cannot be classified, and what is not classified
-		// is not forwarded.
-		h.refuse(w, r, ex, decide.Compressed())
-		return nil, false
-	}
-	if r.ContentLength > pol.MaxBodyBytes {
-		h.refuseLarge(w, r, ex)
-		return nil, false
-	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		// ReadFrom wants MinRead bytes free before it can see EOF; growing
-		// by them too makes the body one allocation instead of two and a copy.
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, pol.MaxBodyBytes))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		h.refuseLarge(w, r, ex)
-		return nil, false
-	case err != nil:
-		if r.Context().Err() != nil {
-			h.finish(r, ex, decide.OutcomeClientClosed, decide.StatusClientClosed)
-			return nil, false
-		}
-		h.refuse(w, r, ex, badRequest("could not read the request body", ""))
-		return nil, false
-	}
-	body := buf.Bytes()
-	if rf := h.core.Classify(&ex.Request, body); rf != nil {
-		h.refuse(w, r, ex, *rf)
-		return nil, false
-	}
-	return body, true
-}
-
-// dispatch takes a slot through the decision core (class, deadline, fast
-// and slow breaker, the queue, the pod's error breaker), then forwards the
-// request; a pod that refuses it before any byte reached the client hands
-// it once to another pod with room.
-func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request, ex *exchange, route decide.Route, body []byte) {
-	ctx := r.Context()
-	var span trace.Span
-	if ex.span != nil {
-		ctx, span = coretrace.StartAdmission(ctx, h.tracing.tracer)
-	}
-	adm, rf := h.core.Admit(ctx, &ex.Request, r.Header, route.Path)
-	if span != nil {
-		coretrace.EndAdmission(span, &ex.Request, adm, rf, h.tracing.state)
-	}
-	switch {
-	case rf != nil:
-		h.refuse(w, r, ex, *rf)
-		return
-	case adm == nil: // the client left while queued: never sent upstream
-		h.finish(r, ex, decide.OutcomeClientClosed, decide.StatusClientClosed)
-		return
-	}
+// dispatch forwards an admitted request; a pod that refuses it before any
+// byte reached the client hands it once to another pod with room.
+func (h *Handler) dispatch(w http.ResponseWriter, ex *exchange, adm *decide.Admitted) {
 	for adm != nil {
-		ex.r, ex.member, ex.slot, ex.done, ex.body = r, adm.Pod, adm.Slot, adm.Done, body
+		ex.adm, ex.member = adm, adm.Pod
 		if adm = h.forward(w, ex); adm != nil {
 			// The pod refused it before any byte reached the client, or could
 			// not be reached: once more, on the pod whose slot forward took.
@@ -220,9 +207,9 @@ func (h *Handler) finish(r *http.Request, ex *exchange, o decide.Outcome, status
 // http.client) would otherwise meet a reset while it writes, and never read
 // the 413. HTTP/2 needs none of it: the server ends the stream, not the
 // connection, and flow control has already stopped the client.
-func (h *Handler) refuseLarge(w http.ResponseWriter, r *http.Request, ex *exchange) {
+func (h *Handler) refuseLarge(w http.ResponseWriter, r *http.Request, ex *exchange, rf decide.Refusal) {
 	w.Header().Set("Connection", "close")
-	h.refuse(w, r, ex, tooLarge(ex.Policy.MaxBodyBytes))
+	h.refuse(w, r, ex, rf)
 	if r.ProtoMajor != 1 {
 		return
 	}
@@ -231,10 +218,6 @@ func (h *Handler) refuseLarge(w http.ResponseWriter, r *http.Request, ex *exchan
 		return
 	}
 	h.linger.drain(r.Body, rc)
-}
-
-func tooLarge(limit int64) decide.Refusal {
-	return decide.BodyTooLarge(limit)
 }
 
 func badRequest(msg, param string) decide.Refusal {
