@@ -125,6 +125,9 @@ func runUntil(ctx, cctx context.Context, f func(context.Context) error) error {
 	if ctx.Done() == nil {
 		return f(cctx)
 	}
+	if err := ctx.Err(); err != nil { // the client left before the call
+		return err
+	}
 	done := make(chan error, 1)
 	go func() { done <- f(cctx) }()
 	select {
