@@ -1,6 +1,7 @@
 package breaker_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -19,7 +20,7 @@ func ExampleLimiter() {
 		panic(err)
 	}
 	for range 3 {
-		err := l.Allow("Bearer sk-alice")
+		err := l.Allow(context.Background(), "Bearer sk-alice")
 		var le *breaker.LimitError
 		if errors.As(err, &le) {
 			fmt.Println("refused:", le.Scope, "retry after", le.RetryAfter())
@@ -27,7 +28,7 @@ func ExampleLimiter() {
 		}
 		fmt.Println("admitted")
 	}
-	fmt.Println("bob:", l.Allow("Bearer sk-bob"))
+	fmt.Println("bob:", l.Allow(context.Background(), "Bearer sk-bob"))
 	// Output:
 	// admitted
 	// admitted
@@ -154,12 +155,12 @@ func ExampleLimiterSet() {
 	if err := classes.Set(map[string]breaker.LimiterSettings{"batch": {QPS: 1, Burst: 1, Now: clock}}); err != nil {
 		panic(err)
 	}
-	fmt.Println("batch:", classes.Allow("batch"))
-	fmt.Println("batch again:", classes.Allow("batch") != nil)
+	fmt.Println("batch:", classes.Allow(context.Background(), "batch"))
+	fmt.Println("batch again:", classes.Allow(context.Background(), "batch") != nil)
 	// A reload that keeps the key keeps its bucket: no fresh token.
 	_ = classes.Set(map[string]breaker.LimiterSettings{"batch": {QPS: 1, Burst: 1, Now: clock}})
-	fmt.Println("after reload:", classes.Allow("batch") != nil)
-	fmt.Println("interactive:", classes.Allow("interactive")) // no bucket of its own
+	fmt.Println("after reload:", classes.Allow(context.Background(), "batch") != nil)
+	fmt.Println("interactive:", classes.Allow(context.Background(), "interactive")) // no bucket of its own
 	// Output:
 	// batch: <nil>
 	// batch again: true

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -135,8 +136,12 @@ func NewLimiter(s LimiterSettings) (*Limiter, error) {
 // is the raw value that identifies the client (an Authorization header, for
 // example); it is hashed at once and never stored. An empty key, or per-client
 // buckets turned off, uses only the global bucket. It returns nil or a
-// *LimitError; a refusal consumes no token from any bucket.
-func (l *Limiter) Allow(clientKey string) error { return l.AllowAt(l.now(), clientKey) }
+// *LimitError; a refusal consumes no token from any bucket. ctx is not
+// used: the decision is local and never waits (the shared limiter in
+// cluster, which calls Redis, ends with it).
+func (l *Limiter) Allow(_ context.Context, clientKey string) error {
+	return l.AllowAt(l.now(), clientKey)
+}
 
 // AllowAt is Allow at an explicit instant, for callers on a virtual clock.
 func (l *Limiter) AllowAt(now time.Time, clientKey string) error {

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"context"
 	"strconv"
 	"testing"
 )
@@ -30,7 +31,7 @@ func BenchmarkLimiterAllow(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if err := l.Allow(keys[i%len(keys)]); err != nil {
+				if err := l.Allow(context.Background(), keys[i%len(keys)]); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -41,7 +42,7 @@ func BenchmarkLimiterAllow(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					if err := l.Allow(keys[i%len(keys)]); err != nil {
+					if err := l.Allow(context.Background(), keys[i%len(keys)]); err != nil {
 						b.Error(err)
 						return
 					}
@@ -59,13 +60,13 @@ func BenchmarkLimiterRefuse(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	_ = l.Allow("k") // empty both buckets
-	_ = l.Allow("")
+	_ = l.Allow(context.Background(), "k") // empty both buckets
+	_ = l.Allow(context.Background(), "")
 	for _, key := range []string{"", "k"} {
 		b.Run("key="+key, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if l.Allow(key) == nil {
+				if l.Allow(context.Background(), key) == nil {
 					b.Fatal("admitted")
 				}
 			}

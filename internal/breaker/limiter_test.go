@@ -54,7 +54,7 @@ func runLimiterSteps(t *testing.T, clk *fakeClock, l *Limiter, steps []limiterSt
 	t.Helper()
 	for i, st := range steps {
 		clk.Advance(st.advance)
-		err := l.Allow(st.key)
+		err := l.Allow(t.Context(), st.key)
 		got := "ok"
 		var le *LimitError
 		if errors.As(err, &le) {
@@ -267,7 +267,7 @@ func TestLimiterConcurrent(t *testing.T) {
 				if i%2 == 0 {
 					key = "client-" + strconv.Itoa((g*200+i)%40)
 				}
-				if err := l.Allow(key); err == nil {
+				if err := l.Allow(t.Context(), key); err == nil {
 					admitted.Add(1)
 				}
 			}

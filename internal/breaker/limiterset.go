@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 )
@@ -29,10 +30,11 @@ func CheckLimiterSet(s map[string]LimiterSettings) error {
 
 // Allow takes a token from key's Limiter (its client key is ""), returning
 // its *LimitError when the bucket is empty; a key without a Limiter passes.
-func (ls *LimiterSet) Allow(key string) error {
+// ctx is not used (see Limiter.Allow).
+func (ls *LimiterSet) Allow(ctx context.Context, key string) error {
 	if m := ls.m.Load(); m != nil {
 		if l := (*m)[key]; l != nil {
-			return l.Allow("")
+			return l.Allow(ctx, "")
 		}
 	}
 	return nil

@@ -47,7 +47,7 @@ func TestLimiterSetSteps(t *testing.T) {
 				t.Fatalf("step %d: Set() = %v", i, err)
 			}
 		}
-		err := ls.Allow(st.key)
+		err := ls.Allow(t.Context(), st.key)
 		got := "ok"
 		var le *LimitError
 		if errors.As(err, &le) {
@@ -76,10 +76,10 @@ func TestLimiterSetRejectsInvalidSettings(t *testing.T) {
 		t.Errorf("Set(QPS -1) = %v, want an error naming LimiterSettings.QPS", err)
 	}
 	// Nothing changed: "a" still has its burst of 1.
-	if err := ls.Allow("a"); err != nil {
+	if err := ls.Allow(t.Context(), "a"); err != nil {
 		t.Fatalf("Allow(a) = %v, want nil", err)
 	}
-	if err := ls.Allow("a"); err == nil {
+	if err := ls.Allow(t.Context(), "a"); err == nil {
 		t.Error("Allow(a) after a refused Set = nil, want the old bucket's refusal")
 	}
 	if err := CheckLimiterSet(nil); err != nil {
@@ -108,7 +108,7 @@ func TestLimiterSetConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 300 {
 				key := []string{"a", "b", "c"}[(g+i)%3]
-				if err := ls.Allow(key); err == nil && key != "c" {
+				if err := ls.Allow(t.Context(), key); err == nil && key != "c" {
 					admitted.Add(1)
 				}
 			}

@@ -97,13 +97,14 @@ func BenchmarkQuotaCharge(b *testing.B) {
 		Models: map[string]quota.Limit{"m": huge}}); err != nil {
 		b.Fatal(err)
 	}
+	ctx := b.Context()
 	var lat []time.Duration
 	failed := 0
 	i := 0
 	b.ReportAllocs()
 	for b.Loop() {
 		start := time.Now()
-		s, err := q.Charge(quota.Ask{Client: "client-" + strconv.Itoa(i%1024), Class: "chat", Model: "m", Estimate: 1000})
+		s, err := q.Charge(ctx, quota.Ask{Client: "client-" + strconv.Itoa(i%1024), Class: "chat", Model: "m", Estimate: 1000})
 		if err != nil {
 			failed++
 		}

@@ -88,11 +88,19 @@ func (c *Cluster) Share(limit float64) float64 {
 
 // call runs f under Settings.Timeout and keeps the mode: a failure counts
 // towards DownAfter, a success resets the count. An error of the caller's own
-// context is returned as is, wrapped, and counts for nothing; any other
-// error becomes one that matches ErrUnavailable.
+// context is returned as is, wrapped, and counts for nothing: a client that
+// left (a request's ctx cancelled) is no Redis outage and never puts the
+// replica in local mode. Any other error becomes one that matches
+// ErrUnavailable.
+//
+// call returns as soon as ctx ends, even while f still waits for Redis's
+// answer (go-redis's reads end at the context's deadline, not at its
+// cancellation): f then runs on in the background until its answer or
+// Timeout, and what it returns is dropped. So f must write what it reads
+// only where the caller looks after a nil error.
 func (c *Cluster) call(ctx context.Context, f func(context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, c.s.Timeout)
-	err := f(cctx)
+	err := runUntil(ctx, cctx, f)
 	cancel()
 	if err == nil {
 		if c.failures.Load() != 0 {
@@ -107,6 +115,32 @@ func (c *Cluster) call(ctx context.Context, f func(context.Context) error) error
 		c.notify()
 	}
 	return &unavailableError{cause: err}
+}
+
+// runUntil runs f(cctx) and returns its error, or ctx's as soon as ctx
+// ends first (f goes on in its own goroutine, bounded by cctx's deadline).
+// A ctx that never ends (context.Background, context.WithoutCancel) runs f
+// in the caller's goroutine.
+func runUntil(ctx, cctx context.Context, f func(context.Context) error) error {
+	if ctx.Done() == nil {
+		return f(cctx)
+	}
+	if err := ctx.Err(); err != nil { // the client left before the call
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- f(cctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done: // f answered meanwhile: its answer stands
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
 }
 
 // unavailableError is a failed call. It matches ErrUnavailable but does not

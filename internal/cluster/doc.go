@@ -194,6 +194,14 @@
 // succeeds switches back. Settings.OnChange hears every switch, once, in
 // order; Settings.OnShares hears every change of a share.
 //
+// The request path's calls (Gate.Allow, Keyed.Allow, Quotas.Charge) take
+// the request's context: each ends when its client leaves, even while Redis
+// has not answered, and the request is decided locally. A context that
+// ended is no Redis failure: it never counts towards DownAfter. A charge's
+// Settle, which runs after the response (often after the client left),
+// uses the request's context without its cancellation, still bounded by
+// Settings.Timeout.
+//
 // # Redis
 //
 // One Redis server, or a primary behind Sentinel with a fixed address:

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -42,7 +43,7 @@ func ExampleGate() {
 		return
 	}
 	for range 3 {
-		fmt.Println(g.Allow("client") == nil)
+		fmt.Println(g.Allow(context.Background(), "client") == nil)
 	}
 	// Output:
 	// true
@@ -87,9 +88,9 @@ func ExampleQuotas() {
 		fmt.Println(err)
 		return
 	}
-	_, err = q.Charge(quota.Ask{Model: "llama", Estimate: 400})
+	_, err = q.Charge(context.Background(), quota.Ask{Model: "llama", Estimate: 400})
 	fmt.Println(err)
-	_, err = q.Charge(quota.Ask{Model: "llama", Estimate: 400})
+	_, err = q.Charge(context.Background(), quota.Ask{Model: "llama", Estimate: 400})
 	fmt.Println(errors.Is(err, quota.ErrExceeded), local.Snapshot().Models["llama"].Minute)
 	// Output:
 	// <nil>

@@ -90,25 +90,30 @@ func (r retryIn) RetryAfter() time.Duration { return time.Duration(r) }
 // from Redis's buckets while it answers, from this replica's share
 // otherwise. clientKey is the raw value that identifies the client; only its
 // SHA-256 reaches Redis. It returns nil, or an error with RetryAfter.
-func (g *Gate) Allow(clientKey string) error {
+//
+// ctx is the request's: the Redis call ends when it does (and within
+// Settings.Timeout). A request whose ctx ended is decided locally, like one
+// Redis did not answer, but its end does not count as a Redis failure (see
+// Cluster.call): a client that leaves never puts the replica in local mode.
+func (g *Gate) Allow(ctx context.Context, clientKey string) error {
 	key := ""
 	if clientKey != "" {
 		sum := sha256.Sum256([]byte(clientKey))
 		key = hex.EncodeToString(sum[:])
 	}
-	d, err := g.lim.Allow(context.Background(), key)
+	d, err := g.lim.Allow(ctx, key)
 	switch {
 	case err == nil && d.Allowed:
 		return nil
 	case err == nil:
 		return retryIn(d.Wait)
 	}
-	// Redis did not decide (ErrUnavailable, or any other error): decide
-	// locally.
+	// Redis did not decide (ErrUnavailable, ctx's end, or any other error):
+	// decide locally.
 	g.mu.Lock()
 	l := g.local
 	g.mu.Unlock()
-	return l.Allow(clientKey)
+	return l.Allow(ctx, clientKey)
 }
 
 // Classes returns the traffic classes' own buckets.

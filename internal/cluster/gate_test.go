@@ -63,9 +63,9 @@ func TestGateFallback(t *testing.T) {
 		name string
 		try  func(g *Gate) error
 	}{
-		{"fast breaker", func(g *Gate) error { return g.Allow("") }},
-		{"class", func(g *Gate) error { return g.Classes().Allow("batch") }},
-		{"model", func(g *Gate) error { return g.Models().Allow("batch") }},
+		{"fast breaker", func(g *Gate) error { return g.Allow(ctx, "") }},
+		{"class", func(g *Gate) error { return g.Classes().Allow(ctx, "batch") }},
+		{"model", func(g *Gate) error { return g.Models().Allow(ctx, "batch") }},
 	}
 	// phase tries each row three times per replica, one replica after the
 	// other, and checks who was admitted and the Retry-After of the buckets.
@@ -116,7 +116,7 @@ func TestGateKeys(t *testing.T) {
 	prefix := g.c.s.KeyPrefix + "rate:client:"
 	tests := []struct {
 		name    string
-		allow   func(key string) error
+		allow   func(ctx context.Context, key string) error
 		key     string
 		refused bool
 		redis   string // the bucket's key in Redis, without the prefix; "" for none
@@ -130,7 +130,7 @@ func TestGateKeys(t *testing.T) {
 		{"model without a bucket", g.Models().Allow, "m", false, ""},
 	}
 	for _, tt := range tests {
-		if err := tt.allow(tt.key); (err != nil) != tt.refused {
+		if err := tt.allow(t.Context(), tt.key); (err != nil) != tt.refused {
 			t.Errorf("%s: Allow(%q) = %v, want refused %v", tt.name, tt.key, err, tt.refused)
 		}
 		if tt.redis == "" {
@@ -175,13 +175,13 @@ func TestGateSettingsInvalid(t *testing.T) {
 		t.Error("SetKeyed(QPS -1) = nil, want an error")
 	}
 	// Local mode from the start: the old limits still decide, one token.
-	if err := g.Allow(""); err != nil {
+	if err := g.Allow(t.Context(), ""); err != nil {
 		t.Fatalf("Allow() = %v, want nil", err)
 	}
-	if err := g.Allow(""); err == nil {
+	if err := g.Allow(t.Context(), ""); err == nil {
 		t.Fatal("second Allow() = nil, want refused at burst 1")
 	}
-	if err := g.Classes().Allow("a"); err != nil {
+	if err := g.Classes().Allow(t.Context(), "a"); err != nil {
 		t.Fatalf("Classes().Allow(a) = %v after a refused SetKeyed, want nil (no bucket)", err)
 	}
 }
@@ -208,9 +208,9 @@ func TestGateConcurrent(t *testing.T) {
 		wg.Go(func() {
 			key := strconv.Itoa(i)
 			for ctx.Err() == nil {
-				_ = g.Allow(key)
-				_ = g.Classes().Allow("a")
-				_ = g.Models().Allow("a")
+				_ = g.Allow(ctx, key)
+				_ = g.Classes().Allow(ctx, "a")
+				_ = g.Models().Allow(ctx, "a")
 				c.SetPods(map[string]int{"p": 4 + i})
 				_, _, _ = c.Scale("p", 4, 100, 100)
 			}

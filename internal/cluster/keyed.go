@@ -62,8 +62,9 @@ func (k *Keyed) reshareLocked() {
 
 // Allow takes a token of key's bucket over every replica (this replica's
 // share while Redis does not decide); a key without a bucket passes. It
-// returns nil, or an error with RetryAfter.
-func (k *Keyed) Allow(key string) error {
+// returns nil, or an error with RetryAfter. ctx is the request's, as in
+// Gate.Allow: the Redis call ends with it, and its end is no Redis failure.
+func (k *Keyed) Allow(ctx context.Context, key string) error {
 	m := k.lims.Load()
 	if m == nil {
 		return nil
@@ -73,12 +74,12 @@ func (k *Keyed) Allow(key string) error {
 		return nil
 	}
 	sum := sha256.Sum256([]byte(key))
-	d, err := l.Allow(context.Background(), k.kind+":"+hex.EncodeToString(sum[:]))
+	d, err := l.Allow(ctx, k.kind+":"+hex.EncodeToString(sum[:]))
 	switch {
 	case err == nil && d.Allowed:
 		return nil
 	case err == nil:
 		return retryIn(d.Wait)
 	}
-	return k.local.Allow(key) // Redis did not decide: this replica's share
+	return k.local.Allow(ctx, key) // Redis did not decide: this replica's share
 }

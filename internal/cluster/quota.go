@@ -170,11 +170,18 @@ func (l *quotaLimits) client(key string) quota.Limit {
 // Redis's clock. While Redis does not answer (Up is false, or the call
 // fails or times out) the local Quotas decides at this replica's share.
 // The Settler is never nil.
-func (q *Quotas) Charge(a quota.Ask) (quota.Settler, error) {
+//
+// ctx is the request's: the Redis call ends when it does (and within
+// Settings.Timeout), and the local Quotas decides, as for a call that
+// failed, but the end of ctx counts as no Redis failure (see Cluster.call).
+// A charge Redis made before ctx ended stays charged there, as one whose
+// answer timed out. The Settler does not use ctx's cancellation: it runs
+// after the response, often once the client has left.
+func (q *Quotas) Charge(ctx context.Context, a quota.Ask) (quota.Settler, error) {
 	q.reshare()
 	keys := q.lim.Load().applicable(a, q.c.s.KeyPrefix)
 	if len(keys) == 0 || !q.c.Up() {
-		return q.local.Charge(a) // nothing applies, or Redis is out of reach
+		return q.local.Charge(ctx, a) // nothing applies, or Redis is out of reach
 	}
 	est := max(a.Estimate, 0)
 	rkeys := make([]string, 0, 2*len(keys))
@@ -191,7 +198,7 @@ func (q *Quotas) Charge(a quota.Ask) (quota.Settler, error) {
 		}
 	}
 	var res []int64
-	err := q.c.call(context.Background(), func(ctx context.Context) error {
+	err := q.c.call(ctx, func(ctx context.Context) error {
 		var err error
 		res, err = q.c.scripts.quotaCharge.Run(ctx, q.c.rdb, rkeys, args...).Int64Slice()
 		return err
@@ -200,7 +207,7 @@ func (q *Quotas) Charge(a quota.Ask) (quota.Settler, error) {
 		err = &unavailableError{cause: fmt.Errorf("quota charge script returned %v", res)}
 	}
 	if err != nil {
-		return q.local.Charge(a) // Redis did not decide: this replica's share
+		return q.local.Charge(ctx, a) // Redis did not decide: this replica's share
 	}
 	var refusal error
 	if i := int(res[1]); i > 0 {
@@ -214,8 +221,8 @@ func (q *Quotas) Charge(a quota.Ask) (quota.Settler, error) {
 	}
 	mirror := a
 	mirror.Force = true // counted locally whatever the share: Redis decided
-	m, _ := q.local.Charge(mirror)
-	s := &sharedCharge{q: q, keys: rkeys, at: res[5:], mirror: m}
+	m, _ := q.local.Charge(ctx, mirror)
+	s := &sharedCharge{q: q, ctx: context.WithoutCancel(ctx), keys: rkeys, at: res[5:], mirror: m}
 	return s, refusal
 }
 
@@ -244,9 +251,13 @@ func (noSettle) Settle(int64) {}
 
 // sharedCharge is a charge made in Redis: its keys, and per key the bucket
 // charged and the charge (the script's answer); mirror is its copy in the
-// local Quotas.
+// local Quotas. ctx is the charging request's without its cancellation:
+// Settle runs after the response (a refund, once the client has left), so
+// the request's end must not cut it short; Cluster.call still bounds it by
+// Settings.Timeout.
 type sharedCharge struct {
 	q      *Quotas
+	ctx    context.Context
 	done   atomic.Bool
 	keys   []string
 	at     []int64
@@ -274,7 +285,10 @@ func (s *sharedCharge) Settle(actual int64) {
 		args = append(args, win.bucket.Microseconds(), int64(win.length/win.bucket),
 			strconv.FormatInt(s.at[2*i], 10), actual-s.at[2*i+1])
 	}
-	_ = c.call(context.Background(), func(ctx context.Context) error {
+	// The request's context without its cancellation, bounded by
+	// Settings.Timeout in call: a refund or true-up after the client left
+	// still reaches Redis.
+	_ = c.call(s.ctx, func(ctx context.Context) error {
 		return c.scripts.quotaSettle.Run(ctx, c.rdb, s.keys, args...).Err()
 	})
 }

@@ -46,7 +46,7 @@ func newQuotaReplicas(t *testing.T, r *redisServer, n int, s Settings, limits qu
 // admitted); it returns the Settler.
 func checkCharge(t *testing.T, row string, q *Quotas, a quota.Ask, want *quota.ExceededError) quota.Settler {
 	t.Helper()
-	s, err := q.Charge(a)
+	s, err := q.Charge(t.Context(), a)
 	if s == nil {
 		t.Fatalf("%s: Charge(%+v) returned a nil Settler", row, a)
 	}
@@ -139,7 +139,7 @@ func TestQuotasConcurrent(t *testing.T) {
 	for i := range 16 {
 		wg.Go(func() {
 			for {
-				s, err := qs[i%2].Charge(quota.Ask{Model: "m", Estimate: est})
+				s, err := qs[i%2].Charge(t.Context(), quota.Ask{Model: "m", Estimate: est})
 				if err != nil {
 					if !errors.Is(err, quota.ErrExceeded) {
 						t.Errorf("Charge() = %v, want admitted or ErrExceeded", err)
@@ -252,13 +252,13 @@ func TestQuotasSetLimitsInvalid(t *testing.T) {
 		t.Errorf("SetLimits(PerMinute -1) = %v, want an error naming the field", err)
 	}
 	// Local mode from the start: the old quota at a share of 2 still decides.
-	if _, err := q.Charge(quota.Ask{Model: "m", Estimate: 5}); err != nil {
+	if _, err := q.Charge(t.Context(), quota.Ask{Model: "m", Estimate: 5}); err != nil {
 		t.Fatalf("Charge(5) = %v, want admitted", err)
 	}
-	if _, err := q.Charge(quota.Ask{Model: "m", Estimate: 1}); !errors.Is(err, quota.ErrExceeded) {
+	if _, err := q.Charge(t.Context(), quota.Ask{Model: "m", Estimate: 1}); !errors.Is(err, quota.ErrExceeded) {
 		t.Fatalf("Charge(1) = %v, want ErrExceeded at a share of 5", err)
 	}
-	if s, err := q.Charge(quota.Ask{Model: "other", Estimate: 1 << 40}); err != nil || s == nil {
+	if s, err := q.Charge(t.Context(), quota.Ask{Model: "other", Estimate: 1 << 40}); err != nil || s == nil {
 		t.Fatalf("Charge(a model without a quota) = %v, %v; want a Settler, nil", s, err)
 	}
 }

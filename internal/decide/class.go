@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
@@ -79,13 +80,15 @@ func (cs *Classes) Place(h Headers, path, clientKey string) *Class {
 }
 
 // ClassLimiter is the token bucket of each class that has one. Allow
-// returns nil, or an error that implements RetryAfter() time.Duration.
+// returns nil, or an error that implements RetryAfter() time.Duration. A
+// call that asks another process (the cluster's Redis) ends when ctx does.
 type ClassLimiter interface {
-	Allow(class string) error
+	Allow(ctx context.Context, class string) error
 }
 
 // ModelLimiter is the token bucket of each model that has one (the body's
-// "model"). Allow returns nil, or an error that implements RetryAfter.
+// "model"). Allow returns nil, or an error that implements RetryAfter. A
+// call that asks another process ends when ctx does.
 type ModelLimiter interface {
-	Allow(model string) error
+	Allow(ctx context.Context, model string) error
 }

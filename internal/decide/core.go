@@ -223,10 +223,10 @@ func (c *Core) Admit(ctx context.Context, req *Request, h Headers, path string) 
 	req.Class = pol.Classes.Place(h, path, key)
 	req.Tenant, req.Weight = pol.Fair.tenant(h, key)
 	req.setDeadline(h)
-	if rf := c.admitFast(req, key); rf != nil {
+	if rf := c.admitFast(ctx, req, key); rf != nil {
 		return nil, rf
 	}
-	if rf := c.chargeQuota(req, key); rf != nil {
+	if rf := c.chargeQuota(ctx, req, key); rf != nil {
 		return nil, rf
 	}
 	if rf := c.admitSlow(req); rf != nil {
@@ -263,16 +263,16 @@ func (c *Core) ClientKey(h Headers, pol *Policy) string {
 // admitFast asks the fast breaker (token buckets): the class's own bucket
 // first (a class refusal must not spend the global budget), then the
 // model's, then the global and per-client ones.
-func (c *Core) admitFast(req *Request, key string) *Refusal {
+func (c *Core) admitFast(ctx context.Context, req *Request, key string) *Refusal {
 	var err error
 	if req.Class != nil && c.classLimiter != nil {
-		err = c.classLimiter.Allow(req.Class.Name)
+		err = c.classLimiter.Allow(ctx, req.Class.Name)
 	}
 	if err == nil && req.Model != "" && c.modelLimiter != nil {
-		err = c.modelLimiter.Allow(req.Model)
+		err = c.modelLimiter.Allow(ctx, req.Model)
 	}
 	if err == nil && c.limiter != nil {
-		err = c.limiter.Allow(key)
+		err = c.limiter.Allow(ctx, key)
 	}
 	if err == nil {
 		return nil

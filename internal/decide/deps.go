@@ -7,9 +7,11 @@ import (
 )
 
 // Limiter is the fast breaker. Allow returns nil to admit, or an error that
-// implements RetryAfter() time.Duration to refuse with 429.
+// implements RetryAfter() time.Duration to refuse with 429. A call that asks
+// another process (the cluster's Redis) ends when ctx does: ctx is the
+// request's.
 type Limiter interface {
-	Allow(clientKey string) error
+	Allow(ctx context.Context, clientKey string) error
 }
 
 // Need is what a request asks of a pod's window, from its classification:

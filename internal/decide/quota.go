@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -10,9 +11,12 @@ import (
 
 // Quotas charges token quotas; quota.Quotas (one replica) and the cluster's
 // shared quotas satisfy it. Charge returns nil or a *quota.ExceededError
-// (with RetryAfter); with Ask.Force it charges even then.
+// (with RetryAfter); with Ask.Force it charges even then. A charge that
+// asks another process (the cluster's Redis) ends when ctx, the request's,
+// does; its Settler must not depend on ctx, for it runs after the response,
+// often after the client left (the cluster's detaches it).
 type Quotas interface {
-	Charge(a quota.Ask) (quota.Settler, error)
+	Charge(ctx context.Context, a quota.Ask) (quota.Settler, error)
 }
 
 // Usage is what a pod reported a request used, for the true-up of what it
@@ -32,7 +36,7 @@ type Usage struct {
 // chargeQuota charges req's estimate to the quotas of its client key, class
 // and model: a 429 quota_exceeded when one lacks room, unless the quotas
 // are in shadow mode (or gatekeeper in observe mode), which only count it.
-func (c *Core) chargeQuota(req *Request, key string) *Refusal {
+func (c *Core) chargeQuota(ctx context.Context, req *Request, key string) *Refusal {
 	pol := req.Policy
 	if c.quotas == nil || !pol.Quotas {
 		return nil
@@ -42,7 +46,7 @@ func (c *Core) chargeQuota(req *Request, key string) *Refusal {
 	if req.Class != nil {
 		a.Class = req.Class.Name
 	}
-	s, err := c.quotas.Charge(a)
+	s, err := c.quotas.Charge(ctx, a)
 	req.quota = s
 	if err == nil {
 		return nil

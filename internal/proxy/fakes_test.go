@@ -143,7 +143,7 @@ func (e limitErr) RetryAfter() time.Duration { return e.wait }
 
 type limiterFunc func(string) error
 
-func (f limiterFunc) Allow(k string) error { return f(k) }
+func (f limiterFunc) Allow(_ context.Context, k string) error { return f(k) }
 
 // gateFunc adapts a function to Gate and records results.
 type recordingGate struct {

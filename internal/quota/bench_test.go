@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -36,7 +37,7 @@ func BenchmarkChargeSettle(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := int(seed.Add(1)) * 101
 		for pb.Next() {
-			s, err := q.Charge(Ask{Client: keys[i%len(keys)], Class: "chat", Model: "m", Estimate: 1000})
+			s, err := q.Charge(context.Background(), Ask{Client: keys[i%len(keys)], Class: "chat", Model: "m", Estimate: 1000})
 			if err != nil {
 				b.Error(err)
 				return
@@ -54,7 +55,7 @@ func BenchmarkChargeSettleSerial(b *testing.B) {
 	i := 0
 	b.ReportAllocs()
 	for b.Loop() {
-		s, err := q.Charge(Ask{Client: keys[i%len(keys)], Class: "chat", Model: "m", Estimate: 1000})
+		s, err := q.Charge(context.Background(), Ask{Client: keys[i%len(keys)], Class: "chat", Model: "m", Estimate: 1000})
 		if err != nil {
 			b.Fatal(err)
 		}

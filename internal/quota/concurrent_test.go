@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strconv"
@@ -113,7 +114,7 @@ func (c *streamer) step(q *Quotas, led *ledger, p int, now int64, limit int64) (
 		if c.est == 0 {
 			c.est = 100 + c.rng.Int64N(3000)
 		}
-		s, err := q.Charge(Ask{Class: "chat", Estimate: c.est})
+		s, err := q.Charge(context.Background(), Ask{Class: "chat", Estimate: c.est})
 		if err != nil {
 			var ra interface{ RetryAfter() time.Duration }
 			if !errors.As(err, &ra) {
@@ -145,7 +146,7 @@ func TestConcurrentHammer(t *testing.T) {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(2, uint64(i)))
 			for range 3000 {
-				s, _ := q.Charge(Ask{Client: strconv.Itoa(r.IntN(64)), Class: "a", Model: "m", Estimate: r.Int64N(2000)})
+				s, _ := q.Charge(context.Background(), Ask{Client: strconv.Itoa(r.IntN(64)), Class: "a", Model: "m", Estimate: r.Int64N(2000)})
 				s.Settle(r.Int64N(3000))
 				s.Settle(0) // a no-op
 			}

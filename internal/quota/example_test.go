@@ -1,6 +1,7 @@
 package quota_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -22,13 +23,13 @@ func ExampleQuotas() {
 		fmt.Println(err)
 		return
 	}
-	first, err := q.Charge(quota.Ask{Model: "llama", Estimate: 800})
+	first, err := q.Charge(context.Background(), quota.Ask{Model: "llama", Estimate: 800})
 	fmt.Println(err)
-	_, err = q.Charge(quota.Ask{Model: "llama", Estimate: 400})
+	_, err = q.Charge(context.Background(), quota.Ask{Model: "llama", Estimate: 400})
 	var e *quota.ExceededError
 	fmt.Println(errors.As(err, &e), e.RetryAfter())
 	first.Settle(300) // the response's usage: 500 tokens back
-	_, err = q.Charge(quota.Ask{Model: "llama", Estimate: 400})
+	_, err = q.Charge(context.Background(), quota.Ask{Model: "llama", Estimate: 400})
 	fmt.Println(err, q.Snapshot().Models["llama"].Minute.Used)
 	// Output:
 	// <nil>

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func fuzzChargeSettle(t *testing.T, data []byte) {
 		switch next() % 4 {
 		case 0, 1: // charge
 			ask, actual := fuzzAsk(next(), next(), next(), next())
-			s, err := q.Charge(ask)
+			s, err := q.Charge(context.Background(), ask)
 			if err != nil {
 				if next()%2 == 0 {
 					continue
@@ -158,14 +159,14 @@ func retryAt(t *testing.T, q *Quotas, clk *clock, a Ask, err error) Settler {
 	}
 	if e.Wait > minWait {
 		clk.Advance(e.Wait - time.Nanosecond)
-		if _, err := q.Charge(a); err == nil {
+		if _, err := q.Charge(context.Background(), a); err == nil {
 			t.Fatalf("Charge(%+v) admitted 1ns before its RetryAfter %v", a, e.Wait)
 		}
 		clk.Advance(time.Nanosecond)
 	} else {
 		clk.Advance(e.Wait)
 	}
-	s, err := q.Charge(a)
+	s, err := q.Charge(context.Background(), a)
 	if err != nil {
 		t.Fatalf("Charge(%+v) at its RetryAfter %v = %v, want admitted", a, e.Wait, err)
 	}

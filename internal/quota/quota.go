@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"sync"
@@ -163,8 +164,10 @@ type target struct {
 // RetryAfter. An estimate above a limit is charged as the limit, so it
 // fits once that window is empty. Call the Settler once the response's
 // usage is known; it is never nil, and a no-op when nothing was charged
-// (no quota applies, or a refusal).
-func (q *Quotas) Charge(a Ask) (Settler, error) {
+// (no quota applies, or a refusal). ctx is not used: the charge is local
+// and never waits (the shared quotas in cluster, which call Redis, end
+// with it).
+func (q *Quotas) Charge(_ context.Context, a Ask) (Settler, error) {
 	var h [32]byte
 	if a.Client != "" {
 		h = sha256.Sum256([]byte(a.Client))

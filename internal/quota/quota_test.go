@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"slices"
@@ -74,7 +75,7 @@ func runSteps(t *testing.T, q *Quotas, c *clock, steps []step) {
 			settlers[st.settle-1].Settle(st.actual)
 		}
 		if st.ask != nil {
-			s, err := q.Charge(*st.ask)
+			s, err := q.Charge(context.Background(), *st.ask)
 			settlers[i] = s
 			if s == nil {
 				t.Fatalf("%d %s: Charge(%+v) returned a nil Settler", i+1, st.name, *st.ask)

@@ -19,6 +19,8 @@ type Relay struct {
 	mu      sync.Mutex
 	stalled bool
 	resumed chan struct{} // closed by Resume; replaced by Stall
+	held    chan struct{} // closed when a stalled relay first holds a client's bytes; replaced by Stall
+	isHeld  bool          // held is closed
 	conns   []net.Conn
 	wg      sync.WaitGroup
 }
@@ -30,7 +32,7 @@ func StartRelay(tb testing.TB, target string) *Relay {
 	if err != nil {
 		tb.Fatalf("relay: listen: %v", err)
 	}
-	r := &Relay{l: l, target: target, resumed: make(chan struct{})}
+	r := &Relay{l: l, target: target, resumed: make(chan struct{}), held: make(chan struct{})}
 	close(r.resumed)
 	r.wg.Go(r.accept)
 	tb.Cleanup(r.close)
@@ -46,7 +48,17 @@ func (r *Relay) Stall() {
 	defer r.mu.Unlock()
 	if !r.stalled {
 		r.stalled, r.resumed = true, make(chan struct{})
+		r.held, r.isHeld = make(chan struct{}), false
 	}
+}
+
+// Held returns a channel closed once the relay, stalled since the last
+// Stall, holds bytes a client sent: a call made meanwhile has left the
+// client and waits for its answer.
+func (r *Relay) Held() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
 }
 
 // Resume lets bytes flow again.
@@ -59,10 +71,15 @@ func (r *Relay) Resume() {
 	}
 }
 
-// gate returns a channel closed while bytes may flow.
-func (r *Relay) gate() chan struct{} {
+// gate returns a channel closed while bytes may flow. fromClient says the
+// caller holds a client's bytes: a stalled relay reports it on Held.
+func (r *Relay) gate(fromClient bool) chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stalled && fromClient && !r.isHeld {
+		r.isHeld = true
+		close(r.held)
+	}
 	return r.resumed
 }
 
@@ -80,20 +97,20 @@ func (r *Relay) accept() {
 		r.mu.Lock()
 		r.conns = append(r.conns, c, up)
 		r.mu.Unlock()
-		r.wg.Go(func() { r.pipe(up, c) })
-		r.wg.Go(func() { r.pipe(c, up) })
+		r.wg.Go(func() { r.pipe(up, c, true) })
+		r.wg.Go(func() { r.pipe(c, up, false) })
 	}
 }
 
 // pipe copies src to dst, a read at a time, each write waiting while the
-// relay is stalled.
-func (r *Relay) pipe(dst, src net.Conn) {
+// relay is stalled. fromClient says src is the client.
+func (r *Relay) pipe(dst, src net.Conn, fromClient bool) {
 	defer func() { _ = dst.Close(); _ = src.Close() }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			<-r.gate()
+			<-r.gate(fromClient)
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
