@@ -180,7 +180,7 @@ func (s *slot) Release() {
 // limiterFunc is a Limiter whose Allow the test writes.
 type limiterFunc func(key string) error
 
-func (f limiterFunc) Allow(key string) error { return f(key) }
+func (f limiterFunc) Allow(_ context.Context, key string) error { return f(key) }
 
 // limitErr is a bucket's refusal with its wait.
 type limitErr struct{ wait time.Duration }
