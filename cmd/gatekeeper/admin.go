@@ -19,7 +19,7 @@ type proxyRoundTripper = http.RoundTripper
 // profiler under /debug/pprof/. They are never served on the traffic port.
 func (a *app) adminHandler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(admin.RequireToken(a.token)) // every admin route, when server.admin_token_file is set
+	r.Use(admin.RequireToken(a.policy.Token)) // every admin route, when server.admin_token_file is set
 	r.Handle("/metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{
 		ErrorLog: nil, ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true, // exemplars (trace ids) go out only in OpenMetrics
 	}))

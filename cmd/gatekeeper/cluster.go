@@ -11,6 +11,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/cluster"
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
+	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
 )
 
 var (
@@ -20,7 +21,7 @@ var (
 )
 
 // shared wires package cluster into the app: the Cluster (this replica's
-// lease on each pod's window, which bounds scales) and its Gate (the request
+// lease on each pod's window, which cluster.Windows scales) and its Gate (the request
 // path's buckets over every replica), and what a switch of mode reports
 // (the gauge, one log line, the lifecycle step).
 type shared struct {
@@ -37,17 +38,10 @@ type shared struct {
 	series map[string]bool // the pods share has a series for
 }
 
-// clusterSettings maps the policy's cluster section onto cluster.Settings.
-func clusterSettings(c *config.Cluster) cluster.Settings {
-	return cluster.Settings{URL: c.Redis.URL, PasswordFile: c.Redis.PasswordFile, CAFile: c.Redis.CAFile,
-		KeyPrefix: c.KeyPrefix, Timeout: c.Timeout, LeaseTTL: c.LeaseTTL, HeartbeatInterval: c.Heartbeat,
-		ReplicaID: c.ReplicaID, Replicas: c.Replicas}
-}
-
 // newShared connects nothing yet: run's first heartbeat switches to shared
 // mode; until then, and whenever Redis fails, each replica takes its share.
-func newShared(cfg *config.Config, limits breaker.LimiterSettings, demand func() map[string]cluster.Demand,
-	onShares func(), log *slog.Logger, reg prometheus.Registerer, step func(string)) (*shared, error) {
+func newShared(cfg *config.Config, limits breaker.LimiterSettings, windows *cluster.Windows,
+	log *slog.Logger, reg prometheus.Registerer, step func(string)) (*shared, error) {
 	s := &shared{log: log, step: step}
 	s.up = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gatekeeper_cluster_up",
 		Help: "1 while limits and windows are shared with the other replicas through Redis; 0 while this replica takes its share alone."})
@@ -55,12 +49,12 @@ func newShared(cfg *config.Config, limits breaker.LimiterSettings, demand func()
 		Help: "This replica's lease on each upstream's window, in slots of its max_inflight (the replicas' leases sum to at most max_inflight)."},
 		[]string{"upstream"})
 	reg.MustRegister(s.up, s.share)
-	cs := clusterSettings(cfg.Cluster)
+	cs := policy.ClusterSettings(cfg.Cluster)
 	cs.OnChange = s.changed
-	cs.Demand = demand
+	cs.Demand = windows.Demand
 	cs.OnShares = func() {
 		s.gauges()
-		onShares()
+		windows.Reshare()
 	}
 	var err error
 	if s.c, err = cluster.New(cs); err != nil {

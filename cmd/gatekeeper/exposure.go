@@ -4,36 +4,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
-	"os"
-	"strings"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/tlscert"
 )
-
-// loadAdminToken reads server.admin_token_file. An empty path means no
-// token; an empty file is an error, so a missing Secret never opens the door.
-func loadAdminToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("gatekeeper: server.admin_token_file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("gatekeeper: server.admin_token_file: %s is empty", path)
-	}
-	return tok, nil
-}
-
-// token is the admin bearer token now (admin.RequireToken); "" for none.
-func (a *app) token() string {
-	if t := a.adminToken.Load(); t != nil {
-		return *t
-	}
-	return ""
-}
 
 // configureTLS makes ts serve TLS with HTTP/2 and HTTP/1.1 when the policy
 // asks for it, with a cap on concurrent HTTP/2 streams per connection. The

@@ -277,7 +277,7 @@ func TestReloadRebuildsOpenBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.apply(next); err != nil {
+	if err := a.policy.Set(next); err != nil {
 		t.Fatal(err)
 	}
 	if up := a.pods.Statuses()[0]; up.BreakerOpen || !up.Available {

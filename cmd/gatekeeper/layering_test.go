@@ -81,6 +81,14 @@ func TestLayering(t *testing.T) {
 				"github.com/envoyproxy/go-control-plane/envoy/type/v3"}},
 		// The InferencePool watch: the only package that imports client-go.
 		{pkg: "internal/discovery/inferencepool", own: []string{}, thirdParty: nil},
+		// The policy's life (issue 36): load, discovery expansion, every
+		// package's Settings, Prepare and an Apply that cannot fail. It
+		// changes the packages it is handed; it builds no front and reads
+		// no sim. It reads the Kubernetes API only through inferencepool.
+		{pkg: "internal/policy", own: []string{"internal/breaker", "internal/classify", "internal/cluster", "internal/config", "internal/control",
+			"internal/decide", "internal/discovery", "internal/discovery/...", "internal/pods", "internal/pods/...", "internal/pressure",
+			"internal/proxy", "internal/proxy/...", "internal/queue", "internal/quota", "internal/telemetry", "internal/telemetry/...", "internal/usage"},
+			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}},
 		// The HTTP front of the core.
 		{pkg: "internal/proxy", own: []string{"internal/decide", "internal/pods", "internal/pods/healthcheck", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/proxy/framing", "internal/usage",
 			"internal/telemetry/coretrace"},

@@ -180,9 +180,7 @@ func TestRefusalBurstDegradesAtOnce(t *testing.T) {
 					}
 				}})
 			ctx, cancel := context.WithCancel(t.Context())
-			if err := a.pressure.Apply(ctx, a.pressureSettings(a.cfg())); err != nil {
-				t.Fatal(err)
-			}
+			a.pressure.Start(ctx)
 			t.Cleanup(func() { cancel(); a.pressure.Stop() })
 			round := func() {
 				t.Helper()

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/framing"
@@ -24,7 +24,7 @@ import (
 // until ctx ends or SIGTERM/SIGINT arrives, then drains (docs/operations.md,
 // Shutdown). command parsed the flags.
 func run(ctx context.Context, path string, stderr io.Writer) error {
-	cfg, err := loadRunnable(path)
+	cfg, err := policy.LoadRunnable(path, pressure.NVMLCompiled)
 	if err != nil {
 		return err
 	}
@@ -44,28 +44,6 @@ func run(ctx context.Context, path string, stderr io.Writer) error {
 	}
 	defer a.close()
 	return a.serve(ctx, hup)
-}
-
-// loadConfig reads the policy file, or the embedded default when path is "".
-func loadConfig(path string) (*config.Config, error) {
-	if path == "" {
-		return config.Default(), nil
-	}
-	return config.LoadFile(path)
-}
-
-// loadRunnable is loadConfig for a policy this binary is to run (start,
-// reload, -check): it also refuses one naming a source the binary was built
-// without (unbuiltSources). -print-config shows any valid policy.
-func loadRunnable(path string) (*config.Config, error) {
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := unbuiltSources(cfg, pressure.NVMLCompiled); err != nil {
-		return nil, err
-	}
-	return cfg, nil
 }
 
 func displayName(path string) string {
@@ -115,7 +93,7 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
 	wg.Go(func() { _ = a.handler.Run(loops) })
-	wg.Go(func() { a.watchConfig(loops, hup) })
+	wg.Go(func() { a.policy.Watch(loops, hup) })
 	if err := a.startLoops(loops, &wg); err != nil {
 		stopLoops()
 		wg.Wait()

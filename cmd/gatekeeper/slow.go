@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/cluster"
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/control"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
@@ -29,7 +30,7 @@ func (sp *slowPath) observe(st pressure.State) {
 	cfg := a.cfg()
 	enforce := cfg.Mode != config.ModeObserve
 	d := sp.ctl.Observe(st, a.queue.Stats().Length == 0)
-	d.Apply(boundedWindows{a}, enforce) // the queue's windows, at this replica's share in cluster mode
+	d.Apply(boundedWindows{a.windows, a.queue}, enforce) // the queue's windows, at this replica's share in cluster mode
 	for i, ch := range d.Upstreams {
 		sp.report(cfg, &d.Upstreams[i], ch.Name, enforce)
 	}
@@ -110,21 +111,12 @@ func upstreamNamed(cfg *config.Config, name string) (config.Upstream, bool) {
 	return config.Upstream{}, false
 }
 
-// boundedWindows applies the controller's decisions through the bounds, so
-// that in cluster mode each value the queue enforces is this replica's
-// part of it (cluster.Scale).
-type boundedWindows struct{ a *app }
-
-func (w boundedWindows) SetWindow(name string, limit int) {
-	w.a.updateBound(name, func(b *bound) { b.limit = limit })
+// boundedWindows applies the controller's decisions through cluster.Windows,
+// so that in cluster mode each value the queue enforces is this replica's
+// part of it (cluster.Scale); the order goes to the queue as it is.
+type boundedWindows struct {
+	*cluster.Windows
+	q *queue.Queue
 }
 
-func (w boundedWindows) SetMemoryBudget(name string, budget int64) {
-	w.a.updateBound(name, func(b *bound) { b.budget = budget })
-}
-
-func (w boundedWindows) SetTokenLimit(name string, limit int64) {
-	w.a.updateBound(name, func(b *bound) { b.tokens = limit })
-}
-
-func (w boundedWindows) SetWindowOrder(name string, o queue.Order) { w.a.queue.SetWindowOrder(name, o) }
+func (w boundedWindows) SetWindowOrder(name string, o queue.Order) { w.q.SetWindowOrder(name, o) }

@@ -5,17 +5,11 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/epp"
+	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// tracingSettings maps the policy's tracing section onto telemetry's
-// Settings; the environment fills what it leaves unset.
-func tracingSettings(t *config.Tracing, getenv func(string) string) telemetry.Settings {
-	return telemetry.Settings{Endpoint: t.Endpoint, Protocol: telemetry.Protocol(t.Protocol), SampleRatio: t.SampleRatio,
-		Headers: t.Headers, Insecure: t.Insecure, Version: version, Getenv: getenv}
-}
 
 // newTracer builds the tracer provider of cfg's tracing section; nil
 // without one (no spans, nothing exported).
@@ -23,7 +17,7 @@ func (a *app) newTracer(cfg *config.Config) error {
 	if cfg.Tracing == nil {
 		return nil
 	}
-	s := tracingSettings(cfg.Tracing, a.opts.getenv)
+	s := policy.TracingSettings(cfg.Tracing, version, a.opts.getenv)
 	s.Exporter = a.opts.spanExporter
 	p, err := telemetry.New(context.Background(), s)
 	if err != nil {

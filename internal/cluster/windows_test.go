@@ -26,7 +26,9 @@ func (q *fakeQueue) SetWindow(p string, l int) { q.update(p, func(b *Bounds) { b
 func (q *fakeQueue) SetMemoryBudget(p string, v int64) {
 	q.update(p, func(b *Bounds) { b.MemoryBudget = v })
 }
-func (q *fakeQueue) SetTokenLimit(p string, v int64) { q.update(p, func(b *Bounds) { b.TokenLimit = v }) }
+func (q *fakeQueue) SetTokenLimit(p string, v int64) {
+	q.update(p, func(b *Bounds) { b.TokenLimit = v })
+}
 func (q *fakeQueue) RemoveWindow(p string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
