@@ -26,7 +26,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
-	"github.com/gatekeeper-dev/gatekeeper/internal/relief"
+	"github.com/gatekeeper-dev/gatekeeper/internal/slowpath"
 	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -96,8 +96,7 @@ type packages struct {
 	quotas     *quota.Quotas    // this replica's token quotas (its share in cluster mode)
 	tracer     *telemetry.Provider
 	pressure   *pressure.Runner
-	hooks      *relief.Runner
-	slow       *slowPath
+	slow       *slowpath.Path
 	conns      *clientConns // the traffic listener's open connections
 }
 
@@ -109,7 +108,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.pressure = pressure.NewRunner(pressure.RunnerSettings{Logger: a.log, OnUpdate: func(st pressure.State) {
-		a.slow.observe(st)
+		a.slow.Observe(st)
 		a.step("pressure")
 	}})
 	a.policy = policy.New(policy.Options{Path: opts.path, NVML: pressure.NVMLCompiled, Log: a.log, Level: opts.level,
@@ -131,11 +130,11 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	if a.shared != nil { // each window at this replica's share: none until a renewal grants one
 		a.windows.ShareWith(a.shared.c)
 	}
-	if a.hooks, err = relief.New(relief.Settings{OnResult: a.hookResult}); err != nil {
+	if a.slow, err = slowpath.New(slowpath.Settings{Controller: a.ctl, Queue: a.queue, Windows: a.windows, Config: a.cfg,
+		Decided: a.reqMetrics.Decided, Log: a.log, Registerer: a.reg, Step: a.step}); err != nil {
 		return nil, err
 	}
 	a.queue.SetAvailability(a.pods.Availability) // asked directly at every dispatch
-	a.slow = &slowPath{a: a, ctl: a.ctl, hooks: a.hooks}
 	if err := a.policy.WatchFile(); err != nil {
 		return nil, err
 	}
@@ -198,7 +197,7 @@ func (a *app) newHandler(cfg *config.Config, s policy.Settings) error {
 	if a.handler, err = proxy.New(po); err != nil {
 		return err
 	}
-	a.reqMetrics.DeclareDecision(decisionWindowResize)
+	a.reqMetrics.DeclareDecision(slowpath.DecisionWindowResize)
 	return nil
 }
 
@@ -292,7 +291,7 @@ func (a *app) step(name string) {
 // heartbeat and the pressure monitor. They stop when ctx ends, and wg
 // waits for them.
 func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
-	wg.Go(func() { _ = a.hooks.Run(ctx) })
+	wg.Go(func() { _ = a.slow.Run(ctx) })
 	wg.Go(func() { a.policy.Discover(ctx) })
 	if err := a.policy.WatchPools(ctx); err != nil {
 		return err
@@ -310,18 +309,4 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 		a.pressure.Stop()
 	})
 	return nil
-}
-
-// hookResult logs and counts one relief hook call.
-func (a *app) hookResult(r relief.Result) {
-	a.metrics.hookCalls.WithLabelValues(r.Level, r.Outcome()).Inc()
-	level := slog.LevelInfo
-	attrs := []slog.Attr{slog.String("upstream", r.Upstream), slog.String("state", r.Level),
-		slog.String("url", r.URL), slog.Int("status", r.Status), slog.Float64("duration_s", r.Duration.Seconds())}
-	if r.Err != nil {
-		level = slog.LevelWarn
-		attrs = append(attrs, slog.String("err", r.Err.Error()))
-	}
-	a.log.LogAttrs(context.Background(), level, "relief hook called", attrs...)
-	a.step("hook")
 }

@@ -89,6 +89,12 @@ func TestLayering(t *testing.T) {
 			"internal/decide", "internal/discovery", "internal/discovery/...", "internal/pods", "internal/pods/...", "internal/pressure",
 			"internal/proxy", "internal/proxy/...", "internal/queue", "internal/quota", "internal/telemetry", "internal/telemetry/...", "internal/usage"},
 			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}},
+		// The controller's rounds applied (issue 36): windows through
+		// cluster.Windows, level changes to the log, metrics and relief
+		// hooks; no HTTP of its own (relief calls the hooks).
+		{pkg: "internal/slowpath", own: []string{"internal/breaker", "internal/cluster", "internal/config", "internal/control", "internal/pressure",
+			"internal/queue", "internal/quota", "internal/relief"}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus"},
+			banned: []string{"net/http"}},
 		// The HTTP front of the core.
 		{pkg: "internal/proxy", own: []string{"internal/decide", "internal/pods", "internal/pods/healthcheck", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/proxy/framing", "internal/usage",
 			"internal/telemetry/coretrace"},
