@@ -11,9 +11,6 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 )
 
-// proxyRoundTripper is the upstream transport a test may inject.
-type proxyRoundTripper = http.RoundTripper
-
 // adminHandler serves the admin listener: /metrics, /admin/state, the status
 // page under /admin/ and, while the policy's server.pprof is on, Go's
 // profiler under /debug/pprof/. They are never served on the traffic port.
@@ -56,7 +53,7 @@ func (a *app) snapshot() admin.State {
 		Slow: a.ctl.State, LevelChanges: a.ctl.Changes, Ceiling: a.ctl.Ceiling, Pressure: a.pressure.Snapshot,
 	}
 	if a.shared != nil {
-		src.Cluster = func() any { return a.shared.c.Snapshot() }
+		src.Cluster = func() any { return a.shared.Cluster().Snapshot() }
 	}
 	src.Quotas = func() any { return a.quotas.Snapshot() }
 	return admin.Snapshot(src)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,10 +15,12 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/admin"
 	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/cluster"
+	"github.com/gatekeeper-dev/gatekeeper/internal/cluster/sharing"
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/control"
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/discovery"
+	"github.com/gatekeeper-dev/gatekeeper/internal/listener"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
 	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
@@ -31,13 +32,19 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
+var (
+	_ decide.Limiter      = (*cluster.Gate)(nil)
+	_ decide.ClassLimiter = (*cluster.Keyed)(nil)
+	_ decide.ModelLimiter = (*cluster.Keyed)(nil)
+)
+
 // appOptions are the process-level inputs of an app.
 type appOptions struct {
 	log   *slog.Logger
 	level *slog.LevelVar // nil: the log level is not reloadable
 	path  string         // policy file; "" for the embedded default
 	// transport, if set, replaces the upstream transport (tests).
-	transport proxyRoundTripper
+	transport http.RoundTripper
 	// sources, if set, is the pressure sources' HTTP client (tests). Nil
 	// means the pressure package's own.
 	sources *http.Client
@@ -73,8 +80,8 @@ type app struct {
 	reg      *registry
 	metrics  *appMetrics
 	policy   *policy.Keeper
-	shared   *shared // nil without a cluster section
-	packages         // what newApp built
+	shared   *sharing.Sharing // nil without a cluster section
+	packages                  // what newApp built
 	// pickerHealthAddr is the endpoint picker's plaintext health address
 	// once it listens (tests dial it).
 	pickerHealthAddr atomic.Value
@@ -97,7 +104,7 @@ type packages struct {
 	tracer     *telemetry.Provider
 	pressure   *pressure.Runner
 	slow       *slowpath.Path
-	conns      *clientConns // the traffic listener's open connections
+	conns      *listener.Conns // the traffic listener's open connections
 }
 
 // newApp wires every package for raw: the policy's first Plan, the
@@ -120,7 +127,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.metrics = newAppMetrics(a.reg)
-	a.conns = newClientConns(a.reg)
+	a.conns = listener.NewConns(a.reg)
 	t, err := a.build(first)
 	if err != nil {
 		return nil, err
@@ -128,7 +135,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 	a.policy.Bind(t)
 	first.Apply()
 	if a.shared != nil { // each window at this replica's share: none until a renewal grants one
-		a.windows.ShareWith(a.shared.c)
+		a.windows.ShareWith(a.shared.Cluster())
 	}
 	if a.slow, err = slowpath.New(slowpath.Settings{Controller: a.ctl, Queue: a.queue, Windows: a.windows, Config: a.cfg,
 		Decided: a.reqMetrics.Decided, Log: a.log, Registerer: a.reg, Step: a.step}); err != nil {
@@ -168,12 +175,13 @@ func (a *app) build(first *policy.Plan) (policy.Targets, error) {
 	o := decide.Options{Admission: decide.Queue(a.queue), Limiter: t.Limiter, ClassLimiter: t.Classes, ModelLimiter: t.Models,
 		Quotas: a.quotas, Policy: s.Policy}
 	if cfg.Cluster != nil { // several replicas: buckets and window leases through Redis
-		if a.shared, err = newShared(cfg, s.Limiter, a.windows, a.log, a.reg, a.step); err != nil {
+		if a.shared, err = sharing.New(sharing.Settings{Cluster: policy.ClusterSettings(cfg.Cluster), Limits: s.Limiter,
+			Windows: a.windows, Log: a.log, Registerer: a.reg, Step: a.step}); err != nil {
 			return t, err
 		}
-		sq := a.shared.c.NewQuotas(a.quotas)
-		t.Gate, t.Shares, t.Quotas = a.shared.gate, a.shared.c, sq
-		o.Limiter, o.ClassLimiter, o.ModelLimiter, o.Quotas = a.shared.gate, a.shared.gate.Classes(), a.shared.gate.Models(), sq
+		g, sq := a.shared.Gate(), a.shared.Cluster().NewQuotas(a.quotas)
+		t.Gate, t.Shares, t.Quotas = g, a.shared.Cluster(), sq
+		o.Limiter, o.ClassLimiter, o.ModelLimiter, o.Quotas = g, g.Classes(), g.Models(), sq
 	}
 	a.reqMetrics = proxy.NewMetrics(a.reg)
 	a.pods = pods.New(a.ctl)
@@ -269,14 +277,12 @@ func (a *app) upstreams(s policy.Settings) []pods.Pod {
 	return out
 }
 
-// holdsShare is /readyz's cluster condition: a replica that holds no share
-// of any pod's window (a new Redis's first lease time, a new replica before
-// its first grant) can admit nothing, so load balancers should wait.
+// holdsShare is /readyz's cluster condition (sharing.Ready).
 func (a *app) holdsShare() error {
-	if a.shared == nil || a.cfg().Mode == config.ModeObserve || a.shared.c.Holding() {
+	if a.shared == nil {
 		return nil
 	}
-	return errors.New("holding no share of any upstream's window yet (cluster: waiting for a lease)")
+	return a.shared.Ready(a.cfg().Mode == config.ModeObserve)
 }
 
 // step reports a lifecycle step to opts.stage.
@@ -301,7 +307,7 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 		a.policy.StopPools()
 	})
 	if a.shared != nil {
-		wg.Go(func() { a.shared.run(ctx) })
+		wg.Go(func() { a.shared.Run(ctx) })
 	}
 	a.pressure.Start(ctx)
 	wg.Go(func() {
@@ -309,4 +315,14 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 		a.pressure.Stop()
 	})
 	return nil
+}
+
+// podRefused is the proxy's and the picker's OnPodRefused: a pod answered
+// 503 or 429 itself. The controller counts it; when that makes the pod
+// overloaded (control.PodOverloadAnswers), a round runs now rather than at
+// the next poll, on the pressure monitor's goroutine like every round.
+func (a *app) podRefused(name string) {
+	if a.ctl.PodRefused(name) {
+		a.pressure.Notify()
+	}
 }

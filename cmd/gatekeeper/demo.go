@@ -3,8 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,67 +20,29 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/sim/server"
 )
 
-// demoFlags are the -demo command line flags.
-type demoFlags struct {
-	on          bool   // -demo
-	load        bool   // -demo-load (implies -demo)
-	listen      string // -demo-listen
-	adminListen string // -demo-admin-listen
-	pod         string // -demo-pod
-}
-
-// register declares the demo flags on fs.
-func (d *demoFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&d.on, "demo", false, "run a simulated vLLM pod (A10G, Llama-3-8B, real time) behind gatekeeper on loopback, with a demo policy; no -config")
-	fs.BoolVar(&d.load, "demo-load", false, "with the demo, send a built-in traffic pattern (2 QPS of mixed chats and long documents, a 4× burst, then a burst of documents only, repeating); implies -demo")
-	fs.StringVar(&d.listen, "demo-listen", "127.0.0.1:8080", "demo traffic `address` (the OpenAI API, /healthz, /readyz)")
-	fs.StringVar(&d.adminListen, "demo-admin-listen", "127.0.0.1:9090", "demo admin `address` (/metrics, /admin/state)")
-	usage := "the demo's simulated `pod`:"
-	for _, p := range demo.Pods() {
-		usage += fmt.Sprintf("\n%s: %s", p.Name, p.About)
-	}
-	fs.StringVar(&d.pod, "demo-pod", demo.Default.Name, usage)
-}
-
-// enabled reports whether the command line asks for the demo.
-func (d demoFlags) enabled() bool { return d.on || d.load }
-
-// validate refuses the flags the demo cannot honour: it builds its own
-// policy, so a policy file or -check is a mistake; and a pod it does not
-// have.
-func (d demoFlags) validate(config string, check bool) error {
-	if config != "" || check {
-		return errors.New("gatekeeper: -demo builds its own policy; it takes no -config or -check (use -demo-listen, -demo-admin-listen)")
-	}
-	if _, err := demo.PodByName(d.pod); err != nil {
-		return fmt.Errorf("gatekeeper: -demo-pod: %w", err)
-	}
-	return nil
-}
-
 // runDemo is run for -demo: it opens the listeners, serves until ctx ends or
 // SIGTERM/SIGINT arrives, then drains gatekeeper and stops the pod.
-func runDemo(ctx context.Context, d demoFlags, stdout, stderr io.Writer) error {
+func runDemo(ctx context.Context, d demo.Flags, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	traffic, err := net.Listen("tcp", d.listen)
+	traffic, err := net.Listen("tcp", d.Listen)
 	if err != nil {
 		return fmt.Errorf("gatekeeper: -demo-listen: %w", err)
 	}
-	admin, err := net.Listen("tcp", d.adminListen)
+	admin, err := net.Listen("tcp", d.AdminListen)
 	if err != nil {
 		traffic.Close()
 		return fmt.Errorf("gatekeeper: -demo-admin-listen: %w", err)
 	}
-	pod, err := demo.PodByName(d.pod)
+	pod, err := demo.PodByName(d.Pod)
 	if err != nil { // validate has refused it already; runDemo's own callers may not have
 		traffic.Close()
 		admin.Close()
 		return fmt.Errorf("gatekeeper: -demo-pod: %w", err)
 	}
 	opts := demoOptions{traffic: traffic, admin: admin, log: log, banner: stdout, drainDelay: time.Second, pod: pod}
-	if d.load {
+	if d.Load {
 		opts.load = &load.Settings{DocumentPromptLogprobs: pod.DocumentPromptLogprobs}
 	}
 	return serveDemo(ctx, opts)

@@ -49,6 +49,10 @@ func TestLayering(t *testing.T) {
 		// quota's, at this replica's share; no HTTP, no logging.
 		{pkg: "internal/cluster", own: []string{"internal/breaker", "internal/quota"}, thirdParty: []string{"github.com/redis/go-redis/v9",
 			"github.com/redis/go-redis/v9/maintnotifications"}, banned: []string{"net/http", "log", "log/slog"}},
+		// The cluster inside a gatekeeper: its Cluster and Gate, and what a
+		// switch of mode reports (log, gauges); no HTTP.
+		{pkg: "internal/cluster/sharing", own: []string{"internal/cluster", "internal/breaker", "internal/quota"},
+			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}, banned: []string{"net/http"}},
 		// A real redis-server for the tests of cluster and of the replicas.
 		{pkg: "internal/cluster/clustertest", own: []string{}, thirdParty: []string{}, banned: []string{"net/http", "log/slog"}},
 		// The admin listener's documents (/admin/state, the scrape-time
@@ -95,6 +99,10 @@ func TestLayering(t *testing.T) {
 		{pkg: "internal/slowpath", own: []string{"internal/breaker", "internal/cluster", "internal/config", "internal/control", "internal/pressure",
 			"internal/queue", "internal/quota", "internal/relief"}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus"},
 			banned: []string{"net/http"}},
+		// The traffic listener's bounds: its connection cap, the open-file
+		// limit it needs, the gauge of open connections.
+		{pkg: "internal/listener", own: []string{}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus", "golang.org/x/net/netutil"},
+			banned: []string{"log", "log/slog"}},
 		// The HTTP front of the core.
 		{pkg: "internal/proxy", own: []string{"internal/decide", "internal/pods", "internal/pods/healthcheck", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/proxy/framing", "internal/usage",
 			"internal/telemetry/coretrace"},

@@ -158,7 +158,7 @@ func faultRun(t *testing.T, n int, memory bool) {
 		}
 		time.Sleep(p.lasts) // the phase's length, not a wait for state
 		for _, r := range p.down {
-			if apps[r].shared.c.Up() {
+			if apps[r].shared.Cluster().Up() {
 				t.Errorf("%s: r%d still in shared mode at its end", p.name, r)
 			}
 		}

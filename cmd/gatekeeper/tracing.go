@@ -35,7 +35,7 @@ func (a *app) traceOptions(cfg *config.Config, o *proxy.Options) {
 	var tp trace.TracerProvider = a.tracer
 	o.TracerProvider, o.Propagator = tp, telemetry.Propagator()
 	o.TrustClientContext = cfg.Tracing.TrustClientContext
-	o.PodState = a.podState
+	o.PodState = a.ctl.LevelWindow
 }
 
 // pickerTraceOptions sets the endpoint picker's tracing options from the
@@ -47,16 +47,7 @@ func (a *app) pickerTraceOptions(cfg *config.Config, o *epp.Options, c *epp.Core
 	var tp trace.TracerProvider = a.tracer
 	o.TracerProvider, o.Propagator = tp, telemetry.Propagator()
 	o.TrustClientContext = cfg.Tracing.TrustClientContext
-	c.PodState = a.podState
-}
-
-// podState is a pod's pressure level and window, for the admission span.
-func (a *app) podState(name string) (string, int) {
-	st, _, ok := a.ctl.State(name)
-	if !ok {
-		return "", 0
-	}
-	return st.Level.String(), st.Limit
+	c.PodState = a.ctl.LevelWindow
 }
 
 // shutdownTracer flushes the spans still buffered, within shutdown_timeout.
