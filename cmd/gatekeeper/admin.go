@@ -10,15 +10,12 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/admin"
 )
 
-// proxyRoundTripper is the upstream transport a test may inject.
-type proxyRoundTripper = http.RoundTripper
-
 // adminHandler serves the admin listener: /metrics, /admin/state, the status
 // page under /admin/ and, while the policy's server.pprof is on, Go's
 // profiler under /debug/pprof/. They are never served on the traffic port.
 func (a *app) adminHandler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(admin.RequireToken(a.token)) // every admin route, when server.admin_token_file is set
+	r.Use(admin.RequireToken(a.policy.Token)) // every admin route, when server.admin_token_file is set
 	r.Handle("/metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{
 		ErrorLog: nil, ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true, // exemplars (trace ids) go out only in OpenMetrics
 	}))
@@ -55,7 +52,7 @@ func (a *app) snapshot() admin.State {
 		Slow: a.ctl.State, LevelChanges: a.ctl.Changes, Ceiling: a.ctl.Ceiling, Pressure: a.pressure.Snapshot,
 	}
 	if a.shared != nil {
-		src.Cluster = func() any { return a.shared.c.Snapshot() }
+		src.Cluster = func() any { return a.shared.Cluster().Snapshot() }
 	}
 	src.Quotas = func() any { return a.quotas.Snapshot() }
 	return admin.Snapshot(src)

@@ -45,7 +45,9 @@ func TestAdminPprofSwitch(t *testing.T) {
 	}
 	for _, tt := range tests { // sequential: each row sets the running policy
 		t.Run(tt.name, func(t *testing.T) {
-			a.current.Store(tt.cfg)
+			if err := a.policy.Set(tt.cfg); err != nil {
+				t.Fatal(err)
+			}
 			rec := httptest.NewRecorder()
 			admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
 			if rec.Code != tt.want || !strings.Contains(rec.Body.String(), tt.wantBody) {
@@ -54,7 +56,9 @@ func TestAdminPprofSwitch(t *testing.T) {
 		})
 	}
 	// The traffic handler never serves the profiler.
-	a.current.Store(&on)
+	if err := a.policy.Set(&on); err != nil {
+		t.Fatal(err)
+	}
 	rec := httptest.NewRecorder()
 	a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/", nil))
 	if rec.Code == http.StatusOK {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -17,19 +15,28 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/admin"
 	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/cluster"
+	"github.com/gatekeeper-dev/gatekeeper/internal/cluster/sharing"
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/control"
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/discovery"
+	"github.com/gatekeeper-dev/gatekeeper/internal/listener"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
+	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
-	"github.com/gatekeeper-dev/gatekeeper/internal/relief"
+	"github.com/gatekeeper-dev/gatekeeper/internal/slowpath"
 	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+var (
+	_ decide.Limiter      = (*cluster.Gate)(nil)
+	_ decide.ClassLimiter = (*cluster.Keyed)(nil)
+	_ decide.ModelLimiter = (*cluster.Keyed)(nil)
 )
 
 // appOptions are the process-level inputs of an app.
@@ -38,7 +45,7 @@ type appOptions struct {
 	level *slog.LevelVar // nil: the log level is not reloadable
 	path  string         // policy file; "" for the embedded default
 	// transport, if set, replaces the upstream transport (tests).
-	transport proxyRoundTripper
+	transport http.RoundTripper
 	// sources, if set, is the pressure sources' HTTP client (tests). Nil
 	// means the pressure package's own.
 	sources *http.Client
@@ -65,172 +72,151 @@ type appOptions struct {
 	stage func(name string)
 }
 
-// fileChanges is the policy file watcher's signal: buffered, coalescing.
-type fileChanges chan struct{}
-
 // app is one running gatekeeper: the packages wired together, and the policy
-// that a reload swaps. Safe for concurrent use; must not be copied.
+// that a reload swaps (package policy). Safe for concurrent use; must not be
+// copied.
 type app struct {
-	opts       appOptions
-	log        *slog.Logger
-	reg        *registry
-	metrics    *appMetrics
-	conns      *clientConns // the traffic listener's open connections
-	current    atomic.Pointer[config.Config]
-	limiter    *breaker.Limiter
-	classLimit breaker.LimiterSet // per traffic class
-	quotas     *quota.Quotas      // token quotas (this replica's share in cluster mode); no limits without a quotas section
-	shQuotas   *cluster.Quotas    // the quotas over every replica; nil without a cluster section
-	modelLimit breaker.LimiterSet // per model
-	queue      *queue.Queue
-	pods       *pods.Registry       // the decision core's pods
-	health     *healthcheck.Checker // the pods' active health check, run by serveOn
-	core       *decide.Core         // what both fronts ask
-	handler    *proxy.Handler
-	reqMetrics *proxy.Metrics // the request metrics both fronts record
-	ctl        *control.Controller
-	tracer     *telemetry.Provider // nil without a tracing section
-	shared     *shared             // nil without a cluster section
-	bounds     bounds              // each pod's window and budgets, as the slow breaker sets them
-	slow       *slowPath
-	pressure   *pressure.Runner
-	hooks      *relief.Runner
-	loopsCtx   atomic.Pointer[context.Context] // set by startLoops; reloads restart the monitor under it
-	watcher    *config.Watcher                 // nil when running the embedded default
-	adminToken atomic.Pointer[string]          // "" or nil: no token required
-	changed    fileChanges
+	opts     appOptions
+	log      *slog.Logger
+	reg      *registry
+	metrics  *appMetrics
+	policy   *policy.Keeper
+	shared   *sharing.Sharing // nil without a cluster section
+	packages                  // what newApp built
 	// pickerHealthAddr is the endpoint picker's plaintext health address
 	// once it listens (tests dial it).
 	pickerHealthAddr atomic.Value
-
-	raw    atomic.Pointer[config.Config] // the policy as written; current is it with discovery expanded
-	lookup discovery.Lookup
-	// reloads numbers the applied reloads, so the log lines of one carry
-	// the same "reload" (reload.go); touched only by reload's goroutine.
-	reloads int
-
-	// mu serialises apply and guards resolved, pools and poolWatch.
-	mu        sync.Mutex
-	resolved  discovery.Resolved
-	pools     discovery.Pools // each watched InferencePool's endpoints
-	poolWatch *poolWatch      // nil until the policy names a pool
-	ownNS     string          // gatekeeper's namespace, for pools that name none
 }
 
-// newApp wires every package for cfg.
+// packages are the packages newApp builds and hands to one another.
+type packages struct {
+	queue      *queue.Queue
+	ctl        *control.Controller
+	pods       *pods.Registry // the decision core's pods
+	core       *decide.Core   // what both fronts ask
+	handler    *proxy.Handler
+	reqMetrics *proxy.Metrics   // the request metrics both fronts record
+	windows    *cluster.Windows // each pod's window and budgets, at this replica's share
+	quotas     *quota.Quotas    // this replica's token quotas (its share in cluster mode)
+	tracer     *telemetry.Provider
+	pressure   *pressure.Runner
+	slow       *slowpath.Path
+	conns      *listener.Conns      // the traffic listener's open connections
+	health     *healthcheck.Checker // the pods' active health check
+}
+
+// newApp wires every package for raw: the policy's first Plan, the
+// packages built from it, then the Plan applied to them.
 func newApp(raw *config.Config, opts appOptions) (*app, error) {
-	a := &app{opts: opts, log: opts.log, reg: newRegistry(), lookup: opts.lookup}
-	if a.lookup == nil {
-		a.lookup = (&net.Resolver{}).LookupHost
-	}
-	a.resolved = discovery.Resolve(context.Background(), a.lookup, discovery.Hosts(raw), nil)
-	a.raw.Store(raw)
-	ns, err := ownNamespace(raw, opts.namespace)
-	if err != nil {
-		return nil, err
-	}
-	a.ownNS = ns
-	cfg := a.expand(raw, a.resolved, a.ownNS)
-	s, err := settingsFrom(cfg)
-	if err != nil {
-		return nil, err
-	}
+	a := &app{opts: opts, log: opts.log, reg: newRegistry()}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a.metrics = newAppMetrics(a.reg)
-	a.conns = newClientConns(a.reg)
-	if a.limiter, err = breaker.NewLimiter(s.limiter); err != nil {
-		return nil, err
-	}
-	if a.queue, err = queue.New(s.queue); err != nil {
-		return nil, err
-	}
-	if err := errors.Join(a.classLimit.Set(s.classes), a.modelLimit.Set(s.models)); err != nil {
-		return nil, err
-	}
-	if a.quotas, err = quota.New(quota.Settings{Now: opts.now}); err != nil {
-		return nil, err
-	}
-	var quotas decide.Quotas = a.quotas
-	cs := control.FromPolicy(cfg)
-	cs.Now = opts.now
-	if a.ctl, err = control.New(cs); err != nil {
-		return nil, err
-	}
-	a.setWindows(s.upstreams)
-	var limiter decide.Limiter = a.limiter
-	var classLimits decide.ClassLimiter = &a.classLimit
-	var modelLimits decide.ModelLimiter = &a.modelLimit
-	if cfg.Cluster != nil { // several replicas: buckets and window leases through Redis
-		if a.shared, err = newShared(cfg, s.limiter, a.demand, a.reshare, a.log, a.reg, a.step); err != nil {
-			return nil, err
-		}
-		if err := a.shared.gate.SetKeyed(s.classes, s.models); err != nil {
-			return nil, err
-		}
-		limiter = a.shared.gate
-		classLimits, modelLimits = a.shared.gate.Classes(), a.shared.gate.Models()
-		a.shQuotas = a.shared.c.NewQuotas(a.quotas)
-		quotas = a.shQuotas
-	}
-	if err := a.setQuotas(s.quotas); err != nil {
-		return nil, err
-	}
-	a.reqMetrics = proxy.NewMetrics(a.reg)
-	a.pods = pods.NewWith(pods.Options{Levels: a.ctl, BreakerChanged: a.breakerChanged, BreakerInvalid: a.breakerInvalid})
-	a.setPods(upstreams(s))
-	if a.core, err = decide.New(decide.Options{Registry: a.pods, Admission: decide.Queue(a.queue), Limiter: limiter,
-		ClassLimiter: classLimits, ModelLimiter: modelLimits, Quotas: quotas, Recorder: a.reqMetrics, Policy: s.policy,
-		OnPodRefused: a.podRefused}); err != nil {
-		return nil, err
-	}
-	if err := a.newTracer(cfg); err != nil {
-		return nil, err
-	}
-	rt := opts.transport
-	if rt == nil {
-		rt = proxy.NewTransport(s.transport)
-	}
-	a.health = &healthcheck.Checker{Registry: a.pods, Settings: s.health, Transport: rt,
-		Observed: a.reqMetrics.Health, Dispatch: a.core.Dispatch, Logger: a.log}
-	po := proxy.Options{
-		Core:         a.core,
-		RoundTripper: rt,
-		Metrics:      a.reqMetrics,
-		Logger:       a.log,
-		Version:      version,
-		Ready:        a.holdsShare,
-	}
-	a.traceOptions(cfg, &po)
-	if a.handler, err = proxy.New(po); err != nil {
-		return nil, err
-	}
-	a.reqMetrics.DeclareDecision(decisionWindowResize)
-	a.current.Store(cfg)
-	if a.shared != nil { // each window at this replica's share: none until a renewal grants one
-		a.shared.c.SetPods(basesOf(s.upstreams))
-	}
-	tok, err := loadAdminToken(cfg.Server.AdminTokenFile)
+	a.pressure = pressure.NewRunner(pressure.RunnerSettings{Logger: a.log, OnUpdate: func(st pressure.State) {
+		a.slow.Observe(st)
+		a.step("pressure")
+	}})
+	a.policy = policy.New(policy.Options{Path: opts.path, NVML: pressure.NVMLCompiled, Log: a.log, Level: opts.level,
+		Lookup: opts.lookup, Namespace: opts.namespace, Sources: opts.sources, Pressure: a.pressure, Registerer: a.reg,
+		NewPoolWatcher: a.newPoolWatcher, Step: a.step})
+	first, err := a.policy.Prepare(raw, a.policy.Resolve(context.Background(), raw))
 	if err != nil {
 		return nil, err
 	}
-	a.adminToken.Store(&tok)
-	if a.hooks, err = relief.New(relief.Settings{OnResult: a.hookResult}); err != nil {
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.metrics = newAppMetrics(a.reg)
+	a.conns = listener.NewConns(a.reg)
+	t, err := a.build(first)
+	if err != nil {
+		return nil, err
+	}
+	a.policy.Bind(t)
+	first.Apply()
+	if a.shared != nil { // each window at this replica's share: none until a renewal grants one
+		a.windows.ShareWith(a.shared.Cluster())
+	}
+	if a.slow, err = slowpath.New(slowpath.Settings{Controller: a.ctl, Queue: a.queue, Windows: a.windows, Refresh: a.pods.Refresh, Config: a.cfg,
+		Decided: a.reqMetrics.Decided, Log: a.log, Registerer: a.reg, Step: a.step}); err != nil {
 		return nil, err
 	}
 	a.queue.SetAvailability(a.pods.Published) // a snapshot: no lock under the queue's
-	a.slow = &slowPath{a: a, ctl: a.ctl, hooks: a.hooks}
-	a.pressure = pressure.NewRunner(pressure.RunnerSettings{Logger: a.log, OnUpdate: func(st pressure.State) {
-		a.slow.observe(st)
-		a.step("pressure")
-	}})
-	if err := a.newWatcher(); err != nil {
+	if err := a.policy.WatchFile(); err != nil {
 		return nil, err
 	}
 	a.reg.MustRegister(admin.NewStateCollector(a.snapshot), admin.NewPressureCollector(a.pressure.Snapshot))
 	return a, nil
+}
+
+// build makes the packages for the first Plan and returns what the policy
+// changes in them.
+func (a *app) build(first *policy.Plan) (policy.Targets, error) {
+	cfg, s := first.Config(), first.Settings()
+	t := policy.Targets{Classes: &breaker.LimiterSet{}, Models: &breaker.LimiterSet{}, SetPods: a.setPolicyPods}
+	var err error
+	if t.Limiter, err = breaker.NewLimiter(s.Limiter); err != nil {
+		return t, err
+	}
+	if a.queue, err = queue.New(s.Queue); err != nil {
+		return t, err
+	}
+	if a.quotas, err = quota.New(quota.Settings{Now: a.opts.now}); err != nil {
+		return t, err
+	}
+	cs := first.Control()
+	cs.Now = a.opts.now
+	if a.ctl, err = control.New(cs); err != nil {
+		return t, err
+	}
+	a.windows = cluster.NewWindows(cluster.WindowsSettings{Queue: a.queue, Load: a.load,
+		Scaled: func() bool { return a.cfg().Mode != config.ModeObserve }})
+	t.Queue, t.Controller, t.Windows, t.Quotas = a.queue, a.ctl, a.windows, a.quotas
+	o := decide.Options{Admission: decide.Queue(a.queue), Limiter: t.Limiter, ClassLimiter: t.Classes, ModelLimiter: t.Models,
+		Quotas: a.quotas, Policy: s.Policy}
+	if cfg.Cluster != nil { // several replicas: buckets and window leases through Redis
+		if a.shared, err = sharing.New(sharing.Settings{Cluster: policy.ClusterSettings(cfg.Cluster), Limits: s.Limiter,
+			Windows: a.windows, Log: a.log, Registerer: a.reg, Step: a.step}); err != nil {
+			return t, err
+		}
+		g, sq := a.shared.Gate(), a.shared.Cluster().NewQuotas(a.quotas)
+		t.Gate, t.Shares, t.Quotas = g, a.shared.Cluster(), sq
+		o.Limiter, o.ClassLimiter, o.ModelLimiter, o.Quotas = g, g.Classes(), g.Models(), sq
+	}
+	a.reqMetrics = proxy.NewMetrics(a.reg)
+	a.pods = pods.NewWith(pods.Options{Levels: a.ctl, BreakerChanged: a.breakerChanged, BreakerInvalid: a.breakerInvalid})
+	o.Registry, o.Recorder, o.OnPodRefused = a.pods, a.reqMetrics, a.podRefused
+	if a.core, err = decide.New(o); err != nil {
+		return t, err
+	}
+	t.Core = a.core
+	return t, a.newHandler(cfg, s)
+}
+
+// newHandler builds the HTTP front.
+func (a *app) newHandler(cfg *config.Config, s policy.Settings) error {
+	if err := a.newTracer(cfg); err != nil {
+		return err
+	}
+	rt := a.opts.transport
+	if rt == nil {
+		rt = proxy.NewTransport(s.Transport)
+	}
+	a.health = &healthcheck.Checker{Registry: a.pods, Settings: s.Health, Transport: rt,
+		Observed: a.reqMetrics.Health, Dispatch: a.core.Dispatch, Logger: a.log}
+	po := proxy.Options{Core: a.core, RoundTripper: rt, Metrics: a.reqMetrics, Logger: a.log, Version: version,
+		Ready: a.holdsShare}
+	a.traceOptions(cfg, &po)
+	var err error
+	if a.handler, err = proxy.New(po); err != nil {
+		return err
+	}
+	a.reqMetrics.DeclareDecision(slowpath.DecisionWindowResize)
+	return nil
+}
+
+// setPolicyPods is the policy's SetPods: the registry's pods, each with its
+// error breaker.
+func (a *app) setPolicyPods(s policy.Settings) []string {
+	return a.setPods(upstreams(s))
 }
 
 // setPods replaces the registry's pods and their series; it returns the
@@ -251,27 +237,35 @@ func (a *app) setPods(ps []pods.Pod) (removed []string) {
 	return removed
 }
 
+// load is what the queue runs and holds, for the cluster's demand.
+func (a *app) load() cluster.Load {
+	st := a.queue.Stats()
+	l := cluster.Load{Waiting: st.Length, InFlight: make(map[string]int, len(st.Windows))}
+	for _, w := range st.Windows {
+		l.InFlight[w.Name] = w.InFlight
+	}
+	return l
+}
+
 // errDrainingQueue is what queued requests get when shutdown drains the queue.
 var errDrainingQueue = fmt.Errorf("%w: shutting down", decide.ErrDraining)
 
 // cfg returns the running policy.
-func (a *app) cfg() *config.Config { return a.current.Load() }
+func (a *app) cfg() *config.Config { return a.policy.Config() }
 
 // close releases what the app holds beyond its goroutines.
 func (a *app) close() {
-	if a.watcher != nil {
-		_ = a.watcher.Close()
-	}
+	a.policy.Close()
 	a.shutdownTracer()
 }
 
 // upstreams is the registry's pods for s; the registry builds each pod's
-// error breaker from s.errors (and keeps it while they stay the same).
-func upstreams(s settings) []pods.Pod {
-	out := make([]pods.Pod, 0, len(s.upstreams))
-	for _, u := range s.upstreams {
-		errs := s.errors
-		out = append(out, pods.Pod{Name: u.name, URL: u.url, Errors: &errs, Models: u.models, DiscoverModels: u.discoverModels})
+// error breaker from s.Errors (and keeps it while they stay the same).
+func upstreams(s policy.Settings) []pods.Pod {
+	out := make([]pods.Pod, 0, len(s.Upstreams))
+	for _, u := range s.Upstreams {
+		errs := s.Errors
+		out = append(out, pods.Pod{Name: u.Name, URL: u.URL, Errors: &errs, Models: u.Models, DiscoverModels: u.DiscoverModels})
 	}
 	return out
 }
@@ -309,30 +303,12 @@ func (a *app) podFailed(name string) {
 		slog.String("upstream", name), slog.Int("inflight", inflight), slog.Int("window", ceiling))
 }
 
-// setWindows sizes each pod's batch window at its maximum.
-func (a *app) setWindows(ups []upstreamSpec) {
-	for _, u := range ups {
-		a.updateBound(u.name, func(b *bound) { b.limit = u.maxInflight })
-	}
-}
-
-// holdsShare is /readyz's cluster condition: a replica that holds no share
-// of any pod's window (a new Redis's first lease time, a new replica before
-// its first grant) can admit nothing, so load balancers should wait.
+// holdsShare is /readyz's cluster condition (sharing.Ready).
 func (a *app) holdsShare() error {
-	if a.shared == nil || a.cfg().Mode == config.ModeObserve || a.shared.c.Holding() {
+	if a.shared == nil {
 		return nil
 	}
-	return errors.New("holding no share of any upstream's window yet (cluster: waiting for a lease)")
-}
-
-// basesOf maps each pod to its largest window: the unit of its leases.
-func basesOf(ups []upstreamSpec) map[string]int {
-	m := make(map[string]int, len(ups))
-	for _, u := range ups {
-		m[u.name] = u.maxInflight
-	}
-	return m
+	return a.shared.Ready(a.cfg().Mode == config.ModeObserve)
 }
 
 // step reports a lifecycle step to opts.stage.
@@ -342,25 +318,24 @@ func (a *app) step(name string) {
 	}
 }
 
-// startLoops starts the app's background loops beyond the health check: the
-// pressure monitor and the relief hook runner. They stop when ctx ends.
+// startLoops starts the app's background loops beyond the health check:
+// the relief hooks, DNS discovery, the InferencePool watch, the cluster's
+// heartbeat and the pressure monitor. They stop when ctx ends, and wg
+// waits for them.
 func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
-	a.loopsCtx.Store(&ctx)
-	wg.Go(func() { _ = a.hooks.Run(ctx) })
-	wg.Go(func() { a.discover(ctx) })
-	if err := a.watchPools(ctx); err != nil {
+	wg.Go(func() { _ = a.slow.Run(ctx) })
+	wg.Go(func() { a.policy.Discover(ctx) })
+	if err := a.policy.WatchPools(ctx); err != nil {
 		return err
 	}
 	wg.Go(func() {
 		<-ctx.Done()
-		a.stopPools()
+		a.policy.StopPools()
 	})
 	if a.shared != nil {
-		wg.Go(func() { a.shared.run(ctx) })
+		wg.Go(func() { a.shared.Run(ctx) })
 	}
-	if err := a.pressure.Apply(ctx, a.pressureSettings(a.cfg())); err != nil {
-		return err
-	}
+	a.pressure.Start(ctx)
 	wg.Go(func() {
 		<-ctx.Done()
 		a.pressure.Stop()
@@ -368,16 +343,12 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// hookResult logs and counts one relief hook call.
-func (a *app) hookResult(r relief.Result) {
-	a.metrics.hookCalls.WithLabelValues(r.Level, r.Outcome()).Inc()
-	level := slog.LevelInfo
-	attrs := []slog.Attr{slog.String("upstream", r.Upstream), slog.String("state", r.Level),
-		slog.String("url", r.URL), slog.Int("status", r.Status), slog.Float64("duration_s", r.Duration.Seconds())}
-	if r.Err != nil {
-		level = slog.LevelWarn
-		attrs = append(attrs, slog.String("err", r.Err.Error()))
+// podRefused is the proxy's and the picker's OnPodRefused: a pod answered
+// 503 or 429 itself. The controller counts it; when that makes the pod
+// overloaded (control.PodOverloadAnswers), a round runs now rather than at
+// the next poll, on the pressure monitor's goroutine like every round.
+func (a *app) podRefused(name string) {
+	if a.ctl.PodRefused(name) {
+		a.pressure.Notify()
 	}
-	a.log.LogAttrs(context.Background(), level, "relief hook called", attrs...)
-	a.step("hook")
 }

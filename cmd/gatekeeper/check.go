@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
 // runCheck is -check: it loads the policy at path (the embedded default
@@ -18,7 +20,7 @@ import (
 // A clean policy prints "FILE: ok" on stdout.
 func runCheck(path string, replicas int, stdout, stderr io.Writer) error {
 	name := displayName(path)
-	cfg, err := loadRunnable(path)
+	cfg, err := policy.LoadRunnable(path, pressure.NVMLCompiled)
 	if err != nil {
 		reportErrors(stderr, name, err)
 		return errReported
@@ -41,7 +43,7 @@ func runCheck(path string, replicas int, stdout, stderr io.Writer) error {
 // that does not load is reported as -check reports it.
 func printConfig(path string, stdout, stderr io.Writer) error {
 	name := displayName(path)
-	cfg, err := loadConfig(path)
+	cfg, err := policy.Load(path)
 	if err != nil {
 		reportErrors(stderr, name, err)
 		return errReported

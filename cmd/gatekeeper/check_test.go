@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
@@ -258,7 +259,7 @@ func onlyUnbuiltSources(stderr string) bool {
 		return false
 	}
 	for _, l := range lines[:len(lines)-1] { // the last line counts the errors
-		if !strings.HasSuffix(l, ": error: "+nvmlNotCompiled) {
+		if !strings.HasSuffix(l, ": error: "+policy.NVMLNotCompiled) {
 			return false
 		}
 	}

@@ -130,12 +130,12 @@ func replicaApps(t testing.TB, n int, policy string, urls ...string) (apps []*ap
 	ctx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
 	for _, a := range apps {
-		for pod, sh := range a.shared.c.Snapshot().Shares {
+		for pod, sh := range a.shared.Cluster().Snapshot().Shares {
 			if sh.Cap == 0 {
-				t.Fatalf("%s holds nothing of %s after four beats: %+v", a.shared.c.ReplicaID(), pod, sh)
+				t.Fatalf("%s holds nothing of %s after four beats: %+v", a.shared.Cluster().ReplicaID(), pod, sh)
 			}
 		}
-		loops.Go(func() { a.shared.run(ctx) })
+		loops.Go(func() { a.shared.Run(ctx) })
 	}
 	t.Cleanup(func() { cancel(); loops.Wait() })
 	return apps, stages
@@ -149,7 +149,7 @@ func setupBeat(t testing.TB, a *app) {
 	t.Helper()
 	var err error
 	for range 100 {
-		if err = a.shared.c.Beat(t.Context()); err == nil {
+		if err = a.shared.Cluster().Beat(t.Context()); err == nil {
 			return
 		}
 	}
@@ -391,7 +391,7 @@ cluster: {redis: {url: "` + redis.URL() + `"}, timeout: 200ms, replica_id: REPLI
 	}
 	start := time.Now()
 	for _, a := range apps {
-		loops.Go(func() { a.shared.run(ctx) })
+		loops.Go(func() { a.shared.Run(ctx) })
 	}
 	var wg sync.WaitGroup
 	for i, a := range apps {
@@ -432,14 +432,14 @@ func TestReadyzWaitsForAShare(t *testing.T) {
 		a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 		return rec.Code, rec.Body.String()
 	}
-	if err := a.shared.c.Beat(t.Context()); err != nil {
+	if err := a.shared.Cluster().Beat(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "no share") {
 		t.Fatalf("/readyz in a new epoch = %d %q, want 503 naming the missing share", code, body)
 	}
 	oldEpoch(t, a)
-	if err := a.shared.c.Beat(t.Context()); err != nil {
+	if err := a.shared.Cluster().Beat(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := readyz(); code != http.StatusOK {

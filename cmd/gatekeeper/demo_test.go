@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -20,71 +19,24 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/sim/load"
 )
 
-func TestDemoFlags(t *testing.T) {
-	tests := []struct {
-		name        string
-		args        []string
-		config      string
-		check       bool
-		wantEnabled bool
-		wantLoad    bool
-		wantErr     bool
-	}{
-		{name: "off", args: nil},
-		{name: "demo", args: []string{"-demo"}, wantEnabled: true},
-		{name: "load implies demo", args: []string{"-demo-load"}, wantEnabled: true, wantLoad: true},
-		{name: "listeners", args: []string{"-demo", "-demo-listen", "127.0.0.1:18080", "-demo-admin-listen", "127.0.0.1:19090"}, wantEnabled: true},
-		{name: "with a policy file", args: []string{"-demo"}, config: "config.yaml", wantEnabled: true, wantErr: true},
-		{name: "with check", args: []string{"-demo"}, check: true, wantEnabled: true, wantErr: true},
-		{name: "tight pod", args: []string{"-demo-load", "-demo-pod", "tight"}, wantEnabled: true, wantLoad: true},
-		{name: "unknown pod", args: []string{"-demo", "-demo-pod", "huge"}, wantEnabled: true, wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var d demoFlags
-			fs := flag.NewFlagSet("gatekeeper", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			d.register(fs)
-			if err := fs.Parse(tt.args); err != nil {
-				t.Fatal(err)
-			}
-			if d.enabled() != tt.wantEnabled || d.load != tt.wantLoad {
-				t.Errorf("flags %v: enabled %v load %v, want %v %v", tt.args, d.enabled(), d.load, tt.wantEnabled, tt.wantLoad)
-			}
-			if err := d.validate(tt.config, tt.check); (err != nil) != tt.wantErr {
-				t.Errorf("validate(%q, %v) = %v, want error %v", tt.config, tt.check, err, tt.wantErr)
-			}
-		})
-	}
-	var d demoFlags
-	fs := flag.NewFlagSet("gatekeeper", flag.ContinueOnError)
-	d.register(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	if d.listen != "127.0.0.1:8080" || d.adminListen != "127.0.0.1:9090" || d.pod != "default" {
-		t.Errorf("default listeners %q %q, pod %q, want 127.0.0.1:8080 and 127.0.0.1:9090, default", d.listen, d.adminListen, d.pod)
-	}
-}
-
 func TestRunDemo(t *testing.T) {
 	tests := []struct {
 		name       string
-		d          demoFlags
+		d          demo.Flags
 		wantErr    string
 		wantStdout string
 		wantLog    string
 	}{
-		{name: "bad traffic address", d: demoFlags{on: true, listen: "127.0.0.1:-1", adminListen: "127.0.0.1:0", pod: "default"},
+		{name: "bad traffic address", d: demo.Flags{On: true, Listen: "127.0.0.1:-1", AdminListen: "127.0.0.1:0", Pod: "default"},
 			wantErr: "-demo-listen"},
-		{name: "bad admin address", d: demoFlags{on: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:-1", pod: "default"},
+		{name: "bad admin address", d: demo.Flags{On: true, Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:-1", Pod: "default"},
 			wantErr: "-demo-admin-listen"},
-		{name: "unknown pod", d: demoFlags{on: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0", pod: "huge"},
+		{name: "unknown pod", d: demo.Flags{On: true, Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Pod: "huge"},
 			wantErr: `no pod "huge" (have default, tight)`},
 		// ctx is already done: the demo starts, prints its curls, drains (1 s) and stops.
-		{name: "starts and stops", d: demoFlags{on: true, load: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0", pod: "default"},
+		{name: "starts and stops", d: demo.Flags{On: true, Load: true, Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Pod: "default"},
 			wantStdout: "/v1/chat/completions", wantLog: `"pod":"default","gpu":"A10G","model":"meta-llama/Meta-Llama-3-8B","gpu_memory_utilization":0.9`},
-		{name: "tight pod starts and stops", d: demoFlags{on: true, load: true, listen: "127.0.0.1:0", adminListen: "127.0.0.1:0", pod: "tight"},
+		{name: "tight pod starts and stops", d: demo.Flags{On: true, Load: true, Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Pod: "tight"},
 			wantStdout: "/v1/chat/completions", wantLog: `"pod":"tight","gpu":"A10G","model":"meta-llama/Meta-Llama-3-8B","gpu_memory_utilization":0.968`},
 	}
 	for _, tt := range tests {

@@ -83,7 +83,7 @@ func TestDNSDiscovery(t *testing.T) {
 	mu.Lock()
 	addrs = []string{"127.0.0.2", "127.0.0.1"}
 	mu.Unlock()
-	if err := a.rediscover(t.Context()); err != nil {
+	if err := a.policy.Rediscover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(names(), ","); got != "pods/127.0.0.1,pods/127.0.0.2" {
@@ -96,7 +96,7 @@ func TestDNSDiscovery(t *testing.T) {
 	mu.Lock()
 	addrs = []string{"127.0.0.2"}
 	mu.Unlock()
-	if err := a.rediscover(t.Context()); err != nil {
+	if err := a.policy.Rediscover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(names(), ","); got != "pods/127.0.0.2" {
@@ -110,7 +110,7 @@ func TestDNSDiscovery(t *testing.T) {
 	mu.Lock()
 	addrs = nil
 	mu.Unlock()
-	if err := a.rediscover(t.Context()); err != nil {
+	if err := a.policy.Rediscover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(names(), ","); got != "pods/127.0.0.2" {

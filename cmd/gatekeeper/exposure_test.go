@@ -61,16 +61,6 @@ func TestAdminToken(t *testing.T) {
 	}
 }
 
-func TestEmptyAdminTokenFileRefused(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(f, []byte("  \n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := loadAdminToken(f); err == nil || !strings.Contains(err.Error(), "server.admin_token_file") {
-		t.Errorf("loadAdminToken(empty file) = %v, want an error naming the key", err)
-	}
-}
-
 // writeCert writes a self-signed certificate for 127.0.0.1 with serial n.
 func writeCert(t *testing.T, certFile, keyFile string, n int64) *x509.Certificate {
 	t.Helper()

@@ -238,7 +238,7 @@ func TestOnStaleApplies(t *testing.T) {
 				r.fragmentation(tt.before)
 				for range 10 {
 					time.Sleep(time.Second)
-					a.slow.observe(pressure.State{
+					a.slow.Observe(pressure.State{
 						Sources: []pressure.SourceState{{Name: "pod/vllm", Upstream: "pod", Stale: true, LastError: "connection refused"}},
 						Upstreams: []pressure.UpstreamState{{Name: "pod",
 							Signals: map[pressure.Signal]pressure.Value{pressure.Fragmentation: {Value: tt.before, Stale: true}}}},
@@ -277,7 +277,7 @@ func TestReloadRebuildsOpenBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.apply(next); err != nil {
+	if err := a.policy.Set(next); err != nil {
 		t.Fatal(err)
 	}
 	if up := a.pods.Statuses()[0]; up.BreakerOpen || !up.Available {

@@ -40,7 +40,7 @@ hooks:
 		t.Fatal(err)
 	}
 	feed := func(v float64) {
-		a.slow.observe(pressure.State{Upstreams: []pressure.UpstreamState{{Name: "pod",
+		a.slow.Observe(pressure.State{Upstreams: []pressure.UpstreamState{{Name: "pod",
 			Signals: map[pressure.Signal]pressure.Value{pressure.Fragmentation: {Value: v}}}}})
 	}
 	for _, step := range []struct {

@@ -49,6 +49,10 @@ func TestLayering(t *testing.T) {
 		// quota's, at this replica's share; no HTTP, no logging.
 		{pkg: "internal/cluster", own: []string{"internal/breaker", "internal/quota"}, thirdParty: []string{"github.com/redis/go-redis/v9",
 			"github.com/redis/go-redis/v9/maintnotifications"}, banned: []string{"net/http", "log", "log/slog"}},
+		// The cluster inside a gatekeeper: its Cluster and Gate, and what a
+		// switch of mode reports (log, gauges); no HTTP.
+		{pkg: "internal/cluster/sharing", own: []string{"internal/cluster", "internal/breaker", "internal/quota"},
+			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}, banned: []string{"net/http"}},
 		// A real redis-server for the tests of cluster and of the replicas.
 		{pkg: "internal/cluster/clustertest", own: []string{}, thirdParty: []string{}, banned: []string{"net/http", "log/slog"}},
 		// The admin listener's documents (/admin/state, the scrape-time
@@ -81,6 +85,24 @@ func TestLayering(t *testing.T) {
 				"github.com/envoyproxy/go-control-plane/envoy/type/v3"}},
 		// The InferencePool watch: the only package that imports client-go.
 		{pkg: "internal/discovery/inferencepool", own: []string{}, thirdParty: nil},
+		// The policy's life (issue 36): load, discovery expansion, every
+		// package's Settings, Prepare and an Apply that cannot fail. It
+		// changes the packages it is handed; it builds no front and reads
+		// no sim. It reads the Kubernetes API only through inferencepool.
+		{pkg: "internal/policy", own: []string{"internal/breaker", "internal/classify", "internal/cluster", "internal/config", "internal/control",
+			"internal/decide", "internal/discovery", "internal/discovery/...", "internal/pods", "internal/pods/...", "internal/pressure",
+			"internal/proxy", "internal/proxy/...", "internal/queue", "internal/quota", "internal/telemetry", "internal/telemetry/...", "internal/usage"},
+			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}},
+		// The controller's rounds applied (issue 36): windows through
+		// cluster.Windows, level changes to the log, metrics and relief
+		// hooks; no HTTP of its own (relief calls the hooks).
+		{pkg: "internal/slowpath", own: []string{"internal/breaker", "internal/cluster", "internal/config", "internal/control", "internal/pressure",
+			"internal/queue", "internal/quota", "internal/relief"}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus"},
+			banned: []string{"net/http"}},
+		// The traffic listener's bounds: its connection cap, the open-file
+		// limit it needs, the gauge of open connections.
+		{pkg: "internal/listener", own: []string{}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus", "golang.org/x/net/netutil"},
+			banned: []string{"log", "log/slog"}},
 		// The HTTP front of the core.
 		{pkg: "internal/proxy", own: []string{"internal/decide", "internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/proxy/framing", "internal/usage",
 			"internal/telemetry/coretrace"},

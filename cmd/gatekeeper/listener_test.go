@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
@@ -167,27 +166,4 @@ func healthz(c net.Conn) (int, error) {
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	return res.StatusCode, nil
-}
-
-// TestFileLimitLow: no warning without a limit or with one far below the
-// open-file limit; a warning when max_connections cannot fit under it.
-func TestFileLimitLow(t *testing.T) {
-	var r syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil || r.Cur > 1<<40 {
-		t.Skipf("open-file limit %d, %v: nothing is above it", r.Cur, err)
-	}
-	tests := []struct {
-		max  int
-		want bool
-	}{
-		{0, false},
-		{1, r.Cur < 1+fileReserve},
-		{int(r.Cur), true},
-		{1 << 40, true},
-	}
-	for _, tt := range tests {
-		if limit, low := fileLimitLow(tt.max); low != tt.want || (low && limit != r.Cur) {
-			t.Errorf("fileLimitLow(%d) = %d, %v; want %d, %v", tt.max, limit, low, r.Cur, tt.want)
-		}
-	}
 }

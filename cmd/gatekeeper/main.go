@@ -42,6 +42,8 @@ import (
 	"os"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/memlimit"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure/probe"
+	"github.com/gatekeeper-dev/gatekeeper/sim/demo"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -91,7 +93,10 @@ type subcommand struct {
 // subcommands are every subcommand command dispatches; the usage lists
 // them all.
 var subcommands = []subcommand{
-	{name: "probe", summary: "read one pressure source once and print each signal gatekeeper reads from it (gatekeeper probe -h)", run: runProbe},
+	{name: "probe", summary: "read one pressure source once and print each signal gatekeeper reads from it (gatekeeper probe -h)",
+		run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return probe.Command(ctx, args, stdout, stderr, parse) // with the command's flag parsing
+		}},
 }
 
 // command is main without the exit: a subcommand, or the flags parsed once
@@ -112,8 +117,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case f.version:
 		fmt.Fprintln(stdout, "gatekeeper", version)
 		return nil
-	case f.demo.enabled():
-		if err := f.demo.validate(f.config, f.check); err != nil {
+	case f.demo.Enabled():
+		if err := f.demo.Validate(f.config, f.check); err != nil {
 			return err
 		}
 		return runDemo(ctx, f.demo, stdout, stderr)
@@ -143,7 +148,7 @@ type flags struct {
 	replicas    int // -check: the gatekeepers that will run the policy; 0: not given
 	printConfig bool
 	version     bool
-	demo        demoFlags
+	demo        demo.Flags
 }
 
 func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
@@ -155,7 +160,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.replicas, "replicas", 0, "with -check: how many gatekeeper replicas will run the policy (warns when they do not share limits through cluster, or cluster.replicas differs); unset: as many as cluster.replicas says, else 1")
 	fs.BoolVar(&f.printConfig, "print-config", false, "print the effective policy, every default filled in, as YAML and exit")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
-	f.demo.register(fs)
+	f.demo.Register(fs)
 	if err := parse(fs, args, stdout, stderr); err != nil {
 		return f, err
 	}
@@ -171,7 +176,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (flags, error) {
 		return f, fmt.Errorf("-replicas must be at least 1, got %d", f.replicas)
 	case f.printConfig && f.check:
 		return f, errors.New("-check and -print-config: choose one")
-	case f.printConfig && f.demo.enabled():
+	case f.printConfig && f.demo.Enabled():
 		return f, errors.New("-demo builds its own policy; it takes no -print-config")
 	}
 	return f, nil

@@ -58,28 +58,6 @@ func TestRunFlags(t *testing.T) {
 	}
 }
 
-func TestSettingsFrom(t *testing.T) {
-	cfg := config.Default()
-	s, err := settingsFrom(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.limiter.QPS != cfg.FastBreaker.QPS || s.limiter.Burst != cfg.FastBreaker.Burst {
-		t.Errorf("limiter = %+v, want the fast_breaker keys", s.limiter)
-	}
-	if s.policy.MaxWait != cfg.Queue.MaxWait || s.policy.RetryAfter != cfg.Shed.RetryAfter ||
-		s.policy.MaxBodyBytes != cfg.Server.MaxBodyBytes || s.policy.CharsPerToken != cfg.Estimate.CharsPerToken {
-		t.Errorf("policy = %+v, want queue.max_wait, shed.retry_after, server.max_body_bytes, estimate", s.policy)
-	}
-	if len(s.upstreams) != len(cfg.Upstreams) || s.upstreams[0].url.String() != cfg.Upstreams[0].URL ||
-		s.upstreams[0].maxInflight != cfg.Upstreams[0].MaxInflight {
-		t.Errorf("upstreams = %+v, want %+v", s.upstreams, cfg.Upstreams)
-	}
-	if s.transport.IdleConnTimeout >= 5*time.Second {
-		t.Errorf("idle conn timeout %v must stay below vLLM's 5 s keep-alive", s.transport.IdleConnTimeout)
-	}
-}
-
 // startApp runs an app for cfgText on loopback listeners until the test ends.
 func startApp(t *testing.T, cfgText string) (trafficURL, adminURL string, a *app, stop func()) {
 	t.Helper()
@@ -194,33 +172,4 @@ func fetch(t *testing.T, url string) string {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return string(b)
-}
-
-func TestPressureSettings(t *testing.T) {
-	cfg, err := config.Parse([]byte(`
-upstreams:
-  - name: a
-    url: http://127.0.0.1:8000
-    gpus: ["0"]
-    sources:
-      - {kind: vllm, url: "http://127.0.0.1:8000/metrics", timeout: 300ms}
-pressure:
-  interval: 1s
-  stale_after: 3s
-  sources: [{kind: dcgm, url: "http://127.0.0.1:9400/metrics"}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := pressureSettings(cfg)
-	if s.Interval != time.Second || s.StaleAfter != 3*time.Second {
-		t.Errorf("interval, stale_after = %v, %v; want 1s, 3s", s.Interval, s.StaleAfter)
-	}
-	if len(s.Sources) != 1 || s.Sources[0].Kind != "dcgm" {
-		t.Errorf("node sources = %+v, want one dcgm", s.Sources)
-	}
-	u := s.Upstreams[0]
-	if u.Name != "a" || len(u.GPUs) != 1 || len(u.Sources) != 1 || u.Sources[0].Timeout != 300*time.Millisecond {
-		t.Errorf("upstream = %+v, want a with gpu 0 and its vllm source at 300ms", u)
-	}
 }

@@ -2,42 +2,19 @@ package main
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/gatekeeper-dev/gatekeeper/internal/control"
-	"github.com/gatekeeper-dev/gatekeeper/internal/relief"
 )
 
 // appMetrics are the series the command owns itself.
 type appMetrics struct {
-	reloads            *prometheus.CounterVec
-	reloadTime         prometheus.Gauge
 	breakerTransitions *prometheus.CounterVec
-	levelTransitions   *prometheus.CounterVec
-	hookCalls          *prometheus.CounterVec
 }
 
 func newAppMetrics(reg prometheus.Registerer) *appMetrics {
 	m := &appMetrics{
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gatekeeper_config_reloads_total",
-			Help: "Policy reloads, by result (success, error).",
-		}, []string{"result"}),
-		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "gatekeeper_config_last_reload_success_timestamp_seconds",
-			Help: "When the policy was last loaded successfully.",
-		}),
 		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatekeeper_error_breaker_transitions_total",
 			Help: "Error breaker transitions per upstream, by the state entered.",
 		}, []string{"upstream", "state"}),
-		levelTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gatekeeper_level_transitions_total",
-			Help: "Pressure level changes per upstream, with the signal that caused them.",
-		}, []string{"upstream", "from", "to", "signal"}),
-		hookCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gatekeeper_hook_calls_total",
-			Help: "Relief hook calls by level hook and result (ok, error, timeout, skipped, canceled).",
-		}, []string{"hook", "result"}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "gatekeeper_build_info",
@@ -45,14 +22,6 @@ func newAppMetrics(reg prometheus.Registerer) *appMetrics {
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	info.Set(1)
-	m.reloads.WithLabelValues("success")
-	m.reloads.WithLabelValues("error")
-	for _, hook := range []control.Hook{control.Degraded, control.Critical, control.Recovered} {
-		for _, result := range relief.Outcomes { // 15 series, there from the start
-			m.hookCalls.WithLabelValues(string(hook), result)
-		}
-	}
-	m.reloadTime.SetToCurrentTime()
-	reg.MustRegister(m.reloads, m.reloadTime, m.breakerTransitions, m.levelTransitions, m.hookCalls, info)
+	reg.MustRegister(m.breakerTransitions, info)
 	return m
 }

@@ -143,7 +143,7 @@ func generateMetricsDoc(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = a.shared.c.Close() })
+	t.Cleanup(func() { _ = a.shared.Cluster().Close() })
 	var docs []metricDoc
 	for _, c := range a.reg.registered() {
 		if name := fmt.Sprintf("%T", c); strings.Contains(name, "goCollector") || strings.Contains(name, "processCollector") {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
@@ -26,49 +26,6 @@ upstreams:
     gpus: ["1"]
 `
 
-func TestUnbuiltSources(t *testing.T) {
-	t.Parallel()
-	cfg, err := config.LoadFile(writePolicy(t, "p.yaml", nvmlPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name string
-		cfg  *config.Config
-		nvml bool
-		want []string // the errors, in order
-	}{
-		{"nvml compiled in", cfg, true, nil},
-		{"nvml not compiled in", cfg, false, []string{
-			"config: line 3: pressure.sources[0].kind: " + nvmlNotCompiled,
-			"config: line 8: upstreams[1].sources[0].kind: " + nvmlNotCompiled,
-		}},
-		{"no nvml source", config.Default(), false, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var got []string
-			if err := unbuiltSources(tt.cfg, tt.nvml); err != nil {
-				for _, e := range problems(err) {
-					if fe := (*config.FieldError)(nil); !errors.As(e, &fe) {
-						t.Errorf("unbuiltSources() holds %T %v, want a *config.FieldError (-check's shape)", e, e)
-					}
-					got = append(got, e.Error())
-				}
-			}
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("unbuiltSources(nvml %v) =\n%s\nwant\n%s", tt.nvml, strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
-		})
-	}
-	for _, w := range []string{"-tags nvml", "VARIANT=nvml", "kind: dcgm", "kind: memory_blocks"} {
-		if !strings.Contains(nvmlNotCompiled, w) {
-			t.Errorf("the nvml error %q does not mention %s", nvmlNotCompiled, w)
-		}
-	}
-}
-
 // TestNVMLPolicyWithoutTheTag: a build without the nvml tag (the default,
 // the static image) refuses a policy listing kind nvml at -check, at start
 // (before it listens) and on reload, naming the file, line and key;
@@ -84,15 +41,15 @@ func TestNVMLPolicyWithoutTheTag(t *testing.T) {
 	if !errors.Is(err, errReported) || exitCode(err) != exitError {
 		t.Fatalf("-check = %v (exit %d), want errors reported (exit 1); stderr %s", err, exitCode(err), errb.String())
 	}
-	want := path + ": line 3: pressure.sources[0].kind: error: " + nvmlNotCompiled + "\n" +
-		path + ": line 8: upstreams[1].sources[0].kind: error: " + nvmlNotCompiled + "\n" +
+	want := path + ": line 3: pressure.sources[0].kind: error: " + policy.NVMLNotCompiled + "\n" +
+		path + ": line 8: upstreams[1].sources[0].kind: error: " + policy.NVMLNotCompiled + "\n" +
 		path + ": invalid, 2 errors\n"
 	if errb.String() != want {
 		t.Errorf("-check stderr =\n%s\nwant\n%s", errb.String(), want)
 	}
 	errb.Reset()
 	err = run(t.Context(), path, &errb)
-	if err == nil || !strings.Contains(err.Error(), "pressure.sources[0].kind: "+nvmlNotCompiled) {
+	if err == nil || !strings.Contains(err.Error(), "pressure.sources[0].kind: "+policy.NVMLNotCompiled) {
 		t.Errorf("run() = %v, want the start refused with the nvml error", err)
 	}
 	out.Reset()
@@ -103,7 +60,7 @@ func TestNVMLPolicyWithoutTheTag(t *testing.T) {
 
 	// A running gatekeeper keeps its policy when the file turns to one with nvml.
 	running := writePolicy(t, "running.yaml", "upstreams: [{name: a, url: \"http://127.0.0.1:1\"}]\nhealth_check: {interval: 1h}\n")
-	cfg, err := loadRunnable(running)
+	cfg, err := policy.LoadRunnable(running, pressure.NVMLCompiled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +76,7 @@ func TestNVMLPolicyWithoutTheTag(t *testing.T) {
 	if err := os.WriteFile(running, []byte(nvmlPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.reload("sighup")
+	a.policy.Reload("sighup")
 	if a.cfg() != before || !slices.Contains(stages, "reload_refused") || !strings.Contains(logs.String(), "pressure.sources[0].kind: kind nvml is not compiled") {
 		t.Errorf("reload to an nvml policy: stages %v, log %s; want it refused with the nvml error, the running policy kept", stages, logs.String())
 	}

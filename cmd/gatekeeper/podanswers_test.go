@@ -123,7 +123,7 @@ func TestPodOverloadIsNotFailure(t *testing.T) {
 			if n := outcomeCounts(t, a)["upstream_overloaded"]; n != 8 {
 				t.Errorf("outcome upstream_overloaded = %v, want 8", n)
 			}
-			a.slow.observe(pressure.State{}) // the next pressure round
+			a.slow.Observe(pressure.State{}) // the next pressure round
 			if st, _, _ := a.ctl.State("pod"); st.Level != breaker.Degraded || st.Limit != 8 {
 				t.Errorf("after the refusals the pod is %v with window %d, want degraded at 8", st.Level, st.Limit)
 			}
@@ -180,9 +180,7 @@ func TestRefusalBurstDegradesAtOnce(t *testing.T) {
 					}
 				}})
 			ctx, cancel := context.WithCancel(t.Context())
-			if err := a.pressure.Apply(ctx, a.pressureSettings(a.cfg())); err != nil {
-				t.Fatal(err)
-			}
+			a.pressure.Start(ctx)
 			t.Cleanup(func() { cancel(); a.pressure.Stop() })
 			round := func() {
 				t.Helper()

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -32,9 +33,12 @@ func TestDiscoveryRoundNeverUndoesAReload(t *testing.T) {
 	var once sync.Once
 	var mu sync.Mutex
 	addrs := []string{"127.0.0.1"}
+	var armed atomic.Bool // newApp's own first resolution is not the round's
 	lookup := func(ctx context.Context, _ string) ([]string, error) {
 		first := false
-		once.Do(func() { first = true })
+		if armed.Load() {
+			once.Do(func() { first = true })
+		}
 		if first { // the discovery round's lookup: slow
 			close(entered)
 			select {
@@ -48,18 +52,18 @@ func TestDiscoveryRoundNeverUndoesAReload(t *testing.T) {
 		return append([]string(nil), addrs...), nil
 	}
 	const policy = "upstreams: [{name: pods, url: 'http://pods.test:8000', dns_interval: 1h}]\nfast_breaker: {qps: %s, burst: 5}\n"
-	a, err := newApp(mustParse(t, strings.Replace(policy, "%s", "10", 1)), appOptions{})
+	a, err := newApp(mustParse(t, strings.Replace(policy, "%s", "10", 1)), appOptions{lookup: lookup})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.lookup = lookup // after newApp's own first resolution
+	armed.Store(true) // after newApp's own first resolution
 	mu.Lock()
 	addrs = []string{"127.0.0.1", "127.0.0.2"} // the round will find a change
 	mu.Unlock()
 	roundDone := make(chan error, 1)
-	go func() { roundDone <- a.rediscover(t.Context()) }()
+	go func() { roundDone <- a.policy.Rediscover(t.Context()) }()
 	<-entered
-	if err := a.apply(mustParse(t, strings.Replace(policy, "%s", "99", 1))); err != nil {
+	if err := a.policy.Set(mustParse(t, strings.Replace(policy, "%s", "99", 1))); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.cfg().FastBreaker.QPS; got != 99 {
@@ -73,7 +77,7 @@ func TestDiscoveryRoundNeverUndoesAReload(t *testing.T) {
 		t.Fatalf("after the discovery round: qps=%v, want 99 (the round applied the policy it started with)", got)
 	}
 	// The next round, on the running policy, applies the new addresses.
-	if err := a.rediscover(t.Context()); err != nil {
+	if err := a.policy.Rediscover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if n, qps := len(a.cfg().Upstreams), a.cfg().FastBreaker.QPS; n != 2 || qps != 99 {
@@ -116,7 +120,7 @@ fast_breaker: {qps: 1000, burst: 1000}
 health_check: {interval: 1h}
 `)
 	bad.Upstreams[1].Sources = []config.Source{{Kind: "bogus", URL: "http://127.0.0.1:2/x", Name: "bogus"}}
-	if err := a.apply(bad); err == nil || !strings.Contains(err.Error(), "bogus") {
+	if err := a.policy.Set(bad); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("apply(bad) = %v, want the pressure monitor's refusal", err)
 	}
 	if a.cfg() != before {

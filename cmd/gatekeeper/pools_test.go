@@ -170,7 +170,7 @@ pressure: {rules: {fragmentation: {degrade: 1.2, shed: 1.5}}}  # no for: one rou
 			send(m, "short")
 		}
 		// Pool a degrades (its window cannot shrink below 1); b stays normal.
-		a.slow.observe(pressure.State{Upstreams: []pressure.UpstreamState{{Name: "a",
+		a.slow.Observe(pressure.State{Upstreams: []pressure.UpstreamState{{Name: "a",
 			Signals: map[pressure.Signal]pressure.Value{pressure.Fragmentation: {Value: 1.3}}}}})
 		for range 3 {
 			podA.release <- struct{}{}

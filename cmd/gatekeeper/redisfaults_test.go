@@ -89,7 +89,7 @@ func faultRun(t *testing.T, n int, memory bool) {
 	if memory { // 192 000 bytes free ÷ vocab 1000 = 192; a request's estimate is 32: six at once
 		bound = 6
 		for _, a := range apps {
-			a.slow.observe(pressure.State{At: time.Now(), Upstreams: []pressure.UpstreamState{{Name: "pod",
+			a.slow.Observe(pressure.State{At: time.Now(), Upstreams: []pressure.UpstreamState{{Name: "pod",
 				Signals: map[pressure.Signal]pressure.Value{pressure.FreeMemory: {Value: 192000, At: time.Now()}}}}})
 		}
 	}
@@ -158,7 +158,7 @@ func faultRun(t *testing.T, n int, memory bool) {
 		}
 		time.Sleep(p.lasts) // the phase's length, not a wait for state
 		for _, r := range p.down {
-			if apps[r].shared.c.Up() {
+			if apps[r].shared.Cluster().Up() {
 				t.Errorf("%s: r%d still in shared mode at its end", p.name, r)
 			}
 		}

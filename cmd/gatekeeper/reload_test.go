@@ -49,7 +49,7 @@ func TestReloadLogsChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		logs.Reset()
-		a.reload("file_change")
+		a.policy.Reload("file_change")
 		var got []string
 		for line := range strings.Lines(logs.String()) {
 			var l struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,17 +15,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/listener"
+	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/framing"
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/tlscert"
 )
 
 // run loads the policy at path ("" for the embedded default) and serves
 // until ctx ends or SIGTERM/SIGINT arrives, then drains (docs/operations.md,
 // Shutdown). command parsed the flags.
 func run(ctx context.Context, path string, stderr io.Writer) error {
-	cfg, err := loadRunnable(path)
+	cfg, err := policy.LoadRunnable(path, pressure.NVMLCompiled)
 	if err != nil {
 		return err
 	}
@@ -44,28 +47,6 @@ func run(ctx context.Context, path string, stderr io.Writer) error {
 	}
 	defer a.close()
 	return a.serve(ctx, hup)
-}
-
-// loadConfig reads the policy file, or the embedded default when path is "".
-func loadConfig(path string) (*config.Config, error) {
-	if path == "" {
-		return config.Default(), nil
-	}
-	return config.LoadFile(path)
-}
-
-// loadRunnable is loadConfig for a policy this binary is to run (start,
-// reload, -check): it also refuses one naming a source the binary was built
-// without (unbuiltSources). -print-config shows any valid policy.
-func loadRunnable(path string) (*config.Config, error) {
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := unbuiltSources(cfg, pressure.NVMLCompiled); err != nil {
-		return nil, err
-	}
-	return cfg, nil
 }
 
 func displayName(path string) string {
@@ -94,64 +75,39 @@ func (a *app) serve(ctx context.Context, hup <-chan os.Signal) error {
 }
 
 // serveOn is serve on listeners the caller opened (tests pass loopback
-// ones). In endpoint-picker mode traffic is the gRPC listener.
+// ones). In endpoint-picker mode traffic is the gRPC listener. The loops
+// and the listeners' Serve goroutines run under one WaitGroup, which the
+// shutdown waits on.
 func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-chan os.Signal) error {
-	s := a.cfg().Server
-	ts := &http.Server{
-		Handler:           a.handler,
-		ReadHeaderTimeout: s.ReadHeaderTimeout,
-		IdleTimeout:       s.IdleTimeout,
-		MaxHeaderBytes:    s.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-		ConnContext:       proxy.ConnContext, // framing.Guard's verdict, proxy.SendListener's connection
-		ConnState:         a.conns.track,     // gatekeeper_client_connections
-		// No WriteTimeout: streams last minutes. A client that stops reading is cut by
-		// server.send_timeout, when it has taken no byte for that long (proxy.SendListener).
-	}
-	as := &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
-
+	ts, as := a.servers()
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
-	wg.Go(func() { _ = a.health.Run(loops) })
-	wg.Go(func() { a.watchConfig(loops, hup) })
-	if err := a.startLoops(loops, &wg); err != nil {
+	fail := func(err error) error {
 		stopLoops()
 		wg.Wait()
 		traffic.Close()
 		admin.Close()
 		return err
+	}
+	wg.Go(func() { _ = a.health.Run(loops) })
+	wg.Go(func() { a.policy.Watch(loops, hup) })
+	if err := a.startLoops(loops, &wg); err != nil {
+		return fail(err)
 	}
 	if a.cfg().EndpointPicker != nil {
 		return a.runPicker(ctx, traffic, admin, as, stopLoops, &wg)
 	}
 	useTLS, err := a.configureTLS(ts)
 	if err != nil {
-		stopLoops()
-		wg.Wait()
-		traffic.Close()
-		admin.Close()
-		return err
+		return fail(err)
 	}
-	traffic = limitConns(traffic, s.MaxConnections) // under TLS and framing.Guard alike
-	traffic = proxy.SendListener(traffic)           // the send timeout in each connection, under TLS too
-	if limit, low := fileLimitLow(s.MaxConnections); low {
-		a.log.LogAttrs(ctx, slog.LevelWarn, "open-file limit (ulimit -n) is below server.max_connections + 1024",
-			slog.Uint64("open_file_limit", limit), slog.Int("max_connections", s.MaxConnections))
-	}
-	go func() {
-		if useTLS {
-			errc <- serveErr(ts.ServeTLS(traffic, "", ""))
-			return
-		}
-		errc <- serveErr(ts.Serve(framing.Guard(traffic))) // TLS bytes cannot be scanned
-	}()
-	go func() { errc <- serveErr(as.Serve(admin)) }()
+	traffic = a.bound(ctx, traffic)
+	errc := make(chan error, 2)
+	wg.Go(func() { errc <- a.serveTraffic(ts, traffic, useTLS) })
+	wg.Go(func() { errc <- serveErr(as.Serve(admin)) })
 	a.log.LogAttrs(ctx, slog.LevelInfo, "gatekeeper started",
 		slog.String("state", "serving"), slog.String("listen", traffic.Addr().String()),
 		slog.String("admin_listen", admin.Addr().String()), slog.String("version", version))
-
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -162,6 +118,46 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 	wg.Wait()
 	a.log.LogAttrs(context.Background(), slog.LevelInfo, "gatekeeper stopped", slog.String("state", "stopped"))
 	return err
+}
+
+// servers are the traffic and admin HTTP servers of the running policy.
+func (a *app) servers() (traffic, admin *http.Server) {
+	s := a.cfg().Server
+	traffic = &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: s.ReadHeaderTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    s.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		ConnContext:       proxy.ConnContext, // framing.Guard's verdict, proxy.SendListener's connection
+		ConnState:         a.conns.Track,     // gatekeeper_client_connections
+		// No WriteTimeout: streams last minutes. A client that stops reading is cut by
+		// server.send_timeout, when it has taken no byte for that long (proxy.SendListener).
+	}
+	admin = &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
+	return traffic, admin
+}
+
+// bound puts the traffic listener's bounds on l: server.max_connections
+// and the send timeout, under TLS and framing.Guard alike.
+func (a *app) bound(ctx context.Context, l net.Listener) net.Listener {
+	s := a.cfg().Server
+	l = listener.Limit(l, s.MaxConnections)
+	l = proxy.SendListener(l) // the send timeout in each connection, under TLS too
+	if limit, low := listener.FileLimitLow(s.MaxConnections); low {
+		a.log.LogAttrs(ctx, slog.LevelWarn, "open-file limit (ulimit -n) is below server.max_connections + 1024",
+			slog.Uint64("open_file_limit", limit), slog.Int("max_connections", s.MaxConnections))
+	}
+	return l
+}
+
+// serveTraffic serves ts on l until it is shut down.
+func (a *app) serveTraffic(ts *http.Server, l net.Listener, useTLS bool) error {
+	if useTLS {
+		return serveErr(ts.ServeTLS(l, "", ""))
+	}
+	return serveErr(ts.Serve(framing.Guard(l))) // TLS bytes cannot be scanned
 }
 
 func serveErr(err error) error {
@@ -209,4 +205,21 @@ func shutdownHTTP(ts *http.Server) func(ctx context.Context) error {
 		}
 		return err
 	}
+}
+
+// configureTLS makes ts serve TLS with HTTP/2 and HTTP/1.1 when the policy
+// asks for it, with a cap on concurrent HTTP/2 streams per connection. The
+// certificate is re-read when its files change (tlscert.Loader).
+func (a *app) configureTLS(ts *http.Server) (bool, error) {
+	s := a.cfg().Server
+	if s.TLS == nil {
+		return false, nil
+	}
+	l, err := tlscert.New(tlscert.Settings{CertFile: s.TLS.CertFile, KeyFile: s.TLS.KeyFile, Logger: a.log})
+	if err != nil {
+		return false, fmt.Errorf("gatekeeper: server.tls: %w", err)
+	}
+	ts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: l.GetCertificate}
+	ts.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: s.MaxConcurrentStreams}
+	return true, nil
 }

@@ -95,7 +95,7 @@ func newRigWith(t *testing.T, policy string) *slowRig {
 
 // fragmentation feeds one poll round in which the pod's ratio is v.
 func (r *slowRig) fragmentation(v float64) {
-	r.a.slow.observe(pressure.State{Upstreams: []pressure.UpstreamState{{Name: "pod",
+	r.a.slow.Observe(pressure.State{Upstreams: []pressure.UpstreamState{{Name: "pod",
 		Signals: map[pressure.Signal]pressure.Value{pressure.Fragmentation: {Value: v}}}}})
 }
 

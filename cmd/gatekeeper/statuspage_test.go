@@ -66,7 +66,7 @@ server: {drain_delay: 0s}
 	// pod goes critical. The third poll's moment brings real refusals.
 	fragment := func(ratio float64) {
 		src.ratio.Store(int64(ratio * 100))
-		a.slow.observe(pressure.State{Upstreams: []pressure.UpstreamState{{Name: "pod",
+		a.slow.Observe(pressure.State{Upstreams: []pressure.UpstreamState{{Name: "pod",
 			Signals: map[pressure.Signal]pressure.Value{pressure.Fragmentation: {Value: ratio}}}}})
 	}
 	fragment(1.3) // degraded, below shed

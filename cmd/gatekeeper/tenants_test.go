@@ -63,7 +63,7 @@ func TestTenantsShareTheQueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.a.apply(cfg); err != nil {
+		if err := r.a.policy.Set(cfg); err != nil {
 			t.Fatal(err)
 		}
 		first := r.sendTenant(t.Context(), "within", "light") // an estimate of 18: within 30

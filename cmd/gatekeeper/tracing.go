@@ -5,17 +5,11 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/epp"
+	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// tracingSettings maps the policy's tracing section onto telemetry's
-// Settings; the environment fills what it leaves unset.
-func tracingSettings(t *config.Tracing, getenv func(string) string) telemetry.Settings {
-	return telemetry.Settings{Endpoint: t.Endpoint, Protocol: telemetry.Protocol(t.Protocol), SampleRatio: t.SampleRatio,
-		Headers: t.Headers, Insecure: t.Insecure, Version: version, Getenv: getenv}
-}
 
 // newTracer builds the tracer provider of cfg's tracing section; nil
 // without one (no spans, nothing exported).
@@ -23,7 +17,7 @@ func (a *app) newTracer(cfg *config.Config) error {
 	if cfg.Tracing == nil {
 		return nil
 	}
-	s := tracingSettings(cfg.Tracing, a.opts.getenv)
+	s := policy.TracingSettings(cfg.Tracing, version, a.opts.getenv)
 	s.Exporter = a.opts.spanExporter
 	p, err := telemetry.New(context.Background(), s)
 	if err != nil {
@@ -41,7 +35,7 @@ func (a *app) traceOptions(cfg *config.Config, o *proxy.Options) {
 	var tp trace.TracerProvider = a.tracer
 	o.TracerProvider, o.Propagator = tp, telemetry.Propagator()
 	o.TrustClientContext = cfg.Tracing.TrustClientContext
-	o.PodState = a.podState
+	o.PodState = a.ctl.LevelWindow
 }
 
 // pickerTraceOptions sets the endpoint picker's tracing options from the
@@ -53,16 +47,7 @@ func (a *app) pickerTraceOptions(cfg *config.Config, o *epp.Options, c *epp.Core
 	var tp trace.TracerProvider = a.tracer
 	o.TracerProvider, o.Propagator = tp, telemetry.Propagator()
 	o.TrustClientContext = cfg.Tracing.TrustClientContext
-	c.PodState = a.podState
-}
-
-// podState is a pod's pressure level and window, for the admission span.
-func (a *app) podState(name string) (string, int) {
-	st, _, ok := a.ctl.State(name)
-	if !ok {
-		return "", 0
-	}
-	return st.Level.String(), st.Limit
+	c.PodState = a.ctl.LevelWindow
 }
 
 // shutdownTracer flushes the spans still buffered, within shutdown_timeout.

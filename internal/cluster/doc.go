@@ -22,6 +22,13 @@
 // heartbeat interval; so does one whose share shrank, so that Redis learns
 // the slots are free.
 //
+// Windows keeps each pod's bounds as the slow breaker sets them and pushes
+// this replica's part of them (Scale) to the queue, again whenever a share
+// moves (its Reshare is the Cluster's OnShares); its Demand is the
+// Cluster's Settings.Demand. Lock order: Windows' mutex, then the queue's
+// or the shares' (Scale); the Cluster calls Demand and OnShares outside
+// its locks, and Demand reads the queue before it takes Windows' mutex.
+//
 // A lease reserves, in Redis, max(the cap its replica ran, what it had in
 // flight, the new grant) until its expiry (LeaseTTL after its renewal):
 // slots above a shrunk grant still run until they end, and a grant whose

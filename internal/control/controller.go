@@ -312,6 +312,16 @@ func (c *Controller) State(name string) (breaker.SlowState, *Cause, bool) {
 	return u.slow.Current(), &cause, true
 }
 
+// LevelWindow returns an upstream's level name and window, as the admission
+// span shows them; "" and 0 for an upstream the Controller does not know.
+func (c *Controller) LevelWindow(name string) (string, int) {
+	st, _, ok := c.State(name)
+	if !ok {
+		return "", 0
+	}
+	return st.Level.String(), st.Limit
+}
+
 // Changes returns the latest level changes over every upstream, newest
 // first: at most ChangeHistory, those this Controller made (a restart
 // starts empty; a reload keeps them, those of upstreams it removed too).

@@ -443,3 +443,17 @@ func TestDeadlineOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestLevelWindow(t *testing.T) {
+	c, err := New(FromPolicy(config.Default()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := config.Default().Upstreams[0].Name
+	if level, window := c.LevelWindow(name); level != "normal" || window != config.Default().Upstreams[0].MaxInflight {
+		t.Errorf("LevelWindow(%s) = %q, %d; want normal at max_inflight", name, level, window)
+	}
+	if level, window := c.LevelWindow("nope"); level != "" || window != 0 {
+		t.Errorf("LevelWindow(unknown) = %q, %d; want \"\", 0", level, window)
+	}
+}

@@ -15,7 +15,12 @@
 //
 // A Runner owns the running Monitor for a process whose policy reloads: it
 // builds a new Monitor when the settings change (Prepare, which may fail)
-// and swaps it in (Start, which cannot), stopping the old one.
+// and swaps it in (Replace, which cannot), stopping the old one. It owns
+// the context they run under, handed to it once by Start.
+//
+// OnUpdate comes once per round: after every source has reported since the
+// last one (so a controller acting on it runs once per Interval, not once
+// per source), or at once after Notify.
 //
 // Sources sit behind the Source interface so tests (and callers) can feed a
 // Monitor with fakes through SourceSettings.Source. go-nvml sits behind the

@@ -28,6 +28,10 @@ type Monitor struct {
 	mu      sync.RWMutex
 	started time.Time
 	polled  bool // PollAt has set started
+
+	// roundMu guards unreported.
+	roundMu    sync.Mutex
+	unreported map[*entry]bool // the sources the current round still waits for
 }
 
 // upstream is an upstream's fixed wiring.
@@ -160,8 +164,8 @@ func (m *Monitor) newEntry(ss SourceSettings, upstream, path string, names map[s
 }
 
 // Run polls every source on its own goroutine until ctx ends, so a slow or
-// hanging source never delays another, and calls Settings.OnUpdate after
-// reports. It returns after all its goroutines have exited and the sources
+// hanging source never delays another, and calls Settings.OnUpdate once
+// per round (notifyLoop). It returns after all its goroutines have exited and the sources
 // that implement io.Closer are closed, with their close errors. A source
 // whose Read ignores ctx delays Run's return. Call Run once.
 func (m *Monitor) Run(ctx context.Context) error {
@@ -208,7 +212,7 @@ func (m *Monitor) poll(ctx context.Context, e *entry) {
 		}
 		now := m.s.Now()
 		m.record(ctx, e, rd, err, now)
-		m.wake()
+		m.reported(e)
 		wait := m.s.Interval - now.Sub(start)
 		if m.s.Jitter > 0 {
 			wait += rand.N(m.s.Jitter) - m.s.Jitter/2
@@ -282,14 +286,41 @@ func (m *Monitor) record(ctx context.Context, e *entry, rd Reading, err error, n
 	}
 }
 
-// Notify asks for an OnUpdate call with the current Snapshot, as a
-// source's report does: the caller learnt something the next round should
-// act on now (a pod refusing requests itself). It never blocks; calls made
-// while one is pending are coalesced into it. Without OnUpdate it has no
-// effect.
+// Notify asks for an OnUpdate call with the current Snapshot now, before
+// the round's sources have all reported: the caller learnt something the
+// next round should act on at once (a pod refusing requests itself). It
+// never blocks; calls made while one is pending are coalesced into it. It
+// does not end the round in progress. Without OnUpdate it has no effect.
 func (m *Monitor) Notify() { m.wake() }
 
-// wake tells the OnUpdate loop that a report came in.
+// reported counts e's report (an answer or a failure, its timeout
+// included) in the current round; the last source to report ends the
+// round, and OnUpdate runs once for it.
+func (m *Monitor) reported(e *entry) {
+	m.roundMu.Lock()
+	if m.unreported == nil {
+		m.refillLocked()
+	}
+	delete(m.unreported, e)
+	done := len(m.unreported) == 0
+	if done {
+		m.refillLocked()
+	}
+	m.roundMu.Unlock()
+	if done {
+		m.wake()
+	}
+}
+
+// refillLocked starts a round that waits for every source. roundMu is held.
+func (m *Monitor) refillLocked() {
+	m.unreported = make(map[*entry]bool, len(m.sources))
+	for _, e := range m.sources {
+		m.unreported[e] = true
+	}
+}
+
+// wake tells the OnUpdate loop that a round ended or Notify was called.
 func (m *Monitor) wake() {
 	select {
 	case m.notify <- struct{}{}:
@@ -297,25 +328,32 @@ func (m *Monitor) wake() {
 	}
 }
 
-// notifyLoop calls OnUpdate once per batch of reports and Notify calls. A
-// Monitor without sources has no reports, yet its caller's rounds must go
-// on (the controller's built-in pod_overload signal, fed by the pods'
-// answers, is read and left only at rounds): it calls OnUpdate every
-// Interval as well.
+// notifyLoop calls OnUpdate once per round: after every source has
+// reported since the last round (each read is bounded by its timeout), so
+// sources read at slightly different moments make one round per Interval,
+// not one per source; and at once after Notify. A source that has not
+// reported for StaleAfter is stale: the round goes on without it. A Monitor
+// without sources has no reports, yet its caller's rounds must go on (the
+// controller's built-in pod_overload signal, fed by the pods' answers, is
+// read and left only at rounds): it calls OnUpdate every Interval instead.
 func (m *Monitor) notifyLoop(ctx context.Context) {
-	var tick <-chan time.Time
+	every := m.s.StaleAfter
 	if len(m.sources) == 0 {
-		t := time.NewTicker(m.s.Interval)
-		defer t.Stop()
-		tick = t.C
+		every = m.s.Interval
 	}
+	t := time.NewTimer(every)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.notify:
-		case <-tick:
+		case <-t.C:
+			m.roundMu.Lock()
+			m.refillLocked() // those still out report into the next round
+			m.roundMu.Unlock()
 		}
+		t.Reset(every)
 		m.s.OnUpdate(m.Snapshot())
 	}
 }

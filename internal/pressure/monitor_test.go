@@ -247,7 +247,7 @@ func TestMonitorSignalsPerUpstream(t *testing.T) {
 	})
 }
 
-// TestMonitorUpdates: OnUpdate follows the sources' reports; a Monitor
+// TestMonitorUpdates: OnUpdate follows the sources' rounds; a Monitor
 // without sources still calls it every Interval (its caller's rounds go
 // on); Notify asks for one more at once. Fake time (synctest).
 func TestMonitorUpdates(t *testing.T) {
@@ -260,6 +260,10 @@ func TestMonitorUpdates(t *testing.T) {
 	}{
 		{"no source: every interval", nil, 4, 5},
 		{"one source: after each report", []SourceSettings{{Source: kvSource("one", &atomic.Bool{})}}, 5, 6},
+		// Two sources report twice per interval together: still one round
+		// per interval (issue 36), not one per report.
+		{"two sources: once per interval", []SourceSettings{{Source: kvSource("one", &atomic.Bool{})},
+			{Source: kvSource("two", &atomic.Bool{})}}, 5, 6},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -364,4 +368,37 @@ func TestNewNamesSources(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("sources = %v, want %v", got, want)
 	}
+}
+
+// TestMonitorRoundWaitsForEverySource: a round ends when the last source of
+// the interval has reported; Notify's round comes at once.
+func TestMonitorRoundWaitsForEverySource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var updates atomic.Int64
+		slow := &funcSource{name: "slow", fn: func(ctx context.Context) (Reading, error) {
+			select { // answers 300ms into each read
+			case <-time.After(300 * time.Millisecond):
+				return Reading{Values: map[Signal]float64{KVCacheUsage: 0.5}}, nil
+			case <-ctx.Done():
+				return Reading{}, ctx.Err()
+			}
+		}}
+		m := newMonitor(t, Settings{Upstreams: []UpstreamSettings{{Name: "a", Sources: []SourceSettings{
+			{Source: kvSource("fast", &atomic.Bool{})}, {Kind: KindVLLM, Source: slow}}}},
+			OnUpdate: func(State) { updates.Add(1) }})
+		start(t, m)
+		if got := updates.Load(); got != 0 {
+			t.Fatalf("OnUpdate calls before the slow source's first answer = %d, want 0", got)
+		}
+		time.Sleep(400 * time.Millisecond) // the slow source answered at 300ms
+		synctest.Wait()
+		if got := updates.Load(); got != 1 {
+			t.Fatalf("OnUpdate calls after both answered = %d, want 1", got)
+		}
+		m.Notify() // an immediate round, whatever the sources
+		synctest.Wait()
+		if got := updates.Load(); got != 2 {
+			t.Fatalf("OnUpdate calls after Notify = %d, want 2", got)
+		}
+	})
 }

@@ -21,16 +21,20 @@ type RunnerSettings struct {
 // Runner owns the running Monitor and replaces it when a reload changes
 // what it reads. It splits the replacement in two, so a caller can build
 // and check a whole new policy before changing anything: Prepare builds the
-// Monitor (the step that may fail), Start swaps it in (it cannot fail).
+// Monitor (the step that may fail), Replace swaps it in (it cannot fail).
+// The Runner owns the context its Monitors run under: Start hands it over
+// once, and every Monitor swapped in, before or after, runs under it.
 // Create one with NewRunner. Safe for concurrent use; must not be copied.
 type Runner struct {
 	log      *slog.Logger
 	onUpdate func(State)
 	current  atomic.Pointer[Monitor]
 
-	// mu guards settings, cancel and done.
+	// mu guards the fields below.
 	mu       sync.Mutex
-	settings Settings
+	ctx      context.Context // nil until Start
+	settings Settings        // current's
+	pending  bool            // current is set and waits for Start
 	cancel   context.CancelFunc
 	done     chan struct{}
 }
@@ -43,8 +47,8 @@ func NewRunner(s RunnerSettings) *Runner {
 	return &Runner{log: s.Logger, onUpdate: s.OnUpdate}
 }
 
-// Snapshot returns the latest State of the running Monitor, empty before
-// one has started. It never waits on I/O.
+// Snapshot returns the latest State of the current Monitor, empty before
+// one has run. It never waits on I/O.
 func (r *Runner) Snapshot() State {
 	if m := r.current.Load(); m != nil {
 		return m.Snapshot()
@@ -60,25 +64,40 @@ func (r *Runner) Notify() {
 	}
 }
 
-// Apply is Prepare then Start: it starts a Monitor for s under ctx,
-// replacing the running one only when the settings differ. A Monitor that
-// cannot be built is an error and the old one keeps running.
-func (r *Runner) Apply(ctx context.Context, s Settings) error {
+// Start runs the current Monitor, and every one Replace swaps in from now
+// on, under ctx: they stop when ctx ends. Call it once; later calls do
+// nothing.
+func (r *Runner) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx != nil {
+		return
+	}
+	r.ctx = ctx
+	if m := r.current.Load(); m != nil && r.pending {
+		r.runLocked(m)
+	}
+}
+
+// Apply is Prepare then Replace: it swaps in a Monitor for s, replacing the
+// current one only when the settings differ. A Monitor that cannot be
+// built is an error and the old one stays.
+func (r *Runner) Apply(s Settings) error {
 	m, err := r.Prepare(s)
 	if err != nil {
 		return err
 	}
-	r.Start(ctx, m, s)
+	r.Replace(m, s)
 	return nil
 }
 
 // Prepare builds the Monitor for s without starting it; nil when s is what
-// runs already (reflect.DeepEqual: settings holding a func, such as Now,
-// never match). s's Logger and OnUpdate are replaced by the Runner's.
-// Nothing running changes.
+// runs (or waits for Start) already (reflect.DeepEqual: settings holding a
+// func, such as Now, never match). s's Logger and OnUpdate are replaced by
+// the Runner's. Nothing running changes.
 func (r *Runner) Prepare(s Settings) (*Monitor, error) {
 	r.mu.Lock()
-	same := r.done != nil && reflect.DeepEqual(r.settings, s)
+	same := (r.done != nil || r.pending) && reflect.DeepEqual(r.settings, s)
 	r.mu.Unlock()
 	if same {
 		return nil, nil
@@ -89,21 +108,31 @@ func (r *Runner) Prepare(s Settings) (*Monitor, error) {
 	return New(full)
 }
 
-// Start replaces the running Monitor with m, built by Prepare for s, and
-// runs m under ctx until Stop, the next Start with a non-nil Monitor, or
-// the end of ctx. It stops the old Monitor and waits for it first. A nil m
-// keeps the running one.
-func (r *Runner) Start(ctx context.Context, m *Monitor, s Settings) {
+// Replace makes m, built by Prepare for s, the current Monitor. After Start
+// it stops the running Monitor, waits for it, and runs m under Start's
+// context until Stop, the next Replace with a non-nil Monitor, or the end of
+// that context; before Start, m waits for it. A nil m keeps the current one.
+func (r *Runner) Replace(m *Monitor, s Settings) {
 	if m == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopLocked()
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	r.settings, r.cancel, r.done = s, cancel, done
+	r.settings = s
 	r.current.Store(m)
+	if r.ctx == nil {
+		r.pending = true
+		return
+	}
+	r.runLocked(m)
+}
+
+// runLocked runs m under r.ctx. r.mu is held.
+func (r *Runner) runLocked(m *Monitor) {
+	mctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan struct{})
+	r.cancel, r.done, r.pending = cancel, done, false
 	go func() { // owned: stopLocked cancels it and waits for done
 		defer close(done)
 		if err := m.Run(mctx); err != nil {
@@ -121,6 +150,7 @@ func (r *Runner) Stop() {
 }
 
 func (r *Runner) stopLocked() {
+	r.pending = false
 	if r.cancel == nil {
 		return
 	}

@@ -46,9 +46,10 @@ func TestRunnerReplacesOnlyOnChange(t *testing.T) {
 			t.Fatalf("Snapshot() before Start = %+v, want empty", s)
 		}
 		r.Notify() // before Start: nothing to ask
+		r.Start(t.Context())
 		one, two := &closeSource{name: "one"}, &closeSource{name: "two"}
 		s1 := runnerSettings(one)
-		if err := r.Apply(t.Context(), s1); err != nil {
+		if err := r.Apply(s1); err != nil {
 			t.Fatalf("Apply() = %v", err)
 		}
 		synctest.Wait()
@@ -66,7 +67,7 @@ func TestRunnerReplacesOnlyOnChange(t *testing.T) {
 		if m, err := r.Prepare(s1); m != nil || err != nil {
 			t.Errorf("Prepare(same settings) = %v, %v; want nil, nil", m, err)
 		}
-		if err := r.Apply(t.Context(), s1); err != nil || one.closed.Load() != 0 {
+		if err := r.Apply(s1); err != nil || one.closed.Load() != 0 {
 			t.Errorf("Apply(same settings) = %v, closed %d; want nil and the monitor kept", err, one.closed.Load())
 		}
 
@@ -77,7 +78,7 @@ func TestRunnerReplacesOnlyOnChange(t *testing.T) {
 			t.Errorf("Prepare(interval -1s) = %v, %v; want an error naming interval", m, err)
 		}
 
-		// Prepare builds but starts nothing; Start swaps, stopping the old one first.
+		// Prepare builds but starts nothing; Replace swaps, stopping the old one first.
 		s2 := runnerSettings(two)
 		m, err := r.Prepare(s2)
 		if err != nil || m == nil {
@@ -88,17 +89,17 @@ func TestRunnerReplacesOnlyOnChange(t *testing.T) {
 		if two.reads.Load() != 0 || one.closed.Load() != 0 {
 			t.Fatalf("after Prepare: reads of two %d, one closed %d; want nothing running changed", two.reads.Load(), one.closed.Load())
 		}
-		r.Start(t.Context(), m, s2)
+		r.Replace(m, s2)
 		synctest.Wait()
 		if one.closed.Load() != 1 || two.reads.Load() == 0 {
-			t.Errorf("after Start: one closed %d, reads of two %d; want one stopped and two read", one.closed.Load(), two.reads.Load())
+			t.Errorf("after Replace: one closed %d, reads of two %d; want one stopped and two read", one.closed.Load(), two.reads.Load())
 		}
 		if got := r.Snapshot(); len(got.Sources) != 1 || got.Sources[0].Name != "two" {
-			t.Errorf("after Start: Snapshot().Sources = %+v, want source two", got.Sources)
+			t.Errorf("after Replace: Snapshot().Sources = %+v, want source two", got.Sources)
 		}
-		r.Start(t.Context(), nil, s1) // nil: keep the running one
+		r.Replace(nil, s1) // nil: keep the running one
 		if two.closed.Load() != 0 {
-			t.Error("Start(nil) stopped the running monitor")
+			t.Error("Replace(nil) stopped the running monitor")
 		}
 
 		r.Stop()
@@ -119,8 +120,9 @@ func TestRunnerLogsFailedRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs syncBuffer
 		r := NewRunner(RunnerSettings{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		r.Start(t.Context())
 		src := &closeSource{name: "one", closeErr: errors.New("close failed")}
-		if err := r.Apply(t.Context(), runnerSettings(src)); err != nil {
+		if err := r.Apply(runnerSettings(src)); err != nil {
 			t.Fatalf("Apply() = %v", err)
 		}
 		synctest.Wait()
@@ -135,13 +137,14 @@ func TestRunnerLogsFailedRun(t *testing.T) {
 func TestRunnerConcurrent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := NewRunner(RunnerSettings{})
+		r.Start(t.Context())
 		defer r.Stop()
 		var wg sync.WaitGroup
 		for g := range 4 {
 			wg.Go(func() {
 				for i := range 20 {
 					src := &closeSource{name: "s" + string(rune('a'+g)) + string(rune('a'+i))}
-					if err := r.Apply(t.Context(), runnerSettings(src)); err != nil {
+					if err := r.Apply(runnerSettings(src)); err != nil {
 						t.Errorf("Apply() = %v", err)
 					}
 					time.Sleep(30 * time.Millisecond)
@@ -159,5 +162,44 @@ func TestRunnerConcurrent(t *testing.T) {
 			})
 		}
 		wg.Wait()
+	})
+}
+
+// TestRunnerWaitsForStart: a Monitor swapped in before Start reads nothing
+// until Start, then runs under Start's context, as a later replacement does.
+func TestRunnerWaitsForStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := NewRunner(RunnerSettings{})
+		one, two := &closeSource{name: "one"}, &closeSource{name: "two"}
+		if err := r.Apply(runnerSettings(one)); err != nil {
+			t.Fatalf("Apply() = %v", err)
+		}
+		if m, err := r.Prepare(runnerSettings(one)); m != nil || err != nil {
+			t.Errorf("Prepare(the pending settings) = %v, %v; want nil, nil", m, err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if one.reads.Load() != 0 {
+			t.Fatalf("reads before Start = %d, want 0", one.reads.Load())
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		r.Start(ctx)
+		r.Start(t.Context()) // once: a second call changes nothing
+		synctest.Wait()
+		if one.reads.Load() == 0 {
+			t.Fatal("no read after Start")
+		}
+		if err := r.Apply(runnerSettings(two)); err != nil {
+			t.Fatalf("Apply() = %v", err)
+		}
+		synctest.Wait()
+		if one.closed.Load() != 1 || two.reads.Load() == 0 {
+			t.Fatalf("after Apply: one closed %d, reads of two %d; want one stopped and two read", one.closed.Load(), two.reads.Load())
+		}
+		cancel() // Start's context ends: the replacement stops with it
+		synctest.Wait()
+		if two.closed.Load() != 1 {
+			t.Errorf("after Start's context ended: two closed %d, want 1", two.closed.Load())
+		}
 	})
 }

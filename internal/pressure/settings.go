@@ -45,10 +45,12 @@ type Settings struct {
 	// Logger receives one line per source state change (down, up). Nil
 	// means discard.
 	Logger *slog.Logger
-	// OnUpdate, if set, is called with a fresh Snapshot after sources
-	// report and after Notify (every Interval instead when there is no
-	// source), from one goroutine owned by Run (never concurrently with
-	// itself, never under a lock); bursts of reports are coalesced.
+	// OnUpdate, if set, is called with a fresh Snapshot once per round:
+	// after every source has reported (answered, failed or timed out)
+	// since the last call, or StaleAfter after it when one has not; at once
+	// after Notify; every Interval when there is no source. It runs on one
+	// goroutine owned by Run (never concurrently with itself, never under a
+	// lock); Notify calls made while one is pending are coalesced.
 	OnUpdate func(State)
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time

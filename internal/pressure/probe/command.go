@@ -1,4 +1,4 @@
-package main
+package probe
 
 import (
 	"context"
@@ -9,20 +9,19 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/internal/pressure/probe"
 )
 
-// probeFlags are the command line of `gatekeeper probe`.
-type probeFlags struct {
+// flags are the command line of `gatekeeper probe`.
+type flags struct {
 	url     string
 	kind    string
 	timeout time.Duration
 }
 
-// parseProbeFlags reads probe's arguments: one URL, and flags before or
+// parseFlags reads probe's arguments: one URL, and flags before or
 // after it (`gatekeeper probe URL -kind dcgm` as well).
-func parseProbeFlags(args []string, stdout, stderr io.Writer) (probeFlags, error) {
-	var f probeFlags
+func parseFlags(args []string, stdout, stderr io.Writer, parse Parse) (flags, error) {
+	var f flags
 	fs := flag.NewFlagSet("gatekeeper probe", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: gatekeeper probe [-kind K] [-timeout D] URL\n\nRead one pressure source once and print each signal gatekeeper reads from it.")
@@ -54,16 +53,20 @@ func parseProbeFlags(args []string, stdout, stderr io.Writer) (probeFlags, error
 	return f, nil
 }
 
-// runProbe is `gatekeeper probe`: one read of one source (package probe),
-// printed as a table on stdout; an error names the URL and what was wrong.
-func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseProbeFlags(args, stdout, stderr)
+// Parse parses args with fs, sending the usage -h asks for to stdout and a
+// bad flag's complaint to stderr (the command's own flag parsing).
+type Parse func(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error
+
+// Command is `gatekeeper probe`: one read of one source, printed as a
+// table on stdout; an error names the URL and what was wrong.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer, parse Parse) error {
+	f, err := parseFlags(args, stdout, stderr, parse)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	r, err := probe.Read(ctx, probe.Settings{URL: f.url, Kind: pressure.Kind(f.kind)})
+	r, err := Read(ctx, Settings{URL: f.url, Kind: pressure.Kind(f.kind)})
 	if err != nil {
 		return err
 	}

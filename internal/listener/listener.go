@@ -1,4 +1,7 @@
-package main
+// Package listener holds the traffic listener's bounds (issue 16, "bounded
+// under overload"): at most server.max_connections client connections at
+// once, the open-file limit they need, and the gauge of those open.
+package listener
 
 import (
 	"net"
@@ -9,47 +12,44 @@ import (
 	"golang.org/x/net/netutil"
 )
 
-// The traffic listener's bounds (issue 16, "bounded under overload"): at
-// most server.max_connections client connections are held at once, so a
-// flood of clients that wait in the queue cannot grow memory without bound.
-
-// limitConns returns l holding at most max connections at once; 0 means no
+// Limit returns l holding at most max connections at once; 0 means no
 // limit and returns l itself. Beyond the limit Accept is not called, so new
 // connections complete their TCP handshake in the kernel and wait in its
 // accept backlog (net.core.somaxconn) until a held one closes; past the
 // backlog the kernel drops their SYNs and clients retry. Close unblocks a
 // waiting Accept. It sits under TLS and framing.Guard, so it counts TCP
 // connections whatever is spoken on them.
-func limitConns(l net.Listener, max int) net.Listener {
+func Limit(l net.Listener, max int) net.Listener {
 	if max <= 0 {
 		return l
 	}
 	return netutil.LimitListener(l, max) // golang.org/x/net: a semaphore around Accept, released once on Close
 }
 
-// fileReserve is the open files kept aside, besides one per client
+// FileReserve is the open files kept aside, besides one per client
 // connection, for the upstream connections (a request running on a pod and
 // the idle pool), the listeners and the policy file.
-const fileReserve = 1024
+const FileReserve = 1024
 
-// fileLimitLow reports the open-file limit when it is below max client
-// connections plus fileReserve: then accepting fails with EMFILE (net/http
+// FileLimitLow reports the open-file limit when it is below max client
+// connections plus FileReserve: then accepting fails with EMFILE (net/http
 // retries, clients wait in the backlog) and so can dials to the pods, before
 // max_connections is reached. False when max is 0 or the limit is unknown.
-func fileLimitLow(max int) (uint64, bool) {
+func FileLimitLow(max int) (uint64, bool) {
 	var r syscall.Rlimit // the soft limit, which Go raises to the hard one at start
 	if max <= 0 || syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r) != nil {
 		return 0, false
 	}
-	return r.Cur, r.Cur < uint64(max)+fileReserve
+	return r.Cur, r.Cur < uint64(max)+FileReserve
 }
 
-// clientConns is gatekeeper_client_connections: the traffic listener's open
-// client connections. Create one with newClientConns; safe for concurrent use.
-type clientConns struct{ open prometheus.Gauge }
+// Conns is gatekeeper_client_connections: the traffic listener's open
+// client connections. Create one with NewConns; safe for concurrent use.
+type Conns struct{ open prometheus.Gauge }
 
-func newClientConns(reg prometheus.Registerer) *clientConns {
-	c := &clientConns{open: prometheus.NewGauge(prometheus.GaugeOpts{
+// NewConns returns Conns registered on reg.
+func NewConns(reg prometheus.Registerer) *Conns {
+	c := &Conns{open: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "gatekeeper_client_connections",
 		Help: "Client connections the traffic listener holds now (at most server.max_connections).",
 	})}
@@ -57,9 +57,9 @@ func newClientConns(reg prometheus.Registerer) *clientConns {
 	return c
 }
 
-// track is http.Server.ConnState: every connection the server accepts passes
+// Track is http.Server.ConnState: every connection the server accepts passes
 // through StateNew once and ends in StateClosed or StateHijacked once.
-func (c *clientConns) track(_ net.Conn, s http.ConnState) {
+func (c *Conns) Track(_ net.Conn, s http.ConnState) {
 	switch s {
 	case http.StateNew:
 		c.open.Inc()

@@ -1,0 +1,252 @@
+package policy
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
+	"github.com/gatekeeper-dev/gatekeeper/internal/cluster"
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
+	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
+	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry"
+)
+
+// Settings is every package's Settings derived from one policy file. It is
+// the one place where config keys meet package knobs.
+type Settings struct {
+	Limiter   breaker.LimiterSettings
+	Classes   map[string]breaker.LimiterSettings // classes with a token bucket of their own
+	Models    map[string]breaker.LimiterSettings // models with a token bucket of their own
+	Errors    breaker.ErrorSettings
+	Queue     queue.Settings
+	Policy    decide.Policy
+	Transport proxy.TransportSettings
+	Health    healthcheck.Settings
+	Quotas    quota.Limits // the zero value: none
+	Upstreams []Upstream
+}
+
+// Upstream is one pod as the wiring needs it.
+type Upstream struct {
+	Name           string
+	URL            *url.URL
+	MaxInflight    int
+	MinInflight    int
+	Models         []string
+	DiscoverModels bool
+}
+
+// From maps a validated policy onto the packages' Settings.
+func From(c *config.Config) (Settings, error) {
+	s := Settings{
+		Limiter: breaker.LimiterSettings{QPS: c.FastBreaker.QPS, Burst: c.FastBreaker.Burst},
+		Errors: breaker.ErrorSettings{
+			Failures:         c.UpstreamBreaker.Failures,
+			OpenFor:          c.UpstreamBreaker.OpenFor,
+			HalfOpenRequests: c.UpstreamBreaker.HalfOpenRequests,
+		},
+		Queue: queue.Settings{
+			MaxLength:       c.Queue.MaxLength,
+			MaxTokens:       c.Queue.MaxTokens,
+			StarvationAfter: c.Queue.StarvationAfter,
+		},
+		Policy: decidePolicy(c),
+		Transport: proxy.TransportSettings{
+			DialTimeout:           c.Transport.DialTimeout,
+			TLSHandshakeTimeout:   c.Transport.TLSHandshakeTimeout,
+			ResponseHeaderTimeout: c.Transport.ResponseHeaderTimeout,
+			IdleConnTimeout:       c.Transport.IdleConnTimeout,
+			MaxIdleConnsPerHost:   c.Transport.MaxIdleConnsPerHost,
+		},
+		Health: healthcheck.Settings{
+			Path:           c.HealthCheck.Path,
+			Interval:       c.HealthCheck.Interval,
+			Timeout:        c.HealthCheck.Timeout,
+			UnhealthyAfter: c.HealthCheck.UnhealthyAfter,
+			HealthyAfter:   c.HealthCheck.HealthyAfter,
+		},
+		Quotas: quotaLimits(c.Quotas),
+	}
+	if pc := c.FastBreaker.PerClient; pc != nil {
+		s.Limiter.ClientQPS, s.Limiter.ClientBurst = pc.QPS, pc.Burst
+		s.Limiter.MaxClients, s.Limiter.IdleAfter = pc.MaxClients, pc.IdleAfter
+	}
+	s.Policy.Classes, s.Classes = classesFrom(c.Classes)
+	if c.Fairness != nil {
+		s.Queue.MaxTenants = c.Fairness.MaxTenants
+	}
+	for model, l := range c.ModelLimits {
+		if s.Models == nil {
+			s.Models = map[string]breaker.LimiterSettings{}
+		}
+		s.Models[model] = breaker.LimiterSettings{QPS: l.QPS, Burst: l.Burst}
+	}
+	for i, u := range c.Upstreams {
+		parsed, err := url.Parse(u.URL)
+		if err != nil {
+			return Settings{}, fmt.Errorf("gatekeeper: upstreams[%d].url: %w", i, err)
+		}
+		s.Upstreams = append(s.Upstreams, Upstream{Name: u.Name, URL: parsed,
+			MaxInflight: u.MaxInflight, MinInflight: u.MinInflight, Models: u.Models, DiscoverModels: u.DiscoverModels})
+	}
+	return s, nil
+}
+
+// decidePolicy maps the keys the decision core reads per request.
+func decidePolicy(c *config.Config) decide.Policy {
+	p := decide.Policy{
+		Observe:             c.Mode == config.ModeObserve,
+		MaxBodyBytes:        c.Server.MaxBodyBytes,
+		RequestIDHeader:     c.Server.RequestIDHeader,
+		CharsPerToken:       c.Estimate.CharsPerToken,
+		DefaultMaxTokens:    int64(c.Estimate.DefaultMaxTokens),
+		BytesPerLogit:       int64(c.Estimate.BytesPerLogit),
+		PromptLogprobsChunk: int64(c.Estimate.PromptLogprobsChunk),
+		MaxWait:             c.Queue.MaxWait,
+		TTFTDeadline:        c.Queue.TTFTDeadline,
+		DeadlineHeader:      c.Queue.DeadlineHeader,
+		RetryAfter:          c.Shed.RetryAfter,
+		SendTimeout:         c.Server.SendTimeout,
+		Fair:                fairnessFrom(c.Fairness),
+		Quotas:              c.Quotas != nil,
+		QuotaShadow:         c.Quotas != nil && c.Quotas.Mode == config.QuotaShadow,
+	}
+	if pc := c.FastBreaker.PerClient; pc != nil {
+		p.ClientKeyHeader = pc.Header
+	}
+	for _, u := range c.Upstreams {
+		if u.ForwardPriority {
+			if p.ForwardPriority == nil {
+				p.ForwardPriority = map[string]bool{}
+			}
+			p.ForwardPriority[u.Name] = true
+		}
+	}
+	return p
+}
+
+// classesFrom maps the policy's traffic classes onto the core's, and the
+// classes with a QPS of their own onto limiter settings.
+func classesFrom(c *config.Classes) (*decide.Classes, map[string]breaker.LimiterSettings) {
+	if c == nil {
+		return nil, nil
+	}
+	out := &decide.Classes{Header: c.Header, Default: c.Default}
+	limits := map[string]breaker.LimiterSettings{}
+	for _, cl := range c.List {
+		out.List = append(out.List, decide.Class{Name: cl.Name, Priority: cl.Priority, Routes: cl.Routes, ClientKeys: cl.ClientKeys,
+			TTFTDeadline: cl.TTFTDeadline})
+		if cl.QPS > 0 {
+			limits[cl.Name] = breaker.LimiterSettings{QPS: cl.QPS, Burst: cl.Burst}
+		}
+	}
+	return out, limits
+}
+
+// fairnessFrom maps the policy's fairness section onto the core's; nil
+// without one.
+func fairnessFrom(f *config.Fairness) *decide.Fairness {
+	if f == nil {
+		return nil
+	}
+	out := &decide.Fairness{TenantHeader: f.TenantHeader, InputWeight: f.InputWeight, OutputWeight: f.OutputWeight}
+	for _, t := range f.Tenants {
+		if out.Tenants == nil {
+			out.Tenants = map[string]decide.Tenant{}
+		}
+		out.Tenants[t.Key] = decide.Tenant{Name: t.Name, Weight: t.Weight}
+	}
+	return out
+}
+
+// quotaLimits maps the policy's quotas onto the quota package's limits; the
+// zero Limits (nothing limited) without a quotas section, so that a reload
+// that removes it lifts every quota.
+func quotaLimits(q *config.Quotas) quota.Limits {
+	if q == nil {
+		return quota.Limits{}
+	}
+	var l quota.Limits
+	if q.PerClient != nil {
+		l.PerClient = limitOf(*q.PerClient)
+	}
+	for _, c := range q.Clients {
+		if l.Clients == nil {
+			l.Clients = map[string]quota.Limit{}
+		}
+		l.Clients[c.Key] = limitOf(c.Limit())
+	}
+	l.Classes, l.Models = limitsOf(q.Classes), limitsOf(q.Models)
+	return l
+}
+
+// limitOf is one policy quota as the quota package's limit.
+func limitOf(c config.Quota) quota.Limit {
+	return quota.Limit{PerMinute: c.TokensPerMinute, PerDay: c.TokensPerDay}
+}
+
+// limitsOf maps a policy's quotas by name; nil for none.
+func limitsOf(m map[string]config.Quota) map[string]quota.Limit {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]quota.Limit, len(m))
+	for name, c := range m {
+		out[name] = limitOf(c)
+	}
+	return out
+}
+
+// PressureSettings maps the policy's sources onto pressure.Settings, read
+// through client (nil: the pressure package's own).
+func PressureSettings(c *config.Config, client *http.Client) pressure.Settings {
+	s := pressure.Settings{
+		Interval:   c.Pressure.Interval,
+		StaleAfter: c.Pressure.StaleAfter,
+		HTTPClient: client,
+	}
+	for _, src := range c.Pressure.Sources {
+		s.Sources = append(s.Sources, sourceSettings(src))
+	}
+	for _, u := range c.Upstreams {
+		us := pressure.UpstreamSettings{Name: u.Name, GPUs: u.GPUs}
+		for _, src := range u.Sources {
+			us.Sources = append(us.Sources, sourceSettings(src))
+		}
+		s.Upstreams = append(s.Upstreams, us)
+	}
+	return s
+}
+
+func sourceSettings(s config.Source) pressure.SourceSettings {
+	return pressure.SourceSettings{Kind: pressure.Kind(s.Kind), URL: s.URL, Name: s.Name, Timeout: s.Timeout}
+}
+
+// ClusterSettings maps the policy's cluster section onto cluster.Settings.
+func ClusterSettings(c *config.Cluster) cluster.Settings {
+	return cluster.Settings{URL: c.Redis.URL, PasswordFile: c.Redis.PasswordFile, CAFile: c.Redis.CAFile,
+		KeyPrefix: c.KeyPrefix, Timeout: c.Timeout, LeaseTTL: c.LeaseTTL, HeartbeatInterval: c.Heartbeat,
+		ReplicaID: c.ReplicaID, Replicas: c.Replicas}
+}
+
+// TracingSettings maps the policy's tracing section onto telemetry's
+// Settings; the environment (getenv) fills what it leaves unset.
+func TracingSettings(t *config.Tracing, version string, getenv func(string) string) telemetry.Settings {
+	return telemetry.Settings{Endpoint: t.Endpoint, Protocol: telemetry.Protocol(t.Protocol), SampleRatio: t.SampleRatio,
+		Headers: t.Headers, Insecure: t.Insecure, Version: version, Getenv: getenv}
+}
+
+// Bases maps each pod to its largest window: the unit of its leases.
+func Bases(ups []Upstream) map[string]int {
+	m := make(map[string]int, len(ups))
+	for _, u := range ups {
+		m[u.Name] = u.MaxInflight
+	}
+	return m
+}

@@ -1,0 +1,152 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+)
+
+// nvmlPolicy lists nvml twice: as a node source (line 3) and as an
+// upstream's own (line 8).
+const nvmlPolicy = `pressure:
+  sources:
+    - {kind: nvml}
+upstreams:
+  - {name: a, url: "http://a:8000", gpus: ["0"], sources: [{kind: vllm, url: "http://a:8000/metrics"}]}
+  - name: b
+    url: http://b:8000
+    sources: [{kind: nvml, name: node-b}]
+    gpus: ["1"]
+`
+
+// writePolicy writes text to a policy file and returns its path.
+func writePolicy(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// problems flattens the errors.Join that config's loaders return.
+func problems(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, problems(e)...)
+	}
+	return out
+}
+
+func TestSettingsFrom(t *testing.T) {
+	cfg := config.Default()
+	s, err := From(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Limiter.QPS != cfg.FastBreaker.QPS || s.Limiter.Burst != cfg.FastBreaker.Burst {
+		t.Errorf("limiter = %+v, want the fast_breaker keys", s.Limiter)
+	}
+	if s.Policy.MaxWait != cfg.Queue.MaxWait || s.Policy.RetryAfter != cfg.Shed.RetryAfter ||
+		s.Policy.MaxBodyBytes != cfg.Server.MaxBodyBytes || s.Policy.CharsPerToken != cfg.Estimate.CharsPerToken {
+		t.Errorf("policy = %+v, want queue.max_wait, shed.retry_after, server.max_body_bytes, estimate", s.Policy)
+	}
+	if len(s.Upstreams) != len(cfg.Upstreams) || s.Upstreams[0].URL.String() != cfg.Upstreams[0].URL ||
+		s.Upstreams[0].MaxInflight != cfg.Upstreams[0].MaxInflight {
+		t.Errorf("upstreams = %+v, want %+v", s.Upstreams, cfg.Upstreams)
+	}
+	if s.Transport.IdleConnTimeout >= 5*time.Second {
+		t.Errorf("idle conn timeout %v must stay below vLLM's 5 s keep-alive", s.Transport.IdleConnTimeout)
+	}
+}
+
+func TestPressureSettings(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+upstreams:
+  - name: a
+    url: http://127.0.0.1:8000
+    gpus: ["0"]
+    sources:
+      - {kind: vllm, url: "http://127.0.0.1:8000/metrics", timeout: 300ms}
+pressure:
+  interval: 1s
+  stale_after: 3s
+  sources: [{kind: dcgm, url: "http://127.0.0.1:9400/metrics"}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := PressureSettings(cfg, nil)
+	if s.Interval != time.Second || s.StaleAfter != 3*time.Second {
+		t.Errorf("interval, stale_after = %v, %v; want 1s, 3s", s.Interval, s.StaleAfter)
+	}
+	if len(s.Sources) != 1 || s.Sources[0].Kind != "dcgm" {
+		t.Errorf("node sources = %+v, want one dcgm", s.Sources)
+	}
+	u := s.Upstreams[0]
+	if u.Name != "a" || len(u.GPUs) != 1 || len(u.Sources) != 1 || u.Sources[0].Timeout != 300*time.Millisecond {
+		t.Errorf("upstream = %+v, want a with gpu 0 and its vllm source at 300ms", u)
+	}
+}
+
+func TestEmptyAdminTokenFileRefused(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f, []byte("  \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadAdminToken(f); err == nil || !strings.Contains(err.Error(), "server.admin_token_file") {
+		t.Errorf("LoadAdminToken(empty file) = %v, want an error naming the key", err)
+	}
+}
+
+func TestUnbuiltSources(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.LoadFile(writePolicy(t, nvmlPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		cfg  *config.Config
+		nvml bool
+		want []string // the errors, in order
+	}{
+		{"nvml compiled in", cfg, true, nil},
+		{"nvml not compiled in", cfg, false, []string{
+			"config: line 3: pressure.sources[0].kind: " + NVMLNotCompiled,
+			"config: line 8: upstreams[1].sources[0].kind: " + NVMLNotCompiled,
+		}},
+		{"no nvml source", config.Default(), false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var got []string
+			if err := UnbuiltSources(tt.cfg, tt.nvml); err != nil {
+				for _, e := range problems(err) {
+					if fe := (*config.FieldError)(nil); !errors.As(e, &fe) {
+						t.Errorf("UnbuiltSources() holds %T %v, want a *config.FieldError (-check's shape)", e, e)
+					}
+					got = append(got, e.Error())
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("UnbuiltSources(nvml %v) =\n%s\nwant\n%s", tt.nvml, strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+	for _, w := range []string{"-tags nvml", "VARIANT=nvml", "kind: dcgm", "kind: memory_blocks"} {
+		if !strings.Contains(NVMLNotCompiled, w) {
+			t.Errorf("the nvml error %q does not mention %s", NVMLNotCompiled, w)
+		}
+	}
+}
