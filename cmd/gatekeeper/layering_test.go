@@ -196,6 +196,18 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
+	// The fronts translate the core: decide depends on neither front, and
+	// neither front on the other (issue 36).
+	for _, fence := range []struct{ pkg, banned string }{
+		{"internal/decide", "internal/proxy"}, {"internal/decide", "internal/epp"}, {"internal/epp", "internal/proxy"},
+		{"internal/proxy", "internal/epp"},
+	} {
+		for _, d := range goList(t, "{{join .Deps \"\\n\"}}", mod+fence.pkg) {
+			if own, ok := strings.CutPrefix(d, mod); ok && (own == fence.banned || strings.HasPrefix(own, fence.banned+"/")) {
+				t.Errorf("%s depends on %s: a front is a translation of the core, never its dependency", fence.pkg, own)
+			}
+		}
+	}
 	// Nothing imports sim but the commands and sim's own subpackages.
 	for _, line := range goList(t, "{{.ImportPath}} {{join .Deps \" \"}}", mod+"...") {
 		pkg, deps, _ := strings.Cut(line, " ")
