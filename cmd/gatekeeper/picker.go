@@ -65,9 +65,9 @@ func (a *app) newPicker() (*picker, error) {
 }
 
 // servePicker serves the picker on lis until ctx ends, then drains it as
-// the proxy drains (a.drain). Its Serve goroutines run under wg; they have
-// returned once it has, its health server stopped after the drain (probes
-// see NOT_SERVING until the end).
+// the proxy drains (a.drain). Its Serve goroutines run under wg, which
+// the caller waits on; the health server stops after the drain (probes see
+// NOT_SERVING until the end).
 func (a *app) servePicker(ctx context.Context, lis net.Listener, p *picker, wg *sync.WaitGroup) error {
 	errc := make(chan error, 2)
 	if p.health != nil {
