@@ -47,7 +47,7 @@ func (a *app) pprofEnabled(next http.Handler) http.Handler {
 // snapshot assembles the /admin/state document from the running app.
 func (a *app) snapshot() admin.State {
 	src := admin.Sources{
-		Version: version, Config: a.cfg, Ready: a.handler.Ready, Draining: a.handler.Draining,
+		Version: version, Config: a.cfg, Ready: a.ready, Draining: a.core.Draining,
 		Queue: a.queue.Stats, Upstreams: a.pods.Statuses, Breaker: a.pods.BreakerState,
 		Slow: a.ctl.State, LevelChanges: a.ctl.Changes, Ceiling: a.ctl.Ceiling, Pressure: a.pressure.Snapshot,
 	}
@@ -57,3 +57,6 @@ func (a *app) snapshot() admin.State {
 	src.Quotas = func() any { return a.quotas.Snapshot() }
 	return admin.Snapshot(src)
 }
+
+// ready is the admin listener's readiness: the core's, for either front.
+func (a *app) ready() bool { return a.core.Unready() == "" }

@@ -92,9 +92,9 @@ type app struct {
 type packages struct {
 	queue      *queue.Queue
 	ctl        *control.Controller
-	pods       *pods.Registry // the decision core's pods
-	core       *decide.Core   // what both fronts ask
-	handler    *proxy.Handler
+	pods       *pods.Registry   // the decision core's pods
+	core       *decide.Core     // what both fronts ask
+	handler    *proxy.Handler   // the HTTP front; nil in endpoint-picker mode
 	reqMetrics *proxy.Metrics   // the request metrics both fronts record
 	windows    *cluster.Windows // each pod's window and budgets, at this replica's share
 	quotas     *quota.Quotas    // this replica's token quotas (its share in cluster mode)
@@ -183,16 +183,19 @@ func (a *app) build(first *policy.Plan) (policy.Targets, error) {
 	}
 	a.reqMetrics = proxy.NewMetrics(a.reg)
 	a.pods = pods.NewWith(pods.Options{Levels: a.ctl, BreakerChanged: a.breakerChanged, BreakerInvalid: a.breakerInvalid})
-	o.Registry, o.Recorder, o.OnPodRefused = a.pods, a.reqMetrics, a.podRefused
+	o.Registry, o.Recorder, o.OnPodRefused, o.Ready = a.pods, a.reqMetrics, a.podRefused, a.holdsShare
 	if a.core, err = decide.New(o); err != nil {
 		return t, err
 	}
 	t.Core = a.core
-	return t, a.newHandler(cfg, s)
+	return t, a.newFronts(cfg, s)
 }
 
-// newHandler builds the HTTP front.
-func (a *app) newHandler(cfg *config.Config, s policy.Settings) error {
+// newFronts builds what both fronts share (the tracer, the pods' health
+// check) and, unless the endpoint picker replaces it (runPicker builds
+// that), the HTTP front. Readiness and the drain are the core's, so the
+// picker needs no HTTP front.
+func (a *app) newFronts(cfg *config.Config, s policy.Settings) error {
 	if err := a.newTracer(cfg); err != nil {
 		return err
 	}
@@ -202,15 +205,15 @@ func (a *app) newHandler(cfg *config.Config, s policy.Settings) error {
 	}
 	a.health = &healthcheck.Checker{Registry: a.pods, Settings: s.Health, Transport: rt,
 		Observed: a.reqMetrics.Health, Dispatch: a.core.Dispatch, Logger: a.log}
-	po := proxy.Options{Core: a.core, RoundTripper: rt, Metrics: a.reqMetrics, Logger: a.log, Version: version,
-		Ready: a.holdsShare}
+	a.reqMetrics.DeclareDecision(slowpath.DecisionWindowResize)
+	if cfg.EndpointPicker != nil {
+		return nil
+	}
+	po := proxy.Options{Core: a.core, RoundTripper: rt, Metrics: a.reqMetrics, Logger: a.log, Version: version}
 	a.traceOptions(cfg, &po)
 	var err error
-	if a.handler, err = proxy.New(po); err != nil {
-		return err
-	}
-	a.reqMetrics.DeclareDecision(slowpath.DecisionWindowResize)
-	return nil
+	a.handler, err = proxy.New(po)
+	return err
 }
 
 // setPolicyPods is the policy's SetPods: the registry's pods, each with its
@@ -303,7 +306,8 @@ func (a *app) podFailed(name string) {
 		slog.String("upstream", name), slog.Int("inflight", inflight), slog.Int("window", ceiling))
 }
 
-// holdsShare is /readyz's cluster condition (sharing.Ready).
+// holdsShare is readiness's cluster condition (sharing.Ready), the core's
+// Options.Ready.
 func (a *app) holdsShare() error {
 	if a.shared == nil {
 		return nil

@@ -28,22 +28,10 @@ type picker struct {
 	health *grpc.Server // plaintext health for kubelet; nil with health_listen: off
 }
 
-// errDrainingPicker is readiness's answer once shutdown has begun.
-var errDrainingPicker = errors.New("draining")
-
 // newPicker builds the endpoint picker for the running policy.
 func (a *app) newPicker() (*picker, error) {
-	co := epp.CoreOptions{
-		Core:     a.core,
-		Recorder: a.reqMetrics,
-		Ready: func() error {
-			if a.handler.Draining() {
-				return errDrainingPicker
-			}
-			return a.holdsShare()
-		},
-		Logger: a.log,
-	}
+	// Readiness, the cluster condition and the drain included, is the core's.
+	co := epp.CoreOptions{Core: a.core, Recorder: a.reqMetrics, Logger: a.log}
 	so := epp.Options{Logger: a.log, Recorder: a.reqMetrics}
 	a.pickerTraceOptions(a.cfg(), &so, &co)
 	so.Decider = epp.NewCoreDecider(co)
@@ -77,8 +65,10 @@ func (a *app) newPicker() (*picker, error) {
 }
 
 // servePicker serves the picker on lis until ctx ends, then drains it as
-// the proxy drains (a.drain).
-func (a *app) servePicker(ctx context.Context, lis net.Listener, p *picker) error {
+// the proxy drains (a.drain). Its Serve goroutines run under wg, which
+// the caller waits on; the health server stops after the drain (probes see
+// NOT_SERVING until the end).
+func (a *app) servePicker(ctx context.Context, lis net.Listener, p *picker, wg *sync.WaitGroup) error {
 	errc := make(chan error, 2)
 	if p.health != nil {
 		hl, err := net.Listen("tcp", a.cfg().EndpointPicker.HealthListen)
@@ -87,10 +77,10 @@ func (a *app) servePicker(ctx context.Context, lis net.Listener, p *picker) erro
 			return fmt.Errorf("gatekeeper: endpoint_picker.health_listen: %w", err)
 		}
 		a.pickerHealthAddr.Store(hl.Addr().String())
-		go func() { errc <- p.health.Serve(hl) }()
-		defer p.health.Stop() // after the drain: probes see NOT_SERVING until the end
+		wg.Go(func() { errc <- p.health.Serve(hl) })
+		defer p.health.Stop()
 	}
-	go func() { errc <- p.gs.Serve(lis) }()
+	wg.Go(func() { errc <- p.gs.Serve(lis) })
 	var err error
 	select {
 	case <-ctx.Done():
@@ -116,22 +106,22 @@ func (a *app) runPicker(ctx context.Context, lis, admin net.Listener, as *http.S
 		return err
 	}
 	adminErr := make(chan error, 1)
-	go func() { adminErr <- serveErr(as.Serve(admin)) }()
+	wg.Go(func() { adminErr <- serveErr(as.Serve(admin)) })
 	a.log.LogAttrs(ctx, slog.LevelInfo, "gatekeeper started", slog.String("state", "serving"),
 		slog.String("mode", "endpoint_picker"), slog.String("listen", lis.Addr().String()),
 		slog.String("admin_listen", admin.Addr().String()), slog.String("version", version))
 	pctx, cancel := context.WithCancel(ctx)
 	var aerr error
 	watched := make(chan struct{})
-	go func() { // the admin listener failing ends the picker too
+	wg.Go(func() { // the admin listener failing ends the picker too
 		defer close(watched)
 		select {
 		case aerr = <-adminErr:
 			cancel()
 		case <-pctx.Done():
 		}
-	}()
-	err = a.servePicker(pctx, lis, p)
+	})
+	err = a.servePicker(pctx, lis, p, wg)
 	cancel()
 	<-watched
 	_ = as.Close()

@@ -191,3 +191,78 @@ func readiness(t *testing.T, a *app) healthpb.HealthCheckResponse_ServingStatus 
 	}
 	return res.GetStatus()
 }
+
+// In endpoint-picker mode no HTTP front is built: readiness and the drain
+// are the decision core's, and each step of a shutdown reaches the
+// picker's readiness, its picks and the admin listener's state through the
+// core alone.
+func TestPickerDrainsThroughTheCore(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse([]byte(`
+endpoint_picker: {health_listen: "off"}
+upstreams: [{name: pod, url: "http://10.0.0.1:8000"}]
+fast_breaker: {qps: 0}
+health_check: {interval: 1h, timeout: 1s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, appOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	if a.handler != nil {
+		t.Fatal("newApp built a proxy.Handler in endpoint-picker mode")
+	}
+	if a.health == nil {
+		t.Fatal("newApp built no health check in endpoint-picker mode")
+	}
+	p, err := a.newPicker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = p.gs.Serve(lis)
+	}()
+	defer func() {
+		p.gs.Stop()
+		<-served
+	}()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	steps := []struct {
+		name     string
+		act      func()
+		ready    bool   // the picker's readiness and /admin/state's ready
+		draining bool   // /admin/state's draining
+		pick     string // what a new request gets
+	}{
+		{name: "serving", act: func() {}, ready: true, pick: "10.0.0.1:8000"},
+		{name: "step one: unready, still picking", act: a.core.StartDrain, draining: true, pick: "10.0.0.1:8000"},
+		{name: "step two: new work refused", act: a.core.Drain, draining: true, pick: "503"},
+	}
+	for _, s := range steps {
+		s.act()
+		if got := p.srv.Ready(); got != s.ready {
+			t.Errorf("%s: picker Ready() = %v, want %v", s.name, got, s.ready)
+		}
+		st := a.snapshot()
+		if st.Ready != s.ready || st.Draining != s.draining {
+			t.Errorf("%s: /admin/state ready %v draining %v, want %v %v", s.name, st.Ready, st.Draining, s.ready, s.draining)
+		}
+		if got := pickOnce(t, conn, body); got != s.pick {
+			t.Errorf("%s: pick = %q, want %q", s.name, got, s.pick)
+		}
+	}
+}

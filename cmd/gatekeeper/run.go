@@ -79,7 +79,7 @@ func (a *app) serve(ctx context.Context, hup <-chan os.Signal) error {
 // and the listeners' Serve goroutines run under one WaitGroup, which the
 // shutdown waits on.
 func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-chan os.Signal) error {
-	ts, as := a.servers()
+	as := a.adminServer()
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	fail := func(err error) error {
@@ -94,9 +94,10 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 	if err := a.startLoops(loops, &wg); err != nil {
 		return fail(err)
 	}
-	if a.cfg().EndpointPicker != nil {
+	if a.cfg().EndpointPicker != nil { // no HTTP front: the picker serves traffic
 		return a.runPicker(ctx, traffic, admin, as, stopLoops, &wg)
 	}
+	ts := a.trafficServer()
 	useTLS, err := a.configureTLS(ts)
 	if err != nil {
 		return fail(err)
@@ -120,10 +121,10 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 	return err
 }
 
-// servers are the traffic and admin HTTP servers of the running policy.
-func (a *app) servers() (traffic, admin *http.Server) {
+// trafficServer is the HTTP front's server for the running policy.
+func (a *app) trafficServer() *http.Server {
 	s := a.cfg().Server
-	traffic = &http.Server{
+	return &http.Server{
 		Handler:           a.handler,
 		ReadHeaderTimeout: s.ReadHeaderTimeout,
 		IdleTimeout:       s.IdleTimeout,
@@ -134,9 +135,12 @@ func (a *app) servers() (traffic, admin *http.Server) {
 		// No WriteTimeout: streams last minutes. A client that stops reading is cut by
 		// server.send_timeout, when it has taken no byte for that long (proxy.SendListener).
 	}
-	admin = &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
+}
+
+// adminServer is the admin listener's server, in either mode.
+func (a *app) adminServer() *http.Server {
+	return &http.Server{Handler: a.adminHandler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
-	return traffic, admin
 }
 
 // bound puts the traffic listener's bounds on l: server.max_connections
@@ -171,10 +175,12 @@ func serveErr(err error) error {
 // (NOT_SERVING) at once, traffic keeps flowing for drain_delay so load
 // balancers notice, then new work and the queue get 503 draining, and
 // in-flight streams have shutdown_timeout to end (shutdown closes what is
-// left when its context ends). begin, if set, is the front's own first step.
+// left when its context ends). Both steps are the decision core's, which
+// either front and the admin listener read. begin, if set, is the front's
+// own first step.
 func (a *app) drain(begin func(), shutdown func(ctx context.Context) error) {
 	s := a.cfg().Server
-	a.handler.StartDrain()
+	a.core.StartDrain()
 	if begin != nil {
 		begin()
 	}
@@ -185,7 +191,7 @@ func (a *app) drain(begin func(), shutdown func(ctx context.Context) error) {
 		t := time.NewTimer(s.DrainDelay) // load balancers poll in real time
 		<-t.C
 	}
-	a.handler.RefuseNew()
+	a.core.Drain()
 	a.queue.Drain(errDrainingQueue)
 	a.step("refusing")
 	ctx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)

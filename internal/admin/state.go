@@ -22,7 +22,8 @@ type Sources struct {
 	Version string
 	// Config returns the running policy.
 	Config func() *config.Config
-	// Ready and Draining report the traffic handler's readiness and drain.
+	// Ready and Draining report the decision core's readiness and drain
+	// (decide.Core.Unready, Draining), which both fronts answer from.
 	Ready, Draining func() bool
 	// Queue returns the admission queue's stats.
 	Queue func() queue.Stats

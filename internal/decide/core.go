@@ -46,6 +46,11 @@ type Options struct {
 	// 429 itself (its own queue is full), so its window can be cut. It
 	// must not block.
 	OnPodRefused func(pod string)
+	// Ready, if set, is one more condition of the core's readiness
+	// (Unready): a non-nil error makes it unready with the error's text
+	// (cluster mode: no share of any pod's window yet). Nil: none. It must
+	// not block.
+	Ready func() error
 }
 
 // Core is the decision core both fronts ask: it classifies a request,
@@ -64,7 +69,9 @@ type Core struct {
 	now          func() time.Time
 	policy       atomic.Pointer[Policy]
 	podRefused   func(pod string)
-	draining     atomic.Bool // Drain was called: new work is refused
+	ready        func() error // Options.Ready; nil when none
+	draining     atomic.Bool  // StartDrain or Drain was called: readiness is off
+	refusing     atomic.Bool  // Drain was called: new work is refused
 }
 
 // New builds a Core.
@@ -73,7 +80,7 @@ func New(o Options) (*Core, error) {
 		return nil, errors.New("decide: Options.Registry and Options.Admission are required")
 	}
 	c := &Core{reg: o.Registry, admission: o.Admission, limiter: o.Limiter, classLimiter: o.ClassLimiter,
-		modelLimiter: o.ModelLimiter, quotas: o.Quotas, rec: o.Recorder, now: o.Now, podRefused: o.OnPodRefused}
+		modelLimiter: o.ModelLimiter, quotas: o.Quotas, rec: o.Recorder, now: o.Now, podRefused: o.OnPodRefused, ready: o.Ready}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -137,20 +144,6 @@ type Request struct {
 // sets its Kind once it knows the route.
 func (c *Core) Begin() Request {
 	return Request{Start: c.now(), Policy: c.policy.Load()}
-}
-
-// Unready says why no new work can be admitted now; "" when it can. It is
-// the core's part of readiness (/readyz, the picker's gRPC health): some
-// pod can take work, not every one is critical (outside observe mode), and
-// with model discovery some pod's model list is known.
-func (c *Core) Unready() string {
-	switch {
-	case c.reg.AnyAvailable() && !c.reg.ModelsKnown():
-		return "no upstream's model list is known yet (discover_models)"
-	case !c.reg.AnyAvailable(), c.reg.AllCritical() && !c.reg.Observe():
-		return "no upstream can take work"
-	}
-	return ""
 }
 
 // Classify reads body's model, stream flag and estimates (a 400 refusal for

@@ -108,14 +108,6 @@ func (r Result) Status() int {
 	return StatusClientClosed
 }
 
-// Drain makes the core refuse new requests with 503 draining (the second
-// step of a shutdown, after the drain delay); requests already admitted
-// finish. It cannot be undone.
-func (c *Core) Drain() { c.draining.Store(true) }
-
-// Draining reports whether Drain was called.
-func (c *Core) Draining() bool { return c.draining.Load() }
-
 // Decide runs a request from its arrival to its slot, the part both fronts
 // share: the route allow-list, the drain, the local GET /v1/models (when
 // the registry knows the pods' models), the body's limit and its
@@ -138,7 +130,7 @@ func (c *Core) Decide(ctx context.Context, req *Request, in In) Result {
 		return res
 	}
 	req.Kind = route.Kind
-	if c.Draining() {
+	if c.refusing.Load() {
 		return refused(res, Refuse(ReasonDraining, admissionMessage(ReasonDraining), 0, pol.RetryAfter))
 	}
 	if route.Kind == classify.KindModels && c.reg.KnowsModels() {

@@ -90,6 +90,7 @@ func TestDecide(t *testing.T) {
 		{name: "observe mode admits", pol: Policy{Observe: true}, setup: func(r *rig) {
 			r.opts.Limiter = limiterFunc(func(string) error { return limitErr{time.Second} })
 		}, in: chat(chatBody, nil), pod: "a", decided: "rate_limited false"},
+		{name: "drain's first step: still admitted", after: func(r *rig) { r.core.StartDrain() }, in: chat(chatBody, nil), pod: "a"},
 		{name: "draining", after: func(r *rig) { r.core.Drain() }, in: chat(chatBody, nil), status: 503, reason: ReasonDraining, retry: "?"},
 		{name: "draining: an unknown route is still not found", after: func(r *rig) { r.core.Drain() },
 			in: In{Method: "POST", Path: "/nope", Header: http.Header{}}, status: 404, reason: ReasonNotFound},

@@ -359,6 +359,10 @@ func TestCoreTranslation(t *testing.T) {
 		if !cp.dec.Ready() {
 			t.Fatal("not ready before the drain")
 		}
+		cp.core.StartDrain() // the shutdown's first step, in the core
+		if cp.dec.Ready() {
+			t.Error("ready once the core's drain has started")
+		}
 		cp.core.Drain()
 		if cp.dec.Ready() {
 			t.Error("ready while the core drains")

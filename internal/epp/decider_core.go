@@ -29,9 +29,6 @@ type Recorder interface {
 type CoreOptions struct {
 	Core     *decide.Core
 	Recorder Recorder // nil records nothing
-	// Ready, if set, is one more readiness condition (cluster mode: a share
-	// of some pod's window is held).
-	Ready func() error
 	// PodState, if set, gives the admitted pod's pressure level and window
 	// to the admission span.
 	PodState coretrace.PodState
@@ -56,15 +53,9 @@ type coreDecider struct{ o CoreOptions }
 
 func (d *coreDecider) MaxBodyBytes() int64 { return d.o.Core.Policy().MaxBodyBytes }
 
-func (d *coreDecider) Ready() bool {
-	if d.o.Core.Draining() {
-		return false
-	}
-	if d.o.Ready != nil && d.o.Ready() != nil {
-		return false
-	}
-	return d.o.Core.Unready() == ""
-}
+// Ready is the core's readiness (decide.Core.Unready): its drain, its
+// pods and its extra condition (cluster mode) included.
+func (d *coreDecider) Ready() bool { return d.o.Core.Unready() == "" }
 
 // Decide runs the core's pipeline (decide.Core.Decide) on what Envoy sent.
 // Only the endpoint whose slot the core took is named: a fallback would

@@ -298,12 +298,12 @@ func newHandler(o testOptions) (*Handler, error) {
 	}
 	core, err := decide.New(decide.Options{Registry: reg, Admission: o.Admission, Limiter: o.Limiter,
 		ClassLimiter: o.ClassLimiter, ModelLimiter: o.ModelLimiter, Quotas: o.Quotas, Recorder: rec, Policy: o.Policy, Now: o.Now,
-		OnPodRefused: o.OnPodRefused})
+		OnPodRefused: o.OnPodRefused, Ready: o.Ready})
 	if err != nil {
 		return nil, err
 	}
 	opts := Options{Core: core, Transport: o.Transport,
-		RoundTripper: o.RoundTripper, Metrics: o.Metrics, Logger: o.Logger, Now: o.Now, Version: o.Version, Ready: o.Ready}
+		RoundTripper: o.RoundTripper, Metrics: o.Metrics, Logger: o.Logger, Now: o.Now, Version: o.Version}
 	if o.Extra != nil {
 		o.Extra(&opts)
 	}

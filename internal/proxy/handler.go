@@ -32,8 +32,10 @@ type Handler struct {
 	linger   lingering // what a refused body may still send
 	tracing  *tracing  // nil: no spans
 
-	ready    atomic.Bool // false before Start... and once draining begins
-	draining atomic.Bool // /readyz answers 503
+	// ready is the HTTP front's own part of /readyz: false until New has
+	// built the handler. The rest of readiness, and the drain, are the
+	// core's (decide.Core.Unready, StartDrain, Drain).
+	ready atomic.Bool
 }
 
 // New builds a Handler from opts.
@@ -77,7 +79,7 @@ func (h *Handler) routes() http.Handler {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.draining.Load() {
+	if h.core.Draining() {
 		// Close each connection after its response, so clients stop reusing
 		// connections before shutdown. (http.Server.SetKeepAlivesEnabled
 		// would also close idle connections at once, racing requests that
@@ -95,27 +97,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Metrics returns the handler's metrics (nil if it records none).
 func (h *Handler) Metrics() *Metrics { return h.metrics }
 
-// Draining reports whether shutdown has begun.
-func (h *Handler) Draining() bool { return h.draining.Load() }
-
-// StartDrain turns /readyz to 503 (DESIGN §7, step one of SIGTERM).
-func (h *Handler) StartDrain() { h.draining.Store(true) }
-
-// RefuseNew makes new requests get 503 draining (step two, after
-// drain_delay): the core drains, for either front.
-func (h *Handler) RefuseNew() { h.draining.Store(true); h.core.Drain() }
-
-// Ready reports what /readyz answers.
+// Ready reports what /readyz answers: the handler is built and the core is
+// ready (decide.Core.Unready: not draining, some pod can take work, the
+// cluster condition).
 func (h *Handler) Ready() bool {
-	return h.ready.Load() && !h.draining.Load() && h.core.Unready() == "" && h.extraReady() == nil
-}
-
-// extraReady is Options.Ready's verdict, nil without one.
-func (h *Handler) extraReady() error {
-	if h.opts.Ready == nil {
-		return nil
-	}
-	return h.opts.Ready()
+	return h.ready.Load() && h.core.Unready() == ""
 }
 
 func (h *Handler) serveHealthz(w http.ResponseWriter, _ *http.Request) {
@@ -125,16 +111,14 @@ func (h *Handler) serveHealthz(w http.ResponseWriter, _ *http.Request) {
 
 func (h *Handler) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	why := ""
+	var why string
 	switch {
-	case h.draining.Load():
+	case h.core.Draining(): // before "starting", as the core orders its own reasons
 		why = "draining"
 	case !h.ready.Load():
 		why = "starting"
-	case h.core.Unready() != "":
+	default:
 		why = h.core.Unready()
-	case h.extraReady() != nil:
-		why = h.extraReady().Error()
 	}
 	if why != "" {
 		w.WriteHeader(http.StatusServiceUnavailable)

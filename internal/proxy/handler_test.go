@@ -260,7 +260,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Errorf("request while critical = %d %q, want 503 overloaded with Retry-After", res.StatusCode, res.Header.Get("X-Gatekeeper-Reason"))
 	}
 	tp.levels.set("pod-0", false)
-	tp.h.StartDrain()
+	tp.h.core.StartDrain()
 	if got := get("/readyz"); got != 503 {
 		t.Errorf("/readyz while draining = %d, want 503", got)
 	}
@@ -270,7 +270,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	if got := post(t, tp.srv.URL, "/v1/completions", `{"model":"m","prompt":"x"}`, nil).StatusCode; got != 200 {
 		t.Errorf("request during drain_delay = %d, want 200 (traffic keeps flowing)", got)
 	}
-	tp.h.RefuseNew()
+	tp.h.core.Drain()
 	res = post(t, tp.srv.URL, "/v1/completions", `{"model":"m","prompt":"x"}`, nil)
 	if res.StatusCode != 503 || res.Header.Get("X-Gatekeeper-Reason") != "draining" {
 		t.Errorf("request after drain = %d %q, want 503 draining", res.StatusCode, res.Header.Get("X-Gatekeeper-Reason"))

@@ -48,10 +48,6 @@ type Options struct {
 	Now func() time.Time
 	// Version is reported in logs and the build info metric.
 	Version string
-	// Ready, if set, is one more condition of /readyz: a non-nil error
-	// turns it 503 with the error's text (cluster mode: no share of any
-	// pod's window yet).
-	Ready func() error
 	// TracerProvider, if set, makes the handler's spans (the inbound server
 	// span, the admission, the client span to the pod) and sends W3C trace
 	// context to the pod. Nil traces nothing and costs one nil check.

@@ -131,7 +131,7 @@ func TestTranslation(t *testing.T) {
 				}
 			})
 			if tt.drain {
-				tp.h.RefuseNew()
+				tp.h.core.Drain()
 			}
 			res := serveDirect(tp, tt.method, tt.path, tt.body, nil)
 			body, _ := io.ReadAll(res.Body)
