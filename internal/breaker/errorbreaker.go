@@ -13,17 +13,17 @@ import (
 
 // ErrorBreaker defaults.
 const (
-	DefaultFailures         = 5
-	DefaultOpenFor          = 10 * time.Second
-	DefaultHalfOpenRequests = 2
+	defaultFailures         = 5
+	defaultOpenFor          = 10 * time.Second
+	defaultHalfOpenRequests = 2
 )
 
 // Errors returned by ErrorBreaker.Allow. Callers skip the upstream.
 var (
-	// ErrOpen means the breaker is open: the upstream failed recently.
-	ErrOpen = errors.New("breaker: open")
-	// ErrProbing means the breaker is half-open and its probes are all in flight.
-	ErrProbing = errors.New("breaker: half-open, probes in flight")
+	// errOpen means the breaker is open: the upstream failed recently.
+	errOpen = errors.New("breaker: open")
+	// errProbing means the breaker is half-open and its probes are all in flight.
+	errProbing = errors.New("breaker: half-open, probes in flight")
 )
 
 // State is an error breaker's state.
@@ -142,9 +142,9 @@ func NewErrorBreaker(s ErrorSettings) (*ErrorBreaker, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	failures := uint32(cmpOr(s.Failures, DefaultFailures))
-	b := &ErrorBreaker{onChange: s.OnChange, probes: uint32(cmpOr(s.HalfOpenRequests, DefaultHalfOpenRequests)),
-		openFor: cmpOr(s.OpenFor, DefaultOpenFor)}
+	failures := uint32(cmpOr(s.Failures, defaultFailures))
+	b := &ErrorBreaker{onChange: s.OnChange, probes: uint32(cmpOr(s.HalfOpenRequests, defaultHalfOpenRequests)),
+		openFor: cmpOr(s.OpenFor, defaultOpenFor)}
 	gs := gobreaker.Settings{
 		MaxRequests:   b.probes,
 		Timeout:       b.openFor,
@@ -172,9 +172,9 @@ func (b *ErrorBreaker) Allow() (done func(Outcome), err error) {
 	b.deliver()
 	switch {
 	case errors.Is(err, gobreaker.ErrOpenState):
-		return nil, ErrOpen
+		return nil, errOpen
 	case errors.Is(err, gobreaker.ErrTooManyRequests):
-		return nil, ErrProbing
+		return nil, errProbing
 	case err != nil:
 		return nil, fmt.Errorf("breaker: %w", err)
 	}

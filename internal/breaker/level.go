@@ -60,9 +60,9 @@ func (p StalePolicy) String() string {
 	}
 }
 
-// ParseStalePolicy maps the policy file's "degrade", "hold" or "ignore"
+// parseStalePolicy maps the policy file's "degrade", "hold" or "ignore"
 // (or "", the default) onto a StalePolicy.
-func ParseStalePolicy(s string) (StalePolicy, error) {
+func parseStalePolicy(s string) (StalePolicy, error) {
 	switch s {
 	case "", "degrade":
 		return StaleDegrade, nil

@@ -341,7 +341,7 @@ func TestNewLevelMachineRejectsInvalidSettings(t *testing.T) {
 func TestLevelStrings(t *testing.T) {
 	t.Parallel()
 	got := fmt.Sprint(Normal, Degraded, Critical, Level(5), StaleDegrade, StaleHold, StaleIgnore, StalePolicy(4),
-		PhaseNormal, PhaseDegraded, PhaseCritical, PhaseRecovering, Phase(9), ScopeGlobal, ScopeClient, Scope(3))
+		PhaseNormal, PhaseDegraded, PhaseCritical, PhaseRecovering, Phase(9), scopeGlobal, scopeClient, Scope(3))
 	want := "normal degraded critical level(5) degrade hold ignore stale_policy(4) " +
 		"normal degraded critical recovering phase(9) global client scope(3)"
 	if got != want {
@@ -364,7 +364,7 @@ func TestParseStalePolicy(t *testing.T) {
 		{"drop", StaleDegrade, true},
 	}
 	for _, tt := range tests {
-		got, err := ParseStalePolicy(tt.in)
+		got, err := parseStalePolicy(tt.in)
 		if got != tt.want || (err != nil) != tt.wantErr {
 			t.Errorf("ParseStalePolicy(%q) = %v, %v, want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
 		}

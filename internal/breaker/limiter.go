@@ -13,8 +13,8 @@ import (
 
 // Limiter defaults.
 const (
-	DefaultMaxClients = 10000
-	DefaultIdleAfter  = 10 * time.Minute
+	defaultMaxClients = 10000
+	defaultIdleAfter  = 10 * time.Minute
 )
 
 // LimiterSettings configures a Limiter. The zero value limits nothing.
@@ -76,10 +76,10 @@ func (s LimiterSettings) normalized() (LimiterSettings, error) {
 	s.Burst = defaultBurst(s.Burst, s.QPS)
 	s.ClientBurst = defaultBurst(s.ClientBurst, s.ClientQPS)
 	if s.MaxClients == 0 {
-		s.MaxClients = DefaultMaxClients
+		s.MaxClients = defaultMaxClients
 	}
 	if s.IdleAfter == 0 {
-		s.IdleAfter = DefaultIdleAfter
+		s.IdleAfter = defaultIdleAfter
 	}
 	if s.Now == nil {
 		s.Now = time.Now
@@ -153,20 +153,20 @@ func (l *Limiter) AllowAt(now time.Time, clientKey string) error {
 		rc := client.ReserveN(now, 1)
 		if wait, ok := delay(rc, now); !ok {
 			rc.CancelAt(now)
-			return &LimitError{Scope: ScopeClient, Wait: wait}
+			return &LimitError{Scope: scopeClient, Wait: wait}
 		}
 		rg := l.global.ReserveN(now, 1)
 		if wait, ok := delay(rg, now); !ok {
 			rg.CancelAt(now)
 			rc.CancelAt(now) // give the client its token back: it was not served
-			return &LimitError{Scope: ScopeGlobal, Wait: wait}
+			return &LimitError{Scope: scopeGlobal, Wait: wait}
 		}
 		return nil
 	}
 	rg := l.global.ReserveN(now, 1)
 	if wait, ok := delay(rg, now); !ok {
 		rg.CancelAt(now)
-		return &LimitError{Scope: ScopeGlobal, Wait: wait}
+		return &LimitError{Scope: scopeGlobal, Wait: wait}
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func runLimiterSteps(t *testing.T, clk *fakeClock, l *Limiter, steps []limiterSt
 			if le.RetryAfter() != st.retryAfter {
 				t.Errorf("step %d: Allow(%q).RetryAfter() = %v, want %v", i, st.key, le.RetryAfter(), st.retryAfter)
 			}
-			if !errors.Is(err, ErrRateLimited) {
+			if !errors.Is(err, errRateLimited) {
 				t.Errorf("step %d: errors.Is(%v, ErrRateLimited) = false", i, err)
 			}
 		} else if err != nil {

@@ -7,25 +7,25 @@ import (
 	"time"
 )
 
-// ErrRateLimited matches every *LimitError with errors.Is.
-var ErrRateLimited = errors.New("breaker: rate limited")
+// errRateLimited matches every *LimitError with errors.Is.
+var errRateLimited = errors.New("breaker: rate limited")
 
 // Scope says which token bucket refused a request.
 type Scope int
 
 const (
-	// ScopeGlobal is the bucket shared by all requests.
-	ScopeGlobal Scope = iota
-	// ScopeClient is the bucket of one client key.
-	ScopeClient
+	// scopeGlobal is the bucket shared by all requests.
+	scopeGlobal Scope = iota
+	// scopeClient is the bucket of one client key.
+	scopeClient
 )
 
 // String returns "global" or "client".
 func (s Scope) String() string {
 	switch s {
-	case ScopeGlobal:
+	case scopeGlobal:
 		return "global"
-	case ScopeClient:
+	case scopeClient:
 		return "client"
 	default:
 		return fmt.Sprintf("scope(%d)", int(s))
@@ -51,7 +51,7 @@ func (e *LimitError) Error() string {
 func (e *LimitError) RetryAfter() time.Duration { return wholeSeconds(e.Wait) }
 
 // Is reports whether target is ErrRateLimited.
-func (e *LimitError) Is(target error) bool { return target == ErrRateLimited }
+func (e *LimitError) Is(target error) bool { return target == errRateLimited }
 
 // wholeSeconds rounds d up to whole seconds, with a floor of one second.
 func wholeSeconds(d time.Duration) time.Duration {

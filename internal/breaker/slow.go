@@ -117,7 +117,7 @@ func (sl *Slow) ObserveAt(now time.Time, readings []Reading, backlogEmpty bool) 
 	signal, value := sl.level.Cause()
 	limit, phase := sl.window.Tick(now, WindowInput{
 		Level: sl.level.Level(), Signal: signal, Value: value, BacklogEmpty: backlogEmpty,
-		PodQueued: sl.podQueued(readings),
+		podQueued: sl.podQueued(readings),
 	})
 	after := SlowState{Level: sl.level.Level(), Phase: phase, Limit: limit}
 	sl.state.Store(after.pack())

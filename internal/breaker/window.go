@@ -9,11 +9,11 @@ import (
 
 // Window defaults.
 const (
-	DefaultCut       = 0.2
-	DefaultCutEvery  = 2 * time.Second
-	DefaultWorsening = 0.01
-	DefaultRampStep  = 0.1
-	DefaultRampEvery = time.Second
+	defaultCut       = 0.2
+	defaultCutEvery  = 2 * time.Second
+	defaultWorsening = 0.01
+	defaultRampStep  = 0.1
+	defaultRampEvery = time.Second
 )
 
 // Phase is where an upstream's batch window stands.
@@ -114,11 +114,11 @@ func (s WindowSettings) normalized() (WindowSettings, error) {
 		return s, errors.Join(errs...)
 	}
 	s.MinInflight = max(s.MinInflight, 1)
-	s.Cut = cmpOr(s.Cut, DefaultCut)
-	s.CutEvery = cmpOr(s.CutEvery, DefaultCutEvery)
-	s.Worsening = cmpOr(s.Worsening, DefaultWorsening)
-	s.RampStep = cmpOr(s.RampStep, DefaultRampStep)
-	s.RampEvery = cmpOr(s.RampEvery, DefaultRampEvery)
+	s.Cut = cmpOr(s.Cut, defaultCut)
+	s.CutEvery = cmpOr(s.CutEvery, defaultCutEvery)
+	s.Worsening = cmpOr(s.Worsening, defaultWorsening)
+	s.RampStep = cmpOr(s.RampStep, defaultRampStep)
+	s.RampEvery = cmpOr(s.RampEvery, defaultRampEvery)
 	return s, nil
 }
 
@@ -134,12 +134,12 @@ type WindowInput struct {
 	// only when the window is full and the backlog is empty; pass true if
 	// the caller keeps no backlog.
 	BacklogEmpty bool
-	// PodQueued is how many requests wait inside the pod itself (vLLM's
+	// podQueued is how many requests wait inside the pod itself (vLLM's
 	// num_requests_waiting); 0 when unknown. While degraded, a pod that
 	// queues at least what a cut takes off the window is given more than it
 	// runs: the window is cut again (every CutEvery), so those requests wait
 	// in the gateway's queue, shortest first, instead of the pod's own.
-	PodQueued float64
+	podQueued float64
 }
 
 // Window is the batch window (most requests in flight) of one upstream. It
@@ -251,7 +251,7 @@ func (w *Window) Tick(now time.Time, in WindowInput) (limit int, phase Phase) {
 		case PhaseDegraded:
 			if in.Signal != w.cutSignal {
 				w.cutSignal, w.cutValue = in.Signal, in.Value // a new cause sets a new baseline
-			} else if (w.worse(in.Value) || w.overfed(in.PodQueued)) && now.Sub(w.lastCut) >= w.s.CutEvery {
+			} else if (w.worse(in.Value) || w.overfed(in.podQueued)) && now.Sub(w.lastCut) >= w.s.CutEvery {
 				w.cut(now, in)
 			}
 		}

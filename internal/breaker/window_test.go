@@ -164,7 +164,7 @@ func TestWindowSteps(t *testing.T) {
 				if st.fail > 0 {
 					w.Fail(now, st.fail)
 				}
-				in := WindowInput{Level: st.level, Signal: st.signal, Value: st.value, BacklogEmpty: !st.busy, PodQueued: st.queued}
+				in := WindowInput{Level: st.level, Signal: st.signal, Value: st.value, BacklogEmpty: !st.busy, podQueued: st.queued}
 				if in.Signal == "" {
 					in.Signal = "fragmentation"
 				}

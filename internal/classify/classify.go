@@ -25,8 +25,8 @@ type Request struct {
 	// N is how many sequences are generated per prompt: the larger of "n"
 	// and "best_of", 1 when absent.
 	N int
-	// Media counts the media parts included in PromptTokens.
-	Media int
+	// media counts the media parts included in PromptTokens.
+	media int
 	// Estimated is the request's total estimate in tokens:
 	// (PromptTokens + Prompts×MaxTokens) × N, at least 1 for inference
 	// routes, saturating at math.MaxInt64. Each of the N sequences is a
@@ -82,7 +82,7 @@ func classify(kind Kind, body []byte, est Estimator) (Request, error) {
 	case KindModels:
 		return Request{N: 1}, nil
 	case KindAudio:
-		c := Request{Prompts: 1, N: 1, Media: 1, PromptTokens: est.MediaTokens,
+		c := Request{Prompts: 1, N: 1, media: 1, PromptTokens: est.mediaTokens,
 			MaxTokens: est.DefaultMaxTokens, DefaultMax: true}
 		c.Estimated = c.EstimatedTokens()
 		return c, nil

@@ -138,8 +138,8 @@ func (p *bodyParser) part(i, j int) error {
 
 // media counts one media item.
 func (p *bodyParser) media() {
-	p.c.Media++
-	p.tokens = satAdd(p.tokens, p.est.MediaTokens)
+	p.c.media++
+	p.tokens = satAdd(p.tokens, p.est.mediaTokens)
 }
 
 func isMedia(name []byte) bool {

@@ -10,7 +10,7 @@ import (
 )
 
 // testEstimator keeps the arithmetic of the tables easy to follow.
-var testEstimator = Estimator{CharsPerToken: 4, DefaultMaxTokens: 100, MediaTokens: 500}
+var testEstimator = Estimator{CharsPerToken: 4, DefaultMaxTokens: 100, mediaTokens: 500}
 
 // testRoutes mirrors proxy's allow-list, in its order: the tables name a
 // route by its path, and FuzzClassify's corpus selects one by its index.
@@ -87,11 +87,11 @@ var classifyCases = []classifyCase{
 	{"chat text parts", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"abcdefgh"},{"type":"text","text":"ab"}]}],"max_tokens":1}`,
 		Request{Model: "m", Prompts: 1, PromptTokens: 4, MaxTokens: 1, N: 1, Estimated: 5}}, // 4+8+2 = 14 → 4
 	{"chat image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","text":"what is this"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("A", 4000) + `"}}]}],"max_tokens":10}`,
-		Request{Prompts: 1, PromptTokens: 504, MaxTokens: 10, N: 1, Media: 1, Estimated: 514}}, // 16 bytes → 4, + 500
+		Request{Prompts: 1, PromptTokens: 504, MaxTokens: 10, N: 1, media: 1, Estimated: 514}}, // 16 bytes → 4, + 500
 	{"chat audio and video parts", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},{"type":"video_url","video_url":{"url":"https://x/v.mp4"}}]}],"max_tokens":10}`,
-		Request{Prompts: 1, PromptTokens: 1001, MaxTokens: 10, N: 1, Media: 2, Estimated: 1011}},
+		Request{Prompts: 1, PromptTokens: 1001, MaxTokens: 10, N: 1, media: 2, Estimated: 1011}},
 	{"chat untyped media part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"image_url":"https://x/a.png"}]}],"max_tokens":10}`,
-		Request{Prompts: 1, PromptTokens: 501, MaxTokens: 10, N: 1, Media: 1, Estimated: 511}},
+		Request{Prompts: 1, PromptTokens: 501, MaxTokens: 10, N: 1, media: 1, Estimated: 511}},
 	{"chat null content with tool calls", "/v1/chat/completions", `{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"42"}],"max_completion_tokens":5}`,
 		Request{Prompts: 1, PromptTokens: 8, MaxTokens: 5, N: 1, Estimated: 13}}, // assistant c1 function f {} tool c1 42: 9+2+8+1+2+4+2+2 = 30 → 8
 	{"chat max_completion_tokens wins", "/v1/chat/completions", `{"messages":[{"role":"user","content":"abcd"}],"max_tokens":10,"max_completion_tokens":50}`,
@@ -115,12 +115,12 @@ var classifyCases = []classifyCase{
 	{"responses string input", "/v1/responses", `{"model":"m","input":"Tell me a story","max_output_tokens":30}`,
 		Request{Model: "m", Prompts: 1, PromptTokens: 4, MaxTokens: 30, N: 1, Estimated: 34}},
 	{"responses items and instructions", "/v1/responses", `{"instructions":"abcd","input":[{"role":"user","content":[{"type":"input_text","text":"abcd"},{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]}],"stream":true,"n":3}`,
-		Request{Stream: true, Prompts: 1, PromptTokens: 509, MaxTokens: 100, DefaultMax: true, N: 1, Media: 1, Estimated: 609}}, // abcd user input_text abcd input_image: 4+4+10+4+11 = 33 → 9, + 500
+		Request{Stream: true, Prompts: 1, PromptTokens: 509, MaxTokens: 100, DefaultMax: true, N: 1, media: 1, Estimated: 609}}, // abcd user input_text abcd input_image: 4+4+10+4+11 = 33 → 9, + 500
 
 	{"responses escaped data URL is media", "/v1/responses", `{"input":[{"type":"input_image","image_url":"d\u0061ta:image/png;base64,AAAA"}],"max_output_tokens":1}`,
-		Request{Prompts: 1, PromptTokens: 503, MaxTokens: 1, N: 1, Media: 1, Estimated: 504}}, // input_image 11 → 3, + 500
+		Request{Prompts: 1, PromptTokens: 503, MaxTokens: 1, N: 1, media: 1, Estimated: 504}}, // input_image 11 → 3, + 500
 	{"responses media key", "/v1/responses", `{"input":[{"type":"input_image","image_url":"https://x/a.png"},{"type":"input_file","file_id":"f1"}],"max_output_tokens":1}`,
-		Request{Prompts: 1, PromptTokens: 1006, MaxTokens: 1, N: 1, Media: 2, Estimated: 1007}}, // input_image input_file 21 → 6, + 2×500
+		Request{Prompts: 1, PromptTokens: 1006, MaxTokens: 1, N: 1, media: 2, Estimated: 1007}}, // input_image input_file 21 → 6, + 2×500
 	{"tool schema key is not media", "/v1/chat/completions", `{"messages":[{"role":"user","content":"abcd"}],"max_tokens":1,"tools":[{"image_url":"x"}]}`,
 		Request{Prompts: 1, PromptTokens: 5, MaxTokens: 1, N: 1, Estimated: 6}}, // 8 + 9 + 1 = 18 → 5
 
@@ -171,7 +171,7 @@ func TestClassifyWithoutBody(t *testing.T) {
 		want Request
 	}{
 		{"/v1/models", Request{N: 1}},
-		{"/v1/audio/transcriptions", Request{Prompts: 1, PromptTokens: 500, MaxTokens: 100, DefaultMax: true, N: 1, Media: 1, Estimated: 600}},
+		{"/v1/audio/transcriptions", Request{Prompts: 1, PromptTokens: 500, MaxTokens: 100, DefaultMax: true, N: 1, media: 1, Estimated: 600}},
 	}
 	for _, tt := range tests {
 		got, err := Parse(kindOf(t, tt.path), []byte("--multipart\r\n not JSON"), testEstimator)
@@ -184,8 +184,8 @@ func TestClassifyWithoutBody(t *testing.T) {
 func TestEstimatorDefaults(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("x", 36) + `"},{"type":"image_url","image_url":{"url":"https://x"}}]}]}`)
-	want := Request{Prompts: 1, PromptTokens: 10 + 1024, MaxTokens: 256, DefaultMax: true, N: 1, Media: 1, Estimated: 10 + 1024 + 256, Memory: 32}
-	for _, est := range []Estimator{{}, {CharsPerToken: -1, DefaultMaxTokens: -1, MediaTokens: -1, BytesPerLogit: -1}, {CharsPerToken: math.NaN()}, {CharsPerToken: math.Inf(1)}} {
+	want := Request{Prompts: 1, PromptTokens: 10 + 1024, MaxTokens: 256, DefaultMax: true, N: 1, media: 1, Estimated: 10 + 1024 + 256, Memory: 32}
+	for _, est := range []Estimator{{}, {CharsPerToken: -1, DefaultMaxTokens: -1, mediaTokens: -1, BytesPerLogit: -1}, {CharsPerToken: math.NaN()}, {CharsPerToken: math.Inf(1)}} {
 		got, err := Parse(kindOf(t, "/v1/chat/completions"), body, est)
 		if err != nil || got != want {
 			t.Errorf("Parse with %+v = %+v, %v; want %+v", est, got, err, want)
@@ -306,7 +306,7 @@ func TestClassifyFiles(t *testing.T) {
 		{"chat-4k.json", "/v1/chat/completions", Request{Model: "Qwen/Qwen2.5-7B-Instruct", Stream: true, Prompts: 1,
 			PromptTokens: 886, MaxTokens: 512, N: 1, Estimated: 1398, Memory: 32}},
 		{"chat-multimodal.json", "/v1/chat/completions", Request{Model: "Qwen/Qwen2.5-VL-7B-Instruct", Prompts: 1,
-			PromptTokens: 1026, MaxTokens: 300, N: 1, Media: 2, Estimated: 1326, Memory: 32}},
+			PromptTokens: 1026, MaxTokens: 300, N: 1, media: 2, Estimated: 1326, Memory: 32}},
 		{"responses-items.json", "/v1/responses", Request{Model: "openai/gpt-oss-20b", Stream: true, Prompts: 1,
 			PromptTokens: 24, MaxTokens: 200, N: 1, Estimated: 224, Memory: 32}},
 		{"completions-batch.json", "/v1/completions", Request{Model: "fake-model", Prompts: 3,

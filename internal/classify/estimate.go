@@ -15,10 +15,10 @@ type Estimator struct {
 	// completions and to the rest of the context window for chat, so this is
 	// the operator's stand-in, not vLLM's value.
 	DefaultMaxTokens int64
-	// MediaTokens is counted for each image, audio, video or file part and
+	// mediaTokens is counted for each image, audio, video or file part and
 	// each data: URL, whose real cost depends on the model's processor.
 	// 0 (or less) means 1024.
-	MediaTokens int64
+	mediaTokens int64
 	// BytesPerLogit is the sampler's memory per vocabulary entry for each
 	// sequence sampled in an engine step: logits (bf16 and fp32), and the
 	// draw's probabilities and noise, about 14 bytes on vLLM's FlashInfer
@@ -33,13 +33,13 @@ type Estimator struct {
 	PromptLogprobsChunk int64
 }
 
-// DefaultPromptLogprobsChunk is the largest of vLLM V1's default
+// defaultPromptLogprobsChunk is the largest of vLLM V1's default
 // max_num_batched_tokens (8192 on H100-class GPUs, 2048 on others).
-const DefaultPromptLogprobsChunk = 8192
+const defaultPromptLogprobsChunk = 8192
 
-// PromptLogprobBytes is the memory per vocabulary entry and prompt token of
+// promptLogprobBytes is the memory per vocabulary entry and prompt token of
 // prompt_logprobs: the prompt's fp32 logits and their log-softmax.
-const PromptLogprobBytes = 8
+const promptLogprobBytes = 8
 
 // Memory computes Request.Memory from c's Prompts, N, MaxTokens,
 // PromptTokens and PromptLogprobs; the replay estimates its requests with it
@@ -52,7 +52,7 @@ func (e Estimator) Memory(c Request) int64 {
 	e = e.withDefaults()
 	m := satMul(satMul(int64(c.Prompts), int64(c.N)), e.BytesPerLogit)
 	if c.PromptLogprobs {
-		m = satAdd(m, satMul(min(c.PromptTokens, e.PromptLogprobsChunk), PromptLogprobBytes))
+		m = satAdd(m, satMul(min(c.PromptTokens, e.PromptLogprobsChunk), promptLogprobBytes))
 	}
 	return m
 }
@@ -64,14 +64,14 @@ func (e Estimator) withDefaults() Estimator {
 	if e.DefaultMaxTokens <= 0 {
 		e.DefaultMaxTokens = 256
 	}
-	if e.MediaTokens <= 0 {
-		e.MediaTokens = 1024
+	if e.mediaTokens <= 0 {
+		e.mediaTokens = 1024
 	}
 	if e.BytesPerLogit <= 0 {
 		e.BytesPerLogit = 32
 	}
 	if e.PromptLogprobsChunk <= 0 {
-		e.PromptLogprobsChunk = DefaultPromptLogprobsChunk
+		e.PromptLogprobsChunk = defaultPromptLogprobsChunk
 	}
 	return e
 }

@@ -44,9 +44,9 @@ func (k Kind) String() string {
 	}
 }
 
-// Inference reports whether requests of this kind run on the GPU and so go
+// inference reports whether requests of this kind run on the GPU and so go
 // through the breakers and the admission queue.
-func (k Kind) Inference() bool { return k != KindModels }
+func (k Kind) inference() bool { return k != KindModels }
 
 // JSON reports whether requests of this kind carry a JSON body, which Parse
 // checks and reads: every kind but KindModels (no body) and KindAudio (a

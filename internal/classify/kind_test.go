@@ -11,8 +11,8 @@ func TestKindString(t *testing.T) {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, w)
 		}
 	}
-	if KindModels.Inference() || !KindChat.Inference() {
-		t.Errorf("Inference: models %v, chat %v; want false, true", KindModels.Inference(), KindChat.Inference())
+	if KindModels.inference() || !KindChat.inference() {
+		t.Errorf("Inference: models %v, chat %v; want false, true", KindModels.inference(), KindChat.inference())
 	}
 	if KindModels.JSON() || KindAudio.JSON() || !KindChat.JSON() || !KindScore.JSON() {
 		t.Errorf("JSON: models %v, audio %v, chat %v, score %v; want false, false, true, true",

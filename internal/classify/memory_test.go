@@ -18,13 +18,13 @@ func TestMemoryEstimate(t *testing.T) {
 		{"a batch of prompts", "/v1/completions", `{"prompt":["a","b","c"]}`, Estimator{}, 96},
 		{"policy bytes per logit", "/v1/completions", `{"prompt":"hi"}`, Estimator{BytesPerLogit: 40}, 40},
 		{"prompt_logprobs adds the prompt's logits", "/v1/completions",
-			`{"prompt":"` + string(make40('x')) + `","prompt_logprobs":5}`, Estimator{}, 32 + 10*PromptLogprobBytes},
+			`{"prompt":"` + string(make40('x')) + `","prompt_logprobs":5}`, Estimator{}, 32 + 10*promptLogprobBytes},
 		{"prompt_logprobs -1 (whole vocabulary)", "/v1/chat/completions",
 			`{"messages":[{"role":"user","content":"abcdefgh"}],"prompt_logprobs":-1}`, Estimator{}, 32 + 0},
 		{"prompt_logprobs counts one chunk of a long prompt", "/v1/completions",
-			`{"prompt":"` + string(make40('x')) + `","prompt_logprobs":0}`, Estimator{PromptLogprobsChunk: 4}, 32 + 4*PromptLogprobBytes},
+			`{"prompt":"` + string(make40('x')) + `","prompt_logprobs":0}`, Estimator{PromptLogprobsChunk: 4}, 32 + 4*promptLogprobBytes},
 		{"prompt_logprobs chunk above the prompt", "/v1/completions",
-			`{"prompt":"` + string(make40('x')) + `","prompt_logprobs":0}`, Estimator{PromptLogprobsChunk: 11}, 32 + 10*PromptLogprobBytes},
+			`{"prompt":"` + string(make40('x')) + `","prompt_logprobs":0}`, Estimator{PromptLogprobsChunk: 11}, 32 + 10*promptLogprobBytes},
 		{"prompt_logprobs null is absent", "/v1/completions", `{"prompt":"abcd","prompt_logprobs":null}`, Estimator{}, 32},
 		{"embeddings sample nothing", "/v1/embeddings", `{"input":"abcd"}`, Estimator{}, 0},
 	}
@@ -37,7 +37,7 @@ func TestMemoryEstimate(t *testing.T) {
 			}
 			want := tt.want
 			if tt.name == "prompt_logprobs -1 (whole vocabulary)" {
-				want += got.PromptTokens * PromptLogprobBytes // the chat template's tokens count too
+				want += got.PromptTokens * promptLogprobBytes // the chat template's tokens count too
 				if got.PromptTokens == 0 {
 					t.Fatal("PromptTokens = 0, want the message counted")
 				}

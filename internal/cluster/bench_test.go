@@ -25,7 +25,7 @@ func reportLatency(b *testing.B, what string, d []time.Duration) {
 	b.ReportMetric(at(0.99), what+"p99-µs")
 }
 
-func benchSettings() Settings { return Settings{Timeout: DefaultTimeout, DownAfter: 1 << 30} }
+func benchSettings() Settings { return Settings{Timeout: defaultTimeout, DownAfter: 1 << 30} }
 
 // BenchmarkAllow is one shared limiter decision over a client and the
 // global bucket on loopback: mostly from this replica's batches, one
@@ -33,7 +33,7 @@ func benchSettings() Settings { return Settings{Timeout: DefaultTimeout, DownAft
 func BenchmarkAllow(b *testing.B) {
 	r := startRedis(b)
 	c := replicas(b, r, 1, benchSettings())[0]
-	l, err := c.NewLimiter(LimiterSettings{QPS: 1e6, ClientQPS: 1e6})
+	l, err := c.newLimiter(limiterSettings{qps: 1e6, clientQPS: 1e6})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func BenchmarkAllow(b *testing.B) {
 		lat = append(lat, time.Since(start))
 		if err != nil {
 			timeouts++
-		} else if !d.Allowed {
+		} else if !d.allowed {
 			b.Fatalf("Allow() = %+v", d)
 		}
 	}

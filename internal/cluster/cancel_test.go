@@ -25,7 +25,7 @@ func TestCallEndsWithCaller(t *testing.T) {
 	relay := clustertest.StartRelay(t, r.Addr())
 	var mu sync.Mutex
 	var changes []bool
-	c, err := New(Settings{URL: relay.URL(), ReplicaID: "r0", Timeout: MaxTimeout, DownAfter: 1,
+	c, err := New(Settings{URL: relay.URL(), ReplicaID: "r0", Timeout: maxTimeout, DownAfter: 1,
 		OnChange: func(up bool) { mu.Lock(); changes = append(changes, up); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
@@ -84,8 +84,8 @@ func TestCallEndsWithCaller(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: cancelled call = %v, want nil (decided locally: every local bucket is full)", tt.name, err)
 		}
-		if took >= MaxTimeout {
-			t.Errorf("%s: cancelled call took %v, want less than the %v timeout", tt.name, took, MaxTimeout)
+		if took >= maxTimeout {
+			t.Errorf("%s: cancelled call took %v, want less than the %v timeout", tt.name, took, maxTimeout)
 		}
 		if !c.Up() || c.failures.Load() != 0 {
 			t.Errorf("%s: after the cancel Up() = %v, failures = %d; want true, 0 (a client that left is no Redis failure)",
@@ -103,9 +103,9 @@ func TestCallEndsWithCaller(t *testing.T) {
 	err = g.Allow(t.Context(), "bob")
 	took := time.Since(start)
 	relay.Resume()
-	if err != nil || took < MaxTimeout || c.Up() {
+	if err != nil || took < maxTimeout || c.Up() {
 		t.Errorf("control: held call with a live context = %v after %v, Up() = %v; want nil (local) after the %v timeout, false",
-			err, took, c.Up(), MaxTimeout)
+			err, took, c.Up(), maxTimeout)
 	}
 	if got := upChanges(); len(got) != 2 || got[1] {
 		t.Errorf("OnChange calls after the control = %v, want [true false]", got)

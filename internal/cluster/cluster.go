@@ -12,10 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrUnavailable matches the error of a call that could not be decided
+// errUnavailable matches the error of a call that could not be decided
 // through Redis: the Cluster is in local mode, or the call failed or timed
 // out. The caller decides that request locally, at its share (see Share).
-var ErrUnavailable = errors.New("cluster: redis unavailable")
+var errUnavailable = errors.New("cluster: redis unavailable")
 
 // Cluster is one replica's handle on the state the replicas share through
 // Redis: token buckets (NewLimiter), window leases (Acquire, Release) and the
@@ -148,8 +148,8 @@ func runUntil(ctx, cctx context.Context, f func(context.Context) error) error {
 // deadline (context.DeadlineExceeded) to code that maps errors to statuses.
 type unavailableError struct{ cause error }
 
-func (e *unavailableError) Error() string        { return ErrUnavailable.Error() + ": " + e.cause.Error() }
-func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
+func (e *unavailableError) Error() string        { return errUnavailable.Error() + ": " + e.cause.Error() }
+func (e *unavailableError) Is(target error) bool { return target == errUnavailable }
 
 // notify reports the current mode to OnChange if it differs from the mode
 // last reported. Serialized, so reports alternate and end at the current

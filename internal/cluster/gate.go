@@ -32,7 +32,7 @@ type GateSettings struct {
 // one with Cluster.NewGate. Safe for concurrent use; must not be copied.
 type Gate struct {
 	c   *Cluster
-	lim *Limiter
+	lim *limiter
 	// classes and models are the traffic classes' and models' own buckets.
 	classes, models *Keyed
 
@@ -49,7 +49,7 @@ func (c *Cluster) NewGate(s GateSettings) (*Gate, error) {
 	g := &Gate{c: c, full: s.Limits,
 		classes: &Keyed{c: c, kind: "class"}, models: &Keyed{c: c, kind: "model"}}
 	var err error
-	if g.lim, err = c.NewLimiter(sharedLimits(s.Limits)); err != nil {
+	if g.lim, err = c.newLimiter(sharedLimits(s.Limits)); err != nil {
 		return nil, err
 	}
 	if g.local, err = breaker.NewLimiter(shareOf(c, s.Limits)); err != nil {
@@ -59,8 +59,8 @@ func (c *Cluster) NewGate(s GateSettings) (*Gate, error) {
 }
 
 // sharedLimits maps the policy's limits onto a shared Limiter's.
-func sharedLimits(l breaker.LimiterSettings) LimiterSettings {
-	return LimiterSettings{QPS: l.QPS, Burst: l.Burst, ClientQPS: l.ClientQPS, ClientBurst: l.ClientBurst}
+func sharedLimits(l breaker.LimiterSettings) limiterSettings {
+	return limiterSettings{qps: l.QPS, burst: l.Burst, clientQPS: l.ClientQPS, clientBurst: l.ClientBurst}
 }
 
 // shareOf is this replica's part of l: rates and bursts divided by the
@@ -103,10 +103,10 @@ func (g *Gate) Allow(ctx context.Context, clientKey string) error {
 	}
 	d, err := g.lim.Allow(ctx, key)
 	switch {
-	case err == nil && d.Allowed:
+	case err == nil && d.allowed:
 		return nil
 	case err == nil:
-		return retryIn(d.Wait)
+		return retryIn(d.wait)
 	}
 	// Redis did not decide (ErrUnavailable, ctx's end, or any other error):
 	// decide locally.

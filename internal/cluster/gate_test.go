@@ -94,7 +94,7 @@ func TestGateFallback(t *testing.T) {
 	phase("shared", []int{3, 0, 0}, 2*time.Second)
 	r.stop()
 	for _, g := range gates {
-		if err := g.c.Beat(ctx); !errors.Is(err, ErrUnavailable) || g.c.Up() {
+		if err := g.c.Beat(ctx); !errors.Is(err, errUnavailable) || g.c.Up() {
 			t.Fatalf("Beat() with Redis stopped = %v, Up() = %v; want ErrUnavailable, false", err, g.c.Up())
 		}
 	}

@@ -75,7 +75,7 @@ func (c *Cluster) readDemand() map[string]Demand {
 // wantsLocked converts a pod's demand to slots of its base: what it runs
 // and holds waiting. c.sh.mu is held.
 func (c *Cluster) wantsLocked(s *share, d Demand) int {
-	return toBase(s.base, d.Window, d.InFlight+d.Waiting)
+	return toBase(s.base, d.window, d.inFlight+d.waiting)
 }
 
 // toBase converts slots of a window of w into slots of base (w ≤ 0 or
@@ -160,7 +160,7 @@ func (c *Cluster) beatArgs(now time.Time, demand map[string]Demand) (pods []*sha
 		if !s.holder {
 			fresh = 1
 		}
-		args = append(args, s.base, s.cap, toBase(s.base, d.Window, d.InFlight), s.wants, s.sentFloor, fresh)
+		args = append(args, s.base, s.cap, toBase(s.base, d.window, d.inFlight), s.wants, s.sentFloor, fresh)
 	}
 	return pods, keys, args
 }

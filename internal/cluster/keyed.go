@@ -19,7 +19,7 @@ import (
 type Keyed struct {
 	c    *Cluster
 	kind string // "class" or "model"
-	lims atomic.Pointer[map[string]*Limiter]
+	lims atomic.Pointer[map[string]*limiter]
 
 	// mu guards full: the settings of each key over every replica. local
 	// (its own lock) holds this replica's share of each bucket.
@@ -30,9 +30,9 @@ type Keyed struct {
 
 // set installs the buckets of m (checked with breaker.CheckLimiterSet).
 func (k *Keyed) set(m map[string]breaker.LimiterSettings) {
-	lims := make(map[string]*Limiter, len(m))
+	lims := make(map[string]*limiter, len(m))
 	for key, ls := range m {
-		l, err := k.c.NewLimiter(LimiterSettings{ClientQPS: ls.QPS, ClientBurst: ls.Burst})
+		l, err := k.c.newLimiter(limiterSettings{clientQPS: ls.QPS, clientBurst: ls.Burst})
 		if err == nil { // the same rules as breaker's, checked by the caller
 			lims[key] = l
 		}
@@ -76,10 +76,10 @@ func (k *Keyed) Allow(ctx context.Context, key string) error {
 	sum := sha256.Sum256([]byte(key))
 	d, err := l.Allow(ctx, k.kind+":"+hex.EncodeToString(sum[:]))
 	switch {
-	case err == nil && d.Allowed:
+	case err == nil && d.allowed:
 		return nil
 	case err == nil:
-		return retryIn(d.Wait)
+		return retryIn(d.wait)
 	}
 	return k.local.Allow(ctx, key) // Redis did not decide: this replica's share
 }

@@ -11,24 +11,24 @@ import (
 	"time"
 )
 
-// MaxClientKey is the longest client key Allow accepts, in bytes.
-const MaxClientKey = 256
+// maxClientKey is the longest client key Allow accepts, in bytes.
+const maxClientKey = 256
 
-// LimiterSettings are the rates of a shared Limiter, with the meaning of
+// limiterSettings are the rates of a shared Limiter, with the meaning of
 // breaker.LimiterSettings: the zero value limits nothing.
-type LimiterSettings struct {
-	// QPS is the global rate in requests per second over all replicas. 0
+type limiterSettings struct {
+	// qps is the global rate in requests per second over all replicas. 0
 	// means no global limit; otherwise a finite value > 0.
-	QPS float64
-	// Burst is the global bucket size in requests. 0 means max(1, ⌈QPS⌉);
+	qps float64
+	// burst is the global bucket size in requests. 0 means max(1, ⌈QPS⌉);
 	// otherwise ≥ 1. Ignored when QPS is 0.
-	Burst int
-	// ClientQPS is the rate per client key in requests per second over all
+	burst int
+	// clientQPS is the rate per client key in requests per second over all
 	// replicas. 0 turns per-client buckets off; otherwise a finite value > 0.
-	ClientQPS float64
-	// ClientBurst is the bucket size per client key. 0 means
+	clientQPS float64
+	// clientBurst is the bucket size per client key. 0 means
 	// max(1, ⌈ClientQPS⌉); otherwise ≥ 1. Ignored when ClientQPS is 0.
-	ClientBurst int
+	clientBurst int
 }
 
 // bucket is one bucket's script arguments; interval "" means no limit.
@@ -40,27 +40,27 @@ type bucket struct {
 // limits is a validated LimiterSettings as script arguments.
 type limits struct{ global, client bucket }
 
-func (s LimiterSettings) limits() (limits, error) {
+func (s limiterSettings) limits() (limits, error) {
 	var errs []error
 	bad := func(field string, v any, want string) {
 		errs = append(errs, fmt.Errorf("cluster: LimiterSettings.%s = %v, want %s", field, v, want))
 	}
-	if !(s.QPS >= 0) || math.IsInf(s.QPS, 0) { // NaN fails s.QPS >= 0
-		bad("QPS", s.QPS, "a finite value ≥ 0")
+	if !(s.qps >= 0) || math.IsInf(s.qps, 0) { // NaN fails s.QPS >= 0
+		bad("QPS", s.qps, "a finite value ≥ 0")
 	}
-	if s.Burst < 0 {
-		bad("Burst", s.Burst, "≥ 0")
+	if s.burst < 0 {
+		bad("Burst", s.burst, "≥ 0")
 	}
-	if !(s.ClientQPS >= 0) || math.IsInf(s.ClientQPS, 0) {
-		bad("ClientQPS", s.ClientQPS, "a finite value ≥ 0")
+	if !(s.clientQPS >= 0) || math.IsInf(s.clientQPS, 0) {
+		bad("ClientQPS", s.clientQPS, "a finite value ≥ 0")
 	}
-	if s.ClientBurst < 0 {
-		bad("ClientBurst", s.ClientBurst, "≥ 0")
+	if s.clientBurst < 0 {
+		bad("ClientBurst", s.clientBurst, "≥ 0")
 	}
 	if len(errs) > 0 {
 		return limits{}, errors.Join(errs...)
 	}
-	return limits{global: newBucket(s.QPS, s.Burst), client: newBucket(s.ClientQPS, s.ClientBurst)}, nil
+	return limits{global: newBucket(s.qps, s.burst), client: newBucket(s.clientQPS, s.clientBurst)}, nil
 }
 
 func newBucket(qps float64, burst int) bucket {
@@ -77,14 +77,14 @@ func newBucket(qps float64, burst int) bucket {
 	}
 }
 
-// Limiter is the fast breaker shared by the replicas: a global token bucket
+// limiter is the fast breaker shared by the replicas: a global token bucket
 // and optional buckets per client key, kept in Redis (a GCRA on Redis's
 // clock). A replica takes tokens from a bucket in batches (see reservoir)
 // and admits from its batch without asking Redis, so a steady stream of
 // requests costs one Redis call per batch, not per request. Client buckets
 // expire from Redis once full again. Create one with Cluster.NewLimiter.
 // Safe for concurrent use; must not be copied.
-type Limiter struct {
+type limiter struct {
 	c      *Cluster
 	limits atomic.Pointer[limits]
 	global reservoir
@@ -94,14 +94,14 @@ type Limiter struct {
 	clients map[string]*reservoir
 }
 
-// NewLimiter returns a Limiter on c's Redis for s, or an error naming each
+// newLimiter returns a Limiter on c's Redis for s, or an error naming each
 // invalid field. Limiters of one Cluster share their buckets: build one.
-func (c *Cluster) NewLimiter(s LimiterSettings) (*Limiter, error) {
+func (c *Cluster) newLimiter(s limiterSettings) (*limiter, error) {
 	lim, err := s.limits()
 	if err != nil {
 		return nil, err
 	}
-	l := &Limiter{c: c, clients: make(map[string]*reservoir)}
+	l := &limiter{c: c, clients: make(map[string]*reservoir)}
 	l.limits.Store(&lim)
 	return l, nil
 }
@@ -109,7 +109,7 @@ func (c *Cluster) NewLimiter(s LimiterSettings) (*Limiter, error) {
 // Update applies reloaded rates from the next decision on. What a bucket
 // holds carries over as a time debt: no bucket is refilled or emptied;
 // batches already taken are used up. On error nothing changes.
-func (l *Limiter) Update(s LimiterSettings) error {
+func (l *limiter) Update(s limiterSettings) error {
 	lim, err := s.limits()
 	if err != nil {
 		return err
@@ -118,18 +118,18 @@ func (l *Limiter) Update(s LimiterSettings) error {
 	return nil
 }
 
-// Decision is the outcome of Allow.
-type Decision struct {
-	// Allowed reports whether the request may pass; it took a token from
+// decision is the outcome of Allow.
+type decision struct {
+	// allowed reports whether the request may pass; it took a token from
 	// every bucket it is subject to.
-	Allowed bool
-	// Client reports that the client's bucket refused (else the global one
+	allowed bool
+	// client reports that the client's bucket refused (else the global one
 	// did). Meaningful when Allowed is false.
-	Client bool
-	// Wait is how long until the refusing bucket holds a token, unrounded
+	client bool
+	// wait is how long until the refusing bucket holds a token, unrounded
 	// (a Retry-After header rounds it up to whole seconds, at least 1).
 	// Positive when Allowed is false.
-	Wait time.Duration
+	wait time.Duration
 }
 
 // Allow decides whether one request from clientKey may pass now, over all
@@ -143,16 +143,16 @@ type Decision struct {
 // the call failed or timed out) and this replica's batches could not: the
 // caller then decides with its own limiter at its share (see Cluster.Share
 // and the package comment). It is ctx's error when ctx ended first.
-func (l *Limiter) Allow(ctx context.Context, clientKey string) (Decision, error) {
-	if len(clientKey) > MaxClientKey {
-		return Decision{}, fmt.Errorf("cluster: Allow: client key of %d bytes, want ≤ %d", len(clientKey), MaxClientKey)
+func (l *limiter) Allow(ctx context.Context, clientKey string) (decision, error) {
+	if len(clientKey) > maxClientKey {
+		return decision{}, fmt.Errorf("cluster: Allow: client key of %d bytes, want ≤ %d", len(clientKey), maxClientKey)
 	}
 	lim := l.limits.Load()
 	if lim.global.interval == "" && (clientKey == "" || lim.client.interval == "") {
-		return Decision{Allowed: true}, nil
+		return decision{allowed: true}, nil
 	}
 	if !l.c.up.Load() { // one bucket decides each request: the caller's own now
-		return Decision{}, ErrUnavailable
+		return decision{}, errUnavailable
 	}
 	var client *reservoir
 	if clientKey != "" && lim.client.interval != "" {
@@ -160,7 +160,7 @@ func (l *Limiter) Allow(ctx context.Context, clientKey string) (Decision, error)
 		// A client bucket known empty refuses before the global one is
 		// asked, so nothing is taken for a request that cannot pass.
 		if d, refused := client.knownEmpty(l.c.now()); refused {
-			d.Client = true
+			d.client = true
 			return d, nil
 		}
 	}
@@ -168,33 +168,33 @@ func (l *Limiter) Allow(ctx context.Context, clientKey string) (Decision, error)
 	// no lock is held across two Redis calls.
 	var gen uint64
 	if lim.global.interval != "" {
-		var d Decision
+		var d decision
 		var err error
-		if d, gen, err = l.take(ctx, &l.global, "rate:global", lim.global); err != nil || !d.Allowed {
+		if d, gen, err = l.take(ctx, &l.global, "rate:global", lim.global); err != nil || !d.allowed {
 			return d, err
 		}
 	}
 	if client != nil {
 		d, _, err := l.take(ctx, client, "rate:client:"+clientKey, lim.client)
-		if err != nil || !d.Allowed {
+		if err != nil || !d.allowed {
 			if lim.global.interval != "" {
 				l.global.giveBack(gen)
 			}
-			d.Client = true
+			d.client = true
 			return d, err
 		}
 	}
-	return Decision{Allowed: true}, nil
+	return decision{allowed: true}, nil
 }
 
 // take takes one token of r's batch, taking a batch from Redis first when
 // r's own ran out or went stale. It returns the batch's generation, for
 // giveBack.
-func (l *Limiter) take(ctx context.Context, r *reservoir, key string, b bucket) (Decision, uint64, error) {
+func (l *limiter) take(ctx context.Context, r *reservoir, key string, b bucket) (decision, uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d, err := l.ensure(ctx, r, key, b)
-	if err == nil && d.Allowed {
+	if err == nil && d.allowed {
 		r.tokens--
 	}
 	return d, r.gen, err
@@ -203,7 +203,7 @@ func (l *Limiter) take(ctx context.Context, r *reservoir, key string, b bucket) 
 // clientReservoir returns clientKey's batch, a new one when there is room,
 // or a throwaway one (a batch of one, no memory) when maxReservoirs are
 // live.
-func (l *Limiter) clientReservoir(clientKey string) *reservoir {
+func (l *limiter) clientReservoir(clientKey string) *reservoir {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r := l.clients[clientKey]; r != nil {
@@ -228,14 +228,14 @@ func (l *Limiter) clientReservoir(clientKey string) *reservoir {
 // ensure makes r hold a token for one request, taking a batch from Redis
 // when its own ran out or went stale: Allowed, a refusal with the wait, or
 // an error. r.mu is held (a batch is taken once, however many wait on it).
-func (l *Limiter) ensure(ctx context.Context, r *reservoir, key string, b bucket) (Decision, error) {
+func (l *limiter) ensure(ctx context.Context, r *reservoir, key string, b bucket) (decision, error) {
 	c := l.c
 	now := c.now()
 	if d, refused := r.emptyLocked(now); refused {
 		return d, nil
 	}
 	if r.tokens > 0 && now.Before(r.staleAt) {
-		return Decision{Allowed: true}, nil
+		return decision{allowed: true}, nil
 	}
 	want := r.nextBatch(now, max(1, b.size/max(1, c.LastReplicas())))
 	var res []int64
@@ -249,15 +249,15 @@ func (l *Limiter) ensure(ctx context.Context, r *reservoir, key string, b bucket
 		err = &unavailableError{cause: fmt.Errorf("take script returned %v", res)}
 	}
 	if err != nil {
-		return Decision{}, err
+		return decision{}, err
 	}
 	if res[0] == 0 {
 		wait := max(time.Microsecond, time.Duration(res[1])*time.Microsecond)
 		r.emptyUntil = now.Add(wait)
-		return Decision{Wait: wait}, nil
+		return decision{wait: wait}, nil
 	}
 	r.fill(now, int(res[0]))
-	return Decision{Allowed: true}, nil
+	return decision{allowed: true}, nil
 }
 
 // maxReservoirs bounds the client batches a Limiter keeps.
@@ -304,18 +304,18 @@ func (r *reservoir) fill(now time.Time, n int) {
 
 // knownEmpty reports a refusal when Redis said r's bucket holds no token
 // before a time still ahead.
-func (r *reservoir) knownEmpty(now time.Time) (Decision, bool) {
+func (r *reservoir) knownEmpty(now time.Time) (decision, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.emptyLocked(now)
 }
 
 // emptyLocked is knownEmpty with r.mu held.
-func (r *reservoir) emptyLocked(now time.Time) (Decision, bool) {
+func (r *reservoir) emptyLocked(now time.Time) (decision, bool) {
 	if now.Before(r.emptyUntil) {
-		return Decision{Wait: r.emptyUntil.Sub(now)}, true
+		return decision{wait: r.emptyUntil.Sub(now)}, true
 	}
-	return Decision{}, false
+	return decision{}, false
 }
 
 // giveBack returns a token taken from batch gen, unless another batch

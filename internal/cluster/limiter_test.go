@@ -18,7 +18,7 @@ func TestLimiterSteps(t *testing.T) {
 	r := startRedis(t)
 	clock := newFakeClock()
 	c := replicas(t, r, 1, Settings{Now: clock.Now})[0]
-	l, err := c.NewLimiter(LimiterSettings{QPS: 2, Burst: 2, ClientQPS: 1, ClientBurst: 1})
+	l, err := c.newLimiter(limiterSettings{qps: 2, burst: 2, clientQPS: 1, clientBurst: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,20 +26,20 @@ func TestLimiterSteps(t *testing.T) {
 		name    string
 		advance time.Duration
 		key     string
-		want    Decision
+		want    decision
 	}{
-		{"first of a", 0, "a", Decision{Allowed: true}},
-		{"a again: client empty", 0, "a", Decision{Client: true, Wait: time.Second}},
-		{"b takes the second global token", 0, "b", Decision{Allowed: true}},
-		{"c: global empty", 0, "c", Decision{Wait: 500 * time.Millisecond}},
-		{"no key: global empty", 0, "", Decision{Wait: 500 * time.Millisecond}},
-		{"c after a global token: its client bucket was not charged", 500 * time.Millisecond, "c", Decision{Allowed: true}},
-		{"a: client still empty", 0, "a", Decision{Client: true, Wait: 500 * time.Millisecond}},
-		{"d: global empty again", 0, "d", Decision{Wait: 500 * time.Millisecond}},
-		{"a after refill of both", 500 * time.Millisecond, "a", Decision{Allowed: true}},
-		{"idle: full burst back", 10 * time.Second, "", Decision{Allowed: true}},
-		{"second of the burst", 0, "", Decision{Allowed: true}},
-		{"burst spent", 0, "", Decision{Wait: 500 * time.Millisecond}},
+		{"first of a", 0, "a", decision{allowed: true}},
+		{"a again: client empty", 0, "a", decision{client: true, wait: time.Second}},
+		{"b takes the second global token", 0, "b", decision{allowed: true}},
+		{"c: global empty", 0, "c", decision{wait: 500 * time.Millisecond}},
+		{"no key: global empty", 0, "", decision{wait: 500 * time.Millisecond}},
+		{"c after a global token: its client bucket was not charged", 500 * time.Millisecond, "c", decision{allowed: true}},
+		{"a: client still empty", 0, "a", decision{client: true, wait: 500 * time.Millisecond}},
+		{"d: global empty again", 0, "d", decision{wait: 500 * time.Millisecond}},
+		{"a after refill of both", 500 * time.Millisecond, "a", decision{allowed: true}},
+		{"idle: full burst back", 10 * time.Second, "", decision{allowed: true}},
+		{"second of the burst", 0, "", decision{allowed: true}},
+		{"burst spent", 0, "", decision{wait: 500 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		clock.Advance(tt.advance)
@@ -58,20 +58,20 @@ func TestLimiterUnlimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	l, err := c.NewLimiter(LimiterSettings{ClientQPS: 0})
+	l, err := c.newLimiter(limiterSettings{clientQPS: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := l.Allow(t.Context(), "a"); err != nil || !d.Allowed {
+	if d, err := l.Allow(t.Context(), "a"); err != nil || !d.allowed {
 		t.Fatalf("Allow() = %+v, %v, want allowed", d, err)
 	}
-	if err := l.Update(LimiterSettings{QPS: 1}); err != nil {
+	if err := l.Update(limiterSettings{qps: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Allow(t.Context(), "a"); !errors.Is(err, ErrUnavailable) {
+	if _, err := l.Allow(t.Context(), "a"); !errors.Is(err, errUnavailable) {
 		t.Fatalf("Allow() in local mode = %v, want ErrUnavailable", err)
 	}
-	if _, err := l.Allow(t.Context(), strings.Repeat("k", MaxClientKey+1)); err == nil || errors.Is(err, ErrUnavailable) {
+	if _, err := l.Allow(t.Context(), strings.Repeat("k", maxClientKey+1)); err == nil || errors.Is(err, errUnavailable) {
 		t.Fatalf("Allow(long key) = %v, want an error", err)
 	}
 }
@@ -83,7 +83,7 @@ func TestLimiterSettingsInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, err = c.NewLimiter(LimiterSettings{QPS: -1, Burst: -1, ClientQPS: math.NaN(), ClientBurst: -2})
+	_, err = c.newLimiter(limiterSettings{qps: -1, burst: -1, clientQPS: math.NaN(), clientBurst: -2})
 	for _, field := range []string{"QPS", "Burst", "ClientQPS", "ClientBurst"} {
 		if err == nil || !strings.Contains(err.Error(), "LimiterSettings."+field+" =") {
 			t.Errorf("NewLimiter() = %v, want it to name %s", err, field)
@@ -100,9 +100,9 @@ func TestLimiterSharedFakeClock(t *testing.T) {
 	clock := newFakeClock()
 	cs := replicas(t, r, 3, Settings{Now: clock.Now})
 	const qps, burst, decisions = 100, 10, 3000
-	var ls []*Limiter
+	var ls []*limiter
 	for _, c := range cs {
-		l, err := c.NewLimiter(LimiterSettings{QPS: qps, Burst: burst})
+		l, err := c.newLimiter(limiterSettings{qps: qps, burst: burst})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,10 +114,10 @@ func TestLimiterSharedFakeClock(t *testing.T) {
 		if err != nil {
 			t.Fatalf("decision %d: %v", i, err)
 		}
-		if d.Allowed {
+		if d.allowed {
 			admitted++
-		} else if d.Wait <= 0 || d.Wait > time.Second/qps {
-			t.Fatalf("decision %d: refused with Wait %v, want in (0, %v]", i, d.Wait, time.Second/qps)
+		} else if d.wait <= 0 || d.wait > time.Second/qps {
+			t.Fatalf("decision %d: refused with Wait %v, want in (0, %v]", i, d.wait, time.Second/qps)
 		}
 		clock.Advance(time.Millisecond)
 	}
@@ -144,9 +144,9 @@ func TestLimiterSharedRealClock(t *testing.T) {
 	start := r.redisNow(t.Context(), rc)
 	stop := time.Now().Add(1500 * time.Millisecond)
 	var wg sync.WaitGroup
-	var ls []*Limiter
+	var ls []*limiter
 	for _, c := range cs {
-		l, err := c.NewLimiter(LimiterSettings{QPS: qps, Burst: burst})
+		l, err := c.newLimiter(limiterSettings{qps: qps, burst: burst})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +157,7 @@ func TestLimiterSharedRealClock(t *testing.T) {
 					switch d, err := l.Allow(t.Context(), ""); {
 					case err != nil:
 						failed.Add(1)
-					case d.Allowed:
+					case d.allowed:
 						admitted.Add(1)
 					default:
 						refused.Add(1)

@@ -113,9 +113,9 @@ func TestQuotasShared(t *testing.T) {
 		t.Errorf("Redis holds %v, want the %d keys of %v", keys, len(want), want)
 	}
 	for k, most := range want {
-		ttl, err := rc.PTTL(t.Context(), DefaultKeyPrefix+"quota:"+k).Result()
+		ttl, err := rc.PTTL(t.Context(), defaultKeyPrefix+"quota:"+k).Result()
 		if err != nil || ttl <= 0 || ttl > most {
-			t.Errorf("PTTL %squota:%s = %v, %v, want in (0, %v]", DefaultKeyPrefix, k, ttl, err, most)
+			t.Errorf("PTTL %squota:%s = %v, %v, want in (0, %v]", defaultKeyPrefix, k, ttl, err, most)
 		}
 	}
 	for _, k := range keys {
@@ -180,7 +180,7 @@ func TestQuotasFallback(t *testing.T) {
 	}
 	r.stop()
 	for _, q := range qs {
-		if err := q.c.Beat(t.Context()); !errors.Is(err, ErrUnavailable) || q.c.Up() {
+		if err := q.c.Beat(t.Context()); !errors.Is(err, errUnavailable) || q.c.Up() {
 			t.Fatalf("Beat() with Redis stopped = %v, Up() = %v; want ErrUnavailable, false", err, q.c.Up())
 		}
 	}

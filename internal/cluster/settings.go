@@ -16,34 +16,34 @@ import (
 
 // Defaults.
 const (
-	// DefaultKeyPrefix starts every key this package writes.
-	DefaultKeyPrefix = "gatekeeper:"
-	// DefaultTimeout bounds each Redis call. A healthy call takes about
+	// defaultKeyPrefix starts every key this package writes.
+	defaultKeyPrefix = "gatekeeper:"
+	// defaultTimeout bounds each Redis call. A healthy call takes about
 	// 0.1 ms on loopback and well under 1 ms within a zone, so 5 ms is
 	// several healthy round trips, yet a request pays at most 5 ms when
 	// Redis stalls, and after DownAfter such calls none waits at all.
-	DefaultTimeout = 5 * time.Millisecond
-	// DefaultDialTimeout bounds opening one connection (TCP and TLS). Dials
+	defaultTimeout = 5 * time.Millisecond
+	// defaultDialTimeout bounds opening one connection (TCP and TLS). Dials
 	// run in the background of go-redis's pool, so a slow one delays no
 	// request beyond Timeout; it only has to finish eventually.
-	DefaultDialTimeout = time.Second
-	// DefaultLeaseTTL is how long a lease on a pod's window lasts without
+	defaultDialTimeout = time.Second
+	// defaultLeaseTTL is how long a lease on a pod's window lasts without
 	// a renewal.
-	DefaultLeaseTTL = 10 * time.Second
-	// DefaultHeartbeatInterval is how often Run announces the replica and
+	defaultLeaseTTL = 10 * time.Second
+	// defaultHeartbeatInterval is how often Run announces the replica and
 	// renews its leases, when LeaseTTL/3 is not shorter. It is also how
 	// long a shift of demand between replicas takes to move slots.
-	DefaultHeartbeatInterval = 500 * time.Millisecond
+	defaultHeartbeatInterval = 500 * time.Millisecond
 	// forgetLeases is how many LeaseTTLs an expired lease's floor stays
 	// reserved (ForgetAfter's default): a replica cut off from Redis keeps
 	// its floor that long before the others may take it.
 	forgetLeases = 6
-	// DefaultDownAfter is how many consecutive failed calls switch to
+	// defaultDownAfter is how many consecutive failed calls switch to
 	// local mode.
-	DefaultDownAfter = 3
-	// MaxTimeout is the largest Settings.Timeout accepted: beyond it a
+	defaultDownAfter = 3
+	// maxTimeout is the largest Settings.Timeout accepted: beyond it a
 	// stalled Redis would hold requests for a time clients notice.
-	MaxTimeout = time.Second
+	maxTimeout = time.Second
 	// replicaBeats is how many heartbeat intervals a lease lasts at least.
 	replicaBeats = 3
 )
@@ -135,8 +135,8 @@ func (s Settings) normalized() (Settings, *redis.Options, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if s.Timeout < 0 || s.Timeout > MaxTimeout {
-		bad("Timeout", s.Timeout, fmt.Sprintf("in (0, %v]", MaxTimeout))
+	if s.Timeout < 0 || s.Timeout > maxTimeout {
+		bad("Timeout", s.Timeout, fmt.Sprintf("in (0, %v]", maxTimeout))
 	}
 	if s.DialTimeout < 0 {
 		bad("DialTimeout", s.DialTimeout, "> 0")
@@ -186,28 +186,28 @@ func (s Settings) normalized() (Settings, *redis.Options, error) {
 
 func (s Settings) withDefaults() Settings {
 	if s.KeyPrefix == "" {
-		s.KeyPrefix = DefaultKeyPrefix
+		s.KeyPrefix = defaultKeyPrefix
 	}
 	if s.Timeout == 0 {
-		s.Timeout = DefaultTimeout
+		s.Timeout = defaultTimeout
 	}
 	if s.DialTimeout == 0 {
-		s.DialTimeout = DefaultDialTimeout
+		s.DialTimeout = defaultDialTimeout
 	}
 	if s.LeaseTTL == 0 {
-		s.LeaseTTL = DefaultLeaseTTL
+		s.LeaseTTL = defaultLeaseTTL
 	}
 	if s.ForgetAfter == 0 {
 		s.ForgetAfter = forgetLeases * s.LeaseTTL
 	}
 	if s.HeartbeatInterval == 0 {
-		s.HeartbeatInterval = min(DefaultHeartbeatInterval, s.LeaseTTL/replicaBeats)
+		s.HeartbeatInterval = min(defaultHeartbeatInterval, s.LeaseTTL/replicaBeats)
 	}
 	if s.Replicas == 0 {
 		s.Replicas = 1
 	}
 	if s.DownAfter == 0 {
-		s.DownAfter = DefaultDownAfter
+		s.DownAfter = defaultDownAfter
 	}
 	return s
 }

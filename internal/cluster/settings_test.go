@@ -76,12 +76,12 @@ func TestSettingsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	if s.KeyPrefix != DefaultKeyPrefix || s.Timeout != DefaultTimeout || s.LeaseTTL != DefaultLeaseTTL ||
-		s.HeartbeatInterval != DefaultHeartbeatInterval || s.Replicas != 1 || s.DownAfter != DefaultDownAfter ||
+	if s.KeyPrefix != defaultKeyPrefix || s.Timeout != defaultTimeout || s.LeaseTTL != defaultLeaseTTL ||
+		s.HeartbeatInterval != defaultHeartbeatInterval || s.Replicas != 1 || s.DownAfter != defaultDownAfter ||
 		!strings.HasPrefix(s.ReplicaID, host+"-") {
 		t.Errorf("normalized() = %+v, want the defaults", s)
 	}
-	if opt.Password != "s3cret" || opt.DB != 2 || opt.TLSConfig == nil || opt.ReadTimeout != DefaultTimeout ||
+	if opt.Password != "s3cret" || opt.DB != 2 || opt.TLSConfig == nil || opt.ReadTimeout != defaultTimeout ||
 		opt.MaxRetries != -1 || !opt.ContextTimeoutEnabled {
 		t.Errorf("redis options = password %q, db %d, tls %v, read timeout %v, retries %d, context timeouts %v",
 			opt.Password, opt.DB, opt.TLSConfig != nil, opt.ReadTimeout, opt.MaxRetries, opt.ContextTimeoutEnabled)

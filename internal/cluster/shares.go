@@ -9,11 +9,11 @@ import (
 // Demand is what this replica has of one pod's window now, in the window's
 // own slots (sequences): those running and those its queue holds for it.
 type Demand struct {
-	InFlight int
-	Waiting  int
-	// Window is the pod's window as the slow breaker sets it now (0: its
+	inFlight int
+	waiting  int
+	// window is the pod's window as the slow breaker sets it now (0: its
 	// largest): the unit of InFlight and Waiting.
-	Window int
+	window int
 }
 
 // share is this replica's lease on one pod's window. Units are slots of

@@ -102,21 +102,21 @@ func TestLeaseSteps(t *testing.T) {
 		}
 	}
 	tests := []step{
-		{"r0 first: a new epoch grows nobody", 0, nil, 0, Demand{Waiting: 5}, [2]int{0, 0}},
+		{"r0 first: a new epoch grows nobody", 0, nil, 0, Demand{waiting: 5}, [2]int{0, 0}},
 		{"r1 first", 0, nil, 1, Demand{}, [2]int{0, 0}},
-		{"after a lease time: r0 takes its wants and the slack's larger half", time.Second, nil, 0, Demand{Waiting: 3}, [2]int{7, 0}},
+		{"after a lease time: r0 takes its wants and the slack's larger half", time.Second, nil, 0, Demand{waiting: 3}, [2]int{7, 0}},
 		{"r1 the rest", 0, nil, 1, Demand{}, [2]int{7, 3}},
-		{"r1 wants 10: owed 7, r0 still holds 7", 0, nil, 1, Demand{Waiting: 10}, [2]int{7, 3}},
-		{"r0 gives back to its wants", 0, nil, 0, Demand{InFlight: 3}, [2]int{3, 3}},
-		{"r1: r0's old cap is still counted", 0, nil, 1, Demand{Waiting: 10}, [2]int{3, 3}},
-		{"r0 confirms", 0, nil, 0, Demand{InFlight: 3}, [2]int{3, 3}},
-		{"r1 takes the 7", 0, nil, 1, Demand{InFlight: 3, Waiting: 7}, [2]int{3, 7}},
+		{"r1 wants 10: owed 7, r0 still holds 7", 0, nil, 1, Demand{waiting: 10}, [2]int{7, 3}},
+		{"r0 gives back to its wants", 0, nil, 0, Demand{inFlight: 3}, [2]int{3, 3}},
+		{"r1: r0's old cap is still counted", 0, nil, 1, Demand{waiting: 10}, [2]int{3, 3}},
+		{"r0 confirms", 0, nil, 0, Demand{inFlight: 3}, [2]int{3, 3}},
+		{"r1 takes the 7", 0, nil, 1, Demand{inFlight: 3, waiting: 7}, [2]int{3, 7}},
 		{"no answer for half a lease: each keeps min(cap, 10/2)", 600 * time.Millisecond, lapse, -1, Demand{}, [2]int{3, 5}},
-		{"Redis back empty: r1 writes back its 5, grows not", 0, restart, 1, Demand{InFlight: 5, Waiting: 5}, [2]int{3, 5}},
-		{"r0 writes back its 3", 0, nil, 0, Demand{InFlight: 3}, [2]int{3, 5}},
-		{"a lease time later r1 grows", time.Second, nil, 1, Demand{InFlight: 5, Waiting: 5}, [2]int{3, 7}},
-		{"r0 falls silent: its lease expires, its floor stays reserved", 1100 * time.Millisecond, nil, 1, Demand{InFlight: 7, Waiting: 3}, [2]int{3, 7}},
-		{"forgotten after ForgetAfter", 6 * time.Second, nil, 1, Demand{InFlight: 7, Waiting: 3}, [2]int{3, 10}},
+		{"Redis back empty: r1 writes back its 5, grows not", 0, restart, 1, Demand{inFlight: 5, waiting: 5}, [2]int{3, 5}},
+		{"r0 writes back its 3", 0, nil, 0, Demand{inFlight: 3}, [2]int{3, 5}},
+		{"a lease time later r1 grows", time.Second, nil, 1, Demand{inFlight: 5, waiting: 5}, [2]int{3, 7}},
+		{"r0 falls silent: its lease expires, its floor stays reserved", 1100 * time.Millisecond, nil, 1, Demand{inFlight: 7, waiting: 3}, [2]int{3, 7}},
+		{"forgotten after ForgetAfter", 6 * time.Second, nil, 1, Demand{inFlight: 7, waiting: 3}, [2]int{3, 10}},
 	}
 	for i, tt := range tests {
 		clock.Advance(tt.advance)
@@ -168,15 +168,15 @@ func TestLeaseRestartEmptySilentReplica(t *testing.T) {
 		}
 	}
 	tests := []step{
-		{"r0 first: a new epoch", 0, nil, 0, Demand{Waiting: 10}, [2]int{0, 0}},
-		{"r1", 0, nil, 1, Demand{Waiting: 10}, [2]int{0, 0}},
-		{"after the warm-up r0 takes half", time.Second, nil, 0, Demand{Waiting: 10}, [2]int{5, 0}},
-		{"r1 the other half", 0, nil, 1, Demand{Waiting: 10}, [2]int{5, 5}},
+		{"r0 first: a new epoch", 0, nil, 0, Demand{waiting: 10}, [2]int{0, 0}},
+		{"r1", 0, nil, 1, Demand{waiting: 10}, [2]int{0, 0}},
+		{"after the warm-up r0 takes half", time.Second, nil, 0, Demand{waiting: 10}, [2]int{5, 0}},
+		{"r1 the other half", 0, nil, 1, Demand{waiting: 10}, [2]int{5, 5}},
 		{"no answer for half a lease: both at their floor", 600 * time.Millisecond, lapse, -1, Demand{}, [2]int{5, 5}},
-		{"Redis back empty; only r1 reaches it", 0, restart, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 5}},
-		{"after the warm-up r1 still leaves r0 its floor", 1100 * time.Millisecond, nil, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 5}},
-		{"and until the epoch is ForgetAfter older", 5800 * time.Millisecond, nil, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 5}},
-		{"then r0 counts as gone", 200 * time.Millisecond, nil, 1, Demand{InFlight: 5, Waiting: 10}, [2]int{5, 10}},
+		{"Redis back empty; only r1 reaches it", 0, restart, 1, Demand{inFlight: 5, waiting: 10}, [2]int{5, 5}},
+		{"after the warm-up r1 still leaves r0 its floor", 1100 * time.Millisecond, nil, 1, Demand{inFlight: 5, waiting: 10}, [2]int{5, 5}},
+		{"and until the epoch is ForgetAfter older", 5800 * time.Millisecond, nil, 1, Demand{inFlight: 5, waiting: 10}, [2]int{5, 5}},
+		{"then r0 counts as gone", 200 * time.Millisecond, nil, 1, Demand{inFlight: 5, waiting: 10}, [2]int{5, 10}},
 	}
 	for i, tt := range tests {
 		clock.Advance(tt.advance)
@@ -230,7 +230,7 @@ func TestLeaseFairAndLeave(t *testing.T) {
 		return got
 	}
 	for _, d := range ds {
-		d.set("p", Demand{Waiting: 10})
+		d.set("p", Demand{waiting: 10})
 	}
 	beatAll()
 	clock.Advance(time.Second) // past the new epoch's warm-up
@@ -265,7 +265,7 @@ func TestLeaseUnreachableFromStart(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetPods(map[string]int{"p": 9})
-	if err := c.Beat(t.Context()); !errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+	if err := c.Beat(t.Context()); !errors.Is(err, errUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Beat() = %v, want ErrUnavailable only", err)
 	}
 	if sh, ok := c.Snapshot().Shares["p"]; sh.Cap != 0 || sh.Base != 9 || !ok {
@@ -308,7 +308,7 @@ func TestLateBeatChangesNothing(t *testing.T) {
 	cs, ds := leaseReplicas(t, r, 1, 10, clock)
 	c := cs[0]
 	ctx := t.Context()
-	ds[0].set("p", Demand{Waiting: 4})
+	ds[0].set("p", Demand{waiting: 4})
 	clock.Advance(0)
 	if err := c.Beat(ctx); err != nil { // the epoch's warm-up: nothing yet
 		t.Fatal(err)
@@ -406,54 +406,54 @@ func TestLeaseNewEpochFreshReplicas(t *testing.T) {
 		steps []step
 	}{
 		{"two fresh replicas on a new Redis", 2, []step{
-			{"r0 starts the epoch: nothing before the write-back time", 0, false, 0, Demand{Waiting: 5}, []int{0, 0}},
-			{"r1 starts", 0, false, 1, Demand{Waiting: 3}, []int{0, 0}},
-			{"a second later: still nothing", time.Second, false, 0, Demand{Waiting: 5}, []int{0, 0}},
-			{"at the write-back time r0 takes its floor, 10/2", 500 * time.Millisecond, false, 0, Demand{Waiting: 5}, []int{5, 0}},
-			{"r1 its wants and half the slack, within its floor", 0, false, 1, Demand{Waiting: 3}, []int{5, 4}},
-			{"r0 is now a holder: no growth in the lease time", 0, false, 0, Demand{Waiting: 7}, []int{5, 4}},
-			{"after the lease time r0 grows into what r1 leaves", 8500 * time.Millisecond, false, 0, Demand{Waiting: 7}, []int{6, 4}},
-			{"r1 gives back to its wants", 0, false, 1, Demand{Waiting: 3}, []int{6, 3}},
-			{"r1 confirms", 0, false, 1, Demand{Waiting: 3}, []int{6, 3}},
-			{"r0 takes the rest", 0, false, 0, Demand{Waiting: 7}, []int{7, 3}},
+			{"r0 starts the epoch: nothing before the write-back time", 0, false, 0, Demand{waiting: 5}, []int{0, 0}},
+			{"r1 starts", 0, false, 1, Demand{waiting: 3}, []int{0, 0}},
+			{"a second later: still nothing", time.Second, false, 0, Demand{waiting: 5}, []int{0, 0}},
+			{"at the write-back time r0 takes its floor, 10/2", 500 * time.Millisecond, false, 0, Demand{waiting: 5}, []int{5, 0}},
+			{"r1 its wants and half the slack, within its floor", 0, false, 1, Demand{waiting: 3}, []int{5, 4}},
+			{"r0 is now a holder: no growth in the lease time", 0, false, 0, Demand{waiting: 7}, []int{5, 4}},
+			{"after the lease time r0 grows into what r1 leaves", 8500 * time.Millisecond, false, 0, Demand{waiting: 7}, []int{6, 4}},
+			{"r1 gives back to its wants", 0, false, 1, Demand{waiting: 3}, []int{6, 3}},
+			{"r1 confirms", 0, false, 1, Demand{waiting: 3}, []int{6, 3}},
+			{"r0 takes the rest", 0, false, 0, Demand{waiting: 7}, []int{7, 3}},
 		}},
 		{"three fresh replicas on a new Redis", 3, []step{
-			{"r0", 0, false, 0, Demand{Waiting: 10}, []int{0, 0, 0}},
-			{"r1", 0, false, 1, Demand{Waiting: 10}, []int{0, 0, 0}},
-			{"r2", 0, false, 2, Demand{Waiting: 10}, []int{0, 0, 0}},
-			{"r0 its floor, 10/3", 1500 * time.Millisecond, false, 0, Demand{Waiting: 10}, []int{3, 0, 0}},
-			{"r1 its floor", 0, false, 1, Demand{Waiting: 10}, []int{3, 3, 0}},
-			{"r2 its floor: 9 of 10", 0, false, 2, Demand{Waiting: 10}, []int{3, 3, 3}},
-			{"after the lease time the last slot goes by id", 8500 * time.Millisecond, false, 2, Demand{Waiting: 10}, []int{3, 3, 4}},
+			{"r0", 0, false, 0, Demand{waiting: 10}, []int{0, 0, 0}},
+			{"r1", 0, false, 1, Demand{waiting: 10}, []int{0, 0, 0}},
+			{"r2", 0, false, 2, Demand{waiting: 10}, []int{0, 0, 0}},
+			{"r0 its floor, 10/3", 1500 * time.Millisecond, false, 0, Demand{waiting: 10}, []int{3, 0, 0}},
+			{"r1 its floor", 0, false, 1, Demand{waiting: 10}, []int{3, 3, 0}},
+			{"r2 its floor: 9 of 10", 0, false, 2, Demand{waiting: 10}, []int{3, 3, 3}},
+			{"after the lease time the last slot goes by id", 8500 * time.Millisecond, false, 2, Demand{waiting: 10}, []int{3, 3, 4}},
 		}},
 		{"one replica holds shares when another starts", 2, []step{
-			{"r0 alone starts the epoch", 0, false, 0, Demand{Waiting: 10}, []int{0, 0}},
-			{"r0 takes its floor: alone, the whole base", 1500 * time.Millisecond, false, 0, Demand{InFlight: 10}, []int{10, 0}},
-			{"r1 starts: nothing is left", 1500 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{10, 0}},
-			{"r1 after the write-back time: still nothing left", 1500 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{10, 0}},
-			{"r0 gives back to its fair part (a holder may shrink)", 0, false, 0, Demand{InFlight: 6, Waiting: 4}, []int{6, 0}},
-			{"r1: r0's old cap is still reserved", 0, false, 1, Demand{Waiting: 4}, []int{6, 0}},
-			{"r0 confirms", 0, false, 0, Demand{InFlight: 6, Waiting: 4}, []int{6, 0}},
-			{"r1 takes its wants", 0, false, 1, Demand{Waiting: 4}, []int{6, 4}},
+			{"r0 alone starts the epoch", 0, false, 0, Demand{waiting: 10}, []int{0, 0}},
+			{"r0 takes its floor: alone, the whole base", 1500 * time.Millisecond, false, 0, Demand{inFlight: 10}, []int{10, 0}},
+			{"r1 starts: nothing is left", 1500 * time.Millisecond, false, 1, Demand{waiting: 4}, []int{10, 0}},
+			{"r1 after the write-back time: still nothing left", 1500 * time.Millisecond, false, 1, Demand{waiting: 4}, []int{10, 0}},
+			{"r0 gives back to its fair part (a holder may shrink)", 0, false, 0, Demand{inFlight: 6, waiting: 4}, []int{6, 0}},
+			{"r1: r0's old cap is still reserved", 0, false, 1, Demand{waiting: 4}, []int{6, 0}},
+			{"r0 confirms", 0, false, 0, Demand{inFlight: 6, waiting: 4}, []int{6, 0}},
+			{"r1 takes its wants", 0, false, 1, Demand{waiting: 4}, []int{6, 4}},
 		}},
 		{"Redis restarts empty under a holder that cannot reach it; a replica fresh on the pod waits", 2, []step{
-			{"r0 starts an epoch", 0, false, 0, Demand{Waiting: 10}, []int{0, 0}},
+			{"r0 starts an epoch", 0, false, 0, Demand{waiting: 10}, []int{0, 0}},
 			{"r1 runs nothing of the pod", 5 * time.Second, false, 1, Demand{}, []int{0, 0}},
-			{"after the lease time r0 takes the whole base", 5 * time.Second, false, 0, Demand{Waiting: 10}, []int{10, 0}},
-			{"Redis restarts empty; r1 starts a new epoch, r0 cannot reach it", 100 * time.Millisecond, true, 1, Demand{Waiting: 4}, []int{10, 0}},
-			{"r1 at the write-back time: r0 is missing and may run its 10, so nothing", 1500 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{10, 0}},
-			{"r0 lapses to its floor; r1 still waits out the lease time", 3400 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{5, 0}},
-			{"after the lease time r1 grows beside r0's floor, kept for it", 5100 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{5, 5}},
+			{"after the lease time r0 takes the whole base", 5 * time.Second, false, 0, Demand{waiting: 10}, []int{10, 0}},
+			{"Redis restarts empty; r1 starts a new epoch, r0 cannot reach it", 100 * time.Millisecond, true, 1, Demand{waiting: 4}, []int{10, 0}},
+			{"r1 at the write-back time: r0 is missing and may run its 10, so nothing", 1500 * time.Millisecond, false, 1, Demand{waiting: 4}, []int{10, 0}},
+			{"r0 lapses to its floor; r1 still waits out the lease time", 3400 * time.Millisecond, false, 1, Demand{waiting: 4}, []int{5, 0}},
+			{"after the lease time r1 grows beside r0's floor, kept for it", 5100 * time.Millisecond, false, 1, Demand{waiting: 4}, []int{5, 5}},
 		}},
 		{"Redis restarts empty under a holder as a fresh replica starts", 2, []step{
-			{"r0 starts an epoch", 0, false, 0, Demand{Waiting: 10}, []int{0, 0}},
-			{"r0 holds the whole base", 10 * time.Second, false, 0, Demand{InFlight: 10}, []int{10, 0}},
-			{"Redis restarts empty; fresh r1 beats first: a new epoch", 100 * time.Millisecond, true, 1, Demand{Waiting: 4}, []int{10, 0}},
-			{"r0 writes back its 10 running within a beat; its cap shrinks to its fair part", 500 * time.Millisecond, false, 0, Demand{InFlight: 10}, []int{6, 0}},
-			{"r1 before the write-back time: nothing", 400 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{6, 0}},
-			{"r1 at the write-back time: r0's 10 are reserved", 600 * time.Millisecond, false, 1, Demand{Waiting: 4}, []int{6, 0}},
-			{"r0's requests above its cap end", 0, false, 0, Demand{InFlight: 6}, []int{6, 0}},
-			{"r1 takes its wants", 0, false, 1, Demand{Waiting: 4}, []int{6, 4}},
+			{"r0 starts an epoch", 0, false, 0, Demand{waiting: 10}, []int{0, 0}},
+			{"r0 holds the whole base", 10 * time.Second, false, 0, Demand{inFlight: 10}, []int{10, 0}},
+			{"Redis restarts empty; fresh r1 beats first: a new epoch", 100 * time.Millisecond, true, 1, Demand{waiting: 4}, []int{10, 0}},
+			{"r0 writes back its 10 running within a beat; its cap shrinks to its fair part", 500 * time.Millisecond, false, 0, Demand{inFlight: 10}, []int{6, 0}},
+			{"r1 before the write-back time: nothing", 400 * time.Millisecond, false, 1, Demand{waiting: 4}, []int{6, 0}},
+			{"r1 at the write-back time: r0's 10 are reserved", 600 * time.Millisecond, false, 1, Demand{waiting: 4}, []int{6, 0}},
+			{"r0's requests above its cap end", 0, false, 0, Demand{inFlight: 6}, []int{6, 0}},
+			{"r1 takes its wants", 0, false, 1, Demand{waiting: 4}, []int{6, 4}},
 		}},
 	}
 	for _, tt := range tests {
@@ -491,7 +491,7 @@ func TestLeaseNewEpochFreshReplicas(t *testing.T) {
 					}
 					// What it may run: its cap, or more while requests
 					// admitted under a larger cap still run.
-					runs := max(got, ds[j].get()["p"].InFlight)
+					runs := max(got, ds[j].get()["p"].inFlight)
 					sum += runs
 					if res, ok := entryReserve(t, r, c, "p", clock.Now()); beaten[j] && (!ok || runs > res) {
 						t.Errorf("step %d (%s): r%d runs up to %d, its entry reserves %d (present %v)", i, st.name, j, runs, res, ok)

@@ -155,7 +155,7 @@ func (w *Windows) Demand() map[string]Demand {
 	n := max(1, len(l.InFlight))
 	waiting := (l.Waiting + n - 1) / n
 	for pod, inflight := range l.InFlight {
-		d[pod] = Demand{InFlight: inflight, Waiting: waiting, Window: w.set[pod].Window}
+		d[pod] = Demand{inFlight: inflight, waiting: waiting, window: w.set[pod].Window}
 	}
 	return d
 }

@@ -54,7 +54,7 @@ func TestWindowsAloneShareAndDrop(t *testing.T) {
 		t.Fatalf("alone: queue holds %+v, want every bound whole", got)
 	}
 	w.SetWindow("b", 6)
-	want := map[string]Demand{"a": {InFlight: 4, Waiting: 2, Window: 10}, "b": {InFlight: 1, Waiting: 2, Window: 6}}
+	want := map[string]Demand{"a": {inFlight: 4, waiting: 2, window: 10}, "b": {inFlight: 1, waiting: 2, window: 6}}
 	if got := w.Demand(); !maps.Equal(got, want) {
 		t.Errorf("Demand() = %+v, want %+v (3 waiters spread over 2 pods, rounded up)", got, want)
 	}
@@ -83,7 +83,7 @@ func TestWindowsAloneShareAndDrop(t *testing.T) {
 	if _, ok := w.Demand()["b"]; !ok {
 		t.Error("Demand() lost b, which the queue's load still names") // Load reports it; Window is 0 now
 	}
-	if got := w.Demand()["b"].Window; got != 0 {
+	if got := w.Demand()["b"].window; got != 0 {
 		t.Errorf("Demand()[b].Window after Drop = %d, want 0", got)
 	}
 }

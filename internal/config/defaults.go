@@ -74,9 +74,9 @@ func builtin() *Config {
 			Hysteresis: 0.05,
 			Hold:       5 * time.Second,
 			Rules: map[Signal]Rule{
-				SignalFragmentation:  {Degrade: f(1.2), Shed: f(1.5), For: 2 * time.Second},
-				SignalKVCacheUsage:   {Degrade: f(0.95)},
-				SignalAllocRetryRate: {Degrade: f(0.01)},
+				signalFragmentation:  {Degrade: f(1.2), Shed: f(1.5), For: 2 * time.Second},
+				signalKVCacheUsage:   {Degrade: f(0.95)},
+				signalAllocRetryRate: {Degrade: f(0.01)},
 			},
 		},
 		FastBreaker: FastBreaker{QPS: 80, Burst: 40},
@@ -86,7 +86,7 @@ func builtin() *Config {
 		Estimate:        Estimate{CharsPerToken: 4, DefaultMaxTokens: 256, BytesPerLogit: 32, PromptLogprobsChunk: 8192},
 		Shed:            Shed{RetryAfter: 2 * time.Second},
 		UpstreamBreaker: UpstreamBreaker{Failures: 5, OpenFor: 10 * time.Second, HalfOpenRequests: 2},
-		Log:             Log{Level: LogInfo},
+		Log:             Log{Level: logInfo},
 	}
 }
 
@@ -130,7 +130,7 @@ func (c *Config) fillDerived() {
 	}
 	if e := c.EndpointPicker; e != nil {
 		e.Listen = cmp.Or(e.Listen, DefaultPickerListen)
-		e.HealthListen = cmp.Or(e.HealthListen, DefaultPickerHealthListen)
+		e.HealthListen = cmp.Or(e.HealthListen, defaultPickerHealthListen)
 	}
 	if f := &c.FastBreaker; f.Burst == 0 {
 		f.Burst = secondsWorth(f.QPS)

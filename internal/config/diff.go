@@ -26,9 +26,9 @@ func Diff(old, next *Config) []string {
 	return out
 }
 
-// Absent is a Change's value on a side where the key is not in the policy:
+// absent is a Change's value on a side where the key is not in the policy:
 // an optional section not set, a map entry not there.
-const Absent = "(absent)"
+const absent = "(absent)"
 
 // Redacted replaces a secret in a Change's values.
 const Redacted = "REDACTED"
@@ -133,7 +133,7 @@ func redacted(f reflect.StructField) bool { return f.Tag.Get("log") == "redact" 
 // logValue writes v as Change does.
 func logValue(v reflect.Value, secret bool) string {
 	if !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
-		return Absent
+		return absent
 	}
 	n := encoder{redact: true}.node(v, secret)
 	flow(n)

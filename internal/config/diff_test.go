@@ -28,9 +28,9 @@ func TestDiff(t *testing.T) {
 			c.Hooks.Critical = []Hook{{URL: "/x"}}
 		}, []string{"upstreams[0].gpus[0]", "upstreams[0].sources", "hooks.critical"}},
 		{"rules and optional sections", func(c *Config) {
-			delete(c.Pressure.Rules, SignalKVCacheUsage)
-			c.Pressure.Rules[SignalFragmentation] = Rule{Degrade: f64(1.2), Shed: f64(1.6), For: 2 * time.Second}
-			c.Pressure.Rules[SignalWaiting] = Rule{Shed: f64(9)}
+			delete(c.Pressure.Rules, signalKVCacheUsage)
+			c.Pressure.Rules[signalFragmentation] = Rule{Degrade: f64(1.2), Shed: f64(1.6), For: 2 * time.Second}
+			c.Pressure.Rules[signalWaiting] = Rule{Shed: f64(9)}
 			c.FastBreaker.PerClient = &PerClient{Header: "A"}
 		}, []string{"pressure.rules.fragmentation.shed", "pressure.rules.kv_cache_usage",
 			"pressure.rules.waiting", "fast_breaker.per_client"}},
@@ -71,10 +71,10 @@ cluster: {redis: {url: "redis://user:s3cret@redis:6379/0"}}
 			{"fast_breaker.qps", "250", "80"}, {"fast_breaker.burst", "500", "40"}}},
 		{name: "a section added", old: "fast_breaker: {qps: 250, burst: 500}", next: "fast_breaker: {qps: 250, burst: 500}\nqueue: {max_wait: 1m, ttft_deadline: 0s}\nclasses: {default: c, list: [{name: c, routes: [/v1/x]}]}", want: []Change{
 			{"queue.max_wait", "30s", "1m"}, {"queue.ttft_deadline", "1500ms", "0s"},
-			{"classes", Absent, "{header: \"\", default: c, list: [{name: c, priority: 0, routes: [/v1/x], client_keys: [], qps: 0, burst: 0, ttft_deadline: 0s}]}"}}},
+			{"classes", absent, "{header: \"\", default: c, list: [{name: c, priority: 0, routes: [/v1/x], client_keys: [], qps: 0, burst: 0, ttft_deadline: 0s}]}"}}},
 		{name: "a rule removed and one changed", old: "fast_breaker:", next: "pressure: {rules: {kv_cache_usage: null, fragmentation: {degrade: 1.3}}}\nfast_breaker:", want: []Change{
-			{"pressure.rules.fragmentation.degrade", "1.2", "1.3"}, {"pressure.rules.fragmentation.shed", "1.5", Absent},
-			{"pressure.rules.fragmentation.for", "2s", "0s"}, {"pressure.rules.kv_cache_usage", "{degrade: 0.95, horizon: 0s, for: 0s}", Absent}}},
+			{"pressure.rules.fragmentation.degrade", "1.2", "1.3"}, {"pressure.rules.fragmentation.shed", "1.5", absent},
+			{"pressure.rules.fragmentation.for", "2s", "0s"}, {"pressure.rules.kv_cache_usage", "{degrade: 0.95, horizon: 0s, for: 0s}", absent}}},
 		{name: "hook headers and body", old: "Bearer s3cret", next: "Bearer n3w", want: []Change{
 			{"hooks.degraded[0].headers.Authorization", Redacted, Redacted}}},
 		{name: "hook body", old: `'{"key":"s3cret"}'`, next: `""`, want: []Change{

@@ -36,17 +36,17 @@ type InferencePool struct {
 	Namespace string `yaml:"namespace"`
 }
 
-// PodPlaceholderHost is the host of an inference_pool upstream's url (and
+// podPlaceholderHost is the host of an inference_pool upstream's url (and
 // of its sources' urls) that each pod's IP replaces.
-const PodPlaceholderHost = "pod"
+const podPlaceholderHost = "pod"
 
 // DefaultPickerListen is endpoint_picker.listen when the file leaves it
 // out: the port the Inference Extension's manifests give a picker.
 const DefaultPickerListen = ":9002"
 
-// DefaultPickerHealthListen is endpoint_picker.health_listen when the file
+// defaultPickerHealthListen is endpoint_picker.health_listen when the file
 // leaves it out.
-const DefaultPickerHealthListen = ":9003"
+const defaultPickerHealthListen = ":9003"
 
 // PickerHealthOff turns the plaintext health listener off.
 const PickerHealthOff = "off"
@@ -113,7 +113,7 @@ func (w *warner) picker() {
 	case e == nil:
 	case e.HealthListen == PickerHealthOff && e.TLS != nil:
 		w.add("endpoint_picker.health_listen", "is off while endpoint_picker.tls is set: kubelet's gRPC probes speak no TLS, "+
-			"so in Kubernetes they can never succeed; leave health_listen at its default (%q)", DefaultPickerHealthListen)
+			"so in Kubernetes they can never succeed; leave health_listen at its default (%q)", defaultPickerHealthListen)
 	case e.HealthListen != PickerHealthOff && loopback(e.HealthListen):
 		w.add("endpoint_picker.health_listen", "%q listens on loopback only: kubelet probes the pod's IP and cannot reach it", e.HealthListen)
 	}
@@ -146,4 +146,4 @@ func isDNSLabel(s string, max int) bool {
 // poolURL is the url an inference_pool upstream gets when its file leaves
 // it out: the placeholder host on plain HTTP (the port comes from the
 // pool's targetPorts).
-func poolURL() string { return fmt.Sprintf("http://%s", PodPlaceholderHost) }
+func poolURL() string { return fmt.Sprintf("http://%s", podPlaceholderHost) }

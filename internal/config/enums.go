@@ -50,18 +50,18 @@ type Signal string
 
 // The signals a rule may name.
 const (
-	SignalFragmentation  Signal = "fragmentation"    // total free ÷ largest free block, ≥ 1
-	SignalKVCacheUsage   Signal = "kv_cache_usage"   // vLLM KV-cache usage, 0–1
-	SignalMemoryUsed     Signal = "memory_used"      // device memory used ÷ total, 0–1
-	SignalPreemptionRate Signal = "preemption_rate"  // vLLM preemptions per second
-	SignalWaiting        Signal = "waiting"          // requests waiting inside vLLM
-	SignalAllocRetryRate Signal = "alloc_retry_rate" // allocator retries per second
+	signalFragmentation  Signal = "fragmentation"    // total free ÷ largest free block, ≥ 1
+	signalKVCacheUsage   Signal = "kv_cache_usage"   // vLLM KV-cache usage, 0–1
+	signalMemoryUsed     Signal = "memory_used"      // device memory used ÷ total, 0–1
+	signalPreemptionRate Signal = "preemption_rate"  // vLLM preemptions per second
+	signalWaiting        Signal = "waiting"          // requests waiting inside vLLM
+	signalAllocRetryRate Signal = "alloc_retry_rate" // allocator retries per second
 )
 
 // Signals returns every known signal, in a stable order.
 func Signals() []Signal {
-	return []Signal{SignalFragmentation, SignalKVCacheUsage, SignalMemoryUsed,
-		SignalPreemptionRate, SignalWaiting, SignalAllocRetryRate}
+	return []Signal{signalFragmentation, signalKVCacheUsage, signalMemoryUsed,
+		signalPreemptionRate, signalWaiting, signalAllocRetryRate}
 }
 
 // LogLevel is the least severe level logged.
@@ -69,20 +69,20 @@ type LogLevel string
 
 // The log levels.
 const (
-	LogDebug LogLevel = "debug"
-	LogInfo  LogLevel = "info"
-	LogWarn  LogLevel = "warn"
-	LogError LogLevel = "error"
+	logDebug LogLevel = "debug"
+	logInfo  LogLevel = "info"
+	logWarn  LogLevel = "warn"
+	logError LogLevel = "error"
 )
 
 // Slog returns the slog level; an unknown level reads as info.
 func (l LogLevel) Slog() slog.Level {
 	switch l {
-	case LogDebug:
+	case logDebug:
 		return slog.LevelDebug
-	case LogWarn:
+	case logWarn:
 		return slog.LevelWarn
-	case LogError:
+	case logError:
 		return slog.LevelError
 	}
 	return slog.LevelInfo

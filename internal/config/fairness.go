@@ -67,7 +67,7 @@ func (k *checker) fairness(f *Fairness, perClient *PerClient) {
 		switch {
 		case t.Name == "":
 			k.add(p+".name", "must not be empty")
-		case t.Name == OtherTenant || t.Name == AnonymousTenant:
+		case t.Name == otherTenant || t.Name == anonymousTenant:
 			k.add(p+".name", "%q is what metrics call the unnamed tenants; choose another name", t.Name)
 		case strings.HasPrefix(t.Name, "sha256:"):
 			k.add(p+".name", "must not start with \"sha256:\" (how unnamed tenants are shown), got %q", t.Name)
@@ -89,8 +89,8 @@ func (k *checker) fairness(f *Fairness, perClient *PerClient) {
 // OtherTenant is the metrics label of every tenant fairness.tenants does
 // not name; AnonymousTenant that of requests without a tenant value.
 const (
-	OtherTenant     = "other"
-	AnonymousTenant = "anonymous"
+	otherTenant     = "other"
+	anonymousTenant = "anonymous"
 )
 
 // weight checks a positive, finite share.

@@ -11,20 +11,20 @@ import (
 	"slices"
 )
 
-// MaxFileBytes is the largest policy file Load accepts.
-const MaxFileBytes = 4 << 20
+// maxFileBytes is the largest policy file Load accepts.
+const maxFileBytes = 4 << 20
 
 // maxErrors bounds the problems one Load reports.
 const maxErrors = 50
 
 // Load reads a policy file from r; see Parse.
 func Load(r io.Reader) (*Config, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("config: read: %w", err)
 	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("config: file larger than %d bytes", MaxFileBytes)
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("config: file larger than %d bytes", maxFileBytes)
 	}
 	return Parse(data)
 }

@@ -237,7 +237,7 @@ func TestFieldErrorsAreJoined(t *testing.T) {
 
 func TestLoadLimits(t *testing.T) {
 	t.Parallel()
-	big := bytes.Repeat([]byte("#"), MaxFileBytes+1)
+	big := bytes.Repeat([]byte("#"), maxFileBytes+1)
 	if _, err := Load(bytes.NewReader(big)); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("Load(%d bytes) = %v, want a size error", len(big), err)
 	}

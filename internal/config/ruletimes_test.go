@@ -17,7 +17,7 @@ func TestRuleDurations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := c.Pressure.Rules[SignalFragmentation]; r.Horizon != 2*time.Second || r.For != 1500*time.Millisecond {
+	if r := c.Pressure.Rules[signalFragmentation]; r.Horizon != 2*time.Second || r.For != 1500*time.Millisecond {
 		t.Fatalf("horizon %v, for %v; want 2s and 1.5s", r.Horizon, r.For)
 	}
 	for _, tc := range []struct{ rule, want string }{

@@ -173,8 +173,8 @@ type Source struct {
 	Timeout time.Duration `yaml:"timeout"`
 }
 
-// TimeoutOr returns s.Timeout, or def when it is 0 (derived).
-func (s Source) TimeoutOr(def time.Duration) time.Duration {
+// timeoutOr returns s.Timeout, or def when it is 0 (derived).
+func (s Source) timeoutOr(def time.Duration) time.Duration {
 	if s.Timeout > 0 {
 		return s.Timeout
 	}

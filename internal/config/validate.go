@@ -55,7 +55,7 @@ func (c *Config) validate() []error {
 	k.hooks("hooks.degraded", c.Hooks.Degraded)
 	k.hooks("hooks.critical", c.Hooks.Critical)
 	k.hooks("hooks.recovered", c.Hooks.Recovered)
-	k.oneOf("log.level", string(c.Log.Level), LogDebug, LogInfo, LogWarn, LogError)
+	k.oneOf("log.level", string(c.Log.Level), logDebug, logInfo, logWarn, logError)
 	k.sourceNames()
 	return k.errs
 }

@@ -177,9 +177,9 @@ func (k *checker) rule(prefix string, sig Signal, r Rule) {
 		switch {
 		case math.IsNaN(v) || math.IsInf(v, 0):
 			k.add(path+"."+t.name, "must be a finite number, got %v", v)
-		case sig == SignalFragmentation && v <= 1:
+		case sig == signalFragmentation && v <= 1:
 			k.add(path+"."+t.name, "must be above 1 (the ratio total free ÷ largest free block is never below 1), got %v", v)
-		case (sig == SignalKVCacheUsage || sig == SignalMemoryUsed) && !(v > 0 && v <= 1):
+		case (sig == signalKVCacheUsage || sig == signalMemoryUsed) && !(v > 0 && v <= 1):
 			k.add(path+"."+t.name, "must be a fraction above 0 and at most 1, got %v", v)
 		case v <= 0:
 			k.add(path+"."+t.name, "must be positive, got %v", v)

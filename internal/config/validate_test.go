@@ -22,13 +22,13 @@ func TestRulesMerge(t *testing.T) {
 		{"null section keeps defaults", "rules: null", defaults},
 		{"empty map keeps defaults", "rules: {}", defaults},
 		{"a signal replaces its default rule entirely", "rules: {fragmentation: {degrade: 1.3}}", map[Signal]Rule{
-			SignalFragmentation:  {Degrade: f64(1.3)},
-			SignalKVCacheUsage:   defaults[SignalKVCacheUsage],
-			SignalAllocRetryRate: defaults[SignalAllocRetryRate],
+			signalFragmentation:  {Degrade: f64(1.3)},
+			signalKVCacheUsage:   defaults[signalKVCacheUsage],
+			signalAllocRetryRate: defaults[signalAllocRetryRate],
 		}},
 		{"{} and null remove a rule; new signals add one", "rules: {kv_cache_usage: {}, alloc_retry_rate: null, waiting: {shed: 100}}", map[Signal]Rule{
-			SignalFragmentation: defaults[SignalFragmentation],
-			SignalWaiting:       {Shed: f64(100)},
+			signalFragmentation: defaults[signalFragmentation],
+			signalWaiting:       {Shed: f64(100)},
 		}},
 	}
 	for _, tt := range tests {
@@ -121,7 +121,7 @@ func TestValidateBuiltInCode(t *testing.T) {
 			c.FastBreaker.QPS = math.NaN()
 			c.Estimate.CharsPerToken = math.Inf(1)
 			c.Pressure.Hysteresis = math.NaN()
-			c.Pressure.Rules[SignalWaiting] = Rule{Degrade: f64(math.NaN()), Shed: f64(math.Inf(1))}
+			c.Pressure.Rules[signalWaiting] = Rule{Degrade: f64(math.NaN()), Shed: f64(math.Inf(1))}
 		}, []string{
 			"config: fast_breaker.qps: must be a number ≥ 0",
 			"config: batch.cut: must be above 0 and below 1, got NaN",
@@ -132,12 +132,12 @@ func TestValidateBuiltInCode(t *testing.T) {
 			"config: pressure.rules.waiting.shed: must be a finite number, got +Inf",
 		}},
 		{"fragmentation threshold of 1 always fires", func(c *Config) {
-			c.Pressure.Rules[SignalFragmentation] = Rule{Degrade: f64(1)}
+			c.Pressure.Rules[signalFragmentation] = Rule{Degrade: f64(1)}
 		}, []string{"pressure.rules.fragmentation.degrade: must be above 1"}},
 		{"shed only is fine", func(c *Config) {
-			c.Pressure.Rules[SignalAllocRetryRate] = Rule{Shed: f64(2)}
+			c.Pressure.Rules[signalAllocRetryRate] = Rule{Shed: f64(2)}
 		}, nil},
-		{"empty rule is no rule", func(c *Config) { c.Pressure.Rules[SignalWaiting] = Rule{} }, nil},
+		{"empty rule is no rule", func(c *Config) { c.Pressure.Rules[signalWaiting] = Rule{} }, nil},
 		{"huge shutdown", func(c *Config) { c.Server.ShutdownTimeout = 2 * 3600e9 }, []string{
 			"config: server.shutdown_timeout: drain_delay + shutdown_timeout is 2h0m5s"}},
 		{"bad header names", func(c *Config) {

@@ -16,9 +16,9 @@ import (
 
 // Watch defaults.
 const (
-	DefaultDebounce = 250 * time.Millisecond
-	DefaultSettle   = 2 * time.Second
-	DefaultPoll     = 10 * time.Second
+	defaultDebounce = 250 * time.Millisecond
+	defaultSettle   = 2 * time.Second
+	defaultPoll     = 10 * time.Second
 )
 
 // WatchSettings configures a Watcher.
@@ -91,13 +91,13 @@ func NewWatcher(s WatchSettings) (*Watcher, error) {
 		return nil, fmt.Errorf("config: WatchSettings.Debounce (%v), Settle (%v) and Poll (%v) must not be negative", s.Debounce, s.Settle, s.Poll)
 	}
 	if s.Debounce == 0 {
-		s.Debounce = DefaultDebounce
+		s.Debounce = defaultDebounce
 	}
 	if s.Settle == 0 {
-		s.Settle = DefaultSettle
+		s.Settle = defaultSettle
 	}
 	if s.Poll == 0 {
-		s.Poll = DefaultPoll
+		s.Poll = defaultPoll
 	}
 	w := &Watcher{s: s}
 	if n, err := fsnotify.NewWatcher(); err != nil {
@@ -212,10 +212,10 @@ func (w *Watcher) report(err error) {
 	}
 }
 
-// Watch watches path with the default debounce and poll intervals and
+// watch watches path with the default debounce and poll intervals and
 // calls onChange after each change of its content, until ctx ends; see
 // Watcher. It returns an error only for invalid arguments.
-func Watch(ctx context.Context, path string, onChange func()) error {
+func watch(ctx context.Context, path string, onChange func()) error {
 	w, err := NewWatcher(WatchSettings{Path: path, OnChange: onChange})
 	if err != nil {
 		return err

@@ -257,7 +257,7 @@ func TestWatchFallsBackToPolling(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run() = %v, want nil", err)
 	}
-	if err := Watch(ctx, "", func() {}); err == nil {
+	if err := watch(ctx, "", func() {}); err == nil {
 		t.Errorf("Watch(\"\") = nil, want an error")
 	}
 }

@@ -182,7 +182,7 @@ func (c *Controller) ObserveAt(now time.Time, st pressure.State, backlogEmpty bo
 		if v, ok := us.Signals[pressure.Running]; ok && !v.Stale && v.Value >= 0 && v.Value < math.MaxInt32 {
 			u.running = int(v.Value)
 		}
-		readings := append(Readings(us), breaker.Reading{Signal: PodOverload,
+		readings := append(readings(us), breaker.Reading{Signal: PodOverload,
 			Value: float64(u.refusals.read(now)), Source: name + "/responses"})
 		ch := Change{Name: name, SlowUpdate: u.slow.ObserveAt(now, readings, backlogEmpty)}
 		if u.failed { // PodFailed moved the window between rounds: pass it on now
@@ -229,12 +229,12 @@ func hookFor(to breaker.Level) Hook {
 // caller should run a round now rather than wait for the next poll. Safe
 // to call from any request; it never waits on I/O or on a round.
 func (c *Controller) PodRefused(name string) bool {
-	return c.PodRefusedAt(c.now(), name)
+	return c.podRefusedAt(c.now(), name)
 }
 
-// PodRefusedAt is PodRefused at an explicit instant (tests, the replay's
+// podRefusedAt is PodRefused at an explicit instant (tests, the replay's
 // clock).
-func (c *Controller) PodRefusedAt(now time.Time, name string) bool {
+func (c *Controller) podRefusedAt(now time.Time, name string) bool {
 	u, ok := (*c.ups.Load())[name]
 	if !ok {
 		return false
@@ -332,13 +332,13 @@ func (c *Controller) Changes() []LevelChange {
 	return c.changes.list()
 }
 
-// Readings turns one upstream's signals into the breaker's readings, in
+// readings turns one upstream's signals into the breaker's readings, in
 // pressure.Signals order, each naming its source. Only signals some source
 // has yielded are read: a source that never answered adds nothing (a
 // configuration problem, shown in State and alerted on, not pressure), and
 // one that went quiet reports its last values as stale, so on_stale applies
 // to the signals it carried and the level change names it.
-func Readings(us pressure.UpstreamState) []breaker.Reading {
+func readings(us pressure.UpstreamState) []breaker.Reading {
 	out := make([]breaker.Reading, 0, len(us.Signals))
 	for _, sig := range pressure.Signals() {
 		if v, ok := us.Signals[sig]; ok {

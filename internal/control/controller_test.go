@@ -201,7 +201,7 @@ func TestConcurrentUse(t *testing.T) {
 				_ = c.Critical("a")
 				_, _, _ = c.State("b")
 				_ = c.Changes()
-				_ = c.PodRefusedAt(t0.Add(time.Duration(i)*time.Millisecond), "b")
+				_ = c.podRefusedAt(t0.Add(time.Duration(i)*time.Millisecond), "b")
 				if i%50 == 0 {
 					_ = c.Update(FromPolicy(policy(t)))
 				}
@@ -303,7 +303,7 @@ func TestPodRefusalsDegrade(t *testing.T) {
 			for i, st := range tt.steps {
 				now = now.Add(st.advance)
 				if st.refuse != "" {
-					if got := c.PodRefusedAt(now, st.refuse); got != st.kick {
+					if got := c.podRefusedAt(now, st.refuse); got != st.kick {
 						t.Fatalf("step %d: PodRefusedAt(+%v, %s) = %v, want %v", i, now.Sub(t0), st.refuse, got, st.kick)
 					}
 					continue

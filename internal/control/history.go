@@ -1,8 +1,8 @@
 package control
 
-// ChangeHistory is how many level changes a Controller remembers for
+// changeHistory is how many level changes a Controller remembers for
 // Changes: the latest, over every upstream. Each is a few hundred bytes.
-const ChangeHistory = 50
+const changeHistory = 50
 
 // LevelChange is one upstream's level change, as Changes lists it and
 // /admin/state serves it (the Cause's fields beside the upstream's name).
@@ -14,7 +14,7 @@ type LevelChange struct {
 // history holds the latest ChangeHistory level changes in a ring; the zero
 // value is empty. Its owner guards it.
 type history struct {
-	ring [ChangeHistory]LevelChange
+	ring [changeHistory]LevelChange
 	next int // where the next change goes
 	n    int // how many the ring holds
 }

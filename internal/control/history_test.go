@@ -42,8 +42,8 @@ func TestChanges(t *testing.T) {
 		now = now.Add(time.Second)
 	}
 	got := c.Changes()
-	if len(got) != ChangeHistory {
-		t.Fatalf("Changes() holds %d, want the latest %d of %d", len(got), ChangeHistory, len(want))
+	if len(got) != changeHistory {
+		t.Fatalf("Changes() holds %d, want the latest %d of %d", len(got), changeHistory, len(want))
 	}
 	for i, ch := range got {
 		s := fmt.Sprintf("%s %s→%s %s %g at %s", ch.Upstream, ch.From, ch.To, ch.Signal, ch.Value, ch.At.Format(time.TimeOnly))

@@ -27,8 +27,8 @@ import (
 const (
 	// PodOverloadAnswers is how many of its own refusals degrade a pod.
 	PodOverloadAnswers = 3
-	// PodOverloadWindow is how close together they must come.
-	PodOverloadWindow = time.Second
+	// podOverloadWindow is how close together they must come.
+	podOverloadWindow = time.Second
 )
 
 // overloadRing is how many refusal times an upstream keeps: counts up to
@@ -76,7 +76,7 @@ func (o *overload) read(now time.Time) int {
 // is scanned whole: refusals recorded concurrently may be slightly out of
 // order. o.mu is held.
 func (o *overload) countLocked(now time.Time) int {
-	from := now.Add(-PodOverloadWindow)
+	from := now.Add(-podOverloadWindow)
 	n := 0
 	for _, t := range o.at {
 		if !t.IsZero() && t.After(from) {

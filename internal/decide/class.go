@@ -23,8 +23,8 @@ type Class struct {
 	TTFTDeadline time.Duration
 }
 
-// Sheddable reports whether the class is refused first under pressure.
-func (c *Class) Sheddable() bool { return c.Priority < 0 }
+// sheddable reports whether the class is refused first under pressure.
+func (c *Class) sheddable() bool { return c.Priority < 0 }
 
 // Classes places requests into traffic classes. The zero value (no classes)
 // places nothing: every request is alike. Immutable once built.
@@ -58,7 +58,7 @@ func (cs *Classes) compile() {
 
 // place returns r's class: the header's, the client key's, the route's,
 // else the default; nil when there are no classes.
-func (cs *Classes) Place(h Headers, path, clientKey string) *Class {
+func (cs *Classes) place(h Headers, path, clientKey string) *Class {
 	if cs == nil || len(cs.List) == 0 {
 		return nil
 	}

@@ -31,13 +31,13 @@ func TestClassPlacement(t *testing.T) {
 			if tt.header != "" {
 				r.Header.Set("X-Class", tt.header)
 			}
-			if got := cs.Place(r.Header, tt.path, tt.key); got == nil || got.Name != tt.want {
+			if got := cs.place(r.Header, tt.path, tt.key); got == nil || got.Name != tt.want {
 				t.Fatalf("place(%s) = %v, want %s", tt.name, got, tt.want)
 			}
 		})
 	}
 	var none *Classes
-	if none.Place(httptest.NewRequest("GET", "/", nil).Header, "/", "") != nil {
+	if none.place(httptest.NewRequest("GET", "/", nil).Header, "/", "") != nil {
 		t.Fatal("no classes must place nothing")
 	}
 }

@@ -98,7 +98,7 @@ func (c *Core) Policy() *Policy { return c.policy.Load() }
 // one they started with. Observe mode changes the pods' availability, so
 // the queue looks again.
 func (c *Core) SetPolicy(p Policy) {
-	p = p.WithDefaults()
+	p = p.withDefaults()
 	c.policy.Store(&p)
 	if c.reg.SetObserve(p.Observe) {
 		c.admission.Dispatch()
@@ -146,14 +146,14 @@ func (c *Core) Begin() Request {
 	return Request{Start: c.now(), Policy: c.policy.Load()}
 }
 
-// Classify reads body's model, stream flag and estimates (a 400 refusal for
+// classify reads body's model, stream flag and estimates (a 400 refusal for
 // a body the classifier will not estimate).
-func (c *Core) Classify(req *Request, body []byte) *Refusal {
+func (c *Core) classify(req *Request, body []byte) *Refusal {
 	pol := req.Policy
 	cl, err := classify.Parse(req.Kind, body, classify.Estimator{CharsPerToken: pol.CharsPerToken,
 		DefaultMaxTokens: pol.DefaultMaxTokens, BytesPerLogit: pol.BytesPerLogit, PromptLogprobsChunk: pol.PromptLogprobsChunk})
 	if err != nil {
-		rf := BadBody(err)
+		rf := badBody(err)
 		return &rf
 	}
 	req.Tokens, req.Memory, req.Seqs, req.Model, req.Stream = cl.Estimated, cl.Memory, cl.Sequences(), cl.Model, cl.Stream
@@ -164,12 +164,12 @@ func (c *Core) Classify(req *Request, body []byte) *Refusal {
 	return nil
 }
 
-// BadBody is the 400 of a body the classifier refused: its message and
+// badBody is the 400 of a body the classifier refused: its message and
 // param when it says which part is wrong.
-func BadBody(err error) Refusal {
+func badBody(err error) Refusal {
 	rf := BadRequest("invalid request body", "")
 	if e, ok := err.(*classify.Error); ok {
-		rf.Message, rf.Param = e.ClientMessage(), e.Param
+		rf.message, rf.param = e.ClientMessage(), e.Param
 	}
 	return rf
 }
@@ -184,7 +184,7 @@ func (c *Core) Route(req *Request) *Refusal {
 		m, ok := c.reg.SoleModel()
 		if !ok {
 			rf := BadRequest("you must provide a model parameter: the upstreams serve several models", "model")
-			rf.ErrType = errTypeInvalidRequest
+			rf.errType = errTypeInvalidRequest
 			return &rf
 		}
 		req.Model = m
@@ -197,23 +197,23 @@ func (c *Core) Route(req *Request) *Refusal {
 		return &rf
 	case !served:
 		rf := Refuse(ReasonModelNotFound, "The model `"+req.Model+"` does not exist.", 0, 0)
-		rf.Param = "model"
+		rf.param = "model"
 		return &rf
 	}
 	req.Skip = append(req.Skip, skip...)
 	return nil
 }
 
-// Admit runs the rest of the pipeline for a classified, routed request:
+// admit runs the rest of the pipeline for a classified, routed request:
 // its class (from h and path), its deadline, the fast breaker (429), the
 // slow breaker (503 while every pod it may use is critical, or its class is
 // shed), then a slot on a pod whose error breaker admits it, waiting in the
 // queue until its deadline or ctx's end. On success the caller holds the
 // Slot: Finish reports the pod's result, then the caller releases it.
-func (c *Core) Admit(ctx context.Context, req *Request, h Headers, path string) (*Admitted, *Refusal) {
+func (c *Core) admit(ctx context.Context, req *Request, h Headers, path string) (*Admitted, *Refusal) {
 	pol := req.Policy
-	key := c.ClientKey(h, pol)
-	req.Class = pol.Classes.Place(h, path, key)
+	key := c.clientKey(h, pol)
+	req.Class = pol.Classes.place(h, path, key)
 	req.Tenant, req.Weight = pol.Fair.tenant(h, key)
 	req.setDeadline(h)
 	if rf := c.admitFast(ctx, req, key); rf != nil {
@@ -245,8 +245,8 @@ type Admitted struct {
 	Done func(pods.Result)
 }
 
-// ClientKey is the value of the per-client limit's header, "" without one.
-func (c *Core) ClientKey(h Headers, pol *Policy) string {
+// clientKey is the value of the per-client limit's header, "" without one.
+func (c *Core) clientKey(h Headers, pol *Policy) string {
 	if hdr := pol.ClientKeyHeader; hdr != "" {
 		return h.Get(hdr)
 	}
@@ -283,7 +283,7 @@ func (c *Core) admitFast(ctx context.Context, req *Request, key string) *Refusal
 func (c *Core) admitSlow(req *Request) *Refusal {
 	pol, skip := req.Policy, req.Skip
 	switch {
-	case req.Class != nil && req.Class.Sheddable() && c.reg.AllDegraded(skip...):
+	case req.Class != nil && req.Class.sheddable() && c.reg.AllDegraded(skip...):
 		return c.decided(req, Refuse(ReasonShedPriority, "the upstreams are under memory pressure and class "+
 			strconv.Quote(req.Class.Name)+" is shed first; retry later", 0, pol.RetryAfter))
 	case c.reg.AllCritical(skip...):
@@ -349,10 +349,10 @@ func (c *Core) admissionRefusal(ctx context.Context, req *Request, err error) *R
 		return nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) && req.TTFT { // waited until its first token was no longer of use
-		err = fmt.Errorf("%w: %w", ErrDeadline, err)
+		err = fmt.Errorf("%w: %w", errDeadline, err)
 	}
 	pol := req.Policy
-	reason := ReasonFor(err)
+	reason := reasonFor(err)
 	retry := pol.RetryAfter
 	var ra retryAfterer
 	switch {
@@ -401,8 +401,8 @@ func (req *Request) setDeadline(h Headers) {
 
 // need is what req asks of a pod's window.
 func (req *Request) need() Need {
-	return Need{Seqs: req.Seqs, Tokens: req.Tokens, Memory: req.Memory, Deadline: req.Deadline,
-		Tenant: req.Tenant, Weight: req.Weight, Service: req.Policy.Fair.service(req.Prompt, req.Output)}
+	return Need{Seqs: req.Seqs, tokens: req.Tokens, memory: req.Memory, deadline: req.Deadline,
+		tenant: req.Tenant, weight: req.Weight, Service: req.Policy.Fair.service(req.Prompt, req.Output)}
 }
 
 // priority is the queue rank of req's class; 0 without classes.

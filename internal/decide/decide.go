@@ -120,7 +120,7 @@ func (c *Core) Decide(ctx context.Context, req *Request, in In) Result {
 		*req = c.Begin()
 	}
 	pol := req.Policy
-	route, rf := LookupRoute(in.Method, in.Path)
+	route, rf := lookupRoute(in.Method, in.Path)
 	if in.Trace != nil {
 		ctx = in.Trace.Routed(ctx, route, rf == nil)
 	}
@@ -129,17 +129,17 @@ func (c *Core) Decide(ctx context.Context, req *Request, in In) Result {
 		res.Refusal = rf
 		return res
 	}
-	req.Kind = route.Kind
+	req.Kind = route.kind
 	if c.refusing.Load() {
 		return refused(res, Refuse(ReasonDraining, admissionMessage(ReasonDraining), 0, pol.RetryAfter))
 	}
-	if route.Kind == classify.KindModels && c.reg.KnowsModels() {
+	if route.kind == classify.KindModels && c.reg.KnowsModels() {
 		res.Models = c.reg.ModelList()
 		return res
 	}
 	body, tooLarge := in.Body, in.TooLarge
 	if in.Read != nil {
-		if !route.Body {
+		if !route.body {
 			body = nil
 		} else if body, rf = readBody(in.Read, pol.MaxBodyBytes); rf != nil || body == nil {
 			res.Refusal = rf // nil: the client left
@@ -147,10 +147,10 @@ func (c *Core) Decide(ctx context.Context, req *Request, in In) Result {
 		}
 	}
 	if tooLarge && in.Read == nil {
-		return refused(res, BodyTooLarge(pol.MaxBodyBytes))
+		return refused(res, bodyTooLarge(pol.MaxBodyBytes))
 	}
-	if route.Body {
-		if rf := c.Classify(req, body); rf != nil {
+	if route.body {
+		if rf := c.classify(req, body); rf != nil {
 			return refused(res, *rf)
 		}
 	}
@@ -166,7 +166,7 @@ func (c *Core) Decide(ctx context.Context, req *Request, in In) Result {
 	if in.Trace != nil {
 		actx = in.Trace.Admitting(ctx, req)
 	}
-	res.Admitted, res.Refusal = c.Admit(actx, req, in.Header, route.Path)
+	res.Admitted, res.Refusal = c.admit(actx, req, in.Header, route.Path)
 	if in.Trace != nil {
 		in.Trace.Admitted(actx, req, res.Admitted, res.Refusal)
 	}
@@ -199,9 +199,9 @@ func bodyRefusal(err error, limit int64) *Refusal {
 	rf := BadRequest("could not read the request body", "")
 	switch {
 	case errors.Is(err, ErrBodyTooLarge):
-		rf = BodyTooLarge(limit)
+		rf = bodyTooLarge(limit)
 	case errors.Is(err, ErrCompressed):
-		rf = Compressed()
+		rf = compressed()
 	}
 	return &rf
 }

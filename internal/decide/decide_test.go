@@ -113,7 +113,7 @@ func TestDecide(t *testing.T) {
 		// A request too large for every pod's free memory has its own
 		// reason and outcome, not "no upstream" (issue 24).
 		{name: "no memory", setup: func(r *rig) {
-			r.adm.err = fmt.Errorf("%w: queue: request needs more memory than any upstream has free", ErrNoMemory)
+			r.adm.err = fmt.Errorf("%w: queue: request needs more memory than any upstream has free", errNoMemory)
 		}, in: chat(chatBody, nil), status: 503, reason: ReasonNoMemory, retry: "?", outcome: OutcomeNoMemory},
 	}
 	for _, tt := range tests {
@@ -296,7 +296,7 @@ func TestDeadlines(t *testing.T) {
 				t.Fatalf("Decide = %+v, want admitted", res)
 			}
 			r.finish(req, res.Admitted, End{Status: 200})
-			if d := r.adm.needs[0].Deadline.Sub(t0); d != tc.want {
+			if d := r.adm.needs[0].deadline.Sub(t0); d != tc.want {
 				t.Errorf("the queue saw a deadline %v after the start, want %v", d, tc.want)
 			}
 		})
@@ -308,8 +308,8 @@ func TestDeadlines(t *testing.T) {
 		hdr        http.Header
 		retryAfter string
 	}{
-		{"predicted: Retry-After is the wait", fmt.Errorf("%w: %w", ErrDeadline, predictedWait(7*time.Second)), nil, "7"},
-		{"a prediction past a minute is capped", fmt.Errorf("%w: %w", ErrDeadline, predictedWait(10*time.Minute)), nil, "60"},
+		{"predicted: Retry-After is the wait", fmt.Errorf("%w: %w", errDeadline, predictedWait(7*time.Second)), nil, "7"},
+		{"a prediction past a minute is capped", fmt.Errorf("%w: %w", errDeadline, predictedWait(10*time.Minute)), nil, "60"},
 		{"waited until the client's deadline", nil, hdr("X-SLO-TTFT-Ms", "30"), "2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -352,7 +352,7 @@ func TestNeedCountsSequences(t *testing.T) {
 		}
 		r.finish(req, res.Admitted, End{Status: 200})
 	}
-	if n := r.adm.needs; len(n) != 2 || n[0].Seqs != 6 || n[1].Seqs != 1 || n[0].Memory != 6*32 {
+	if n := r.adm.needs; len(n) != 2 || n[0].Seqs != 6 || n[1].Seqs != 1 || n[0].memory != 6*32 {
 		t.Errorf("needs %+v, want 6 sequences (memory 6 × 32) then 1", n)
 	}
 	r.settled()

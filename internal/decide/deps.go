@@ -19,16 +19,16 @@ type Limiter interface {
 // sequences), and its estimated tokens and memory (Estimated and Memory).
 type Need struct {
 	Seqs           int
-	Tokens, Memory int64
-	// Deadline, if set, is the latest start still of use to the client (its
+	tokens, memory int64
+	// deadline, if set, is the latest start still of use to the client (its
 	// time-to-first-token deadline): Acquire fails with ErrDeadline at once
 	// when the queue predicts it cannot start by then.
-	Deadline time.Time
-	// Tenant, Weight and Service place it in the queue's fair share: its
+	deadline time.Time
+	// tenant, Weight and Service place it in the queue's fair share: its
 	// tenant, the tenant's weight and its estimated service in weighted
 	// tokens, charged to the tenant when it is granted ("", 0, 0: none).
-	Tenant  string
-	Weight  float64
+	tenant  string
+	weight  float64
 	Service int64
 }
 
@@ -66,15 +66,15 @@ var (
 	// ErrNoUpstream means no upstream can take the request at all (every
 	// one it may use is Down).
 	ErrNoUpstream = errors.New("no upstream available")
-	// ErrTooLarge means the request's estimated tokens exceed what the queue
+	// errTooLarge means the request's estimated tokens exceed what the queue
 	// can ever hold (queue.max_tokens): no wait or retry admits it.
-	ErrTooLarge = errors.New("request larger than the queue can hold")
-	// ErrNoMemory means the request's estimated transient memory (its
+	errTooLarge = errors.New("request larger than the queue can hold")
+	// errNoMemory means the request's estimated transient memory (its
 	// sampler, prompt_logprobs) exceeds what every pod it may use reports
 	// free for it (memory admission): it would not fit even on an idle pod.
-	ErrNoMemory = errors.New("request needs more memory than any upstream has free")
-	// ErrDeadline means the request cannot start before its deadline (the
+	errNoMemory = errors.New("request needs more memory than any upstream has free")
+	// errDeadline means the request cannot start before its deadline (the
 	// work ahead of it takes longer); the wrapped error may say when to
 	// come back (RetryAfter).
-	ErrDeadline = errors.New("cannot start before its deadline")
+	errDeadline = errors.New("cannot start before its deadline")
 )

@@ -32,9 +32,9 @@ type Tenant struct {
 // out of reach of any bounded tenant set).
 const unnamedPrefix = "sha256:"
 
-// UnnamedTenant reports whether a queue tenant key stands for a tenant the
+// unnamedTenant reports whether a queue tenant key stands for a tenant the
 // policy does not name (metrics count those as one "other").
-func UnnamedTenant(key string) bool {
+func unnamedTenant(key string) bool {
 	return len(key) > len(unnamedPrefix) && key[:len(unnamedPrefix)] == unnamedPrefix
 }
 

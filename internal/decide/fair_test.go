@@ -45,8 +45,8 @@ func TestTenant(t *testing.T) {
 			if tenant != tt.wantTenant || w != tt.wantWeight {
 				t.Errorf("tenant() = %q, %v, want %q, %v", tenant, w, tt.wantTenant, tt.wantWeight)
 			}
-			if tenant != "" && UnnamedTenant(tenant) != (tt.wantTenant != "acme") {
-				t.Errorf("UnnamedTenant(%q) = %v", tenant, UnnamedTenant(tenant))
+			if tenant != "" && unnamedTenant(tenant) != (tt.wantTenant != "acme") {
+				t.Errorf("UnnamedTenant(%q) = %v", tenant, unnamedTenant(tenant))
 			}
 		})
 	}

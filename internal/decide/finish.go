@@ -44,8 +44,8 @@ type Ending struct {
 	// Outcome is the request's one outcome; "" for a request that goes on
 	// to another pod.
 	Outcome Outcome
-	// Result is what the pod's error breaker heard.
-	Result pods.Result
+	// result is what the pod's error breaker heard.
+	result pods.Result
 	// Status is the status the request ended with, for the front's log and
 	// span: the pod's, StatusClientClosed for a client gone, or
 	// StatusBadGateway for a pod that failed before it answered.
@@ -75,24 +75,24 @@ type Ending struct {
 // came and it ended whole, or early for a reason the front cannot tell.
 // Call Finish exactly once, then release adm.Slot.
 func (c *Core) Finish(req *Request, adm *Admitted, e End) Ending {
-	refused := e.Status == StatusServiceUnavailable || e.Status == StatusTooManyRequests
+	refused := e.Status == statusServiceUnavailable || e.Status == statusTooManyRequests
 	if refused && c.podRefused != nil {
 		c.podRefused(adm.Pod.Name)
 	}
 	end := ending(e, refused)
 	if e.Retry {
-		c.settleSlot(req, adm.Slot, Usage{None: true}) // this pod did no work; the quota charge goes on
+		c.settleSlot(req, adm.Slot, Usage{none: true}) // this pod did no work; the quota charge goes on
 	} else {
 		// The pod's own refusal and a 5xx did no work for it and give its
 		// charge back. Otherwise (a client gone, a stream cut) the pod may
 		// have worked for it: without a usage the estimate stands.
 		used := e.Usage
 		if answered(e) && (refused || !e.StreamError && e.Status >= 500) {
-			used = Usage{None: true}
+			used = Usage{none: true}
 		}
 		c.settle(req, adm.Slot, used)
 	}
-	adm.Done(end.Result)
+	adm.Done(end.result)
 	return end
 }
 
@@ -103,23 +103,23 @@ func answered(e End) bool { return e.Status != 0 && (e.Cut == CutNone || e.Cut =
 func ending(e End, refused bool) Ending {
 	switch {
 	case e.Retry && refused:
-		return Ending{Result: pods.Excluded, Status: e.Status, PodRefused: true} // overload, not failure
+		return Ending{result: pods.Excluded, Status: e.Status, PodRefused: true} // overload, not failure
 	case e.Retry:
-		return Ending{Result: pods.Failure} // it could not be reached: a real failure
+		return Ending{result: pods.Failure} // it could not be reached: a real failure
 	case answered(e) && refused:
-		return Ending{Outcome: OutcomeUpstreamOverloaded, Result: pods.Excluded, Status: e.Status, PodRefused: true}
+		return Ending{Outcome: OutcomeUpstreamOverloaded, result: pods.Excluded, Status: e.Status, PodRefused: true}
 	case answered(e) && e.StreamError:
-		return Ending{Outcome: OutcomeStreamError, Result: pods.Failure, Status: e.Status} // as a 500 would count
+		return Ending{Outcome: OutcomeStreamError, result: pods.Failure, Status: e.Status} // as a 500 would count
 	case answered(e) && e.Status >= 500:
-		return Ending{Outcome: OutcomeUpstreamError, Result: pods.Failure, Status: e.Status}
+		return Ending{Outcome: OutcomeUpstreamError, result: pods.Failure, Status: e.Status}
 	case e.Status != 0 && e.Cut == CutNone:
-		return Ending{Outcome: OutcomeServed, Result: pods.Success, Status: e.Status}
+		return Ending{Outcome: OutcomeServed, result: pods.Success, Status: e.Status}
 	case e.Cut == CutTimeout: // not the pod's fault
-		return Ending{Outcome: OutcomeClientTimeout, Result: pods.Excluded, Status: e.Status}
+		return Ending{Outcome: OutcomeClientTimeout, result: pods.Excluded, Status: e.Status}
 	case e.Cut == CutClient, e.Cut == CutUnknown:
-		return Ending{Outcome: OutcomeClientClosed, Result: pods.Excluded, Status: StatusClientClosed}
+		return Ending{Outcome: OutcomeClientClosed, result: pods.Excluded, Status: StatusClientClosed}
 	}
-	return Ending{Outcome: OutcomeUpstreamError, Result: pods.Failure, Status: StatusBadGateway}
+	return Ending{Outcome: OutcomeUpstreamError, result: pods.Failure, Status: statusBadGateway}
 }
 
 // Retry takes a slot now on another pod with room, for a request a pod

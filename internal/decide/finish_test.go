@@ -44,8 +44,8 @@ func TestFinish(t *testing.T) {
 		{"the client took nothing in time", End{Status: 200, Cut: CutTimeout}, OutcomeClientTimeout, pods.Excluded, 200, false, estimate, -1},
 		{"the client left", End{Status: 200, Cut: CutClient}, OutcomeClientClosed, pods.Excluded, StatusClientClosed, false, estimate, -1},
 		{"the client left during a 503's body", End{Status: 503, Cut: CutClient}, OutcomeClientClosed, pods.Excluded, StatusClientClosed, true, estimate, -1},
-		{"no answer: the pod failed", End{Cut: CutUpstream}, OutcomeUpstreamError, pods.Failure, StatusBadGateway, false, estimate, -1},
-		{"a stream cut by the pod", End{Status: 200, Cut: CutUpstream}, OutcomeUpstreamError, pods.Failure, StatusBadGateway, false, estimate, -1},
+		{"no answer: the pod failed", End{Cut: CutUpstream}, OutcomeUpstreamError, pods.Failure, statusBadGateway, false, estimate, -1},
+		{"a stream cut by the pod", End{Status: 200, Cut: CutUpstream}, OutcomeUpstreamError, pods.Failure, statusBadGateway, false, estimate, -1},
 		// The picker cannot tell why an exchange ended early: a failing
 		// status stands as the pod's answer, anything else is not blamed.
 		{"unknown end, no headers", End{Cut: CutUnknown}, OutcomeClientClosed, pods.Excluded, StatusClientClosed, false, estimate, -1},
@@ -76,7 +76,7 @@ func TestFinish(t *testing.T) {
 			}
 			charged := q.Snapshot().Models["m"].Minute.Used
 			end := r.finish(req, res.Admitted, tt.end)
-			if end.Outcome != tt.outcome || end.Result != tt.result || end.Status != tt.status || end.PodRefused != (tt.refused && tt.outcome != OutcomeClientClosed) {
+			if end.Outcome != tt.outcome || end.result != tt.result || end.Status != tt.status || end.PodRefused != (tt.refused && tt.outcome != OutcomeClientClosed) {
 				t.Errorf("Finish = %+v, want %s, result %v, status %d", end, tt.outcome, tt.result, tt.status)
 			}
 			if got := r.gates["a"].got(); len(got) != 1 || got[0] != tt.result {

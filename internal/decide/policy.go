@@ -53,8 +53,8 @@ type Policy struct {
 	ForwardPriority map[string]bool
 }
 
-// WithDefaults fills in the zero fields.
-func (p Policy) WithDefaults() Policy {
+// withDefaults fills in the zero fields.
+func (p Policy) withDefaults() Policy {
 	if p.MaxBodyBytes <= 0 {
 		p.MaxBodyBytes = 10 << 20
 	}

@@ -14,8 +14,8 @@ func Queue(q *queue.Queue) Admission { return queueAdmission{q} }
 type queueAdmission struct{ q *queue.Queue }
 
 func (a queueAdmission) Acquire(ctx context.Context, need Need, priority int, exclude []string) (Slot, error) {
-	s, err := a.q.Acquire(ctx, queue.Request{Seqs: need.Seqs, Tokens: need.Tokens, Memory: need.Memory, Exclude: exclude,
-		Priority: priority, Deadline: need.Deadline, Tenant: need.Tenant, Weight: need.Weight, Service: need.Service})
+	s, err := a.q.Acquire(ctx, queue.Request{Seqs: need.Seqs, Tokens: need.tokens, Memory: need.memory, Exclude: exclude,
+		Priority: priority, Deadline: need.deadline, Tenant: need.tenant, Weight: need.weight, Service: need.Service})
 	if err != nil {
 		return nil, queueError(err)
 	}
@@ -23,8 +23,8 @@ func (a queueAdmission) Acquire(ctx context.Context, need Need, priority int, ex
 }
 
 func (a queueAdmission) TryAcquire(need Need, exclude []string) Slot {
-	if s := a.q.TryAcquire(queue.Request{Seqs: need.Seqs, Tokens: need.Tokens, Memory: need.Memory, Exclude: exclude,
-		Tenant: need.Tenant, Weight: need.Weight, Service: need.Service}); s != nil {
+	if s := a.q.TryAcquire(queue.Request{Seqs: need.Seqs, Tokens: need.tokens, Memory: need.memory, Exclude: exclude,
+		Tenant: need.tenant, Weight: need.weight, Service: need.Service}); s != nil {
 		return s
 	}
 	return nil // not a nil *queue.Slot in a non-nil interface

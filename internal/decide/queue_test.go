@@ -47,9 +47,9 @@ func admissionPassesDeadlines(t *testing.T) {
 	if n := q.Stats().Length; n != 1 {
 		t.Fatalf("%d waiting, want the second request", n)
 	}
-	_, err = a.Acquire(ctx, Need{Seqs: 1, Deadline: now.Add(100 * time.Millisecond)}, 0, nil)
+	_, err = a.Acquire(ctx, Need{Seqs: 1, deadline: now.Add(100 * time.Millisecond)}, 0, nil)
 	var ra interface{ RetryAfter() time.Duration }
-	if !errors.Is(err, ErrDeadline) || !errors.As(err, &ra) || ra.RetryAfter() != 200*time.Millisecond {
+	if !errors.Is(err, errDeadline) || !errors.As(err, &ra) || ra.RetryAfter() != 200*time.Millisecond {
 		t.Fatalf("Acquire with a deadline 100 ms ahead behind one waiter at 10/s = %v, want ErrDeadline with a wait of 200ms", err)
 	}
 	cancel()

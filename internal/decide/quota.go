@@ -27,10 +27,10 @@ type Usage struct {
 	// Known says the response's usage was read; without it the estimates
 	// charged stand (a stream without include_usage, a compressed body).
 	Known bool
-	// None says the pod did no work for it (it refused the request, could
+	// none says the pod did no work for it (it refused the request, could
 	// not be reached, or the client left before it was sent): what was
 	// charged is given back.
-	None bool
+	none bool
 }
 
 // chargeQuota charges req's estimate to the quotas of its client key, class
@@ -103,7 +103,7 @@ func (c *Core) settleSlot(req *Request, slot Slot, u Usage) {
 	}
 	final := f.service(req.Prompt, req.Output) // the estimate stands without a usage
 	switch {
-	case u.None:
+	case u.none:
 		final = 0
 		slot.Settle(0)
 	case u.Known:
@@ -120,7 +120,7 @@ func tenantLabel(tenant string) string {
 	switch {
 	case tenant == "":
 		return "anonymous"
-	case UnnamedTenant(tenant):
+	case unnamedTenant(tenant):
 		return "other"
 	}
 	return tenant
@@ -133,7 +133,7 @@ func (c *Core) settleQuota(req *Request, u Usage) {
 	}
 	req.quota = nil
 	switch {
-	case u.None:
+	case u.none:
 		s.Settle(0)
 	case u.Known:
 		s.Settle(u.Prompt + u.Completion)
@@ -142,4 +142,4 @@ func (c *Core) settleQuota(req *Request, u Usage) {
 
 // refund gives back req's quota charge: it was refused or left before a pod
 // did any work.
-func (c *Core) refund(req *Request) { c.settleQuota(req, Usage{None: true}) }
+func (c *Core) refund(req *Request) { c.settleQuota(req, Usage{none: true}) }

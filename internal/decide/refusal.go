@@ -15,17 +15,17 @@ import (
 // HTTP statuses a refusal carries. decide imports no net/http: the numbers
 // are the protocol's, the same in an HTTP answer and an ImmediateResponse.
 const (
-	StatusBadRequest         = 400
-	StatusNotFound           = 404
+	statusBadRequest         = 400
+	statusNotFound           = 404
 	StatusMethodNotAllowed   = 405
 	StatusEntityTooLarge     = 413
-	StatusUnsupportedMedia   = 415
-	StatusTooManyRequests    = 429
+	statusUnsupportedMedia   = 415
+	statusTooManyRequests    = 429
 	StatusClientClosed       = 499 // nginx's: logged, never written to a live client
-	StatusInternalError      = 500
-	StatusBadGateway         = 502
-	StatusServiceUnavailable = 503
-	StatusGatewayTimeout     = 504
+	statusInternalError      = 500
+	statusBadGateway         = 502
+	statusServiceUnavailable = 503
+	statusGatewayTimeout     = 504
 	maxRetryAfter            = 60 * time.Second
 	defaultRateLimitedRetry  = time.Second
 	errTypeInvalidRequest    = "invalid_request_error"
@@ -55,9 +55,9 @@ const (
 type Refusal struct {
 	Status     int
 	Reason     Reason
-	ErrType    string // "" → from the status
-	Message    string
-	Param      string
+	errType    string // "" → from the status
+	message    string
+	param      string
 	RetryAfter time.Duration
 }
 
@@ -67,14 +67,14 @@ type Refusal struct {
 // statuses of the one reason bad_request; LookupRoute's 405 too). message says what happened; retryAfter when to come back
 // (0: the policy's default, which the caller passes as def).
 func Refuse(reason Reason, message string, retryAfter, def time.Duration) Refusal {
-	rf := Refusal{Status: statusOf(reason), Reason: reason, Message: message, RetryAfter: retryAfter}
+	rf := Refusal{Status: statusOf(reason), Reason: reason, message: message, RetryAfter: retryAfter}
 	switch rf.Status {
-	case StatusTooManyRequests:
-		rf.ErrType = errTypeRateLimit
-	case StatusBadRequest, StatusNotFound:
-		rf.ErrType = errTypeInvalidRequest
+	case statusTooManyRequests:
+		rf.errType = errTypeRateLimit
+	case statusBadRequest, statusNotFound:
+		rf.errType = errTypeInvalidRequest
 	}
-	if rf.RetryAfter <= 0 && (rf.Status == StatusTooManyRequests || rf.Status == StatusServiceUnavailable) {
+	if rf.RetryAfter <= 0 && (rf.Status == statusTooManyRequests || rf.Status == statusServiceUnavailable) {
 		rf.RetryAfter = def
 	}
 	if reason == ReasonTooLarge {
@@ -85,42 +85,42 @@ func Refuse(reason Reason, message string, retryAfter, def time.Duration) Refusa
 
 // BadRequest is the 400 of a malformed request; param names the field.
 func BadRequest(message, param string) Refusal {
-	return malformed(StatusBadRequest, message, param)
+	return malformed(statusBadRequest, message, param)
 }
 
-// BodyTooLarge is the 413 of a body past limit bytes (server.max_body_bytes).
-func BodyTooLarge(limit int64) Refusal {
+// bodyTooLarge is the 413 of a body past limit bytes (server.max_body_bytes).
+func bodyTooLarge(limit int64) Refusal {
 	return malformed(StatusEntityTooLarge, "request body is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes", "")
 }
 
-// Compressed is the 415 of a compressed body: what is not classified is
+// compressed is the 415 of a compressed body: what is not classified is
 // not forwarded.
-func Compressed() Refusal {
-	return malformed(StatusUnsupportedMedia, "compressed request bodies are not accepted; send the body uncompressed", "")
+func compressed() Refusal {
+	return malformed(statusUnsupportedMedia, "compressed request bodies are not accepted; send the body uncompressed", "")
 }
 
 // malformed is a bad_request refusal with its precise 4xx status.
 func malformed(status int, message, param string) Refusal {
-	return Refusal{Status: status, Reason: ReasonBadRequest, ErrType: errTypeFor(status), Message: message, Param: param}
+	return Refusal{Status: status, Reason: ReasonBadRequest, errType: errTypeFor(status), message: message, param: param}
 }
 
 // statusOf is every reason's status.
 func statusOf(r Reason) int {
 	switch r {
 	case ReasonRateLimited, ReasonQuotaExceeded:
-		return StatusTooManyRequests
+		return statusTooManyRequests
 	case ReasonBadRequest, ReasonTooLarge:
-		return StatusBadRequest
+		return statusBadRequest
 	case ReasonNotFound, ReasonModelNotFound:
-		return StatusNotFound
+		return statusNotFound
 	case ReasonUpstream:
-		return StatusBadGateway
+		return statusBadGateway
 	case ReasonUpstreamTimeout:
-		return StatusGatewayTimeout
+		return statusGatewayTimeout
 	case ReasonInternal, ReasonExtProcMode:
-		return StatusInternalError
+		return statusInternalError
 	}
-	return StatusServiceUnavailable
+	return statusServiceUnavailable
 }
 
 // retryAfterer is how a rejection that knows when to come back crosses a
@@ -136,12 +136,12 @@ var admissionErrors = [...]struct {
 	reason          Reason
 }{
 	{ErrDraining, queue.ErrClosed, ReasonDraining},
-	{ErrTooLarge, queue.ErrTooLarge, ReasonTooLarge},
+	{errTooLarge, queue.ErrTooLarge, ReasonTooLarge},
 	{ErrQueueFull, queue.ErrFull, ReasonQueueFull},
-	{ErrDeadline, queue.ErrDeadline, ReasonDeadline},
+	{errDeadline, queue.ErrDeadline, ReasonDeadline},
 	{context.DeadlineExceeded, nil, ReasonQueueTimeout}, // waited until max_wait
 	{ErrNoUpstream, queue.ErrUnavailable, ReasonNoUpstream},
-	{ErrNoMemory, queue.ErrNoMemory, ReasonNoMemory},
+	{errNoMemory, queue.ErrNoMemory, ReasonNoMemory},
 }
 
 // queueError wraps an error of the queue in the core's sentinel for it, by
@@ -155,11 +155,11 @@ func queueError(err error) error {
 	return err
 }
 
-// ReasonFor maps an error from the admission path onto its reason by
+// reasonFor maps an error from the admission path onto its reason by
 // admissionErrors (a sentinel or the queue's error): the one place where
 // errors become refusals. "" for a client that left; rate_limited for
 // another error that says when to come back; upstream_error otherwise.
-func ReasonFor(err error) Reason {
+func reasonFor(err error) Reason {
 	if errors.Is(err, context.Canceled) {
 		return ""
 	}
@@ -207,14 +207,14 @@ func RetryAfterSeconds(d time.Duration) string {
 
 // SendsRetryAfter reports whether the answer carries Retry-After.
 func (rf Refusal) SendsRetryAfter() bool {
-	return rf.Status == StatusTooManyRequests || rf.Status == StatusServiceUnavailable || rf.RetryAfter > 0
+	return rf.Status == statusTooManyRequests || rf.Status == statusServiceUnavailable || rf.RetryAfter > 0
 }
 
 func errTypeFor(status int) string {
 	switch {
-	case status == StatusTooManyRequests:
+	case status == statusTooManyRequests:
 		return errTypeRateLimit
-	case status == StatusNotFound:
+	case status == statusNotFound:
 		return errTypeNotFound
 	case status >= 500:
 		return errTypeServer
@@ -236,15 +236,15 @@ type errorDetail struct {
 
 // Body is the refusal's OpenAI-style JSON body, newline-terminated.
 func (rf Refusal) Body() []byte {
-	body := errorBody{Error: errorDetail{Message: rf.Message, Type: rf.ErrType, Code: string(rf.Reason)}}
+	body := errorBody{Error: errorDetail{Message: rf.message, Type: rf.errType, Code: string(rf.Reason)}}
 	if body.Error.Type == "" {
 		body.Error.Type = errTypeFor(rf.Status)
 	}
 	if body.Error.Code == "" {
 		body.Error.Code = strconv.Itoa(rf.Status)
 	}
-	if rf.Param != "" {
-		body.Error.Param = &rf.Param
+	if rf.param != "" {
+		body.Error.Param = &rf.param
 	}
 	buf, _ := json.Marshal(body) // cannot fail: strings only
 	return append(buf, '\n')

@@ -14,13 +14,13 @@ import (
 
 func TestBadBody(t *testing.T) {
 	t.Parallel()
-	rf := BadBody(&classify.Error{Param: "messages[2].content", Message: "must be a string", Code: "invalid_type"})
-	if rf.Status != StatusBadRequest || rf.Reason != ReasonBadRequest || rf.Param != "messages[2].content" ||
-		rf.Message != "messages[2].content: must be a string" || rf.ErrType != "invalid_request_error" {
+	rf := badBody(&classify.Error{Param: "messages[2].content", Message: "must be a string", Code: "invalid_type"})
+	if rf.Status != statusBadRequest || rf.Reason != ReasonBadRequest || rf.param != "messages[2].content" ||
+		rf.message != "messages[2].content: must be a string" || rf.errType != "invalid_request_error" {
 		t.Errorf("BadBody(param error) = %+v", rf)
 	}
-	rf = BadBody(errors.New("other"))
-	if rf.Status != StatusBadRequest || rf.Message != "invalid request body" || rf.Param != "" {
+	rf = badBody(errors.New("other"))
+	if rf.Status != statusBadRequest || rf.message != "invalid request body" || rf.param != "" {
 		t.Errorf("BadBody(other) = %+v", rf)
 	}
 }
@@ -52,10 +52,10 @@ func TestRefuseEveryReason(t *testing.T) {
 			t.Errorf("%s: body %s (%v)", r, rf.Body(), err)
 		}
 	}
-	if rf := BodyTooLarge(10); rf.Status != 413 || rf.Reason != ReasonBadRequest || rf.SendsRetryAfter() {
+	if rf := bodyTooLarge(10); rf.Status != 413 || rf.Reason != ReasonBadRequest || rf.SendsRetryAfter() {
 		t.Errorf("BodyTooLarge = %+v", rf)
 	}
-	if rf := Compressed(); rf.Status != 415 || rf.Reason != ReasonBadRequest {
+	if rf := compressed(); rf.Status != 415 || rf.Reason != ReasonBadRequest {
 		t.Errorf("Compressed = %+v", rf)
 	}
 }
@@ -65,7 +65,7 @@ func TestReasonFor(t *testing.T) {
 	t.Parallel()
 	for err, want := range map[error]Reason{
 		ErrQueueFull: ReasonQueueFull, ErrDraining: ReasonDraining, ErrNoUpstream: ReasonNoUpstream,
-		ErrTooLarge: ReasonTooLarge, ErrNoMemory: ReasonNoMemory, ErrDeadline: ReasonDeadline,
+		errTooLarge: ReasonTooLarge, errNoMemory: ReasonNoMemory, errDeadline: ReasonDeadline,
 		context.DeadlineExceeded: ReasonQueueTimeout, context.Canceled: "", errors.New("x"): ReasonUpstream,
 		limitErr{time.Second}: ReasonRateLimited,
 		// The queue's own errors, unwrapped, by the same table.
@@ -73,7 +73,7 @@ func TestReasonFor(t *testing.T) {
 		queue.ErrUnavailable: ReasonNoUpstream, queue.ErrTooLarge: ReasonTooLarge, queue.ErrNoMemory: ReasonNoMemory,
 		queue.ErrDeadline: ReasonDeadline, queue.ErrDuplicateID: ReasonUpstream,
 	} {
-		if got := ReasonFor(fmt.Errorf("wrapped: %w", err)); got != want {
+		if got := reasonFor(fmt.Errorf("wrapped: %w", err)); got != want {
 			t.Errorf("ReasonFor(%v) = %q, want %q", err, got, want)
 		}
 	}
@@ -95,7 +95,7 @@ func TestAdmissionErrors(t *testing.T) {
 		if !errors.Is(err, row.sentinel) || !errors.Is(err, row.queue) {
 			t.Errorf("queueError(%v) = %v, want it wrapped in %v", row.queue, err, row.sentinel)
 		}
-		if got := ReasonFor(err); got != row.reason {
+		if got := reasonFor(err); got != row.reason {
 			t.Errorf("ReasonFor(%v) = %q, want %q", err, got, row.reason)
 		}
 	}

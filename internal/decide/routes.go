@@ -10,18 +10,18 @@ import (
 type Route struct {
 	// Path is the canonical path, matched byte for byte.
 	Path string
-	// Methods lists the allowed methods, in the order Allow names them. It
+	// methods lists the allowed methods, in the order Allow names them. It
 	// is shared with the allow-list: callers must not modify it.
-	Methods []string
-	// Kind says what the route does.
-	Kind classify.Kind
-	// Body reports whether the request carries a JSON body to classify:
+	methods []string
+	// kind says what the route does.
+	kind classify.Kind
+	// body reports whether the request carries a JSON body to classify:
 	// Kind.JSON(), which classify.Parse checks and the tests pin.
-	Body bool
+	body bool
 }
 
 // Allow returns the value of the Allow header for a 405 on this route.
-func (rt Route) Allow() string { return strings.Join(rt.Methods, ", ") }
+func (rt Route) Allow() string { return strings.Join(rt.methods, ", ") }
 
 // routes is the allow-list: the public inference API of vLLM's OpenAI server
 // under the versioned /v1 and /v2 namespaces, nothing else. Everything that
@@ -45,21 +45,21 @@ func (rt Route) Allow() string { return strings.Join(rt.Methods, ", ") }
 //
 // GET routes also allow HEAD, as Starlette does for vLLM. Tests pin the list.
 var routes = [...]Route{
-	{Path: "/v1/models", Methods: []string{"GET", "HEAD"}, Kind: classify.KindModels},
-	{Path: "/v1/completions", Methods: []string{"POST"}, Kind: classify.KindCompletion, Body: true},
-	{Path: "/v1/chat/completions", Methods: []string{"POST"}, Kind: classify.KindChat, Body: true},
-	{Path: "/v1/responses", Methods: []string{"POST"}, Kind: classify.KindResponses, Body: true},
-	{Path: "/v1/embeddings", Methods: []string{"POST"}, Kind: classify.KindEmbedding, Body: true},
+	{Path: "/v1/models", methods: []string{"GET", "HEAD"}, kind: classify.KindModels},
+	{Path: "/v1/completions", methods: []string{"POST"}, kind: classify.KindCompletion, body: true},
+	{Path: "/v1/chat/completions", methods: []string{"POST"}, kind: classify.KindChat, body: true},
+	{Path: "/v1/responses", methods: []string{"POST"}, kind: classify.KindResponses, body: true},
+	{Path: "/v1/embeddings", methods: []string{"POST"}, kind: classify.KindEmbedding, body: true},
 	// vLLM serves /v1/score and /v1/rerank as deprecated aliases of /score
 	// and /rerank, and /v2/rerank for Cohere's client.
-	{Path: "/v1/score", Methods: []string{"POST"}, Kind: classify.KindScore, Body: true},
-	{Path: "/v1/rerank", Methods: []string{"POST"}, Kind: classify.KindScore, Body: true},
-	{Path: "/v2/rerank", Methods: []string{"POST"}, Kind: classify.KindScore, Body: true},
-	{Path: "/v1/audio/transcriptions", Methods: []string{"POST"}, Kind: classify.KindAudio},
-	{Path: "/v1/audio/translations", Methods: []string{"POST"}, Kind: classify.KindAudio},
+	{Path: "/v1/score", methods: []string{"POST"}, kind: classify.KindScore, body: true},
+	{Path: "/v1/rerank", methods: []string{"POST"}, kind: classify.KindScore, body: true},
+	{Path: "/v2/rerank", methods: []string{"POST"}, kind: classify.KindScore, body: true},
+	{Path: "/v1/audio/transcriptions", methods: []string{"POST"}, kind: classify.KindAudio},
+	{Path: "/v1/audio/translations", methods: []string{"POST"}, kind: classify.KindAudio},
 }
 
-// LookupRoute finds the route for a request. escapedPath is the path as the
+// lookupRoute finds the route for a request. escapedPath is the path as the
 // client sent it (r.URL.EscapedPath(), never the decoded r.URL.Path), and it
 // must equal a route's canonical path byte for byte: no percent-encoding,
 // no empty, "." or ".." segments, no backslash or NUL, no trailing slash, no
@@ -71,12 +71,12 @@ var routes = [...]Route{
 // On success the refusal is nil. An unknown path is refused with 404; a known
 // path with a method it does not allow is refused with 405 and the route is
 // still returned, so the caller can set the Allow header from route.Allow().
-func LookupRoute(method, escapedPath string) (Route, *Refusal) {
+func lookupRoute(method, escapedPath string) (Route, *Refusal) {
 	for _, rt := range routes {
 		if rt.Path != escapedPath {
 			continue
 		}
-		for _, m := range rt.Methods {
+		for _, m := range rt.methods {
 			if m == method {
 				return rt, nil
 			}

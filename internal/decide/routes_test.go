@@ -98,10 +98,10 @@ func TestLookupRoute(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rt, rf := LookupRoute(tt.method, tt.path)
+			rt, rf := lookupRoute(tt.method, tt.path)
 			switch {
 			case tt.wantStatus == 0 && rf != nil:
-				t.Fatalf("LookupRoute(%q, %q) refused with %d (%s), want found", tt.method, tt.path, rf.Status, rf.Message)
+				t.Fatalf("LookupRoute(%q, %q) refused with %d (%s), want found", tt.method, tt.path, rf.Status, rf.message)
 			case tt.wantStatus != 0 && rf == nil:
 				t.Fatalf("LookupRoute(%q, %q) = %+v, want status %d", tt.method, tt.path, rt, tt.wantStatus)
 			case rf != nil && rf.Status != tt.wantStatus:
@@ -116,11 +116,11 @@ func TestLookupRoute(t *testing.T) {
 				}
 				return
 			}
-			if rt.Kind != tt.wantKind || rt.Body != tt.wantBody || rt.Path != tt.path {
+			if rt.kind != tt.wantKind || rt.body != tt.wantBody || rt.Path != tt.path {
 				t.Errorf("LookupRoute(%q, %q) = %+v, want kind %v body %v", tt.method, tt.path, rt, tt.wantKind, tt.wantBody)
 			}
-			if tt.wantStatus == http.StatusMethodNotAllowed && !strings.Contains(rf.Message, rt.Allow()) {
-				t.Errorf("LookupRoute(%q, %q) message = %q, want it to name %q", tt.method, tt.path, rf.Message, rt.Allow())
+			if tt.wantStatus == http.StatusMethodNotAllowed && !strings.Contains(rf.message, rt.Allow()) {
+				t.Errorf("LookupRoute(%q, %q) message = %q, want it to name %q", tt.method, tt.path, rf.message, rt.Allow())
 			}
 		})
 	}
@@ -150,7 +150,7 @@ func TestLookupRouteFromHTTP(t *testing.T) {
 		t.Run(tt.target, func(t *testing.T) {
 			t.Parallel()
 			r := httptest.NewRequest(http.MethodPost, tt.target, nil)
-			_, rf := LookupRoute(r.Method, r.URL.EscapedPath())
+			_, rf := lookupRoute(r.Method, r.URL.EscapedPath())
 			if found := rf == nil; found != tt.found {
 				t.Errorf("LookupRoute(POST, EscapedPath of %q = %q) found = %v, want %v",
 					tt.target, r.URL.EscapedPath(), found, tt.found)
@@ -178,11 +178,11 @@ func TestRouteTableIsCanonical(t *testing.T) {
 		if strings.Contains(rt.Path, "//") || strings.HasSuffix(rt.Path, "/") {
 			t.Errorf("route %q has an empty segment", rt.Path)
 		}
-		if len(rt.Methods) == 0 {
+		if len(rt.methods) == 0 {
 			t.Errorf("route %q allows no method", rt.Path)
 		}
-		if rt.Body != rt.Kind.JSON() {
-			t.Errorf("route %q: Body = %v for kind %v", rt.Path, rt.Body, rt.Kind)
+		if rt.body != rt.kind.JSON() {
+			t.Errorf("route %q: Body = %v for kind %v", rt.Path, rt.body, rt.kind)
 		}
 	}
 }

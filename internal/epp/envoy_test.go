@@ -190,9 +190,9 @@ func (e *envoy) pick(wantLength string) string {
 		e.t.Errorf("content-length set to %q, want %q", got, wantLength)
 	}
 	list := set[DestinationKey]
-	md := m.GetDynamicMetadata().GetFields()[MetadataNamespace].GetStructValue().GetFields()[DestinationKey].GetStringValue()
+	md := m.GetDynamicMetadata().GetFields()[metadataNamespace].GetStructValue().GetFields()[DestinationKey].GetStringValue()
 	if list == "" || md != list {
-		e.t.Errorf("%s header %q, metadata %s.%s %q; want the same list", DestinationKey, list, MetadataNamespace, DestinationKey, md)
+		e.t.Errorf("%s header %q, metadata %s.%s %q; want the same list", DestinationKey, list, metadataNamespace, DestinationKey, md)
 	}
 	return list
 }
@@ -278,7 +278,7 @@ func withMetadata(m *extprocv3.ProcessingRequest, namespace string, fields map[s
 
 // served is Envoy's report of the endpoint that served the response.
 func served(m *extprocv3.ProcessingRequest, endpoint string) *extprocv3.ProcessingRequest {
-	return withMetadata(m, MetadataNamespace, map[string]any{ServedKey: endpoint})
+	return withMetadata(m, metadataNamespace, map[string]any{servedKey: endpoint})
 }
 
 // subset is Envoy's subset hint, a list of endpoints.
@@ -287,5 +287,5 @@ func subset(m *extprocv3.ProcessingRequest, endpoints ...string) *extprocv3.Proc
 	for i, ep := range endpoints {
 		list[i] = ep
 	}
-	return withMetadata(m, SubsetNamespace, map[string]any{SubsetKey: list})
+	return withMetadata(m, subsetNamespace, map[string]any{subsetKey: list})
 }

@@ -15,8 +15,8 @@ import (
 // The gRPC health services the endpoint-picker protocol names, besides the
 // ext_proc service's own (extprocv3.ExternalProcessor_ServiceDesc.ServiceName).
 const (
-	// LivenessService is SERVING while the server answers at all.
-	LivenessService = "liveness"
+	// livenessService is SERVING while the server answers at all.
+	livenessService = "liveness"
 	// ReadinessService is SERVING while the server admits work (Ready).
 	ReadinessService = "readiness"
 )
@@ -46,7 +46,7 @@ func (h health) Check(_ context.Context, r *healthpb.HealthCheckRequest) (*healt
 // List answers the three named services.
 func (h health) List(context.Context, *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
 	out := &healthpb.HealthListResponse{Statuses: map[string]*healthpb.HealthCheckResponse{}}
-	for _, name := range []string{LivenessService, ReadinessService, extprocv3.ExternalProcessor_ServiceDesc.ServiceName} {
+	for _, name := range []string{livenessService, ReadinessService, extprocv3.ExternalProcessor_ServiceDesc.ServiceName} {
 		st, _ := h.s.serving(name)
 		out.Statuses[name] = &healthpb.HealthCheckResponse{Status: st}
 	}
@@ -55,7 +55,7 @@ func (h health) List(context.Context, *healthpb.HealthListRequest) (*healthpb.He
 
 func (s *Server) serving(service string) (healthpb.HealthCheckResponse_ServingStatus, bool) {
 	switch service {
-	case LivenessService:
+	case livenessService:
 		return healthpb.HealthCheckResponse_SERVING, true
 	case ReadinessService, extprocv3.ExternalProcessor_ServiceDesc.ServiceName, "":
 		if s.Ready() {

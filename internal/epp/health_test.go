@@ -37,7 +37,7 @@ func TestHealth(t *testing.T) {
 	for _, st := range steps {
 		st.act()
 		want := map[string]healthpb.HealthCheckResponse_ServingStatus{
-			LivenessService: serving, ReadinessService: st.ready, extProc: st.ready, "": st.ready}
+			livenessService: serving, ReadinessService: st.ready, extProc: st.ready, "": st.ready}
 		for service, w := range want {
 			res, err := client.Check(t.Context(), &healthpb.HealthCheckRequest{Service: service})
 			if err != nil || res.GetStatus() != w {

@@ -48,7 +48,7 @@ func pickResponse(endpoints []string, bodyLen int, traceHeaders [][2]string) *ex
 			},
 		}},
 		DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
-			MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			metadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
 				DestinationKey: structpb.NewStringValue(list),
 			}}),
 		}},

@@ -22,7 +22,7 @@ func headerValue(h *corev3.HeaderValue) string {
 // filter writes, is read too (the reference picker reads both). A hint of
 // any other type lists no endpoint: the pick must fail rather than ignore it.
 func subsetHint(md *corev3.Metadata) (endpoints []string, ok bool) {
-	v, ok := md.GetFilterMetadata()[SubsetNamespace].GetFields()[SubsetKey]
+	v, ok := md.GetFilterMetadata()[subsetNamespace].GetFields()[subsetKey]
 	if !ok {
 		return nil, false
 	}
@@ -48,8 +48,8 @@ func appendEndpoints(to []string, s string) []string {
 	return to
 }
 
-// servedEndpoint reads ServedKey from a response message's metadata; "" when
+// servedEndpoint reads servedKey from a response message's metadata; "" when
 // it carries none.
 func servedEndpoint(md *corev3.Metadata) string {
-	return md.GetFilterMetadata()[MetadataNamespace].GetFields()[ServedKey].GetStringValue()
+	return md.GetFilterMetadata()[metadataNamespace].GetFields()[servedKey].GetStringValue()
 }

@@ -27,18 +27,18 @@ func TestSubsetHintValues(t *testing.T) {
 		wantOK bool
 	}{
 		{name: "no metadata", md: nil},
-		{name: "other namespace", md: metadata(t, "envoy.lb", map[string]any{SubsetKey: []any{"a:1"}})},
-		{name: "namespace without the key", md: metadata(t, SubsetNamespace, map[string]any{"other": "a:1"})},
-		{name: "list", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: []any{"10.0.0.1:80", "10.0.0.2:80"}}),
+		{name: "other namespace", md: metadata(t, "envoy.lb", map[string]any{subsetKey: []any{"a:1"}})},
+		{name: "namespace without the key", md: metadata(t, subsetNamespace, map[string]any{"other": "a:1"})},
+		{name: "list", md: metadata(t, subsetNamespace, map[string]any{subsetKey: []any{"10.0.0.1:80", "10.0.0.2:80"}}),
 			want: []string{"10.0.0.1:80", "10.0.0.2:80"}, wantOK: true},
-		{name: "list entries holding commas", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: []any{"a:1,b:2", " c:3 "}}),
+		{name: "list entries holding commas", md: metadata(t, subsetNamespace, map[string]any{subsetKey: []any{"a:1,b:2", " c:3 "}}),
 			want: []string{"a:1", "b:2", "c:3"}, wantOK: true},
-		{name: "list with non-strings", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: []any{1.0, "a:1", nil}}),
+		{name: "list with non-strings", md: metadata(t, subsetNamespace, map[string]any{subsetKey: []any{1.0, "a:1", nil}}),
 			want: []string{"a:1"}, wantOK: true},
-		{name: "string", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: "a:1,,b:2"}), want: []string{"a:1", "b:2"}, wantOK: true},
-		{name: "empty list", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: []any{}}), want: []string{}, wantOK: true},
-		{name: "number", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: 3.0}), want: []string{}, wantOK: true},
-		{name: "null", md: metadata(t, SubsetNamespace, map[string]any{SubsetKey: nil}), want: []string{}, wantOK: true},
+		{name: "string", md: metadata(t, subsetNamespace, map[string]any{subsetKey: "a:1,,b:2"}), want: []string{"a:1", "b:2"}, wantOK: true},
+		{name: "empty list", md: metadata(t, subsetNamespace, map[string]any{subsetKey: []any{}}), want: []string{}, wantOK: true},
+		{name: "number", md: metadata(t, subsetNamespace, map[string]any{subsetKey: 3.0}), want: []string{}, wantOK: true},
+		{name: "null", md: metadata(t, subsetNamespace, map[string]any{subsetKey: nil}), want: []string{}, wantOK: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,9 +56,9 @@ func TestServedEndpoint(t *testing.T) {
 		want string
 	}{
 		{nil, ""},
-		{metadata(t, MetadataNamespace, map[string]any{ServedKey: "10.0.0.1:8000"}), "10.0.0.1:8000"},
-		{metadata(t, MetadataNamespace, map[string]any{ServedKey: 1.0}), ""},
-		{metadata(t, SubsetNamespace, map[string]any{ServedKey: "10.0.0.1:8000"}), ""},
+		{metadata(t, metadataNamespace, map[string]any{servedKey: "10.0.0.1:8000"}), "10.0.0.1:8000"},
+		{metadata(t, metadataNamespace, map[string]any{servedKey: 1.0}), ""},
+		{metadata(t, subsetNamespace, map[string]any{servedKey: "10.0.0.1:8000"}), ""},
 	}
 	for _, tt := range tests {
 		if got := servedEndpoint(tt.md); got != tt.want {

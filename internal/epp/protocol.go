@@ -5,18 +5,18 @@ package epp
 const (
 	// DestinationKey is both the request header the picker sets to the
 	// picked endpoints ("ip:port,ip:port", best first) and the key of the
-	// same list in the dynamic metadata namespace MetadataNamespace.
+	// same list in the dynamic metadata namespace metadataNamespace.
 	DestinationKey = "x-gateway-destination-endpoint"
-	// MetadataNamespace is the metadata namespace of DestinationKey in the
-	// picker's answer, and of ServedKey in what Envoy sends with a response.
-	MetadataNamespace = "envoy.lb"
-	// ServedKey names, in Envoy's metadata_context of a response, the
+	// metadataNamespace is the metadata namespace of DestinationKey in the
+	// picker's answer, and of servedKey in what Envoy sends with a response.
+	metadataNamespace = "envoy.lb"
+	// servedKey names, in Envoy's metadata_context of a response, the
 	// endpoint that really served it (Envoy may have tried a fallback).
-	ServedKey = "x-gateway-destination-endpoint-served"
-	// SubsetNamespace and SubsetKey name Envoy's subset hint in the
+	servedKey = "x-gateway-destination-endpoint-served"
+	// subsetNamespace and subsetKey name Envoy's subset hint in the
 	// metadata_context of a request: the only endpoints the pick may use.
-	SubsetNamespace = "envoy.lb.subset_hint"
-	SubsetKey       = "x-gateway-destination-endpoint-subset"
+	subsetNamespace = "envoy.lb.subset_hint"
+	subsetKey       = "x-gateway-destination-endpoint-subset"
 )
 
 // chunkLimit bounds each body chunk the server streams back. Some data

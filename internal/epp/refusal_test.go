@@ -36,7 +36,7 @@ func TestSubsetHint(t *testing.T) {
 		{name: "hint on a body-less request", req: []*extprocv3.ProcessingRequest{subset(reqHeaders(true), "10.0.0.2:8000")},
 			wantSubset: []string{"10.0.0.2:8000"}, wantPick: "10.0.0.2:8000"},
 		{name: "hint as one comma-separated string", req: []*extprocv3.ProcessingRequest{
-			withMetadata(reqHeaders(true), SubsetNamespace, map[string]any{SubsetKey: "10.0.0.2:8000, 10.0.0.1:8000"})},
+			withMetadata(reqHeaders(true), subsetNamespace, map[string]any{subsetKey: "10.0.0.2:8000, 10.0.0.1:8000"})},
 			wantSubset: []string{"10.0.0.2:8000", "10.0.0.1:8000"}, wantPick: "10.0.0.1:8000,10.0.0.2:8000"},
 		{name: "hint of no eligible endpoint", req: []*extprocv3.ProcessingRequest{subset(reqHeaders(true), "10.9.9.9:8000")},
 			wantSubset: []string{"10.9.9.9:8000"}},

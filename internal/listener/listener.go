@@ -26,10 +26,10 @@ func Limit(l net.Listener, max int) net.Listener {
 	return netutil.LimitListener(l, max) // golang.org/x/net: a semaphore around Accept, released once on Close
 }
 
-// FileReserve is the open files kept aside, besides one per client
+// fileReserve is the open files kept aside, besides one per client
 // connection, for the upstream connections (a request running on a pod and
 // the idle pool), the listeners and the policy file.
-const FileReserve = 1024
+const fileReserve = 1024
 
 // FileLimitLow reports the open-file limit when it is below max client
 // connections plus FileReserve: then accepting fails with EMFILE (net/http
@@ -40,7 +40,7 @@ func FileLimitLow(max int) (uint64, bool) {
 	if max <= 0 || syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r) != nil {
 		return 0, false
 	}
-	return r.Cur, r.Cur < uint64(max)+FileReserve
+	return r.Cur, r.Cur < uint64(max)+fileReserve
 }
 
 // Conns is gatekeeper_client_connections: the traffic listener's open

@@ -17,7 +17,7 @@ func TestFileLimitLow(t *testing.T) {
 		want bool
 	}{
 		{0, false},
-		{1, r.Cur < 1+FileReserve},
+		{1, r.Cur < 1+fileReserve},
 		{int(r.Cur), true},
 		{1 << 40, true},
 	}

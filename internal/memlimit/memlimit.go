@@ -16,10 +16,10 @@ import (
 	"strconv"
 )
 
-// Percent is the share of the cgroup limit given to the Go runtime. The
+// percent is the share of the cgroup limit given to the Go runtime. The
 // rest is headroom for what the runtime does not count: memory of C code
 // (NVML), the executable and the page cache charged to the cgroup.
-const Percent = 90
+const percent = 90
 
 // unlimited is where a cgroup v1 limit means "no limit": v1 reports its
 // largest page count in bytes (9223372036854771712 with 4 KiB pages).
@@ -48,7 +48,7 @@ func Limit(getenv func(string) string, cgroup fs.FS) (limit int64, ok bool) {
 		if err != nil || n <= 0 || n >= unlimited {
 			return 0, false
 		}
-		return n / 100 * Percent, true
+		return n / 100 * percent, true
 	}
 	return 0, false
 }

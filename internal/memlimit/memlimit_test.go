@@ -59,7 +59,7 @@ func TestSet(t *testing.T) {
 	if got := Set(noEnv, fstest.MapFS{"memory.max": {Data: []byte("max\n")}}); got != 0 || debug.SetMemoryLimit(-1) != prev {
 		t.Errorf("Set(max) = %d, limit %d; want 0 and the limit unchanged (%d)", got, debug.SetMemoryLimit(-1), prev)
 	}
-	const want = 1 << 40 / 100 * Percent
+	const want = 1 << 40 / 100 * percent
 	if got := Set(noEnv, fstest.MapFS{"memory.max": {Data: []byte("1099511627776\n")}}); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Errorf("Set(1 TiB) = %d, limit %d; want %d", got, debug.SetMemoryLimit(-1), want)
 	}

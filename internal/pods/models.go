@@ -39,9 +39,9 @@ func staticModels(ids []string) *modelSet {
 	return s
 }
 
-// Serves reports whether m takes requests for model; a pod that lists no
+// serves reports whether m takes requests for model; a pod that lists no
 // models serves every model.
-func (m *Member) Serves(model string) bool {
+func (m *Member) serves(model string) bool {
 	s := m.models.Load()
 	return s == nil || s.ids[model]
 }
@@ -102,7 +102,7 @@ func (r *Registry) NotServing(model string) (skip []string, anyServes bool, unkn
 		case s != nil && s.unknown:
 			unknown++
 			skip = append(skip, m.Name)
-		case m.Serves(model):
+		case m.serves(model):
 			anyServes = true
 		default:
 			skip = append(skip, m.Name)
@@ -150,10 +150,10 @@ func (r *Registry) ModelsKnown() bool {
 	return found
 }
 
-// ModelEntries is the union of the models every pod serves, as OpenAI model
+// modelEntries is the union of the models every pod serves, as OpenAI model
 // objects: the pods' own entries where they were discovered, minimal ones
 // where the policy lists them; each id once, in pod-name order.
-func (r *Registry) ModelEntries() []json.RawMessage {
+func (r *Registry) modelEntries() []json.RawMessage {
 	seen := map[string]bool{}
 	data := []json.RawMessage{}
 	for _, m := range r.List() {
@@ -193,6 +193,6 @@ func (r *Registry) ModelList() []byte {
 	body, _ := json.Marshal(struct {
 		Object string            `json:"object"`
 		Data   []json.RawMessage `json:"data"`
-	}{"list", r.ModelEntries()})
+	}{"list", r.modelEntries()})
 	return body
 }

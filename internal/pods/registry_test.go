@@ -127,7 +127,7 @@ func TestModels(t *testing.T) {
 	if _, ok := r.SoleModel(); ok {
 		t.Error("two models: no sole model")
 	}
-	if n := len(r.ModelEntries()); n != 2 {
+	if n := len(r.modelEntries()); n != 2 {
 		t.Errorf("ModelEntries has %d, want 2", n)
 	}
 }

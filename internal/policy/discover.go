@@ -54,7 +54,7 @@ func (k *Keeper) Rediscover(ctx context.Context) error {
 	}
 	err := k.Commit(raw, next, raw)
 	switch {
-	case errors.Is(err, ErrPolicyMoved):
+	case errors.Is(err, errPolicyMoved):
 		k.o.Log.LogAttrs(ctx, slog.LevelDebug, "discovery round dropped: the policy was reloaded during the lookup")
 		return nil
 	case err != nil:
@@ -153,7 +153,7 @@ func (k *Keeper) poolsChanged(s inferencepool.Snapshot) {
 	raw := k.raw.Load()
 	err := k.Commit(raw, r, raw)
 	switch {
-	case errors.Is(err, ErrPolicyMoved): // the reload re-expands with k.pools
+	case errors.Is(err, errPolicyMoved): // the reload re-expands with k.pools
 	case err != nil:
 		k.o.Log.LogAttrs(context.Background(), slog.LevelError, "InferencePool endpoints not applied", slog.String("err", err.Error()))
 	default:

@@ -150,7 +150,7 @@ func (k *Keeper) Resolve(ctx context.Context, raw *config.Config) discovery.Reso
 
 // ErrPolicyMoved: a discovery round resolved for a policy that a reload
 // replaced meanwhile; its result is dropped (the next round uses the new one).
-var ErrPolicyMoved = errors.New("gatekeeper: the policy changed during the lookup")
+var errPolicyMoved = errors.New("gatekeeper: the policy changed during the lookup")
 
 // Commit is the one path by which a policy takes effect (start, reload,
 // SIGHUP, discovery round): raw with its discovery upstreams expanded to r
@@ -163,7 +163,7 @@ func (k *Keeper) Commit(raw *config.Config, r discovery.Resolved, basis *config.
 	k.commitMu.Lock()
 	defer k.commitMu.Unlock()
 	if basis != nil && k.raw.Load() != basis {
-		return ErrPolicyMoved
+		return errPolicyMoved
 	}
 	p, err := k.Prepare(raw, r)
 	if err != nil {

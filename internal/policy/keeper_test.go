@@ -128,7 +128,7 @@ func TestCommitRefusesAMovedBasis(t *testing.T) {
 	if err := r.k.Set(mustParse(t, "upstreams: [{name: a, url: 'http://127.0.0.1:1'}]\nfast_breaker: {qps: 99, burst: 5}\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.k.Commit(old, nil, old); !errors.Is(err, ErrPolicyMoved) {
+	if err := r.k.Commit(old, nil, old); !errors.Is(err, errPolicyMoved) {
 		t.Fatalf("Commit(basis replaced) = %v, want ErrPolicyMoved", err)
 	}
 	if got := r.k.Config().FastBreaker.QPS; got != 99 {

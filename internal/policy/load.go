@@ -27,7 +27,7 @@ func LoadRunnable(path string, nvml bool) (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := UnbuiltSources(cfg, nvml); err != nil {
+	if err := unbuiltSources(cfg, nvml); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -40,12 +40,12 @@ const NVMLNotCompiled = "kind nvml is not compiled into this gatekeeper: use a b
 	"(go build -tags nvml, which needs cgo; the image's nvml variant, docker build --build-arg VARIANT=nvml), " +
 	"or read the same GPU memory through the DCGM exporter (kind: dcgm) or the allocator exporter (kind: memory_blocks)"
 
-// UnbuiltSources returns an error per source of c that this binary cannot
+// unbuiltSources returns an error per source of c that this binary cannot
 // read: every nvml source when nvml is false (pressure.NVMLCompiled). The
 // policy is valid, so config accepts it (and -print-config shows it);
 // LoadRunnable refuses it, so -check, start and reload name the file, line
 // and key instead of running with a source that can never answer.
-func UnbuiltSources(c *config.Config, nvml bool) error {
+func unbuiltSources(c *config.Config, nvml bool) error {
 	if nvml {
 		return nil
 	}
@@ -66,9 +66,9 @@ func UnbuiltSources(c *config.Config, nvml bool) error {
 	return errors.Join(errs...)
 }
 
-// LoadAdminToken reads server.admin_token_file. An empty path means no
+// loadAdminToken reads server.admin_token_file. An empty path means no
 // token; an empty file is an error, so a missing Secret never opens the door.
-func LoadAdminToken(path string) (string, error) {
+func loadAdminToken(path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}

@@ -53,17 +53,17 @@ func (k *Keeper) Prepare(raw *config.Config, r discovery.Resolved) (*Plan, error
 	}
 	p := &Plan{k: k, raw: raw, resolved: r, ownNS: ns, cfg: discovery.ExpandPools(discovery.Expand(raw, r), pools, ns)}
 	var err error
-	if p.s, err = From(p.cfg); err != nil {
+	if p.s, err = from(p.cfg); err != nil {
 		return nil, err
 	}
-	if p.token, err = LoadAdminToken(p.cfg.Server.AdminTokenFile); err != nil {
+	if p.token, err = loadAdminToken(p.cfg.Server.AdminTokenFile); err != nil {
 		return nil, err
 	}
 	p.ctl = control.FromPolicy(p.cfg)
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	p.pressure = PressureSettings(p.cfg, k.o.Sources)
+	p.pressure = pressureSettings(p.cfg, k.o.Sources)
 	if p.monitor, err = k.o.Pressure.Prepare(p.pressure); err != nil {
 		return nil, err
 	}
@@ -81,8 +81,8 @@ func (p *Plan) check() error {
 	} else { // the first Plan: the caller builds the controller from it
 		_, cerr = control.New(p.ctl)
 	}
-	return errors.Join(lerr, qerr, breaker.CheckLimiterSet(p.s.Classes), breaker.CheckLimiterSet(p.s.Models),
-		p.s.Quotas.Validate(), cerr)
+	return errors.Join(lerr, qerr, breaker.CheckLimiterSet(p.s.classes), breaker.CheckLimiterSet(p.s.models),
+		p.s.quotas.Validate(), cerr)
 }
 
 // Apply puts the Plan's policy in place. Every step was checked by
@@ -95,23 +95,23 @@ func (p *Plan) Apply() {
 	k.token.Store(&p.token)
 	k.applied("limiter", t.Limiter.Update(p.s.Limiter))
 	if t.Gate != nil {
-		k.applied("cluster limiter", errors.Join(t.Gate.Update(p.s.Limiter), t.Gate.SetKeyed(p.s.Classes, p.s.Models)))
+		k.applied("cluster limiter", errors.Join(t.Gate.Update(p.s.Limiter), t.Gate.SetKeyed(p.s.classes, p.s.models)))
 	}
-	k.applied("limiters", errors.Join(t.Classes.Set(p.s.Classes), t.Models.Set(p.s.Models)))
-	k.applied("quotas", t.Quotas.SetLimits(p.s.Quotas))
+	k.applied("limiters", errors.Join(t.Classes.Set(p.s.classes), t.Models.Set(p.s.models)))
+	k.applied("quotas", t.Quotas.SetLimits(p.s.quotas))
 	k.applied("queue", t.Queue.UpdateSettings(p.s.Queue))
 	k.applied("controller", t.Controller.Update(p.ctl))
 	for _, name := range t.SetPods(p.s) {
 		t.Windows.Drop(name)
 	}
 	if t.Shares != nil {
-		t.Shares.SetPods(Bases(p.s.Upstreams))
+		t.Shares.SetPods(bases(p.s.Upstreams))
 	}
 	t.Core.SetPolicy(p.s.Policy)
 	// Each pod's window: the controller's (cut windows stay cut across a
 	// reload, clamped into the new bounds); at its maximum in observe mode.
 	for _, u := range p.s.Upstreams {
-		limit := u.MaxInflight
+		limit := u.maxInflight
 		if st, _, ok := t.Controller.State(u.Name); ok && p.cfg.Mode != config.ModeObserve {
 			limit = st.Limit
 		}

@@ -21,14 +21,14 @@ import (
 // the one place where config keys meet package knobs.
 type Settings struct {
 	Limiter   breaker.LimiterSettings
-	Classes   map[string]breaker.LimiterSettings // classes with a token bucket of their own
-	Models    map[string]breaker.LimiterSettings // models with a token bucket of their own
+	classes   map[string]breaker.LimiterSettings // classes with a token bucket of their own
+	models    map[string]breaker.LimiterSettings // models with a token bucket of their own
 	Errors    breaker.ErrorSettings
 	Queue     queue.Settings
 	Policy    decide.Policy
 	Transport proxy.TransportSettings
 	Health    healthcheck.Settings
-	Quotas    quota.Limits // the zero value: none
+	quotas    quota.Limits // the zero value: none
 	Upstreams []Upstream
 }
 
@@ -36,14 +36,14 @@ type Settings struct {
 type Upstream struct {
 	Name           string
 	URL            *url.URL
-	MaxInflight    int
-	MinInflight    int
+	maxInflight    int
+	minInflight    int
 	Models         []string
 	DiscoverModels bool
 }
 
-// From maps a validated policy onto the packages' Settings.
-func From(c *config.Config) (Settings, error) {
+// from maps a validated policy onto the packages' Settings.
+func from(c *config.Config) (Settings, error) {
 	s := Settings{
 		Limiter: breaker.LimiterSettings{QPS: c.FastBreaker.QPS, Burst: c.FastBreaker.Burst},
 		Errors: breaker.ErrorSettings{
@@ -71,21 +71,21 @@ func From(c *config.Config) (Settings, error) {
 			UnhealthyAfter: c.HealthCheck.UnhealthyAfter,
 			HealthyAfter:   c.HealthCheck.HealthyAfter,
 		},
-		Quotas: quotaLimits(c.Quotas),
+		quotas: quotaLimits(c.Quotas),
 	}
 	if pc := c.FastBreaker.PerClient; pc != nil {
 		s.Limiter.ClientQPS, s.Limiter.ClientBurst = pc.QPS, pc.Burst
 		s.Limiter.MaxClients, s.Limiter.IdleAfter = pc.MaxClients, pc.IdleAfter
 	}
-	s.Policy.Classes, s.Classes = classesFrom(c.Classes)
+	s.Policy.Classes, s.classes = classesFrom(c.Classes)
 	if c.Fairness != nil {
 		s.Queue.MaxTenants = c.Fairness.MaxTenants
 	}
 	for model, l := range c.ModelLimits {
-		if s.Models == nil {
-			s.Models = map[string]breaker.LimiterSettings{}
+		if s.models == nil {
+			s.models = map[string]breaker.LimiterSettings{}
 		}
-		s.Models[model] = breaker.LimiterSettings{QPS: l.QPS, Burst: l.Burst}
+		s.models[model] = breaker.LimiterSettings{QPS: l.QPS, Burst: l.Burst}
 	}
 	for i, u := range c.Upstreams {
 		parsed, err := url.Parse(u.URL)
@@ -93,7 +93,7 @@ func From(c *config.Config) (Settings, error) {
 			return Settings{}, fmt.Errorf("gatekeeper: upstreams[%d].url: %w", i, err)
 		}
 		s.Upstreams = append(s.Upstreams, Upstream{Name: u.Name, URL: parsed,
-			MaxInflight: u.MaxInflight, MinInflight: u.MinInflight, Models: u.Models, DiscoverModels: u.DiscoverModels})
+			maxInflight: u.MaxInflight, minInflight: u.MinInflight, Models: u.Models, DiscoverModels: u.DiscoverModels})
 	}
 	return s, nil
 }
@@ -203,9 +203,9 @@ func limitsOf(m map[string]config.Quota) map[string]quota.Limit {
 	return out
 }
 
-// PressureSettings maps the policy's sources onto pressure.Settings, read
+// pressureSettings maps the policy's sources onto pressure.Settings, read
 // through client (nil: the pressure package's own).
-func PressureSettings(c *config.Config, client *http.Client) pressure.Settings {
+func pressureSettings(c *config.Config, client *http.Client) pressure.Settings {
 	s := pressure.Settings{
 		Interval:   c.Pressure.Interval,
 		StaleAfter: c.Pressure.StaleAfter,
@@ -242,11 +242,11 @@ func TracingSettings(t *config.Tracing, version string, getenv func(string) stri
 		Headers: t.Headers, Insecure: t.Insecure, Version: version, Getenv: getenv}
 }
 
-// Bases maps each pod to its largest window: the unit of its leases.
-func Bases(ups []Upstream) map[string]int {
+// bases maps each pod to its largest window: the unit of its leases.
+func bases(ups []Upstream) map[string]int {
 	m := make(map[string]int, len(ups))
 	for _, u := range ups {
-		m[u.Name] = u.MaxInflight
+		m[u.Name] = u.maxInflight
 	}
 	return m
 }

@@ -49,7 +49,7 @@ func problems(err error) []error {
 
 func TestSettingsFrom(t *testing.T) {
 	cfg := config.Default()
-	s, err := From(cfg)
+	s, err := from(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestSettingsFrom(t *testing.T) {
 		t.Errorf("policy = %+v, want queue.max_wait, shed.retry_after, server.max_body_bytes, estimate", s.Policy)
 	}
 	if len(s.Upstreams) != len(cfg.Upstreams) || s.Upstreams[0].URL.String() != cfg.Upstreams[0].URL ||
-		s.Upstreams[0].MaxInflight != cfg.Upstreams[0].MaxInflight {
+		s.Upstreams[0].maxInflight != cfg.Upstreams[0].MaxInflight {
 		t.Errorf("upstreams = %+v, want %+v", s.Upstreams, cfg.Upstreams)
 	}
 	if s.Transport.IdleConnTimeout >= 5*time.Second {
@@ -85,7 +85,7 @@ pressure:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := PressureSettings(cfg, nil)
+	s := pressureSettings(cfg, nil)
 	if s.Interval != time.Second || s.StaleAfter != 3*time.Second {
 		t.Errorf("interval, stale_after = %v, %v; want 1s, 3s", s.Interval, s.StaleAfter)
 	}
@@ -103,7 +103,7 @@ func TestEmptyAdminTokenFileRefused(t *testing.T) {
 	if err := os.WriteFile(f, []byte("  \n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadAdminToken(f); err == nil || !strings.Contains(err.Error(), "server.admin_token_file") {
+	if _, err := loadAdminToken(f); err == nil || !strings.Contains(err.Error(), "server.admin_token_file") {
 		t.Errorf("LoadAdminToken(empty file) = %v, want an error naming the key", err)
 	}
 }
@@ -131,7 +131,7 @@ func TestUnbuiltSources(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var got []string
-			if err := UnbuiltSources(tt.cfg, tt.nvml); err != nil {
+			if err := unbuiltSources(tt.cfg, tt.nvml); err != nil {
 				for _, e := range problems(err) {
 					if fe := (*config.FieldError)(nil); !errors.As(e, &fe) {
 						t.Errorf("UnbuiltSources() holds %T %v, want a *config.FieldError (-check's shape)", e, e)

@@ -44,7 +44,7 @@ func ParseDCGMMetrics(data []byte) (Reading, error) {
 			a := gpus[id]
 			if a == nil {
 				a = &acc{g: GPUReading{ID: id, UUID: label(m, "UUID"),
-					Name: label(m, "modelName"), Host: label(m, "Hostname", "hostname")}}
+					Name: label(m, "modelName"), host: label(m, "Hostname", "hostname")}}
 				gpus[id] = a
 			}
 			add(a, v)

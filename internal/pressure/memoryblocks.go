@@ -46,8 +46,8 @@ func MemoryBlockReading(b MemoryBlock) GPUReading {
 	return mb.reading(b.ID)
 }
 
-// ErrNoMemoryBlocks reports an allocator answer without any GPU.
-var ErrNoMemoryBlocks = errors.New("pressure: memory_blocks: no gpu in answer")
+// errNoMemoryBlocks reports an allocator answer without any GPU.
+var errNoMemoryBlocks = errors.New("pressure: memory_blocks: no gpu in answer")
 
 // ParseMemoryBlocks reads the allocator endpoint's JSON: an object
 // {"memory_blocks": [...]} (or {"memory_blocks": {...}}), an array of
@@ -69,7 +69,7 @@ func ParseMemoryBlocks(data []byte) (Reading, error) {
 		return Reading{}, err
 	}
 	if len(blocks) == 0 {
-		return Reading{}, ErrNoMemoryBlocks
+		return Reading{}, errNoMemoryBlocks
 	}
 	rd := Reading{GPUs: make([]GPUReading, 0, len(blocks))}
 	for i, b := range blocks {

@@ -354,6 +354,6 @@ func (m *Monitor) notifyLoop(ctx context.Context) {
 			m.roundMu.Unlock()
 		}
 		t.Reset(every)
-		m.s.OnUpdate(m.Snapshot())
+		m.s.OnUpdate(m.snapshot())
 	}
 }

@@ -110,7 +110,7 @@ func TestMonitorStaleThenRecovers(t *testing.T) {
 			fail.Store(st.fail)
 			time.Sleep(time.Until(t0.Add(st.at)))
 			synctest.Wait()
-			s := m.Snapshot()
+			s := m.snapshot()
 			src := s.Sources[0]
 			v, ok := s.Upstreams[0].Signals[KVCacheUsage]
 			if src.Up != st.wantUp || src.Stale != st.wantStale || (src.LastError != "") == st.wantUp {
@@ -143,7 +143,7 @@ func TestMonitorHangingSourceDoesNotDelayOthers(t *testing.T) {
 		if n := fast.reads.Load(); n != 7 { // at 0, 0.5 … 3s
 			t.Errorf("fast source read %d times in 3s, want 7", n)
 		}
-		s := m.Snapshot()
+		s := m.snapshot()
 		if v := s.Upstreams[0].Signals[KVCacheUsage]; v.Stale || v.Age != 0 {
 			t.Errorf("kv_cache_usage = %+v, want fresh", v)
 		}
@@ -172,7 +172,7 @@ func TestMonitorRatesAcrossCounterReset(t *testing.T) {
 				time.Sleep(500 * time.Millisecond)
 				synctest.Wait()
 			}
-			u := m.Snapshot().Upstreams[0]
+			u := m.snapshot().Upstreams[0]
 			for _, sig := range []Signal{PreemptionRate, AllocRetryRate} {
 				v, ok := u.Signals[sig]
 				if (w < 0) == ok || (ok && v.Value != w) {
@@ -209,7 +209,7 @@ func TestMonitorSignalsPerUpstream(t *testing.T) {
 			OnUpdate: func(State) { updates.Add(1) },
 		})
 		start(t, m)
-		s := m.Snapshot()
+		s := m.snapshot()
 		a, _ := s.Upstream("a")
 		want := map[Signal]Value{
 			Fragmentation:        {Value: 2, Source: "alloc", GPU: "1"},
@@ -299,7 +299,7 @@ func TestMonitorConcurrentSnapshots(t *testing.T) {
 					if g == 0 {
 						fail.Store(i%3 == 0)
 					}
-					if s := m.Snapshot(); len(s.Sources) != 2 {
+					if s := m.snapshot(); len(s.Sources) != 2 {
 						t.Errorf("Snapshot().Sources = %v", s.Sources)
 					}
 					time.Sleep(7 * time.Millisecond)
@@ -361,7 +361,7 @@ func TestNewNamesSources(t *testing.T) {
 		t.Fatalf("New() = %v", err)
 	}
 	var got []string
-	for _, s := range m.Snapshot().Sources {
+	for _, s := range m.snapshot().Sources {
 		got = append(got, s.Name+":"+string(s.Kind)+":"+s.Upstream)
 	}
 	want := []string{"nvml:nvml:", "dcgm:dcgm:", "dcgm#2:dcgm:", "vllm-0/vllm:vllm:vllm-0", "alloc:memory_blocks:vllm-0"}

@@ -32,7 +32,7 @@ func TestNVMLNotCompiled(t *testing.T) {
 			Upstreams: []UpstreamSettings{{Name: "vllm-0", GPUs: []string{"0"}}},
 		})
 		start(t, m)
-		src := m.Snapshot().Sources
+		src := m.snapshot().Sources
 		if len(src) != 1 || src[0].Name != "nvml" || src[0].Up || src[0].LastError != ErrNVMLNotCompiled.Error() {
 			t.Errorf("Sources = %+v, want nvml down with ErrNVMLNotCompiled", src)
 		}

@@ -160,11 +160,11 @@ func TestParseDCGMMetrics(t *testing.T) {
 	}{
 		{name: "L4 capture, Hostname", shared: true, file: "dcgm-exporter.txt", want: []GPUReading{{
 			ID: "0", UUID: "GPU-c2f76b33-7953-256e-8f33-1343419b1a1c", Name: "NVIDIA L4",
-			Host: "i-030791dc5a37cd257", Values: sv{MemoryUsed: 470.0 / 23033},
+			host: "i-030791dc5a37cd257", Values: sv{MemoryUsed: 470.0 / 23033},
 		}}},
 		{name: "two GPUs, hostname", file: "dcgm-two-gpus.txt", want: []GPUReading{
-			{ID: "0", UUID: "GPU-aaa", Name: "NVIDIA H100 80GB HBM3", Host: "node-1", Values: sv{MemoryUsed: 0.9}},
-			{ID: "1", UUID: "GPU-bbb", Name: "NVIDIA H100 80GB HBM3", Host: "node-1", Values: sv{MemoryUsed: 0.5}},
+			{ID: "0", UUID: "GPU-aaa", Name: "NVIDIA H100 80GB HBM3", host: "node-1", Values: sv{MemoryUsed: 0.9}},
+			{ID: "1", UUID: "GPU-bbb", Name: "NVIDIA H100 80GB HBM3", host: "node-1", Values: sv{MemoryUsed: 0.5}},
 		}},
 		{name: "no reserved field, MIG instances summed", data: `DCGM_FI_DEV_FB_USED{gpu="10",GPU_I_ID="1"} 10
 DCGM_FI_DEV_FB_USED{gpu="10",GPU_I_ID="2"} 20
@@ -192,7 +192,7 @@ DCGM_FI_DEV_FB_USED{gpu="2"} 1
 			}
 			for i, g := range rd.GPUs {
 				w := tt.want[i]
-				if g.ID != w.ID || g.UUID != w.UUID || g.Name != w.Name || g.Host != w.Host || !approxEqual(g.Values, w.Values) {
+				if g.ID != w.ID || g.UUID != w.UUID || g.Name != w.Name || g.host != w.host || !approxEqual(g.Values, w.Values) {
 					t.Errorf("ParseDCGMMetrics().GPUs[%d] = %+v, want %+v", i, g, w)
 				}
 			}

@@ -37,8 +37,8 @@ type GPUReading struct {
 	UUID string
 	// Name is the device's product name where the source knows it.
 	Name string
-	// Host is the node name where the source knows it (DCGM's Hostname).
-	Host string
+	// host is the node name where the source knows it (DCGM's Hostname).
+	host string
 	// Values holds signal values for this GPU.
 	Values map[Signal]float64
 	// Counters holds cumulative counters keyed by the rate signal derived

@@ -51,7 +51,7 @@ func NewRunner(s RunnerSettings) *Runner {
 // one has run. It never waits on I/O.
 func (r *Runner) Snapshot() State {
 	if m := r.current.Load(); m != nil {
-		return m.Snapshot()
+		return m.snapshot()
 	}
 	return State{}
 }

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// Snapshot returns the latest State, built from the last good reading of
+// snapshot returns the latest State, built from the last good reading of
 // every source, with ages and staleness as of now. It never waits on I/O.
-func (m *Monitor) Snapshot() State {
+func (m *Monitor) snapshot() State {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.snapshotLocked(m.s.Now())

@@ -348,10 +348,10 @@ func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 		h.metrics.Rejected(decide.ReasonUpstreamOverloaded)
 	case end.Outcome == decide.OutcomeServed:
 		if !f.firstByte.IsZero() {
-			h.metrics.FirstByte(f.member.Name, f.firstByte.Sub(ex.Start))
+			h.metrics.firstByte(f.member.Name, f.firstByte.Sub(ex.Start))
 		}
 		if f.status == http.StatusOK {
-			h.metrics.GenAI(f, coretrace.Operation(ex.Kind), ex.Stream, ex.Start, f.out.first, h.now(), f.used.Known, f.used.Prompt, f.used.Completion)
+			h.metrics.genAI(f, coretrace.Operation(ex.Kind), ex.Stream, ex.Start, f.out.first, h.now(), f.used.Known, f.used.Prompt, f.used.Completion)
 		}
 	}
 	h.finish(r, ex, end.Outcome, end.Status)

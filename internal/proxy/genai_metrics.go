@@ -54,11 +54,11 @@ func newGenAIMetrics(reg prometheus.Registerer) genAIMetrics {
 	return m
 }
 
-// GenAI records a served request in the GenAI shape: op is its operation
+// genAI records a served request in the GenAI shape: op is its operation
 // ("" records nothing), start when it arrived, first when its first body
 // chunk went out (zero if none), end when its body was copied; prompt and
 // completion its usage when known. ctx carries its span, if sampled.
-func (m *Metrics) GenAI(ctx context.Context, op string, stream bool, start, first, end time.Time, known bool, prompt, completion int64) {
+func (m *Metrics) genAI(ctx context.Context, op string, stream bool, start, first, end time.Time, known bool, prompt, completion int64) {
 	if m == nil || op == "" {
 		return
 	}

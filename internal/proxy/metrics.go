@@ -133,7 +133,7 @@ func (m *Metrics) UpstreamsSet(names, removed []string) {
 		m.upstreamRes.DeletePartialMatch(prometheus.Labels{"upstream": name})
 	}
 	for _, name := range names {
-		for _, c := range StatusClasses {
+		for _, c := range statusClasses {
 			m.upstreamRes.WithLabelValues(name, c)
 		}
 	}
@@ -205,7 +205,7 @@ func (m *Metrics) Usage(upstream string, u usage.Tokens) {
 	}
 }
 
-func (m *Metrics) FirstByte(upstream string, d time.Duration) {
+func (m *Metrics) firstByte(upstream string, d time.Duration) {
 	if m != nil {
 		m.ttfb.WithLabelValues(upstream).Observe(d.Seconds())
 	}
@@ -233,6 +233,6 @@ func (m *Metrics) Health(upstream string, ok bool) {
 	m.healthy.WithLabelValues(upstream).Set(v)
 }
 
-// StatusClasses are the status_class values of an upstream's responses: a
+// statusClasses are the status_class values of an upstream's responses: a
 // status's hundreds, or error for a transport error.
-var StatusClasses = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx", "error"}
+var statusClasses = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx", "error"}

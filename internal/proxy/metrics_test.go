@@ -170,12 +170,12 @@ func TestKnownSeriesStartAtZero(t *testing.T) {
 
 	m.UpstreamsSet([]string{"a", "b"}, nil)
 	m.Response("b", 503)
-	if n := testutil.CollectAndCount(m.upstreamRes); n != 2*len(StatusClasses) {
-		t.Errorf("two upstreams: %d response series, want %d", n, 2*len(StatusClasses))
+	if n := testutil.CollectAndCount(m.upstreamRes); n != 2*len(statusClasses) {
+		t.Errorf("two upstreams: %d response series, want %d", n, 2*len(statusClasses))
 	}
 	m.UpstreamsSet([]string{"a"}, []string{"b"})
-	if n := testutil.CollectAndCount(m.upstreamRes); n != len(StatusClasses) {
-		t.Errorf("b removed: %d response series, want %d", n, len(StatusClasses))
+	if n := testutil.CollectAndCount(m.upstreamRes); n != len(statusClasses) {
+		t.Errorf("b removed: %d response series, want %d", n, len(statusClasses))
 	}
 	if v := testutil.ToFloat64(m.upstreamRes.WithLabelValues("a", "5xx")); v != 0 {
 		t.Errorf(`upstream_responses{upstream="a",status_class="5xx"} = %v, want 0`, v)

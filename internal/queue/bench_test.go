@@ -165,7 +165,7 @@ func BenchmarkQueueWaiterMemory(b *testing.B) {
 func BenchmarkStatsTenants(b *testing.B) {
 	c, _ := NewCore(Settings{})
 	c.SetWindow("a", 1)
-	for i := range DefaultMaxTenants {
+	for i := range defaultMaxTenants {
 		g, _, _ := c.Enqueue(t0, Request{ID: uint64(i), Tenant: fmt.Sprint("idle-", i), Service: int64(i)})
 		c.Release(t0, g.Upstream, g.Cost)
 	}
@@ -175,7 +175,7 @@ func BenchmarkStatsTenants(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if s := c.Stats(); len(s.Tenants) != MaxTenantStats {
+		if s := c.Stats(); len(s.Tenants) != maxTenantStats {
 			b.Fatalf("Stats() lists %d tenants", len(s.Tenants))
 		}
 	}

@@ -63,9 +63,9 @@ func NewCore(s Settings) (*Core, error) {
 	}, nil
 }
 
-// UpdateSettings applies new bounds and aging to new arrivals and later
+// updateSettings applies new bounds and aging to new arrivals and later
 // dispatches; nobody already waiting is dropped, even above the new bounds.
-func (c *Core) UpdateSettings(s Settings) error {
+func (c *Core) updateSettings(s Settings) error {
 	s, err := s.withDefaults()
 	if err != nil {
 		return err
@@ -172,12 +172,12 @@ func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost) {
 	*g = Grant{ID: r.ID, Upstream: w.name, Cost: cost, Tenant: r.Tenant, Priority: r.Priority, Service: service}
 }
 
-// Take grants r a slot at once when a window it may use has room that no
+// take grants r a slot at once when a window it may use has room that no
 // waiter can use, as Enqueue would, and never queues it: granted false means
 // there is no such room now. It is for a retry that must not wait (a pod
 // refused the request; another may take it now or not at all). A grant
 // charges r's tenant as Enqueue's do.
-func (c *Core) Take(r Request) (g Grant, granted bool) {
+func (c *Core) take(r Request) (g Grant, granted bool) {
 	cost := r.cost()
 	if w := c.choose(r.Exclude, cost); w != nil {
 		c.grantNow(&g, w, &r, cost)

@@ -48,7 +48,7 @@ func setWindowOrder(name string, o Order) action {
 
 func take(id uint64, exclude ...string) action {
 	return action{fmt.Sprintf("Take(%d, exclude %v)", id, exclude), func(c *Core, _ time.Time) ([]Grant, error) {
-		if g, ok := c.Take(Request{ID: id, Exclude: exclude}); ok {
+		if g, ok := c.take(Request{ID: id, Exclude: exclude}); ok {
 			return []Grant{g}, nil
 		}
 		return nil, nil
@@ -544,7 +544,7 @@ func TestUpdateSettingsKeepsWaiters(t *testing.T) {
 	for id := range uint64(3) {
 		c.Enqueue(t0, Request{ID: id, Tokens: 10})
 	}
-	if err := c.UpdateSettings(Settings{MaxLength: 1, MaxTokens: 5}); err != nil {
+	if err := c.updateSettings(Settings{MaxLength: 1, MaxTokens: 5}); err != nil {
 		t.Fatalf("UpdateSettings() = %v", err)
 	}
 	if c.Len() != 3 {
@@ -553,7 +553,7 @@ func TestUpdateSettingsKeepsWaiters(t *testing.T) {
 	if _, _, err := c.Enqueue(t0, Request{ID: 9, Tokens: 1}); !errors.Is(err, ErrFull) {
 		t.Fatalf("Enqueue() = %v, want ErrFull", err)
 	}
-	if err := c.UpdateSettings(Settings{MaxLength: -1}); err == nil {
+	if err := c.updateSettings(Settings{MaxLength: -1}); err == nil {
 		t.Fatal("UpdateSettings(MaxLength -1) = nil, want an error")
 	}
 }

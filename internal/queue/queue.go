@@ -121,7 +121,7 @@ func (q *Queue) TryAcquire(r Request) *Slot {
 	if q.closed != nil {
 		return nil
 	}
-	g, ok := q.core.Take(r)
+	g, ok := q.core.take(r)
 	if !ok {
 		return nil
 	}
@@ -242,8 +242,8 @@ func (q *Queue) RemoveWindow(name string) {
 	q.update(func(c *Core) { c.RemoveWindow(name) })
 }
 
-// SetOrder sets the order of every window. See Core.SetOrder.
-func (q *Queue) SetOrder(o Order) {
+// setOrder sets the order of every window. See Core.SetOrder.
+func (q *Queue) setOrder(o Order) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.core.SetOrder(o)
@@ -263,7 +263,7 @@ func (q *Queue) SetWindowOrder(name string, o Order) {
 func (q *Queue) UpdateSettings(s Settings) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.core.UpdateSettings(s)
+	return q.core.updateSettings(s)
 }
 
 // Drain fails every waiter with err (nil means ErrClosed) and closes the

@@ -165,7 +165,7 @@ func TestWaitersWake(t *testing.T) {
 					}
 					return Available
 				})
-				q.SetOrder(ShortestFirst)
+				q.setOrder(ShortestFirst)
 				held, _ := q.Acquire(t.Context(), Request{})
 				got := make(chan *Slot)
 				go func() {
@@ -327,7 +327,7 @@ func TestHammer(t *testing.T) {
 				}
 				aState.Store(int32(i % 3)) // available, paused, down in turn
 				q.Dispatch()
-				q.SetOrder(Order(i % 2))
+				q.setOrder(Order(i % 2))
 				_ = q.Stats()
 			}
 		})

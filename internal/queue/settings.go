@@ -8,10 +8,10 @@ import (
 
 // Defaults applied to zero Settings fields.
 const (
-	DefaultMaxLength       = 1024
-	DefaultMaxTokens       = 4_000_000
-	DefaultStarvationAfter = 10 * time.Second
-	DefaultMaxTenants      = 10_000
+	defaultMaxLength       = 1024
+	defaultMaxTokens       = 4_000_000
+	defaultStarvationAfter = 10 * time.Second
+	defaultMaxTenants      = 10_000
 )
 
 // Settings configures a Core or a Queue. The zero value selects the defaults.
@@ -59,16 +59,16 @@ func (s Settings) withDefaults() (Settings, error) {
 		return Settings{}, errors.Join(errs...)
 	}
 	if s.MaxLength == 0 {
-		s.MaxLength = DefaultMaxLength
+		s.MaxLength = defaultMaxLength
 	}
 	if s.MaxTokens == 0 {
-		s.MaxTokens = DefaultMaxTokens
+		s.MaxTokens = defaultMaxTokens
 	}
 	if s.StarvationAfter == 0 {
-		s.StarvationAfter = DefaultStarvationAfter
+		s.StarvationAfter = defaultStarvationAfter
 	}
 	if s.MaxTenants == 0 {
-		s.MaxTenants = DefaultMaxTenants
+		s.MaxTenants = defaultMaxTenants
 	}
 	if s.Now == nil {
 		s.Now = time.Now

@@ -28,8 +28,8 @@ type Stats struct {
 	TenantCount int
 }
 
-// MaxTenantStats is the most tenants a Stats snapshot lists.
-const MaxTenantStats = 64
+// maxTenantStats is the most tenants a Stats snapshot lists.
+const maxTenantStats = 64
 
 // TenantStats is one tenant's share of one priority in a Stats snapshot.
 type TenantStats struct {
@@ -99,13 +99,13 @@ func (c *Core) tenantStats() []TenantStats {
 	if len(c.tenants) == 0 {
 		return nil
 	}
-	best := make(listsLast, 0, min(len(c.tenants), MaxTenantStats))
+	best := make(listsLast, 0, min(len(c.tenants), maxTenantStats))
 	// Newest ids first: lifts make counters grow with time, so the best come
 	// early and most of the others lose their one comparison.
 	for i := len(c.byID) - 1; i >= 0; i-- {
 		switch t := c.byID[i]; {
 		case t == nil:
-		case len(best) < MaxTenantStats:
+		case len(best) < maxTenantStats:
 			stdheap.Push(&best, t)
 		case listsBefore(t, best[0]):
 			best[0] = t

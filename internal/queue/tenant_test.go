@@ -147,7 +147,7 @@ func TestCoreTenantSteps(t *testing.T) {
 				{act: tact{"Take(1)", func(r *rig, _ time.Time) ([]Grant, error) {
 					q := Request{ID: 1, Tenant: "retry", Service: 70}
 					r.reqs[1] = q
-					if g, ok := r.c.Take(q); ok {
+					if g, ok := r.c.take(q); ok {
 						return []Grant{g}, nil
 					}
 					return nil, nil
@@ -170,8 +170,8 @@ func TestMaxTenantsSetting(t *testing.T) {
 		t.Fatalf("NewCore(MaxTenants -1) = %v, want an error naming MaxTenants", err)
 	}
 	s, err := Settings{}.withDefaults()
-	if err != nil || s.MaxTenants != DefaultMaxTenants {
-		t.Fatalf("withDefaults().MaxTenants = %d, %v; want %d", s.MaxTenants, err, DefaultMaxTenants)
+	if err != nil || s.MaxTenants != defaultMaxTenants {
+		t.Fatalf("withDefaults().MaxTenants = %d, %v; want %d", s.MaxTenants, err, defaultMaxTenants)
 	}
 	// Lowering it forgets idle tenants at once, least counter first.
 	c, _ := NewCore(Settings{})
@@ -180,7 +180,7 @@ func TestMaxTenantsSetting(t *testing.T) {
 		g, _, _ := c.Enqueue(t0, Request{ID: uint64(i), Tenant: fmt.Sprint("t", i), Service: int64(10 * (5 - i))})
 		c.Release(t0, g.Upstream, g.Cost)
 	}
-	if err := c.UpdateSettings(Settings{MaxTenants: 2}); err != nil {
+	if err := c.updateSettings(Settings{MaxTenants: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if s := c.Stats(); s.TenantCount != 2 {
@@ -198,8 +198,8 @@ func TestTenantStatsBounded(t *testing.T) {
 		c.Enqueue(t0, Request{ID: uint64(i), Tenant: fmt.Sprintf("t%03d", i%70)})
 	}
 	s := c.Stats()
-	if len(s.Tenants) != MaxTenantStats || s.TenantCount != 71 {
-		t.Fatalf("Stats() lists %d of %d tenants, want %d of 71", len(s.Tenants), s.TenantCount, MaxTenantStats)
+	if len(s.Tenants) != maxTenantStats || s.TenantCount != 71 {
+		t.Fatalf("Stats() lists %d of %d tenants, want %d of 71", len(s.Tenants), s.TenantCount, maxTenantStats)
 	}
 	if s.Tenants[0].Waiting != 2 || s.Tenants[0].Tenant != "t000" || s.Tenants[29].Tenant != "t029" || s.Tenants[30].Waiting != 1 {
 		t.Fatalf("Stats().Tenants = %+v…, want the 30 with 2 waiters first, by name", s.Tenants[:31])

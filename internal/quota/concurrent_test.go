@@ -138,7 +138,7 @@ func (c *streamer) step(q *Quotas, led *ledger, p int, now int64, limit int64) (
 // race detector does the checking, and no count goes negative.
 func TestConcurrentHammer(t *testing.T) {
 	t.Parallel()
-	q, clk := newQuotas(t, Settings{MaxClients: 32})
+	q, clk := newQuotas(t, Settings{maxClients: 32})
 	lim := Limits{PerClient: Limit{PerMinute: 5000, PerDay: 50000}, Classes: map[string]Limit{"a": {PerMinute: 20000}},
 		Models: map[string]Limit{"m": {PerDay: 100000}}}
 	var wg sync.WaitGroup

@@ -26,7 +26,7 @@ func fuzzChargeSettle(t *testing.T, data []byte) {
 		Classes:   map[string]Limit{"a": {PerMinute: 5000}},
 		Models:    map[string]Limit{"m": {PerMinute: 4000, PerDay: 30000}},
 	}
-	q, clk := newQuotas(t, Settings{MaxClients: 3}) // no eviction: it would forget charges
+	q, clk := newQuotas(t, Settings{maxClients: 3}) // no eviction: it would forget charges
 	if err := q.SetLimits(lim); err != nil {
 		t.Fatal(err)
 	}

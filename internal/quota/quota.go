@@ -8,17 +8,17 @@ import (
 	"time"
 )
 
-// DefaultMaxClients is how many client keys a Quotas remembers by default.
-const DefaultMaxClients = 100000
+// defaultMaxClients is how many client keys a Quotas remembers by default.
+const defaultMaxClients = 100000
 
 // Settings configures a Quotas. The zero value selects the defaults.
 type Settings struct {
-	// MaxClients is how many client keys are remembered at most. When a new
+	// maxClients is how many client keys are remembered at most. When a new
 	// one must be, one is forgotten first: among the 16 least recently
 	// charged, the least recent whose windows are empty, else the least
 	// recently charged of all (its charges are then lost: memory is bounded
 	// before the quota is). 0 means DefaultMaxClients; otherwise ≥ 1.
-	MaxClients int
+	maxClients int
 	// Now returns the current time. Nil means time.Now. A clock that steps
 	// back is held at the latest time it returned.
 	Now func() time.Time
@@ -74,18 +74,18 @@ type entry struct {
 // New returns a Quotas for s with no limit (see SetLimits), or an error
 // naming each invalid field.
 func New(s Settings) (*Quotas, error) {
-	if s.MaxClients < 0 {
-		return nil, fmt.Errorf("quota: Settings.MaxClients = %d, want ≥ 1 (0: %d)", s.MaxClients, DefaultMaxClients)
+	if s.maxClients < 0 {
+		return nil, fmt.Errorf("quota: Settings.MaxClients = %d, want ≥ 1 (0: %d)", s.maxClients, defaultMaxClients)
 	}
-	if s.MaxClients == 0 {
-		s.MaxClients = DefaultMaxClients
+	if s.maxClients == 0 {
+		s.maxClients = defaultMaxClients
 	}
 	if s.Now == nil {
 		s.Now = time.Now
 	}
 	q := &Quotas{
 		now:        s.Now,
-		maxClients: s.MaxClients,
+		maxClients: s.maxClients,
 		lim:        compile(Limits{}),
 		clients:    make(map[[32]byte]*entry),
 		classes:    make(map[string]*entry),

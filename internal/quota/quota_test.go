@@ -289,7 +289,7 @@ func TestChargeSteps(t *testing.T) {
 			if strings.HasPrefix(tt.name, "eviction") {
 				max = 2
 			}
-			q, c := newQuotas(t, Settings{MaxClients: max})
+			q, c := newQuotas(t, Settings{maxClients: max})
 			runSteps(t, q, c, tt.steps)
 		})
 	}

@@ -7,7 +7,7 @@ import (
 
 func TestNewInvalid(t *testing.T) {
 	t.Parallel()
-	if _, err := New(Settings{MaxClients: -1}); err == nil || !strings.Contains(err.Error(), "Settings.MaxClients = -1") {
+	if _, err := New(Settings{maxClients: -1}); err == nil || !strings.Contains(err.Error(), "Settings.MaxClients = -1") {
 		t.Errorf("New(MaxClients -1) = %v, want an error naming Settings.MaxClients", err)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// MaxHeaviest is how many client keys a Snapshot lists at most.
-const MaxHeaviest = 64
+// maxHeaviest is how many client keys a Snapshot lists at most.
+const maxHeaviest = 64
 
 // Snapshot is the state of a Quotas at one instant, for /admin/state and
 // gauges.
@@ -67,11 +67,11 @@ func (q *Quotas) Snapshot() Snapshot {
 	top := s.Clients.Heaviest
 	for e := q.lru.next; e != &q.lru; e = e.next {
 		c := ClientUsage{Name: e.name, Usage: usage(e, q.lim.client(e.hash), now)}
-		if len(top) == MaxHeaviest && heavier(c, top[len(top)-1]) >= 0 {
+		if len(top) == maxHeaviest && heavier(c, top[len(top)-1]) >= 0 {
 			continue
 		}
 		i, _ := slices.BinarySearchFunc(top, c, heavier)
-		if len(top) == MaxHeaviest {
+		if len(top) == maxHeaviest {
 			top = top[:len(top)-1]
 		}
 		top = slices.Insert(top, i, c)

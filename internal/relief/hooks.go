@@ -98,8 +98,8 @@ type Settings struct {
 	// call's goroutine when it ends, or from Fire itself for a skip. It must
 	// not block; cmd logs and counts here.
 	OnResult func(Result)
-	// Now returns the current time, for Result.Duration. Nil means time.Now.
-	Now func() time.Time
+	// now returns the current time, for Result.Duration. Nil means time.Now.
+	now func() time.Time
 }
 
 // Runner makes relief calls in the background. Create one with New and run
@@ -127,7 +127,7 @@ func New(s Settings) (*Runner, error) {
 	if s.Client == http.DefaultClient {
 		return nil, errors.New("relief: Settings.Client: http.DefaultClient has no bounds; pass a client of your own or nil")
 	}
-	r := &Runner{client: s.Client, onResult: s.OnResult, now: s.Now, inflight: map[hookKey]context.CancelFunc{}}
+	r := &Runner{client: s.Client, onResult: s.OnResult, now: s.now, inflight: map[hookKey]context.CancelFunc{}}
 	if r.client == nil {
 		r.client, r.own = newHookClient(), true
 	}

@@ -23,7 +23,7 @@ type Protocol string
 
 // Protocols.
 const (
-	GRPC Protocol = "grpc"
+	grpc Protocol = "grpc"
 	HTTP Protocol = "http"
 )
 
@@ -89,13 +89,13 @@ func New(ctx context.Context, s Settings) (*Provider, error) {
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
 	if s.SampleRatio != nil {
-		opts = append(opts, sdktrace.WithSampler(Sampler(*s.SampleRatio)))
+		opts = append(opts, sdktrace.WithSampler(sampler(*s.SampleRatio)))
 	}
 	return &Provider{sdktrace.NewTracerProvider(opts...)}, nil
 }
 
-// Sampler is the policy's sampler: ratio of new traces, parent-based.
-func Sampler(ratio float64) sdktrace.Sampler {
+// sampler is the policy's sampler: ratio of new traces, parent-based.
+func sampler(ratio float64) sdktrace.Sampler {
 	return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
 }
 
@@ -121,7 +121,7 @@ func protocol(s Settings, getenv func(string) string) (Protocol, error) {
 	}
 	switch env {
 	case "", "grpc":
-		return GRPC, nil
+		return grpc, nil
 	case "http/protobuf":
 		return HTTP, nil
 	}
@@ -134,7 +134,7 @@ func newExporter(ctx context.Context, s Settings, getenv func(string) string) (s
 		return nil, err
 	}
 	switch p {
-	case GRPC:
+	case grpc:
 		var o []otlptracegrpc.Option
 		if s.Endpoint != "" {
 			o = append(o, grpcEndpoint(s.Endpoint))

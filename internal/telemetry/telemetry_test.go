@@ -136,10 +136,10 @@ func TestProtocolFromEnv(t *testing.T) {
 		env  map[string]string
 		want Protocol
 	}{
-		{"", nil, GRPC},
+		{"", nil, grpc},
 		{"", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, HTTP},
 		{"", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, HTTP},
-		{GRPC, map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, GRPC}, // the policy wins
+		{grpc, map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, grpc}, // the policy wins
 	}
 	for _, tt := range tests {
 		got, err := protocol(Settings{Protocol: tt.set}, func(k string) string { return tt.env[k] })

@@ -78,11 +78,11 @@ type Reporter interface {
 	ReportUsage(Tokens)
 }
 
-// ReportFunc adapts a function to a Reporter.
-type ReportFunc func(Tokens)
+// reportFunc adapts a function to a Reporter.
+type reportFunc func(Tokens)
 
 // ReportUsage calls f(t).
-func (f ReportFunc) ReportUsage(t Tokens) { f(t) }
+func (f reportFunc) ReportUsage(t Tokens) { f(t) }
 
 // Body passes a pod's response body through unchanged while a scanner
 // watches it, and reports its usage once, at EOF or Close. Closed before EOF
@@ -102,15 +102,15 @@ type Body struct {
 	report Reporter // nil once called
 }
 
-// Watch wraps the body of a 200 response so that report is called once with
+// watch wraps the body of a 200 response so that report is called once with
 // its usage, at EOF or Close (see Body for a body closed early); other
 // responses are left alone. The wrapped body must not be read and closed
 // concurrently, as ReverseProxy does not.
-func Watch(res *http.Response, report func(Tokens)) {
+func watch(res *http.Response, report func(Tokens)) {
 	if res.StatusCode != http.StatusOK {
 		return
 	}
-	new(Body).Watch(res, ReportFunc(report))
+	new(Body).Watch(res, reportFunc(report))
 }
 
 // Watch makes b res's body, as the function Watch does, when res is a 200

@@ -139,7 +139,7 @@ func TestUsageScanner(t *testing.T) {
 					}
 					res := usageResponse(tt.status, tt.contentType, tt.encoding, io.NopCloser(src))
 					var got []Tokens
-					Watch(res, func(u Tokens) { got = append(got, u) })
+					watch(res, func(u Tokens) { got = append(got, u) })
 					out, err := io.ReadAll(res.Body)
 					if err != nil || !bytes.Equal(out, []byte(tt.body)) {
 						t.Fatalf("body through the scanner = %d bytes, %v; want the %d bytes unchanged", len(out), err, len(tt.body))
@@ -186,7 +186,7 @@ func TestUsageReportedOnClose(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			res := usageResponse(200, tt.contentType, "", io.NopCloser(strings.NewReader(tt.body+"more")))
 			var got []Tokens
-			Watch(res, func(u Tokens) { got = append(got, u) })
+			watch(res, func(u Tokens) { got = append(got, u) })
 			buf := make([]byte, len(tt.body))
 			if _, err := io.ReadFull(res.Body, buf); err != nil {
 				t.Fatal(err)
@@ -234,7 +234,7 @@ func BenchmarkUsageScanner(b *testing.B) {
 			for b.Loop() {
 				res := usageResponse(200, sseType, "", io.NopCloser(&chunkReader{data: data, n: chunk}))
 				var got Tokens
-				Watch(res, func(u Tokens) { got = u })
+				watch(res, func(u Tokens) { got = u })
 				for {
 					if _, err := res.Body.Read(buf); err != nil {
 						break

@@ -21,19 +21,19 @@ func (r Ref) String() string { return r.Namespace + "/" + r.Name }
 type Endpoint struct {
 	// Pod is the pod's name; its namespace is the pool's.
 	Pod string
-	// IP is the pod's primary IP, IPv4 or IPv6, without brackets.
-	IP string
-	// Port is one of the pool's target ports, 1 to 65535.
-	Port int
+	// ip is the pod's primary IP, IPv4 or IPv6, without brackets.
+	ip string
+	// port is one of the pool's target ports, 1 to 65535.
+	port int
 }
 
 // Addr returns "ip:port", with an IPv6 address in brackets.
-func (e Endpoint) Addr() string { return net.JoinHostPort(e.IP, strconv.Itoa(e.Port)) }
+func (e Endpoint) Addr() string { return net.JoinHostPort(e.ip, strconv.Itoa(e.port)) }
 
 // compareEndpoints orders endpoints by pod name, then port, so a snapshot
 // does not depend on the order the informers happened to list pods in.
 func compareEndpoints(a, b Endpoint) int {
-	return cmp.Or(cmp.Compare(a.Pod, b.Pod), cmp.Compare(a.Port, b.Port), cmp.Compare(a.IP, b.IP))
+	return cmp.Or(cmp.Compare(a.Pod, b.Pod), cmp.Compare(a.port, b.port), cmp.Compare(a.ip, b.ip))
 }
 
 // Pool is what a snapshot knows about one pool.

@@ -98,7 +98,7 @@ func (s spec) endpoints(pods []*unstructured.Unstructured) []Endpoint {
 			continue
 		}
 		for _, port := range s.ports {
-			out = append(out, Endpoint{Pod: p.GetName(), IP: ip, Port: port})
+			out = append(out, Endpoint{Pod: p.GetName(), ip: ip, port: port})
 		}
 	}
 	slices.SortFunc(out, compareEndpoints)

@@ -35,10 +35,10 @@ type Options struct {
 	// Logger receives failed lists and watches (Warn) and client-go's own
 	// informer lines. Nil discards them.
 	Logger *slog.Logger
-	// Resync is how often the informers replay their caches, a safety net
+	// resync is how often the informers replay their caches, a safety net
 	// that recomputes (and, unchanged, delivers nothing). 0 means never;
 	// negative is invalid.
-	Resync time.Duration
+	resync time.Duration
 }
 
 // Watcher follows InferencePools and their pods, and reports the pools'
@@ -68,8 +68,8 @@ func New(o Options) (*Watcher, error) {
 	if o.OnChange == nil {
 		errs = append(errs, errors.New("inferencepool: OnChange: required"))
 	}
-	if o.Resync < 0 {
-		errs = append(errs, fmt.Errorf("inferencepool: Resync: %v is negative", o.Resync))
+	if o.resync < 0 {
+		errs = append(errs, fmt.Errorf("inferencepool: Resync: %v is negative", o.resync))
 	}
 	refs, err := cleanRefs("Refs", o.Refs)
 	if err := errors.Join(append(errs, err)...); err != nil {
@@ -80,7 +80,7 @@ func New(o Options) (*Watcher, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Watcher{
-		dyn: o.Dynamic, onChange: o.OnChange, log: log, resync: o.Resync,
+		dyn: o.Dynamic, onChange: o.OnChange, log: log, resync: o.resync,
 		dirty: make(chan struct{}, 1), synced: make(chan struct{}), refs: refs,
 	}, nil
 }

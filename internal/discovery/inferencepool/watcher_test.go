@@ -309,7 +309,7 @@ func TestNewChecksOptions(t *testing.T) {
 		{name: "valid", edit: func(*Options) {}},
 		{name: "nothing set", edit: func(o *Options) { *o = Options{} },
 			want: []string{"Dynamic: required", "OnChange: required"}},
-		{name: "negative resync", edit: func(o *Options) { o.Resync = -1 }, want: []string{"Resync: -1ns is negative"}},
+		{name: "negative resync", edit: func(o *Options) { o.resync = -1 }, want: []string{"Resync: -1ns is negative"}},
 		{name: "bad refs", edit: func(o *Options) { o.Refs = []Ref{refA, {Name: "x"}, {Namespace: "y"}} },
 			want: []string{"Refs[1].Namespace: empty", "Refs[2].Name: empty"}},
 	}

@@ -70,5 +70,5 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer, parse
 	if err != nil {
 		return err
 	}
-	return r.WriteTable(stdout)
+	return r.writeTable(stdout)
 }

@@ -46,12 +46,12 @@ func readNVML(ctx context.Context, lib pressure.NVML) (Result, error) {
 	if runErr != nil {
 		return Result{}, fmt.Errorf("probe: nvml: %w", runErr)
 	}
-	r := Result{Kind: pressure.KindNVML}
+	r := Result{kind: pressure.KindNVML}
 	for _, u := range first.Upstreams {
 		for _, g := range u.GPUs {
 			for _, sig := range pressure.Signals() {
 				if v, ok := g.Signals[sig]; ok {
-					r.Rows = append(r.Rows, Row{Signal: sig, GPU: g.ID, UUID: g.UUID, Value: v.Value})
+					r.Rows = append(r.Rows, Row{Signal: sig, gpu: g.ID, uuid: g.UUID, Value: v.Value})
 				}
 			}
 		}

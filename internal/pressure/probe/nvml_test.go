@@ -34,17 +34,17 @@ func fakeNVML(initRet nvml.Return) *mock.Interface {
 func TestReadNVML(t *testing.T) {
 	t.Parallel()
 	lib := fakeNVML(nvml.SUCCESS)
-	r, err := Read(t.Context(), Settings{Kind: pressure.KindNVML, NVML: lib})
+	r, err := Read(t.Context(), Settings{Kind: pressure.KindNVML, nvml: lib})
 	if err != nil {
 		t.Fatalf("Read(nvml) = %v", err)
 	}
-	if got, want := table(r.Rows), "memory_used 0 0.75; "; got != want || r.Rows[0].UUID != "GPU-aaa" {
+	if got, want := table(r.Rows), "memory_used 0 0.75; "; got != want || r.Rows[0].uuid != "GPU-aaa" {
 		t.Errorf("Read(nvml) rows = %s (%+v), want %s with GPU-aaa", got, r.Rows, want)
 	}
 	if n := len(lib.ShutdownCalls()); n != 1 {
 		t.Errorf("NVML Shutdown called %d times, want 1", n)
 	}
-	_, err = Read(t.Context(), Settings{Kind: pressure.KindNVML, NVML: fakeNVML(nvml.ERROR_LIBRARY_NOT_FOUND)})
+	_, err = Read(t.Context(), Settings{Kind: pressure.KindNVML, nvml: fakeNVML(nvml.ERROR_LIBRARY_NOT_FOUND)})
 	if err == nil || !strings.Contains(err.Error(), "probe: pressure: nvml init: NVML Shared Library Not Found") {
 		t.Errorf("Read(nvml without a driver) = %v, want the init error", err)
 	}

@@ -20,8 +20,8 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 )
 
-// ErrUnknownKind reports an answer whose kind Guess cannot tell.
-var ErrUnknownKind = errors.New("probe: cannot tell the source kind from the answer (no vllm: or DCGM_FI_DEV_ metrics, not JSON); pass -kind vllm, dcgm or memory_blocks")
+// errUnknownKind reports an answer whose kind Guess cannot tell.
+var errUnknownKind = errors.New("probe: cannot tell the source kind from the answer (no vllm: or DCGM_FI_DEV_ metrics, not JSON); pass -kind vllm, dcgm or memory_blocks")
 
 // Settings says which source to read. The zero value is not useful: set
 // URL, or Kind nvml.
@@ -32,25 +32,25 @@ type Settings struct {
 	// Kind is the source's kind. Empty means guess it from the answer (see
 	// Guess); nvml is never guessed.
 	Kind pressure.Kind
-	// Client performs the GET. Nil means a client of our own without a
+	// client performs the GET. Nil means a client of our own without a
 	// proxy from the environment (sources are pod or node local), never
 	// http.DefaultClient. The caller's context bounds the whole read.
-	Client *http.Client
-	// NVML is the library an nvml read calls. Nil means the driver's
+	client *http.Client
+	// nvml is the library an nvml read calls. Nil means the driver's
 	// (nvml.New()), loaded at the read. Only a build with the nvml build
 	// tag reads NVML; without it an nvml read fails with
 	// pressure.ErrNVMLNotCompiled.
-	NVML pressure.NVML
+	nvml pressure.NVML
 }
 
 // Result is what one read yielded.
 type Result struct {
-	// URL is the address read; empty for nvml.
-	URL string
-	// Kind is the source's kind, as given or guessed.
-	Kind pressure.Kind
-	// Guessed is true when Kind was guessed from the answer.
-	Guessed bool
+	// url is the address read; empty for nvml.
+	url string
+	// kind is the source's kind, as given or guessed.
+	kind pressure.Kind
+	// guessed is true when Kind was guessed from the answer.
+	guessed bool
 	// Rows holds one row per value: the pod-level ones first, then each
 	// GPU's (by GPU ID), each group in pressure.Signals order.
 	Rows []Row
@@ -59,13 +59,13 @@ type Result struct {
 // Row is one value of one signal.
 type Row struct {
 	Signal pressure.Signal
-	// GPU is the GPU's ID as the source names it; empty for a pod-level
+	// gpu is the GPU's ID as the source names it; empty for a pod-level
 	// value. UUID is its UUID where the source knows it.
-	GPU, UUID string
+	gpu, uuid string
 	Value     float64
-	// Counter is true when Value is a cumulative total: gatekeeper turns
+	// counter is true when Value is a cumulative total: gatekeeper turns
 	// two readings into the per-second rate that Signal names.
-	Counter bool
+	counter bool
 }
 
 // Read reads the source s names once. Errors name the URL and say what
@@ -80,7 +80,7 @@ func Read(ctx context.Context, s Settings) (Result, error) {
 		if !pressure.NVMLCompiled {
 			return Result{}, fmt.Errorf("probe: %w", pressure.ErrNVMLNotCompiled)
 		}
-		return readNVML(ctx, s.NVML)
+		return readNVML(ctx, s.nvml)
 	}
 	if err := checkURL(s.URL); err != nil {
 		return Result{}, err
@@ -89,7 +89,7 @@ func Read(ctx context.Context, s Settings) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("probe: unknown kind %q (want vllm, dcgm, memory_blocks or nvml)", s.Kind)
 	}
-	c := s.Client
+	c := s.client
 	if c == nil {
 		c = newClient()
 		defer c.CloseIdleConnections()
@@ -98,32 +98,32 @@ func Read(ctx context.Context, s Settings) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r := Result{URL: s.URL, Kind: s.Kind}
-	if r.Kind == "" {
-		kind, ok := Guess(body)
+	r := Result{url: s.URL, kind: s.Kind}
+	if r.kind == "" {
+		kind, ok := guess(body)
 		if !ok {
-			return Result{}, fmt.Errorf("probe: %s: %w", s.URL, ErrUnknownKind)
+			return Result{}, fmt.Errorf("probe: %s: %w", s.URL, errUnknownKind)
 		}
-		r.Kind, r.Guessed = kind, true
+		r.kind, r.guessed = kind, true
 		if _, most, _ := pressure.HTTPFormat(kind); int64(len(body)) > most {
 			return Result{}, fmt.Errorf("probe: GET %s: over %d bytes: %w", s.URL, most, pressure.ErrBodyTooLarge)
 		}
 	}
-	rd, err := pressure.Parse(r.Kind, body)
+	rd, err := pressure.Parse(r.kind, body)
 	if err != nil {
-		return Result{}, fmt.Errorf("probe: %s: not a %s answer: %w", s.URL, r.Kind, err)
+		return Result{}, fmt.Errorf("probe: %s: not a %s answer: %w", s.URL, r.kind, err)
 	}
 	r.Rows = rows(rd)
 	return r, nil
 }
 
-// Guess returns the kind of source that gave body, and false when it
+// guess returns the kind of source that gave body, and false when it
 // cannot tell: JSON is an allocator endpoint's (memory_blocks), Prometheus
 // text with DCGM_FI_DEV_ series a DCGM exporter's, and with vllm: series a
 // vLLM server's. The families the parsers read do not overlap, so an
 // answer of one of the three kinds is never mistaken for another; a body
 // that mixes them (a federating Prometheus) is taken for DCGM's.
-func Guess(body []byte) (pressure.Kind, bool) {
+func guess(body []byte) (pressure.Kind, bool) {
 	trimmed := bytes.TrimSpace(body)
 	switch {
 	case len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '['):
@@ -197,10 +197,10 @@ func rows(rd pressure.Reading) []Row {
 	add := func(gpu, uuid string, values, counters map[pressure.Signal]float64) {
 		for _, sig := range pressure.Signals() {
 			if v, ok := values[sig]; ok {
-				out = append(out, Row{Signal: sig, GPU: gpu, UUID: uuid, Value: v})
+				out = append(out, Row{Signal: sig, gpu: gpu, uuid: uuid, Value: v})
 			}
 			if v, ok := counters[sig]; ok {
-				out = append(out, Row{Signal: sig, GPU: gpu, UUID: uuid, Value: v, Counter: true})
+				out = append(out, Row{Signal: sig, gpu: gpu, uuid: uuid, Value: v, counter: true})
 			}
 		}
 	}

@@ -42,12 +42,12 @@ func serve(t *testing.T, status int, body []byte) (url string, accept *string) {
 func table(rows []Row) string {
 	var b strings.Builder
 	for _, r := range rows {
-		gpu := r.GPU
+		gpu := r.gpu
 		if gpu == "" {
 			gpu = "-"
 		}
 		b.WriteString(string(r.Signal) + " " + gpu + " " + formatValue(r.Value))
-		if r.Counter {
+		if r.counter {
 			b.WriteString(" c")
 		}
 		b.WriteString("; ")
@@ -92,8 +92,8 @@ func TestRead(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Read() = %v", err)
 			}
-			if r.Kind != tt.wantKind || r.Guessed != tt.guessed || r.URL != url+"/metrics" {
-				t.Errorf("Read() kind, guessed, url = %s, %v, %s; want %s, %v, %s", r.Kind, r.Guessed, r.URL, tt.wantKind, tt.guessed, url+"/metrics")
+			if r.kind != tt.wantKind || r.guessed != tt.guessed || r.url != url+"/metrics" {
+				t.Errorf("Read() kind, guessed, url = %s, %v, %s; want %s, %v, %s", r.kind, r.guessed, r.url, tt.wantKind, tt.guessed, url+"/metrics")
 			}
 			if got := table(r.Rows); got != tt.rows {
 				t.Errorf("Read() rows = %s\nwant %s", got, tt.rows)
@@ -143,18 +143,18 @@ func TestReadMatchesParsers(t *testing.T) {
 // value finds row's value in rd.
 func value(rd pressure.Reading, row Row) (float64, bool) {
 	pick := func(values, counters map[pressure.Signal]float64) (float64, bool) {
-		if row.Counter {
+		if row.counter {
 			v, ok := counters[row.Signal]
 			return v, ok
 		}
 		v, ok := values[row.Signal]
 		return v, ok
 	}
-	if row.GPU == "" {
+	if row.gpu == "" {
 		return pick(rd.Values, rd.Counters)
 	}
 	for _, g := range rd.GPUs {
-		if g.ID == row.GPU && g.UUID == row.UUID {
+		if g.ID == row.gpu && g.UUID == row.uuid {
 			return pick(g.Values, g.Counters)
 		}
 	}
@@ -179,7 +179,7 @@ func TestReadErrors(t *testing.T) {
 	}{
 		{name: "connection refused", s: Settings{URL: refusedURL}, want: []string{refusedURL, "connection refused"}},
 		{name: "status", s: Settings{URL: notFound + "/metrics"}, want: []string{"GET " + notFound + "/metrics: status 404 Not Found", `"404 page not found"`}},
-		{name: "unguessable", s: Settings{URL: okURL}, want: []string{okURL, "pass -kind"}, is: ErrUnknownKind},
+		{name: "unguessable", s: Settings{URL: okURL}, want: []string{okURL, "pass -kind"}, is: errUnknownKind},
 		{name: "no vllm metric", s: Settings{URL: okURL, Kind: pressure.KindVLLM}, want: []string{okURL + ": not a vllm answer"}, is: pressure.ErrNoMetrics},
 		{name: "no dcgm metric", s: Settings{URL: okURL, Kind: pressure.KindDCGM}, want: []string{okURL + ": not a dcgm answer"}, is: pressure.ErrNoMetrics},
 		{name: "unparsable text", s: Settings{URL: badText}, want: []string{badText + ": not a vllm answer", "parsing metrics"}},
@@ -226,7 +226,7 @@ func TestGuess(t *testing.T) {
 		{"", "", false},
 	}
 	for _, tt := range tests {
-		if got, ok := Guess([]byte(tt.body)); got != tt.want || ok != tt.ok {
+		if got, ok := guess([]byte(tt.body)); got != tt.want || ok != tt.ok {
 			t.Errorf("Guess(%.40q) = %q, %v; want %q, %v", tt.body, got, ok, tt.want, tt.ok)
 		}
 	}
@@ -234,13 +234,13 @@ func TestGuess(t *testing.T) {
 
 func TestWriteTable(t *testing.T) {
 	t.Parallel()
-	r := Result{URL: "http://pod:8000/metrics", Kind: pressure.KindDCGM, Guessed: true, Rows: []Row{
+	r := Result{url: "http://pod:8000/metrics", kind: pressure.KindDCGM, guessed: true, Rows: []Row{
 		{Signal: pressure.KVCacheUsage, Value: 0.5},
-		{Signal: pressure.PreemptionRate, Value: 11, Counter: true},
-		{Signal: pressure.FreeMemory, GPU: "0", UUID: "GPU-aaa", Value: 17179869184},
+		{Signal: pressure.PreemptionRate, Value: 11, counter: true},
+		{Signal: pressure.FreeMemory, gpu: "0", uuid: "GPU-aaa", Value: 17179869184},
 	}}
 	var b bytes.Buffer
-	if err := r.WriteTable(&b); err != nil {
+	if err := r.writeTable(&b); err != nil {
 		t.Fatal(err)
 	}
 	want := `dcgm http://pod:8000/metrics (kind guessed from the answer; -kind sets it)
@@ -256,7 +256,7 @@ free_memory_bytes  0 (GPU-aaa)  17179869184
 		t.Errorf("WriteTable() =\n%s\nwant\n%s", b.String(), want)
 	}
 	b.Reset()
-	if err := (Result{Kind: pressure.KindNVML}).WriteTable(&b); err != nil || !strings.Contains(b.String(), "(no value)") {
+	if err := (Result{kind: pressure.KindNVML}).writeTable(&b); err != nil || !strings.Contains(b.String(), "(no value)") {
 		t.Errorf("WriteTable() of no rows = %q, %v; want (no value)", b.String(), err)
 	}
 }

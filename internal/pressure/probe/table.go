@@ -8,15 +8,15 @@ import (
 	"text/tabwriter"
 )
 
-// WriteTable writes r for a person: a line naming the source, then one row
+// writeTable writes r for a person: a line naming the source, then one row
 // per value (SIGNAL, GPU, VALUE; "-" for a pod-level value), then a note
 // when some value is a counter.
-func (r Result) WriteTable(w io.Writer) error {
-	head := string(r.Kind)
-	if r.URL != "" {
-		head += " " + r.URL
+func (r Result) writeTable(w io.Writer) error {
+	head := string(r.kind)
+	if r.url != "" {
+		head += " " + r.url
 	}
-	if r.Guessed {
+	if r.guessed {
 		head += " (kind guessed from the answer; -kind sets it)"
 	}
 	if _, err := fmt.Fprintf(w, "%s\n\n", head); err != nil {
@@ -26,15 +26,15 @@ func (r Result) WriteTable(w io.Writer) error {
 	fmt.Fprintln(tw, "SIGNAL\tGPU\tVALUE")
 	counters := false
 	for _, row := range r.Rows {
-		gpu := row.GPU
+		gpu := row.gpu
 		switch {
 		case gpu == "":
 			gpu = "-"
-		case row.UUID != "":
-			gpu += " (" + row.UUID + ")"
+		case row.uuid != "":
+			gpu += " (" + row.uuid + ")"
 		}
 		value := formatValue(row.Value)
-		if row.Counter {
+		if row.counter {
 			value += " (counter)"
 			counters = true
 		}

@@ -24,22 +24,22 @@ import (
 // The gatekeeper.* span attributes: what the core decided. Never any prompt
 // or completion text.
 const (
-	ClassKey     = attribute.Key("gatekeeper.class")
-	TenantKey    = attribute.Key("gatekeeper.tenant")
-	QueueWaitKey = attribute.Key("gatekeeper.queue.wait") // seconds
-	TokensKey    = attribute.Key("gatekeeper.estimate.tokens")
-	MemoryKey    = attribute.Key("gatekeeper.estimate.memory")
+	classKey     = attribute.Key("gatekeeper.class")
+	tenantKey    = attribute.Key("gatekeeper.tenant")
+	queueWaitKey = attribute.Key("gatekeeper.queue.wait") // seconds
+	tokensKey    = attribute.Key("gatekeeper.estimate.tokens")
+	memoryKey    = attribute.Key("gatekeeper.estimate.memory")
 	UpstreamKey  = attribute.Key("gatekeeper.upstream")
-	LevelKey     = attribute.Key("gatekeeper.level")
-	WindowKey    = attribute.Key("gatekeeper.window")
+	levelKey     = attribute.Key("gatekeeper.level")
+	windowKey    = attribute.Key("gatekeeper.window")
 	OutcomeKey   = attribute.Key("gatekeeper.outcome")
 	ReasonKey    = attribute.Key("gatekeeper.reason")
 	RetriedKey   = attribute.Key("gatekeeper.retried")
 	RequestIDKey = attribute.Key("gatekeeper.request_id")
 )
 
-// AdmissionSpan is the name of the span of the admission decision.
-const AdmissionSpan = "gatekeeper.admission"
+// admissionSpan is the name of the span of the admission decision.
+const admissionSpan = "gatekeeper.admission"
 
 // PodState returns a pod's pressure level and window, for the admission
 // span; nil leaves both out.
@@ -79,7 +79,7 @@ func Parent(ctx context.Context, caller, client trace.SpanContext, trust bool) (
 // StartAdmission starts the span of the admission decision (the queue wait
 // included) under ctx's span. End it with EndAdmission.
 func StartAdmission(ctx context.Context, tracer trace.Tracer) (context.Context, trace.Span) {
-	return tracer.Start(ctx, AdmissionSpan, trace.WithSpanKind(trace.SpanKindInternal))
+	return tracer.Start(ctx, admissionSpan, trace.WithSpanKind(trace.SpanKindInternal))
 }
 
 // EndAdmission records what the core decided for req (adm or rf; neither:
@@ -90,13 +90,13 @@ func EndAdmission(span trace.Span, req *decide.Request, adm *decide.Admitted, rf
 	if !span.IsRecording() {
 		return
 	}
-	attrs := []attribute.KeyValue{QueueWaitKey.Float64(req.Waited.Seconds()),
-		TokensKey.Int64(req.Tokens), MemoryKey.Int64(req.Memory)}
+	attrs := []attribute.KeyValue{queueWaitKey.Float64(req.Waited.Seconds()),
+		tokensKey.Int64(req.Tokens), memoryKey.Int64(req.Memory)}
 	if req.Class != nil {
-		attrs = append(attrs, ClassKey.String(req.Class.Name))
+		attrs = append(attrs, classKey.String(req.Class.Name))
 	}
 	if req.Tenant != "" {
-		attrs = append(attrs, TenantKey.String(req.Tenant))
+		attrs = append(attrs, tenantKey.String(req.Tenant))
 	}
 	switch {
 	case rf != nil:
@@ -108,7 +108,7 @@ func EndAdmission(span trace.Span, req *decide.Request, adm *decide.Admitted, rf
 		attrs = append(attrs, OutcomeKey.String("admitted"), UpstreamKey.String(adm.Pod.Name))
 		if state != nil {
 			level, window := state(adm.Pod.Name)
-			attrs = append(attrs, LevelKey.String(level), WindowKey.Int(window))
+			attrs = append(attrs, levelKey.String(level), windowKey.Int(window))
 		}
 	}
 	span.SetAttributes(attrs...)

@@ -111,8 +111,8 @@ func TestEndAdmission(t *testing.T) {
 				t.Errorf("%s: %s = %q, want %q", tt.name, k, got[k], v)
 			}
 		}
-		if sp.Name() != AdmissionSpan || sp.Status().Code != tt.status {
-			t.Errorf("%s: span %q status %v, want %q %v", tt.name, sp.Name(), sp.Status().Code, AdmissionSpan, tt.status)
+		if sp.Name() != admissionSpan || sp.Status().Code != tt.status {
+			t.Errorf("%s: span %q status %v, want %q %v", tt.name, sp.Name(), sp.Status().Code, admissionSpan, tt.status)
 		}
 	}
 }
