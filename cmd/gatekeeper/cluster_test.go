@@ -254,8 +254,9 @@ func TestReplicasShareTheRate(t *testing.T) {
 				admitted++
 			case 429:
 				refused++
-				// The bucket's next token is one interval after the first
-				// admission; 5 % of it is the run's time.
+				// The bucket's next token is due one interval after the
+				// first admission: 1000 s less the run's time so far,
+				// within 5 % unless the run took 50 s.
 				if ra, err := strconv.Atoi(rec.Header().Get("Retry-After")); err != nil || ra < 950 || ra > 1000 {
 					t.Errorf("429 with Retry-After %q, want the global interval: 950 to 1000 s", rec.Header().Get("Retry-After"))
 				}
