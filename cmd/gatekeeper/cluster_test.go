@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -216,19 +217,32 @@ func TestReplicasShareTheWindow(t *testing.T) {
 	t.Logf("pod: at most %d at once, %.1f on average while queued", pod.max, pod.meanInflight(21, 180))
 }
 
-// TestReplicasShareTheRate: a global limit of 20/s over three replicas for
-// 10 s admits 20/s × 10 s + the burst, within 5 %, however the requests are
-// spread.
+// TestReplicasShareTheRate: a global limit with a burst of 5 and one token
+// per 1000 s, over three replicas: 60 requests spread over them at once
+// admit exactly the burst, not 5 per replica; every refusal is a 429 whose
+// Retry-After is the global bucket's interval (1000 s; a bucket per replica
+// at its share would say 3000 s, an unshared rate 334 s); and in Redis the
+// one global bucket advanced by exactly one interval per admitted request.
+//
+// The interval is long beside any run so that the bucket's clock (Redis's,
+// which a test cannot drive through newApp) adds no token during the test,
+// however slow the machine: a limit of 20/s measured over 10 s of real time
+// counted the tokens a full bucket loses while a loaded machine stalls the
+// requests for more than burst ÷ rate (250 ms) as missing admissions.
+// Admissions over time on several replicas are TestLimiterSharedFakeClock's
+// (internal/cluster), on a fake clock.
 func TestReplicasShareTheRate(t *testing.T) {
 	t.Parallel()
+	const burst, interval, requests = 5, 1000 * time.Second, 60
 	redis := clustertest.StartRedis(t)
 	pod := newBusyPod(t, 0)
-	apps, _ := replicaApps(t, 3, clusterPolicy(redis, pod.url, "fast_breaker: {qps: 20, burst: 5}\n"))
-	start := time.Now()
+	apps, _ := replicaApps(t, 3, clusterPolicy(redis, pod.url, "fast_breaker: {qps: 0.001, burst: 5}\n"))
+	rc := redisClient(t, apps[0])
+	before := redisNow(t, rc)
 	var mu sync.Mutex
 	admitted, refused := 0, 0
 	var wg sync.WaitGroup
-	for i := 0; time.Since(start) < 10*time.Second && i < 100000; i++ { // ~60/s offered
+	for i := range requests {
 		wg.Go(func() {
 			rec := httptest.NewRecorder()
 			apps[i%3].handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/completions",
@@ -240,22 +254,57 @@ func TestReplicasShareTheRate(t *testing.T) {
 				admitted++
 			case 429:
 				refused++
-				if rec.Header().Get("Retry-After") == "" {
-					t.Error("429 without Retry-After")
+				// The bucket's next token is due one interval after the
+				// first admission: 1000 s less the run's time so far,
+				// within 5 % unless the run took 50 s.
+				if ra, err := strconv.Atoi(rec.Header().Get("Retry-After")); err != nil || ra < 950 || ra > 1000 {
+					t.Errorf("429 with Retry-After %q, want the global interval: 950 to 1000 s", rec.Header().Get("Retry-After"))
 				}
 			default:
 				t.Errorf("request = %d", rec.Code)
 			}
 		})
-		time.Sleep(16 * time.Millisecond) // the offered load's pace, not a wait for state
 	}
 	wg.Wait()
-	elapsed := time.Since(start).Seconds()
-	want := 20*elapsed + 5
-	if float64(admitted) < 0.95*want || float64(admitted) > 1.05*want || refused == 0 {
-		t.Fatalf("admitted %d (refused %d) over %.2fs, want %.0f ± 5 %% over three replicas", admitted, refused, elapsed, want)
+	after := redisNow(t, rc)
+	if admitted != burst || refused != requests-burst {
+		t.Fatalf("admitted %d, refused %d of %d over three replicas, want %d admitted (the burst), the rest refused",
+			admitted, refused, requests, burst)
 	}
-	t.Logf("admitted %d of %d over %.2fs (limit: %.0f)", admitted, admitted+refused, elapsed, want)
+	// Redis's side: the bucket, full when the first request took a token,
+	// holds its theoretical arrival time that many intervals later.
+	prefix := cmp.Or(apps[0].cfg().Cluster.KeyPrefix, "gatekeeper:")
+	tat, err := rc.Get(t.Context(), prefix+"rate:global").Int64()
+	if err != nil {
+		t.Fatalf("reading the global bucket: %v", err)
+	}
+	first := time.UnixMicro(tat).Add(-time.Duration(admitted) * interval)
+	if first.Before(before) || first.After(after) {
+		t.Fatalf("the global bucket's TAT is %d admissions × %v after %v, want its first admission within the run [%v, %v]",
+			admitted, interval, first, before, after)
+	}
+}
+
+// redisClient is a client of a's Redis, closed when the test ends.
+func redisClient(t testing.TB, a *app) *goredis.Client {
+	t.Helper()
+	opt, err := goredis.ParseURL(a.cfg().Cluster.Redis.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := goredis.NewClient(opt)
+	t.Cleanup(func() { rc.Close() })
+	return rc
+}
+
+// redisNow is Redis's clock, the one its buckets run on.
+func redisNow(t testing.TB, rc *goredis.Client) time.Time {
+	t.Helper()
+	now, err := rc.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
 }
 
 // TestRedisOutageEveryRequestAnswered: Redis stopped mid-run and started
