@@ -164,8 +164,8 @@ func TestLimiterSharedRealClock(t *testing.T) {
 						failed.Add(1)
 					case d.allowed:
 						admitted.Add(1)
-					case d.Wait <= 0 || d.Wait > interval:
-						t.Errorf("refused with Wait %v, want in (0, %v]", d.Wait, interval)
+					case d.wait <= 0 || d.wait > interval:
+						t.Errorf("refused with Wait %v, want in (0, %v]", d.wait, interval)
 					default:
 						refused.Add(1)
 					}
