@@ -102,7 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 // engineFlags declares the flags of the simulated engine.
 func engineFlags(fs *flag.FlagSet, o *options, gpu string) {
 	es := &o.engine
-	fs.StringVar(&o.gpu, "gpu", gpu, "GPU preset: A10G, A100-80G or H100-80G")
+	fs.StringVar(&o.gpu, "gpu", gpu, "GPU preset: A10G, A100-40G, A100-80G, H100-80G or H200")
 	fs.StringVar(&o.model, "model", "meta-llama/Meta-Llama-3-8B", "model preset: meta-llama/Meta-Llama-3-8B, meta-llama/Meta-Llama-3-70B or meta-llama/Llama-2-13b-hf (bf16)")
 	fs.IntVar(&es.TensorParallel, "tensor-parallel-size", 1, "GPUs the model is split over (vLLM's tensor_parallel_size); the engine simulates one of them")
 	fs.StringVar(&o.served, "served-model-name", "", "model name served and checked in requests (default: the model preset's name)")
