@@ -12,7 +12,14 @@
 //
 //	go run ./cmd/vllm-sim replay -hours 24
 //
-// Run with -h (or replay -h) for every flag; sim/README.md explains each parameter.
+// The advise subcommand is the capacity advisor: for a model, GPU types and a
+// traffic shape it runs the replay grid with gatekeeper in front of each pod
+// and prints, per GPU, the pods needed, the headroom and the figures behind
+// them (docs/simulation.md):
+//
+//	go run ./cmd/vllm-sim advise -steady-qps 50 -burst-qps 80
+//
+// Run with -h (or replay -h, advise -h) for every flag; sim/README.md explains each parameter.
 package main
 
 import (
@@ -151,6 +158,9 @@ func (o *options) resolveEngine() error {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "replay" {
 		return runReplay(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "advise" {
+		return runAdvise(args[1:], stdout, stderr)
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
