@@ -33,7 +33,7 @@ func writeRow(b *strings.Builder, p Point, maxPods int, grid bool) {
 		if grid {
 			fmt.Fprintf(b, "| %s | %.2f | – | does not fit: %s | | | | | | |\n", p.GPU, p.GPUMemoryUtilization, strings.TrimPrefix(p.NotFit, "sim: "))
 		} else {
-			fmt.Fprintf(b, "| %s | does not fit at any utilization tried | | | | | | |\n", p.GPU)
+			fmt.Fprintf(b, "| %s %.0f GiB | does not fit at any gpu_memory_utilization tried | | | | | | |\n", p.GPU, gib(p.GPUMemoryBytes))
 		}
 		return
 	}
