@@ -31,7 +31,7 @@ docs/simulation.md ("The capacity advisor") says how to read the table and its l
 
   go run ./cmd/vllm-sim advise                                   # Llama-3-8B, 50 QPS with bursts to 80
   go run ./cmd/vllm-sim advise -steady-qps 100 -burst-qps 150 -gpus A100-80G,H100-80G
-  go run ./cmd/vllm-sim advise -model llama-2-13b -prompt 2000-6000 -output 100-400 -json
+  go run ./cmd/vllm-sim advise -model llama-2-13b -prompt 1000-3000 -output 100-400 -json
 
 Flags:`
 

@@ -214,6 +214,12 @@ func (s Settings) validate() error {
 		errs = append(errs, fmt.Errorf("advise: Settings.Traffic: steady %v and burst %v QPS must be > 0, burst length %v ≤ burst every %v",
 			t.SteadyQPS, t.BurstQPS, t.BurstLength, t.BurstEvery))
 	}
+	for _, c := range t.Classes {
+		if !c.Valid() || c.Prompt.Max+c.MaxTokens > s.Model.MaxModelLen {
+			errs = append(errs, fmt.Errorf("advise: Settings.Traffic.Classes %q: prompt %d-%d + max_tokens %d must be valid and fit max_model_len %d",
+				c.Name, c.Prompt.Min, c.Prompt.Max, c.MaxTokens, s.Model.MaxModelLen))
+		}
+	}
 	if s.Horizon < 0 {
 		errs = append(errs, fmt.Errorf("advise: Settings.Horizon = %v, want > 0", s.Horizon))
 	} else if t.BurstQPS != t.SteadyQPS && t.BurstEvery > s.Horizon {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/sim"
+	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
 )
 
 func preset(t *testing.T, gpus ...string) []sim.GPU {
@@ -157,6 +158,10 @@ func TestSettingsErrors(t *testing.T) {
 		"negative max pods":  func(s *Settings) { s.MaxPods = -1 },
 		"negative parallel":  func(s *Settings) { s.Parallel = -2 },
 		"negative horizon":   func(s *Settings) { s.Horizon = -time.Minute },
+		"longer than context": func(s *Settings) {
+			s.Traffic.Classes = []replay.Class{{Name: "long", Weight: 1, Prompt: replay.Range{Min: 8000, Max: 9000},
+				Output: replay.Range{Min: 1, Max: 10}, MaxTokens: 10}}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := tiny(t)
