@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // GPU describes one accelerator by the figures the roofline needs.
 // Sources: NVIDIA data sheets, as collected in SIM-FACTS.md.
@@ -23,18 +26,28 @@ type GPU struct {
 	LinkBytesPerSec float64
 }
 
-// GPUByName returns a preset: "A10G", "A100-80G" (the default) or "H100-80G".
+// GPUByName returns a preset: "A10G", "A100-40G", "A100-80G" (the default),
+// "H100-80G" or "H200". Memory is counted in GiB as the sim counts the
+// 80 GB parts (sim/README.md's departures table); the H200 is what
+// nvidia-smi reports for it, 143 771 MiB.
 func GPUByName(name string) (GPU, error) {
 	switch name {
-	case "A10G":
+	case "A10G": // NVIDIA A10 data sheet (the A10G is AWS's variant): 24 GB GDDR6, 600 GB/s, 125 TFLOP/s bf16 dense
 		return GPU{Name: name, MemoryBytes: 24 * gib, BandwidthBytesPerSec: 600e9, PeakFLOPS: 125e12, SMs: 80, LinkBytesPerSec: 32e9}, nil
-	case "A100-80G", "":
+	case "A100-40G": // NVIDIA A100 data sheet, SXM 40 GB: HBM2 1 555 GB/s, 312 TFLOP/s bf16 dense, NVLink 600 GB/s
+		return GPU{Name: name, MemoryBytes: 40 * gib, BandwidthBytesPerSec: 1.555e12, PeakFLOPS: 312e12, SMs: 108, LinkBytesPerSec: 300e9}, nil
+	case "A100-80G", "": // NVIDIA A100 data sheet, SXM 80 GB: HBM2e 2 039 GB/s
 		return GPU{Name: "A100-80G", MemoryBytes: 80 * gib, BandwidthBytesPerSec: 2.04e12, PeakFLOPS: 312e12, SMs: 108, LinkBytesPerSec: 300e9}, nil
-	case "H100-80G":
+	case "H100-80G": // NVIDIA H100 data sheet, SXM: HBM3 3.35 TB/s, 989 TFLOP/s bf16 dense, NVLink 900 GB/s
 		return GPU{Name: name, MemoryBytes: 80 * gib, BandwidthBytesPerSec: 3.35e12, PeakFLOPS: 989e12, SMs: 132, LinkBytesPerSec: 450e9}, nil
+	case "H200": // NVIDIA H200 data sheet, SXM: 141 GB HBM3e, 4.8 TB/s, 989 TFLOP/s bf16 dense (the H100's GH100), NVLink 900 GB/s
+		return GPU{Name: name, MemoryBytes: 143771 * mib, BandwidthBytesPerSec: 4.8e12, PeakFLOPS: 989e12, SMs: 132, LinkBytesPerSec: 450e9}, nil
 	}
-	return GPU{}, fmt.Errorf("sim: unknown GPU %q (want A10G, A100-80G or H100-80G)", name)
+	return GPU{}, fmt.Errorf("sim: unknown GPU %q (want %s)", name, strings.Join(GPUNames(), ", "))
 }
+
+// GPUNames lists the GPU presets, smallest memory first.
+func GPUNames() []string { return []string{"A10G", "A100-40G", "A100-80G", "H100-80G", "H200"} }
 
 // Model describes a decoder-only transformer by the figures the memory plan
 // and the roofline need. Sources: the models' Hugging Face config.json.

@@ -12,7 +12,14 @@
 //
 //	go run ./cmd/vllm-sim replay -hours 24
 //
-// Run with -h (or replay -h) for every flag; sim/README.md explains each parameter.
+// The advise subcommand is the capacity advisor: for a model, GPU types and a
+// traffic shape it runs the replay grid with gatekeeper in front of each pod
+// and prints, per GPU, the pods needed, the headroom and the figures behind
+// them (docs/simulation.md):
+//
+//	go run ./cmd/vllm-sim advise -steady-qps 50 -burst-qps 80
+//
+// Run with -h (or replay -h, advise -h) for every flag; sim/README.md explains each parameter.
 package main
 
 import (
@@ -102,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 // engineFlags declares the flags of the simulated engine.
 func engineFlags(fs *flag.FlagSet, o *options, gpu string) {
 	es := &o.engine
-	fs.StringVar(&o.gpu, "gpu", gpu, "GPU preset: A10G, A100-80G or H100-80G")
+	fs.StringVar(&o.gpu, "gpu", gpu, "GPU preset: A10G, A100-40G, A100-80G, H100-80G or H200")
 	fs.StringVar(&o.model, "model", "meta-llama/Meta-Llama-3-8B", "model preset: meta-llama/Meta-Llama-3-8B, meta-llama/Meta-Llama-3-70B or meta-llama/Llama-2-13b-hf (bf16)")
 	fs.IntVar(&es.TensorParallel, "tensor-parallel-size", 1, "GPUs the model is split over (vLLM's tensor_parallel_size); the engine simulates one of them")
 	fs.StringVar(&o.served, "served-model-name", "", "model name served and checked in requests (default: the model preset's name)")
@@ -151,6 +158,9 @@ func (o *options) resolveEngine() error {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "replay" {
 		return runReplay(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "advise" {
+		return runAdvise(args[1:], stdout, stderr)
 	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
