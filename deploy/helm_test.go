@@ -140,12 +140,20 @@ func chartCases() []chartCase {
 			picker:   &chartPicker{port: 9002, healthPort: 9003, pool: "pool", poolNamespace: "models"},
 		},
 		{
+			name: "an HPA on gatekeeper_desired_replicas",
+			args: []string{"--set", "policy.scaling.pod_start_time=4m", "--set", "autoscaling.hpa.enabled=true"},
+			objects: []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper",
+				"HorizontalPodAutoscaler/gatekeeper-vllm"},
+			replicas: 1,
+		},
+		{
 			name: "everything on",
 			args: []string{"-f", everythingValues},
 			objects: []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper",
 				"Deployment/gatekeeper-redis", "Service/gatekeeper-redis", "PodDisruptionBudget/gatekeeper",
 				"NetworkPolicy/gatekeeper", "NetworkPolicy/gatekeeper-redis",
-				"ServiceMonitor/gatekeeper", "PrometheusRule/gatekeeper", "ConfigMap/gatekeeper-dashboard"},
+				"ServiceMonitor/gatekeeper", "PrometheusRule/gatekeeper", "ConfigMap/gatekeeper-dashboard",
+				"ScaledObject/gatekeeper-vllm-llama3-8b"},
 			replicas:   2,
 			redisURL:   "redis://gatekeeper-redis:6379/0",
 			goMemLimit: "400MiB",
@@ -159,7 +167,8 @@ func chartCases() []chartCase {
 				"ServiceAccount/gatekeeper", "Role/gatekeeper", "RoleBinding/gatekeeper",
 				"Deployment/gatekeeper-redis", "Service/gatekeeper-redis", "PodDisruptionBudget/gatekeeper",
 				"NetworkPolicy/gatekeeper", "NetworkPolicy/gatekeeper-redis",
-				"ServiceMonitor/gatekeeper", "PrometheusRule/gatekeeper", "ConfigMap/gatekeeper-dashboard"},
+				"ServiceMonitor/gatekeeper", "PrometheusRule/gatekeeper", "ConfigMap/gatekeeper-dashboard",
+				"ScaledObject/gatekeeper-vllm-llama3-8b"},
 			replicas:   2,
 			redisURL:   "redis://gatekeeper-redis:6379/0",
 			goMemLimit: "400MiB",
@@ -233,7 +242,44 @@ func TestHelmTemplate(t *testing.T) {
 				t.Errorf("GOMEMLIMIT = %q, want %q", got, tt.goMemLimit)
 			}
 			checkMonitoring(t, objs)
+			checkAutoscaling(t, objs)
 		})
+	}
+}
+
+// checkAutoscaling checks what a schema cannot of a rendered ScaledObject
+// or HPA: it scales the vLLM Deployment on gatekeeper_desired_replicas with
+// an AverageValue target of 1, so the Deployment runs the desired count.
+func checkAutoscaling(t *testing.T, objs map[string]map[string]any) {
+	t.Helper()
+	for key, obj := range objs {
+		kind, _, _ := strings.Cut(key, "/")
+		var metric, target any
+		switch kind {
+		case "ScaledObject":
+			trig, _ := lookup(obj, "spec", "triggers").([]any)
+			if len(trig) != 1 {
+				t.Fatalf("%s: triggers %v, want one", key, trig)
+			}
+			metric, target = lookup(trig[0], "metadata", "query"), lookup(trig[0], "metadata", "threshold")
+			if lookup(trig[0], "type") != "prometheus" || lookup(trig[0], "metricType") != "AverageValue" {
+				t.Errorf("%s: trigger %v, want prometheus with metricType AverageValue", key, trig[0])
+			}
+		case "HorizontalPodAutoscaler":
+			ms, _ := lookup(obj, "spec", "metrics").([]any)
+			if len(ms) != 1 {
+				t.Fatalf("%s: metrics %v, want one", key, ms)
+			}
+			metric, target = lookup(ms[0], "external", "metric", "name"), lookup(ms[0], "external", "target", "averageValue")
+		default:
+			continue
+		}
+		if m, _ := metric.(string); !strings.Contains(m, "gatekeeper_desired_replicas") || target != "1" {
+			t.Errorf("%s: metric %v with target %v, want gatekeeper_desired_replicas with 1", key, metric, target)
+		}
+		if lookup(obj, "spec", "scaleTargetRef", "kind") != "Deployment" || lookup(obj, "spec", "scaleTargetRef", "name") == "gatekeeper" {
+			t.Errorf("%s: scales %v, want the vLLM Deployment, not gatekeeper's", key, lookup(obj, "spec", "scaleTargetRef"))
+		}
 	}
 }
 
@@ -334,6 +380,9 @@ func TestHelmTemplateFails(t *testing.T) {
 		schema  bool // refused by values.schema.json, so by helm lint too
 	}{
 		{"several replicas without Redis", []string{"--set", "replicas=2"}, "replicas is 2 but there is no Redis", false},
+		{"both scalers", []string{"--set", "policy.scaling.interval=15s", "--set", "autoscaling.keda.enabled=true", "--set", "autoscaling.hpa.enabled=true"},
+			"two HPAs on one Deployment fight", false},
+		{"a scaler without the signal", []string{"--set", "autoscaling.keda.enabled=true"}, "policy.scaling is not set", false},
 		{"our own Redis and an existing one", []string{"--set", "redis.enabled=true", "--set", "redis.url=redis://r:6379/0"}, "not both", false},
 		{"a password Secret without redis.url", []string{"--set", "redis.existingSecret=auth"}, "redis.existingSecret is set without redis.url", false},
 		{"a listener in the policy", []string{"--set", "policy.server.listen=:8081"}, "policy.server.listen is set by the chart from ports.http", false},

@@ -10,7 +10,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/admin"
 )
 
-// adminHandler serves the admin listener: /metrics, /admin/state, the status
+// adminHandler serves the admin listener: /metrics, /admin/state, /admin/scale, the status
 // page under /admin/ and, while the policy's server.pprof is on, Go's
 // profiler under /debug/pprof/. They are never served on the traffic port.
 func (a *app) adminHandler() http.Handler {
@@ -20,6 +20,7 @@ func (a *app) adminHandler() http.Handler {
 		ErrorLog: nil, ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true, // exemplars (trace ids) go out only in OpenMetrics
 	}))
 	r.Method(http.MethodGet, "/admin/state", admin.StateHandler(a.snapshot))
+	r.Method(http.MethodGet, "/admin/scale", admin.ScaleHandler(a.scalePools()))
 	r.Mount("/admin", admin.StatusPage())
 	r.Route("/debug/pprof", func(r chi.Router) {
 		r.Use(a.pprofEnabled)

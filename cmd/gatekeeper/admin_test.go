@@ -6,7 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/scale"
 )
 
 // TestAdminPprofSwitch checks that the profiler is served on the admin
@@ -64,4 +68,59 @@ func TestAdminPprofSwitch(t *testing.T) {
 	if rec.Code == http.StatusOK {
 		t.Errorf("traffic GET /debug/pprof/ = %d, want a refusal", rec.Code)
 	}
+}
+
+// TestAdminScale: GET /admin/scale answers the scaler's estimates while the
+// policy has a scaling section, 404 without one; the gauge follows.
+func TestAdminScale(t *testing.T) {
+	for _, tt := range []struct {
+		name, policy string
+		want         int
+		body         []string
+	}{
+		{"off", "", http.StatusNotFound, []string{`scaling is off`}},
+		{"on", "scaling: {min_replicas: 2, max_replicas: 4}\n", http.StatusOK,
+			[]string{`"pool": "all"`, `"desired": 2`, `"current": 1`, `"hold": "no_data"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte("upstreams: [{name: pod, url: 'http://127.0.0.1:1'}]\n" + tt.policy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := newApp(cfg, appOptions{transport: newFakePod()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(a.close)
+			if a.scaler != nil {
+				a.scaler.Observe(scale.Gather(a.reg)()) // what Run does first
+			}
+			rec := httptest.NewRecorder()
+			a.adminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/admin/scale", nil))
+			for _, want := range tt.body {
+				if rec.Code != tt.want || !strings.Contains(rec.Body.String(), want) {
+					t.Errorf("GET /admin/scale = %d %s, want %d with %q", rec.Code, rec.Body, tt.want, want)
+				}
+			}
+			if a.scaler != nil {
+				if got := testutil.ToFloat64(collectorNamed(t, a, "gatekeeper_desired_replicas")); got != 2 {
+					t.Errorf("gatekeeper_desired_replicas = %v, want 2", got)
+				}
+			}
+		})
+	}
+}
+
+// collectorNamed is the registered collector that describes name.
+func collectorNamed(t *testing.T, a *app, name string) prometheus.Collector {
+	t.Helper()
+	for _, c := range a.reg.registered() {
+		for _, d := range describe(t, c) {
+			if d.name == name {
+				return c
+			}
+		}
+	}
+	t.Fatalf("no collector describes %s", name)
+	return nil
 }

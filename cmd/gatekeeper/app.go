@@ -28,6 +28,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
+	"github.com/gatekeeper-dev/gatekeeper/internal/scale"
 	"github.com/gatekeeper-dev/gatekeeper/internal/slowpath"
 	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -103,6 +104,7 @@ type packages struct {
 	slow       *slowpath.Path
 	conns      *listener.Conns      // the traffic listener's open connections
 	health     *healthcheck.Checker // the pods' active health check
+	scaler     *scale.Scaler        // the scaling signal; nil without a scaling section
 }
 
 // newApp wires every package for raw: the policy's first Plan, the
@@ -140,6 +142,9 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		return nil, err
 	}
 	a.queue.SetAvailability(a.pods.Published) // a snapshot: no lock under the queue's
+	if err := a.newScaler(first.Config()); err != nil {
+		return nil, err
+	}
 	if err := a.policy.WatchFile(); err != nil {
 		return nil, err
 	}
@@ -324,8 +329,8 @@ func (a *app) step(name string) {
 
 // startLoops starts the app's background loops beyond the health check:
 // the relief hooks, DNS discovery, the InferencePool watch, the cluster's
-// heartbeat and the pressure monitor. They stop when ctx ends, and wg
-// waits for them.
+// heartbeat, the scaling signal and the pressure monitor. They stop when
+// ctx ends, and wg waits for them.
 func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 	wg.Go(func() { _ = a.slow.Run(ctx) })
 	wg.Go(func() { a.policy.Discover(ctx) })
@@ -338,6 +343,9 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 	})
 	if a.shared != nil {
 		wg.Go(func() { a.shared.Run(ctx) })
+	}
+	if a.scaler != nil {
+		wg.Go(func() { _ = a.scaler.Run(ctx, scale.Gather(a.reg)) })
 	}
 	a.pressure.Start(ctx)
 	wg.Go(func() {

@@ -30,7 +30,7 @@ func TestAdminToken(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := startLifecycle(t, "upstreams: [{name: p, url: '"+podURL+"'}]\nserver: {drain_delay: 0s, admin_token_file: '"+tokenFile+"'}\n", nil)
+	r := startLifecycle(t, "upstreams: [{name: p, url: '"+podURL+"'}]\nserver: {drain_delay: 0s, admin_token_file: '"+tokenFile+"'}\nscaling: {}\n", nil)
 	for _, tt := range []struct {
 		auth string
 		want int
@@ -40,7 +40,7 @@ func TestAdminToken(t *testing.T) {
 		{"Basic czNjcmV0", 401},
 		{"Bearer s3cret", 200},
 	} {
-		for _, path := range []string{"/metrics", "/admin/state"} {
+		for _, path := range []string{"/metrics", "/admin/state", "/admin/scale"} {
 			req, _ := http.NewRequest(http.MethodGet, r.admin+path, nil)
 			if tt.auth != "" {
 				req.Header.Set("Authorization", tt.auth)

@@ -91,7 +91,7 @@ func TestLayering(t *testing.T) {
 		// no sim. It reads the Kubernetes API only through inferencepool.
 		{pkg: "internal/policy", own: []string{"internal/breaker", "internal/classify", "internal/cluster", "internal/config", "internal/control",
 			"internal/decide", "internal/discovery", "internal/discovery/...", "internal/pods", "internal/pods/...", "internal/pressure",
-			"internal/proxy", "internal/proxy/...", "internal/queue", "internal/quota", "internal/telemetry", "internal/telemetry/...", "internal/usage"},
+			"internal/proxy", "internal/proxy/...", "internal/queue", "internal/quota", "internal/scale", "internal/telemetry", "internal/telemetry/...", "internal/usage"},
 			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}},
 		// The controller's rounds applied (issue 36): windows through
 		// cluster.Windows, level changes to the log, metrics and relief
@@ -99,6 +99,11 @@ func TestLayering(t *testing.T) {
 		{pkg: "internal/slowpath", own: []string{"internal/breaker", "internal/cluster", "internal/config", "internal/control", "internal/pressure",
 			"internal/queue", "internal/quota", "internal/relief"}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus"},
 			banned: []string{"net/http"}},
+		// The scaling signal (issue 37): a pool's forecast and desired
+		// replicas, pure but for the gauges it registers and the registry it
+		// gathers; no HTTP (admin serves /admin/scale), no logging.
+		{pkg: "internal/scale", own: []string{}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus", "github.com/prometheus/client_model/go"},
+			banned: []string{"net", "net/http", "log", "log/slog"}},
 		// The traffic listener's bounds: its connection cap, the open-file
 		// limit it needs, the gauge of open connections.
 		{pkg: "internal/listener", own: []string{}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus", "golang.org/x/net/netutil"},

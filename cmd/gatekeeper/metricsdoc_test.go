@@ -28,6 +28,7 @@ const metricsPolicy = `
 upstreams: [{name: pod, url: "http://127.0.0.1:1"}]
 classes: {default: a, list: [{name: a}]}
 cluster: {redis: {url: "redis://127.0.0.1:1/0"}}
+scaling: {}
 `
 
 // metricDoc is one metric of the reference.

@@ -178,7 +178,7 @@ func redactURL(s string) string {
 
 // RestartOnly keeps, of the changed paths Diff returned, those a reload
 // cannot apply: the listeners and their http.Server limits, the upstream
-// transport, the health check and the cluster (Redis) section. (server.max_body_bytes,
+// transport, the health check, the cluster (Redis) and scaling sections. (server.max_body_bytes,
 // request_id_header, drain_delay and shutdown_timeout are read per request
 // or at shutdown, so they apply.)
 func RestartOnly(changed []string) []string {
@@ -192,7 +192,8 @@ func RestartOnly(changed []string) []string {
 			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."),
 			k == "cluster", strings.HasPrefix(k, "cluster."),
 			k == "endpoint_picker", strings.HasPrefix(k, "endpoint_picker."),
-			k == "tracing", strings.HasPrefix(k, "tracing."):
+			k == "tracing", strings.HasPrefix(k, "tracing."),
+			k == "scaling", strings.HasPrefix(k, "scaling."):
 			out = append(out, k)
 		}
 	}

@@ -124,6 +124,16 @@ var badFiles = map[string][]string{
 		`line 10: quotas.per_client.tokens_per_minute: must not be negative`,
 		`line 11: quotas.classes.batch: must name a class of classes.list, got "batch"`,
 	},
+	"scaling.bad.yaml": {
+		`config: line 3: scaling.interval: must be at least 1s, got 10ms`,
+		`config: line 4: scaling.pod_start_time: must be at least scaling.interval (10ms), got 5ms`,
+		`config: line 6: scaling.max_replicas: must be at least scaling.min_replicas (4), got 2`,
+		`config: line 7: scaling.stabilization: must not be negative, got -1s`,
+		`config: line 8: scaling.target_utilization: must be within (0, 1] (0: the default), got 1.5`,
+		`config: line 9: scaling.pod_rate: must be a finite number ≥ 0, got -2`,
+		`config: line 10: scaling.alpha: must be within (0, 1] (0: the default), got 2`,
+		`config: line 11: scaling.beta: must be within (0, 1] (0: the default), got -0.1`,
+	},
 	"tracing.bad.yaml": {
 		`config: line 3: tracing.protocol: must be one of [grpc http], got "udp"`,
 		`config: line 4: tracing.sample_ratio: must be within [0, 1], got 1.5`,

@@ -52,6 +52,9 @@ type Config struct {
 	// Tracing, if set, exports OpenTelemetry traces over OTLP (nil: no
 	// spans).
 	Tracing *Tracing `yaml:"tracing"`
+	// Scaling, if set, exports a scaling signal with a forecast
+	// (gatekeeper_desired_replicas, /admin/scale; nil: none).
+	Scaling *Scaling `yaml:"scaling"`
 	// Log configures the process log.
 	Log Log `yaml:"log"`
 

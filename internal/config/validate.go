@@ -40,6 +40,7 @@ func (c *Config) validate() []error {
 	k.quotas(c.Quotas, c.FastBreaker.PerClient, c.Classes)
 	k.cluster(c.Cluster)
 	k.tracing(c.Tracing)
+	k.scaling(c.Scaling)
 	k.endpointPicker(c.EndpointPicker, c.Server)
 	k.batchQueue(c.Batch, c.Queue)
 	k.positive("estimate.chars_per_token", c.Estimate.CharsPerToken)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/cluster"
@@ -14,6 +15,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
+	"github.com/gatekeeper-dev/gatekeeper/internal/scale"
 	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry"
 )
 
@@ -233,6 +235,14 @@ func ClusterSettings(c *config.Cluster) cluster.Settings {
 	return cluster.Settings{URL: c.Redis.URL, PasswordFile: c.Redis.PasswordFile, CAFile: c.Redis.CAFile,
 		KeyPrefix: c.KeyPrefix, Timeout: c.Timeout, LeaseTTL: c.LeaseTTL, HeartbeatInterval: c.Heartbeat,
 		ReplicaID: c.ReplicaID, Replicas: c.Replicas}
+}
+
+// ScaleSettings maps the policy's scaling section onto scale.Settings;
+// each zero key keeps scale's default. now is the scaler's clock (nil:
+// time.Now).
+func ScaleSettings(c *config.Scaling, now func() time.Time) scale.Settings {
+	return scale.Settings{Interval: c.Interval, Horizon: c.PodStartTime, MinReplicas: c.MinReplicas, MaxReplicas: c.MaxReplicas,
+		Stabilization: c.Stabilization, TargetUtilization: c.TargetUtilization, Alpha: c.Alpha, Beta: c.Beta, PodRate: c.PodRate, Now: now}
 }
 
 // TracingSettings maps the policy's tracing section onto telemetry's

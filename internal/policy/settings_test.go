@@ -4,11 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/scale"
 )
 
 // nvmlPolicy lists nvml twice: as a node source (line 3) and as an
@@ -148,5 +150,24 @@ func TestUnbuiltSources(t *testing.T) {
 		if !strings.Contains(NVMLNotCompiled, w) {
 			t.Errorf("the nvml error %q does not mention %s", NVMLNotCompiled, w)
 		}
+	}
+}
+
+// TestScaleSettings: every scaling key reaches scale.Settings, and the
+// policy's scaling.good.yaml makes a valid Scaler.
+func TestScaleSettings(t *testing.T) {
+	t.Parallel()
+	c, err := config.LoadFile("../config/testdata/scaling.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ScaleSettings(c.Scaling, nil)
+	want := scale.Settings{Interval: 15 * time.Second, Horizon: 4 * time.Minute, MinReplicas: 2, MaxReplicas: 12,
+		Stabilization: 5 * time.Minute, TargetUtilization: 0.8, Alpha: 0.5, Beta: 0.3, PodRate: 6}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ScaleSettings() = %+v, want %+v", got, want)
+	}
+	if _, err := scale.New(got, nil); err != nil {
+		t.Errorf("scale.New(ScaleSettings()) = %v", err)
 	}
 }

@@ -47,6 +47,8 @@ var crds = []crd{
 		"charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_envoyproxies.yaml", "gateway.envoyproxy.io", "v1alpha1", "EnvoyProxy"},
 	{"prometheusrule-monitoring-v1.json", "github.com/prometheus-operator/prometheus-operator", "v0.94.1",
 		"example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml", "monitoring.coreos.com", "v1", "PrometheusRule"},
+	{"scaledobject-keda-v1alpha1.json", "github.com/kedacore/keda/v2", "v2.20.2",
+		"config/crd/bases/keda.sh_scaledobjects.yaml", "keda.sh", "v1alpha1", "ScaledObject"},
 }
 
 // schema reads the CRD and converts its version's openAPIV3Schema.

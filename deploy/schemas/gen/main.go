@@ -41,6 +41,7 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -70,6 +71,7 @@ var kinds = []kind{
 	{"role-rbac-v1.json", "rbac.authorization.k8s.io/v1", "Role", rbacv1.Role{}},
 	{"rolebinding-rbac-v1.json", "rbac.authorization.k8s.io/v1", "RoleBinding", rbacv1.RoleBinding{}},
 	{"networkpolicy-networking-v1.json", "networking.k8s.io/v1", "NetworkPolicy", networkingv1.NetworkPolicy{}},
+	{"horizontalpodautoscaler-autoscaling-v2.json", "autoscaling/v2", "HorizontalPodAutoscaler", autoscalingv2.HorizontalPodAutoscaler{}},
 }
 
 // special are types with their own JSON encoding.

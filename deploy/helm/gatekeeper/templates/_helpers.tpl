@@ -136,6 +136,16 @@ every template that depends on them.
 {{- fail (printf "policy.server.%s is set by the chart from ports.http and ports.admin (the container's ports): remove it from policy and set ports instead" $key) }}
 {{- end }}
 {{- end }}
+{{- $as := .Values.autoscaling }}
+{{- if and $as.keda.enabled $as.hpa.enabled }}
+{{- fail "autoscaling.keda.enabled and autoscaling.hpa.enabled are both true: KEDA makes an HPA of its own, and two HPAs on one Deployment fight; turn on one" }}
+{{- end }}
+{{- if and (or $as.keda.enabled $as.hpa.enabled) (not (hasKey $policy "scaling")) }}
+{{- fail "autoscaling is on but policy.scaling is not set: gatekeeper exports gatekeeper_desired_replicas only with a scaling section (e.g. policy.scaling: {pod_start_time: 4m})" }}
+{{- end }}
+{{- if gt (int $as.minReplicas) (int $as.maxReplicas) }}
+{{- fail (printf "autoscaling.minReplicas (%d) is above autoscaling.maxReplicas (%d)" (int $as.minReplicas) (int $as.maxReplicas)) }}
+{{- end }}
 {{- with $policy.cluster }}
 {{- if not (include "gatekeeper.redisURL" $) }}
 {{- fail "policy.cluster is set but there is no Redis: set redis.enabled=true or redis.url; the chart then adds cluster.redis.url and cluster.replicas" }}
