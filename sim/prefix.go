@@ -21,8 +21,8 @@ func ChainHash(parent uint64, block []byte) uint64 {
 }
 
 // PrefixCacheStats are vLLM's prefix-cache counters of the current engine
-// process, in tokens: Queries is vllm:prefix_cache_queries (the tokens of
-// every request looked up when it is scheduled from the queue), Hits is
+// process, in tokens: Queries is vllm:prefix_cache_queries (the prompt
+// tokens of every request looked up when it is first scheduled), Hits is
 // vllm:prefix_cache_hits (the tokens found cached). They start again from
 // zero after a restart, like vLLM's. (They are not in Metrics so that a
 // Metrics snapshot reads as it did before prefix caching.)
@@ -105,13 +105,17 @@ func (e *Engine) hitBlocks(s *Seq) (hit, free int) {
 }
 
 // takeHits gives s its first hit cached blocks (refcount up, out of the free
-// queue) and counts the lookup.
+// queue) and counts the lookup; a preempted request's lookup goes to vLLM's
+// preempted_queries/_hits (PrefixCacheStats.record), which the two
+// counters leave out.
 func (e *Engine) takeHits(s *Seq, hit int) {
 	if len(s.req.BlockHashes) == 0 || s.req.PromptLogprobs {
 		return
 	}
-	e.pc.stats.Queries += int64(s.req.PromptTokens + s.generated)
-	e.pc.stats.Hits += int64(hit * e.s.BlockSize)
+	if s.preempted == 0 {
+		e.pc.stats.Queries += int64(s.req.PromptTokens)
+		e.pc.stats.Hits += int64(hit * e.s.BlockSize)
+	}
 	for _, h := range s.req.BlockHashes[:hit] {
 		b := e.pc.blocks[h]
 		if b.ref == 0 {

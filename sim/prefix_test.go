@@ -218,6 +218,27 @@ func TestPrefixCacheRestartsEmpty(t *testing.T) {
 	}
 }
 
+// TestPrefixCacheCountsPreemptedOnce: three requests that outgrow a
+// 10-block cache are preempted and recomputed; each is counted once in
+// the queries (vLLM counts a preempted request's lookup apart), and the
+// block accounting holds throughout.
+func TestPrefixCacheCountsPreemptedOnce(t *testing.T) {
+	e := newEngine(t, Settings{NumGPUBlocksOverride: 10})
+	var seqs []*Seq
+	for _, n := range []string{"a", "b", "c"} {
+		s, err := e.Submit(Request{PromptTokens: 40, MaxTokens: 40, BlockHashes: chain(n, n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, s)
+	}
+	runDone(t, e, seqs...)
+	checkBlocks(t, e)
+	if q := e.PrefixCache(); e.Metrics().Counters.Preemptions == 0 || q.Queries != 120 {
+		t.Fatalf("preemptions %d, %+v: want some, and 120 queries", e.Metrics().Counters.Preemptions, q)
+	}
+}
+
 func TestSubmitRefusesTooManyBlockHashes(t *testing.T) {
 	e := newEngine(t, Settings{NumGPUBlocksOverride: 100})
 	if _, err := e.Submit(Request{PromptTokens: 47, MaxTokens: 1, BlockHashes: chain("a", "a", "a")}); err == nil {
