@@ -44,6 +44,7 @@ type Engine struct {
 	nextID     uint64
 	finished   []*Seq
 	step       stepScratch
+	pc         prefixCache // automatic prefix caching's cached blocks
 
 	// counters of the current process (reset on restart, like vLLM's)
 	c Counters
@@ -125,6 +126,7 @@ func (e *Engine) boot() error {
 	e.dead = false
 	e.freeBlocks = e.plan.NumGPUBlocks
 	e.c = Counters{}
+	e.pc.reset() // a new process: its prefix cache starts empty
 	return nil
 }
 
@@ -149,6 +151,9 @@ func (e *Engine) Submit(r Request) (*Seq, error) {
 	total := r.PromptTokens + r.MaxTokens
 	if total > e.s.MaxModelLen || e.blocksFor(total) > e.plan.NumGPUBlocks {
 		return nil, fmt.Errorf("%w: %d prompt + %d output tokens > %d", ErrTooLong, r.PromptTokens, r.MaxTokens, e.s.MaxModelLen)
+	}
+	if full := r.PromptTokens / e.s.BlockSize; len(r.BlockHashes) > full {
+		return nil, fmt.Errorf("sim: %d block hashes for a prompt of %d full blocks", len(r.BlockHashes), full)
 	}
 	if r.OutputTokens <= 0 || r.OutputTokens > r.MaxTokens {
 		r.OutputTokens = r.MaxTokens

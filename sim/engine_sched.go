@@ -85,7 +85,7 @@ func (e *Engine) schedule() []scheduled {
 			e.preempt(s) // s itself is the newest: it waits for room
 			break
 		}
-		e.freeBlocks -= need
+		e.takeBlocks(need)
 		s.blocks += need
 		batch = append(batch, scheduled{n, n == p})
 		st.add(s, n, n == p)
@@ -98,15 +98,21 @@ func (e *Engine) schedule() []scheduled {
 			e.waiting.popFront() // aborted while queued
 			continue
 		}
-		p := s.pending()
+		// Automatic prefix caching: the longest run of leading blocks
+		// already cached is reused and only the rest is prefilled
+		// (get_computed_blocks, allocate_slots); the cached blocks nobody
+		// holds leave the free queue too.
+		hit, hitFree := e.hitBlocks(s)
+		p := s.pending() - hit*e.s.BlockSize
 		n := min(p, budget)
-		need := e.blocksFor(n)
-		if need > e.freeBlocks {
+		need := e.blocksFor(hit*e.s.BlockSize+n) - hit
+		if need+hitFree > e.freeBlocks {
 			break
 		}
 		e.waiting.popFront()
-		e.freeBlocks -= need
-		s.blocks = need
+		e.takeHits(s, hit)
+		e.takeBlocks(need)
+		s.blocks += need
 		s.state = SeqRunning
 		e.running = append(e.running, s)
 		batch = append(batch, scheduled{n, n == p})
@@ -148,9 +154,13 @@ func (e *Engine) preempt(s *Seq) {
 	e.waiting.pushFront(s)
 }
 
-// release frees a request's KV blocks.
+// release frees a request's KV blocks; its cached prompt blocks stay
+// cached in the free queue.
 func (e *Engine) release(s *Seq) {
-	e.freeBlocks += s.blocks
+	e.freeBlocks += s.blocks - s.cached
+	if s.cached > 0 {
+		e.releaseCached(s)
+	}
 	s.blocks = 0
 }
 
@@ -260,6 +270,9 @@ func (e *Engine) commit(batch []scheduled) {
 	for i, b := range batch {
 		s := e.running[i]
 		s.computed += b.tokens
+		if s.cached < len(s.req.BlockHashes) {
+			e.cacheFull(s)
+		}
 		if b.sample && e.sample(s) {
 			continue
 		}

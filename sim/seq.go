@@ -21,6 +21,13 @@ type Request struct {
 	// step that computes part of its prompt also computes the LM head's
 	// logits and their float32 log-softmax over those prompt tokens.
 	PromptLogprobs bool
+	// BlockHashes is the prompt's content identity for automatic prefix
+	// caching: the chained hash (ChainHash) of each of its leading full
+	// blocks of the engine's BlockSize tokens, at most PromptTokens ÷
+	// BlockSize of them. A request reuses the cached blocks of its longest
+	// run of leading hashes another request computed. Nil: the prompt shares
+	// nothing (it is neither looked up nor cached).
+	BlockHashes []uint64
 }
 
 // SeqState is where a request is in the engine.
@@ -69,6 +76,7 @@ type Seq struct {
 	firstToken time.Duration
 	finishedAt time.Duration
 	preempted  int
+	cached     int // leading blocks held as refs on prefix-cache blocks
 }
 
 // ID is unique within an engine, counting from 1.

@@ -52,6 +52,7 @@ func (srv *Server) metrics(w http.ResponseWriter, _ *http.Request) {
 	}
 	srv.mu.Lock()
 	util := srv.e.Settings().GPUMemoryUtilization
+	pc := srv.e.PrefixCache()
 	srv.mu.Unlock()
 	var b strings.Builder
 	lbl := fmt.Sprintf(`{engine="0",model_name=%q}`, srv.name)
@@ -77,6 +78,10 @@ func (srv *Server) metrics(w http.ResponseWriter, _ *http.Request) {
 		"vllm:generation_tokens_total"+lbl+" "+num(float64(m.Counters.GenerationTokens)))
 	family("vllm:request_success_total", "counter", "Count of successfully processed requests.",
 		"vllm:request_success_total"+lbl+" "+num(float64(m.Counters.RequestSuccess)))
+	family("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
+		"vllm:prefix_cache_queries_total"+lbl+" "+num(float64(pc.Queries)))
+	family("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+		"vllm:prefix_cache_hits_total"+lbl+" "+num(float64(pc.Hits)))
 	family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig",
 		fmt.Sprintf(`vllm:cache_config_info{block_size="%d",engine="0",gpu_memory_utilization="%s",num_gpu_blocks="%d"} 1`,
 			m.BlockSize, num(util), m.NumGPUBlocks))
@@ -143,8 +148,9 @@ type emptyCacheDevice struct {
 	ReleasedBytes       int64  `json:"released_bytes"`
 }
 
-// resetPrefixCache answers vLLM's POST /reset_prefix_cache; the simulator has
-// no prefix cache, so it only acknowledges.
+// resetPrefixCache answers vLLM's POST /reset_prefix_cache. It only
+// acknowledges: the simulated prefix cache is not emptied (a departure, see
+// sim/README.md).
 func (srv *Server) resetPrefixCache(w http.ResponseWriter, _ *http.Request) {
 	if !srv.snapshot().Alive {
 		writeError(w, http.StatusServiceUnavailable, msgUnavailable)

@@ -30,6 +30,12 @@ type completionRequest struct {
 	// PromptLogprobs is vLLM's extra parameter: logprobs over the prompt.
 	PromptLogprobs *int `json:"prompt_logprobs"`
 	IgnoreEOS      bool `json:"ignore_eos"`
+
+	// content stands for the prompt's tokens, unit bytes a token, for the
+	// prefix cache's block hashes (prefix.go); filled by promptTokens.
+	content []byte
+	unit    int
+	hashes  []uint64 // the prompt's full blocks' chained hashes
 }
 
 type chatMessage struct {
@@ -39,16 +45,20 @@ type chatMessage struct {
 
 // promptTokens estimates a prompt's tokens: token-id arrays count as they
 // are, text as ceil(chars ÷ CharsPerToken), plus 4 template tokens per chat message.
+// It also renders the prompt into req.content for the prefix cache.
 func (srv *Server) promptTokens(req *completionRequest, chat bool) (int, error) {
 	chars, tokens := 0, 0
+	req.unit = srv.s.CharsPerToken
 	if chat {
 		if len(req.Messages) == 0 {
 			return 0, errors.New("messages must be a non-empty array")
 		}
 		for _, m := range req.Messages {
 			var s string
+			req.content = appendRole(req.content, m.Role, 4*srv.s.CharsPerToken)
 			if json.Unmarshal(m.Content, &s) == nil {
 				chars += len(s)
+				req.content = append(req.content, s...)
 			} else {
 				var parts []struct {
 					Text string `json:"text"`
@@ -58,6 +68,7 @@ func (srv *Server) promptTokens(req *completionRequest, chat bool) (int, error) 
 				}
 				for _, p := range parts {
 					chars += len(p.Text)
+					req.content = append(req.content, p.Text...)
 				}
 			}
 			tokens += 4
@@ -70,16 +81,21 @@ func (srv *Server) promptTokens(req *completionRequest, chat bool) (int, error) 
 		switch {
 		case json.Unmarshal(req.Prompt, &s) == nil:
 			chars = len(s)
+			req.content = []byte(s)
 		case json.Unmarshal(req.Prompt, &ss) == nil:
 			for _, x := range ss {
 				chars += len(x)
+				req.content = append(req.content, x...)
 			}
 		case json.Unmarshal(req.Prompt, &ids) == nil:
 			tokens = len(ids)
+			req.content, req.unit = appendIDs(req.content, ids), 4
 		case json.Unmarshal(req.Prompt, &idss) == nil:
 			for _, x := range idss {
 				tokens += len(x)
+				req.content = appendIDs(req.content, x)
 			}
+			req.unit = 4
 		default:
 			return 0, errors.New("prompt must be a string, an array of strings or token ids")
 		}
@@ -202,6 +218,7 @@ func (srv *Server) parse(body []byte, chat bool) (req completionRequest, prompt,
 	if err != nil {
 		return req, 0, 0, http.StatusBadRequest, err.Error()
 	}
+	req.hashes = blockHashes(req.content, req.unit, srv.blockSize, prompt)
 	maxTokens = srv.s.DefaultMaxTokens
 	if req.MaxCompletionTokens != nil {
 		maxTokens = *req.MaxCompletionTokens
@@ -218,7 +235,7 @@ func (srv *Server) parse(body []byte, chat bool) (req completionRequest, prompt,
 // submit hands the request to the engine; on failure it returns the status
 // and message to answer with.
 func (srv *Server) submit(req *completionRequest, chat bool, prompt, maxTokens int) (*call, int, string) {
-	sr := sim.Request{PromptTokens: prompt, MaxTokens: maxTokens,
+	sr := sim.Request{PromptTokens: prompt, MaxTokens: maxTokens, BlockHashes: req.hashes,
 		TopP:           (req.TopP != nil && *req.TopP < 1) || (req.TopK != nil && *req.TopK > 0),
 		Logprobs:       len(req.Logprobs) > 0 && string(req.Logprobs) != "null" && string(req.Logprobs) != "false",
 		PromptLogprobs: req.PromptLogprobs != nil}

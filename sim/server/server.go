@@ -62,6 +62,8 @@ type Server struct {
 	s    Settings
 	mux  *http.ServeMux
 	name string
+	// blockSize is the engine's KV block size, in tokens (fixed at New).
+	blockSize int
 
 	// mu guards everything below and every call into the engine.
 	mu      sync.Mutex
@@ -114,7 +116,7 @@ func New(e *sim.Engine, s Settings) (*Server, error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
-	srv := &Server{s: s, e: e, name: s.ModelName, start: s.Now(), alive: e.Alive(),
+	srv := &Server{s: s, e: e, name: s.ModelName, blockSize: e.Settings().BlockSize, start: s.Now(), alive: e.Alive(),
 		rng: rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)), pending: map[*sim.Seq]*waiter{}}
 	if srv.name == "" {
 		srv.name = e.Settings().Model.Name
