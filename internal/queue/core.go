@@ -177,7 +177,10 @@ func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost) {
 	w.take(cost)
 	t := c.tenantFor(tenantKey{priority: r.Priority, name: r.Tenant}, r.Weight)
 	cost.tenant = t.id
-	w.use(t.acct, cost.slots())
+	if t.acct != nil {
+		cost.tenant |= counted
+		w.use(t.acct, cost.slots())
+	}
 	c.arrive(t)
 	service := max(r.Service, 0)
 	c.charge(t, service)
@@ -205,10 +208,11 @@ func (c *Core) take(r Request) (g Grant, granted bool) {
 // window.
 func (c *Core) Release(now time.Time, upstream string, cost Cost) []Grant {
 	var a *account
-	if c.shares && int(cost.tenant) < len(c.byID) && c.byID[cost.tenant] != nil {
-		a = c.byID[cost.tenant].acct
+	id := cost.tenant &^ counted
+	if c.shares && cost.tenant&counted != 0 && int(id) < len(c.byID) && c.byID[id] != nil {
+		a = c.byID[id].acct
 	}
-	c.released(cost.tenant)
+	c.released(id)
 	w, i := c.find(upstream)
 	if w == nil || w.inflight == 0 {
 		return nil
