@@ -204,6 +204,8 @@ func writeFairTable(w io.Writer, runs []fairRun, d time.Duration) error {
 var (
 	shareSeeds = flag.String("share-seeds", "", "run issue 37's shares on these seeds (from-to) and print the table")
 	shareHours = flag.Float64("share-hours", 1, "the horizon of -share-seeds, in virtual hours")
+	shareHeavy = flag.Float64("share-heavy-max", 0.8, "heavy's max_share in -share-seeds")
+	shareLight = flag.Float64("share-light-min", 0.2, "light's min_share in -share-seeds")
 )
 
 func TestTenantShareSeeds(t *testing.T) {
@@ -228,7 +230,8 @@ func TestTenantShareSeeds(t *testing.T) {
 			runs := []fairRun{
 				{name: "light alone", s: Settings{Tenants: true}},
 				{name: "vtc", s: Settings{Tenants: true}},
-				{name: "shares", s: Settings{Tenants: true, Queue: queue.Settings{Shares: isolated}}},
+				{name: "shares", s: Settings{Tenants: true, Queue: queue.Settings{Shares: map[string]queue.Share{
+					"heavy": {Max: *shareHeavy}, "light": {Min: *shareLight}}}}},
 			}
 			seed := from + uint64(i)
 			runFair(t, runs, d, seed)
@@ -240,8 +243,8 @@ func TestTenantShareSeeds(t *testing.T) {
 		<-done
 	}
 	var b strings.Builder
-	b.WriteString("| seed | light p99 TTFT alone | VTC only: p99 (÷ alone) | shares: p99 (÷ alone) | heavy served, VTC only → shares | heavy service, VTC only → shares |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| seed | light p99 TTFT alone | VTC only: p99 (÷ alone) | shares: p99 (÷ alone) | light p99 queue wait, VTC only → shares | heavy served, VTC only → shares | heavy service, VTC only → shares |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	ratio := func(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
 	var sumV, sumI, worst float64
 	var hs, hsI, sv, svI int64
@@ -249,14 +252,14 @@ func TestTenantShareSeeds(t *testing.T) {
 		rv, ri := ratio(r.vtc.TTFTP99, r.alone.TTFTP99), ratio(r.iso.TTFTP99, r.alone.TTFTP99)
 		sumV, sumI, worst = sumV+rv, sumI+ri, max(worst, ri)
 		hs, hsI, sv, svI = hs+r.hVTC.Served, hsI+r.hIso.Served, sv+r.hVTC.Service, svI+r.hIso.Service
-		fmt.Fprintf(&b, "| %d | %s | %s (%.2f ×) | %s (%.2f ×) | %d → %d (%+.1f %%) | %d → %d (%+.1f %%) |\n", r.seed,
-			fmtDur(r.alone.TTFTP99), fmtDur(r.vtc.TTFTP99), rv, fmtDur(r.iso.TTFTP99), ri,
+		fmt.Fprintf(&b, "| %d | %s | %s (%.2f ×) | %s (%.2f ×) | %s → %s | %d → %d (%+.1f %%) | %d → %d (%+.1f %%) |\n", r.seed,
+			fmtDur(r.alone.TTFTP99), fmtDur(r.vtc.TTFTP99), rv, fmtDur(r.iso.TTFTP99), ri, fmtDur(r.vtc.WaitP99), fmtDur(r.iso.WaitP99),
 			r.hVTC.Served, r.hIso.Served, 100*(float64(r.hIso.Served)/float64(max(r.hVTC.Served, 1))-1),
 			r.hVTC.Service, r.hIso.Service, 100*(float64(r.hIso.Service)/float64(max(r.hVTC.Service, 1))-1))
 	}
 	n := float64(len(rows))
-	fmt.Fprintf(&b, "\n%v virtual per run, seeds %d–%d; light's p99 TTFT ÷ alone, mean: VTC only %.2f ×, shares %.2f × (worst seed %.2f ×); "+
+	fmt.Fprintf(&b, "\nheavy max_share %v, light min_share %v; %v virtual per run, seeds %d–%d; light's p99 TTFT ÷ alone, mean: VTC only %.2f ×, shares %.2f × (worst seed %.2f ×); "+
 		"heavy's served requests %+.1f %%, its service %+.1f %% with shares.\n",
-		d, from, to, sumV/n, sumI/n, worst, 100*(float64(hsI)/float64(max(hs, 1))-1), 100*(float64(svI)/float64(max(sv, 1))-1))
+		*shareHeavy, *shareLight, d, from, to, sumV/n, sumI/n, worst, 100*(float64(hsI)/float64(max(hs, 1))-1), 100*(float64(svI)/float64(max(sv, 1))-1))
 	fmt.Print(b.String())
 }
