@@ -30,6 +30,10 @@ type Fairness struct {
 	// Tenants names tenants and gives them a weight; every other tenant has
 	// weight 1 and is counted as "other" in metrics.
 	Tenants []Tenant `yaml:"tenants"`
+	// DefaultMaxShare caps the part of each pod's window (its sequences in
+	// flight) that each tenant fairness.tenants does not name may hold, as
+	// a tenant's max_share does; 1 is no cap. Range (0, 1].
+	DefaultMaxShare float64 `yaml:"default_max_share"`
 }
 
 // Tenant is one named tenant.
@@ -42,11 +46,26 @@ type Tenant struct {
 	// Weight is its share: while two tenants wait, one of weight 2 is
 	// served twice the weighted tokens of one of weight 1.
 	Weight float64 `yaml:"weight"`
+	// MinShare is the part of each pod's window (its sequences in flight, as
+	// the window counts them, cut by pressure with it) kept for this
+	// tenant: floor(min_share × window) slots that no other tenant is
+	// granted while it holds fewer, even while it sends nothing, so that its
+	// next request starts at once instead of waiting for another tenant's
+	// slot to end. 0 keeps nothing. Range [0, 1], at most max_share; the
+	// min_shares of all tenants sum to at most 1.
+	MinShare float64 `yaml:"min_share"`
+	// MaxShare caps the tenant's part of each pod's window at
+	// ceil(max_share × window) slots: at its cap it waits even when the
+	// window has room (a request larger than the cap alone still runs
+	// while the tenant holds nothing there). 1 is no cap. Range (0, 1].
+	MaxShare float64 `yaml:"max_share"`
 }
 
-func (f *Fairness) setDefaults() { f.InputWeight, f.OutputWeight, f.MaxTenants = 1, 2, 10000 }
+func (f *Fairness) setDefaults() {
+	f.InputWeight, f.OutputWeight, f.MaxTenants, f.DefaultMaxShare = 1, 2, 10000, 1
+}
 
-func (t *Tenant) setDefaults() { t.Weight = 1 }
+func (t *Tenant) setDefaults() { t.Weight, t.MaxShare = 1, 1 }
 
 func (k *checker) fairness(f *Fairness, perClient *PerClient) {
 	if f == nil {
@@ -61,7 +80,9 @@ func (k *checker) fairness(f *Fairness, perClient *PerClient) {
 	k.weight("fairness.input_weight", f.InputWeight)
 	k.weight("fairness.output_weight", f.OutputWeight)
 	k.atLeast("fairness.max_tenants", int64(f.MaxTenants), 1)
+	k.share("fairness.default_max_share", f.DefaultMaxShare, false)
 	names, keys := map[string]bool{}, map[string]bool{}
+	minSum := 0.0
 	for i, t := range f.Tenants {
 		p := fmt.Sprintf("fairness.tenants[%d]", i)
 		switch {
@@ -83,7 +104,31 @@ func (k *checker) fairness(f *Fairness, perClient *PerClient) {
 		}
 		keys[t.Key] = true
 		k.weight(p+".weight", t.Weight)
+		okMin, okMax := k.share(p+".min_share", t.MinShare, true), k.share(p+".max_share", t.MaxShare, false)
+		if okMin && okMax && t.MinShare > t.MaxShare {
+			k.add(p+".min_share", "must not exceed max_share (%v), got %v", t.MaxShare, t.MinShare)
+		}
+		if okMin {
+			minSum += t.MinShare
+		}
 	}
+	if minSum > 1+1e-9 {
+		k.add("fairness.tenants", "min_shares sum to %.3g; they must sum to at most 1 (each is a part of the same window)", minSum)
+	}
+}
+
+// share checks a part of a window: in (0, 1], or [0, 1] when zero is
+// allowed. It reports whether v is valid.
+func (k *checker) share(path string, v float64, zero bool) bool {
+	switch {
+	case zero && !(v >= 0 && v <= 1):
+		k.add(path, "must be a number ≥ 0 and ≤ 1, got %v", v)
+	case !zero && !(v > 0 && v <= 1):
+		k.add(path, "must be a number > 0 and ≤ 1, got %v", v)
+	default:
+		return true
+	}
+	return false
 }
 
 // OtherTenant is the metrics label of every tenant fairness.tenants does

@@ -82,6 +82,7 @@ func from(c *config.Config) (Settings, error) {
 	s.Policy.Classes, s.classes = classesFrom(c.Classes)
 	if c.Fairness != nil {
 		s.Queue.MaxTenants = c.Fairness.MaxTenants
+		s.Queue.Shares, s.Queue.DefaultMaxShare = sharesFrom(c.Fairness)
 	}
 	for model, l := range c.ModelLimits {
 		if s.models == nil {
@@ -165,6 +166,43 @@ func fairnessFrom(f *config.Fairness) *decide.Fairness {
 		out.Tenants[t.Key] = decide.Tenant{Name: t.Name, Weight: t.Weight}
 	}
 	return out
+}
+
+// sharesFrom maps the tenants' min and max shares onto the queue's, by the
+// name the decision core gives a named tenant (decide.Fairness); every
+// other tenant (unnamed or anonymous) gets the default cap. Nil when no
+// tenant has a share, and 0 (no cap) for a default cap of 1.
+func sharesFrom(f *config.Fairness) (map[string]queue.Share, float64) {
+	var shares map[string]queue.Share
+	for _, t := range f.Tenants {
+		if t.MinShare > 0 || t.MaxShare > 0 && t.MaxShare < 1 {
+			if shares == nil {
+				shares = map[string]queue.Share{}
+			}
+			sh := queue.Share{Min: t.MinShare}
+			if t.MaxShare < 1 {
+				sh.Max = t.MaxShare
+			}
+			shares[t.Name] = sh
+		}
+	}
+	var def float64
+	if f.DefaultMaxShare < 1 {
+		def = f.DefaultMaxShare
+	}
+	if def > 0 {
+		// A named tenant without a share of its own is not capped by the
+		// default: list it with no cap.
+		for _, t := range f.Tenants {
+			if _, ok := shares[t.Name]; !ok {
+				if shares == nil {
+					shares = map[string]queue.Share{}
+				}
+				shares[t.Name] = queue.Share{}
+			}
+		}
+	}
+	return shares, def
 }
 
 // quotaLimits maps the policy's quotas onto the quota package's limits; the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/scale"
 )
 
@@ -169,5 +170,50 @@ func TestScaleSettings(t *testing.T) {
 	}
 	if _, err := scale.New(got, nil); err != nil {
 		t.Errorf("scale.New(ScaleSettings()) = %v", err)
+	}
+}
+
+func TestShareSettings(t *testing.T) {
+	const keyA = "sha256:2e7d2c03a9507ae265ecf5b5356885a53393a2029d241394997265a1a25aefc6"
+	const keyB = "sha256:18ac3e7343f016890c510e93f935261169d9e3f565436429830faf0934f4f8e4"
+	const keyC = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	for _, tt := range []struct {
+		name   string
+		policy string
+		want   map[string]queue.Share
+		def    float64
+	}{
+		{name: "no shares", policy: `fairness: {tenant_header: X-Tenant, tenants: [{name: a, key: "` + keyA + `"}]}`},
+		{name: "min and max", policy: `fairness:
+  tenant_header: X-Tenant
+  tenants:
+    - {name: heavy, key: "` + keyA + `", max_share: 0.8}
+    - {name: light, key: "` + keyB + `", min_share: 0.2}
+    - {name: plain, key: "` + keyC + `"}
+`, want: map[string]queue.Share{"heavy": {Max: 0.8}, "light": {Min: 0.2}}},
+		{name: "a default cap leaves the named tenants uncapped", policy: `fairness:
+  tenant_header: X-Tenant
+  default_max_share: 0.5
+  tenants:
+    - {name: light, key: "` + keyB + `", min_share: 0.2}
+    - {name: plain, key: "` + keyC + `"}
+`, want: map[string]queue.Share{"light": {Min: 0.2}, "plain": {}}, def: 0.5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte("upstreams: [{url: \"http://a:8000\"}]\n" + tt.policy))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := from(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(s.Queue.Shares, tt.want) || s.Queue.DefaultMaxShare != tt.def {
+				t.Errorf("queue shares = %v, default %v; want %v, %v", s.Queue.Shares, s.Queue.DefaultMaxShare, tt.want, tt.def)
+			}
+			if _, err := queue.NewCore(s.Queue); err != nil {
+				t.Errorf("the queue refuses the mapped shares: %v", err)
+			}
+		})
 	}
 }

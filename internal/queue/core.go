@@ -41,6 +41,14 @@ type Core struct {
 	// evicting is set once more tenants than MaxTenants were remembered.
 	evicting bool
 	others   map[*tenant]int // predictWait's scratch: other tenants' slots ahead
+	// shares is set while Settings guarantee or cap a tenant's part of the
+	// windows (share.go): accts holds each tenant name's account, minAccts
+	// those with a reservation, held the tenants a dispatch set aside at
+	// their cap (scratch).
+	shares   bool
+	accts    map[string]*account
+	minAccts []*account
+	held     []*tenant
 }
 
 // NewCore returns an empty Core in FIFO order with no windows. The error
@@ -50,7 +58,7 @@ func NewCore(s Settings) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Core{
+	c := &Core{
 		s:       s,
 		waiting: make(map[uint64]*item),
 		fifo:    heap{kind: byArrival},
@@ -60,7 +68,9 @@ func NewCore(s Settings) (*Core, error) {
 		levels:  make(map[int]*level),
 		idle:    tenantHeap{kind: idleByCounter},
 		others:  make(map[*tenant]int),
-	}, nil
+	}
+	c.applyShares()
+	return c, nil
 }
 
 // updateSettings applies new bounds and aging to new arrivals and later
@@ -71,6 +81,7 @@ func (c *Core) updateSettings(s Settings) error {
 		return err
 	}
 	c.s = s
+	c.applyShares()
 	if !c.evicting && len(c.tenants) > s.MaxTenants {
 		c.startEvicting()
 	}
@@ -120,7 +131,7 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	// use, or one it reserved for its memory), so taking room here overtakes
 	// no one who could have used it.
 	cost := r.cost()
-	if w := c.choose(r.Exclude, cost); w != nil {
+	if w := c.choose(r.Exclude, cost, c.lookupAcct(r.Tenant)); w != nil {
 		c.grantNow(&g, w, &r, cost)
 		return g, true, nil
 	}
@@ -166,6 +177,10 @@ func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost) {
 	w.take(cost)
 	t := c.tenantFor(tenantKey{priority: r.Priority, name: r.Tenant}, r.Weight)
 	cost.tenant = t.id
+	if t.acct != nil {
+		cost.tenant |= counted
+		w.use(t.acct, cost.slots())
+	}
 	c.arrive(t)
 	service := max(r.Service, 0)
 	c.charge(t, service)
@@ -179,7 +194,7 @@ func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost) {
 // charges r's tenant as Enqueue's do.
 func (c *Core) take(r Request) (g Grant, granted bool) {
 	cost := r.cost()
-	if w := c.choose(r.Exclude, cost); w != nil {
+	if w := c.choose(r.Exclude, cost, c.lookupAcct(r.Tenant)); w != nil {
 		c.grantNow(&g, w, &r, cost)
 		return g, true
 	}
@@ -192,12 +207,21 @@ func (c *Core) take(r Request) (g Grant, granted bool) {
 // the count of its tenant's requests in flight, which falls whatever the
 // window.
 func (c *Core) Release(now time.Time, upstream string, cost Cost) []Grant {
-	c.released(cost.tenant)
+	var a *account
+	id := cost.tenant &^ counted
+	if c.shares && cost.tenant&counted != 0 && int(id) < len(c.byID) && c.byID[id] != nil {
+		a = c.byID[id].acct
+	}
+	c.released(id)
 	w, i := c.find(upstream)
 	if w == nil || w.inflight == 0 {
 		return nil
 	}
 	w.give(cost)
+	if a != nil {
+		w.use(a, -cost.slots())
+		c.dropAcct(a)
+	}
 	w.rate.add(now, cost.slots())
 	if w.removed && w.inflight == 0 {
 		c.windows = slices.Delete(c.windows, i, i+1)
@@ -255,6 +279,11 @@ func (c *Core) Dispatch(now time.Time) []Grant {
 // now reserves that window until the next dispatch: nobody behind it, and no
 // newcomer, overtakes it there, so a large request starts as soon as enough
 // is given back instead of being passed over by every small one.
+//
+// A tenant whose next waiter only its share keeps out (at its cap, or the
+// room left is reserved for others' min shares) is set aside whole until
+// the dispatch ends, in O(log tenants): the tenants after it go first, and
+// its waiters reserve nothing.
 func (c *Core) grant(now time.Time) []Grant {
 	var grants []Grant
 	var passed []*item
@@ -263,14 +292,25 @@ func (c *Core) grant(now time.Time) []Grant {
 	}
 	for c.fifo.len() > 0 && c.anyRoom() {
 		it := c.next(now)
+		if it == nil {
+			break // every tenant with waiters is set aside at its share
+		}
+		if c.shares && c.shareBlocked(it) {
+			t := it.tenant
+			t.held = true
+			c.update(t)
+			c.held = append(c.held, t)
+			continue
+		}
 		c.unlink(it)
-		w := c.choose(it.exclude, it.cost())
+		w := c.choose(it.exclude, it.cost(), it.tenant.acct)
 		if w == nil {
 			passed = append(passed, it)
 			c.reserve(it)
 			continue
 		}
 		w.take(it.cost())
+		w.use(it.tenant.acct, it.cost().slots())
 		c.charge(it.tenant, it.service) // before forget: in flight, never idle in between
 		c.forget(it)
 		grants = append(grants, Grant{ID: it.id, Upstream: w.name, Cost: it.cost(), Tenant: it.tenant.key.name,
@@ -279,6 +319,12 @@ func (c *Core) grant(now time.Time) []Grant {
 	for _, it := range passed {
 		c.link(it) // same seq: the same place as before
 	}
+	for i, t := range c.held {
+		t.held = false
+		c.update(t)
+		c.held[i] = nil
+	}
+	c.held = c.held[:0]
 	return grants
 }
 

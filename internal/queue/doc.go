@@ -41,6 +41,20 @@
 // (they exclude the windows with room, or do not fit them) are outside the
 // bound too: the room goes to whoever can use it.
 //
+// # Shares of each window
+//
+// Settings.Shares bounds a tenant's part of every window (by tenant name,
+// whatever the priority), as fractions of the window's current limit in
+// slots: Max caps it at ceil(Max × limit), so a tenant at its cap waits
+// with room left, and Min keeps floor(Min × limit) slots that no other
+// tenant is granted while it holds fewer, even while it is idle.
+// Settings.DefaultMaxShare caps every tenant not listed. A dispatch sets
+// aside, whole, a tenant whose next waiter only its share keeps out
+// (O(log tenants)), and the tenants after it go; the shares are checked in
+// O(1) for the cap and O(tenants with a Min) for the reservations. Grants
+// within a share still go by the counters, so the bound above holds
+// between tenants that no share keeps out.
+//
 // Cost: groups are keyed by Exclude list and tenant, so each tenant keeps
 // its waiters in its own groups; each priority keeps a heap of its
 // backlogged tenants by counter (ties by the oldest of a tenant's groups'

@@ -116,6 +116,19 @@ func (c *Core) next(now time.Time) *item {
 		return nil
 	}
 	t := c.levels[top.priority].backlog.top()
+	if t == nil { // its tenants are set aside at their shares (grant): the next priority's go
+		var l *level
+		lp := 0
+		for p, lv := range c.levels {
+			if lv.backlog.len() > 0 && p < top.priority && (l == nil || p > lp) {
+				l, lp = lv, p
+			}
+		}
+		if l == nil {
+			return nil
+		}
+		t = l.backlog.top()
+	}
 	var best *item
 	var bestKind headKind
 	for _, g := range t.groups {

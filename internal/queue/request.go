@@ -63,7 +63,7 @@ type Cost struct {
 	Seqs           int
 	// tenant is the id of the grant's tenant (tenant.id), whose in-flight
 	// count Release lowers: 4 bytes, so that the Cost every grant and slot
-	// copies stays as small as before tenants.
+	// copies stays as small as before tenants. Its top bit is counted.
 	tenant uint32
 }
 
@@ -73,8 +73,17 @@ func (r *Request) cost() Cost {
 }
 
 func (it *item) cost() Cost {
-	return Cost{Tokens: it.tokens, Memory: it.memory, Seqs: it.seqs, tenant: it.tenant.id}
+	id := it.tenant.id
+	if it.tenant.acct != nil {
+		id |= counted
+	}
+	return Cost{Tokens: it.tokens, Memory: it.memory, Seqs: it.seqs, tenant: id}
 }
+
+// counted marks a Cost's tenant id whose slots the window's share
+// accounts count (shares were on at its grant): only those are given back
+// there, so turning shares on while requests run counts nothing twice.
+const counted uint32 = 1 << 31
 
 // slots is how many window slots c holds: Seqs, at least 1.
 func (c Cost) slots() int { return max(c.Seqs, 1) }

@@ -34,6 +34,14 @@ type Settings struct {
 	// doc). Tenants with waiters or requests in flight are always kept.
 	// 0 means 10 000; negative is invalid.
 	MaxTenants int
+	// Shares guarantees or caps some tenants' part of every window, by
+	// tenant name (Request.Tenant, whatever its priority); see Share. Nil
+	// means none. The Mins must sum to at most 1.
+	Shares map[string]Share
+	// DefaultMaxShare caps the part of every window of each tenant that
+	// Shares does not list, as Share.Max does. 0 means 1 (no cap); valid
+	// range [0, 1].
+	DefaultMaxShare float64
 	// Now returns the current time; Queue reads it at its exported edge.
 	// Nil means time.Now. Core ignores it (its methods take now).
 	Now func() time.Time
@@ -55,6 +63,7 @@ func (s Settings) withDefaults() (Settings, error) {
 	if s.MaxTenants < 0 {
 		errs = append(errs, fmt.Errorf("queue: MaxTenants must not be negative, got %d", s.MaxTenants))
 	}
+	errs = append(errs, s.validShares()...)
 	if len(errs) > 0 {
 		return Settings{}, errors.Join(errs...)
 	}

@@ -24,6 +24,8 @@ type tenant struct {
 	inflight int      // its granted requests not yet released
 	groups   []*group // those holding its linked waiters
 	lvl      *level   // its priority's
+	acct     *account // its name's part of the windows; nil while shares are off
+	held     bool     // set aside by the running dispatch at its share: out of the backlog
 	idx      [2]int   // position in its level's backlog and in the idle heap; -1 when out
 }
 
@@ -65,6 +67,10 @@ func (c *Core) tenantFor(k tenantKey, weight float64) *tenant {
 		}
 		c.byID[t.id] = t
 		c.tenants[k] = t
+		if c.shares {
+			t.acct = c.acctFor(k.name)
+			t.acct.refs++
+		}
 	}
 	t.weight = weightOf(weight)
 	c.hot = t
@@ -161,10 +167,10 @@ func (c *Core) Settle(tenant string, priority int, charged, actual int64) {
 // the grants of a queue without tenants pay nothing for it.
 func (c *Core) update(t *tenant) {
 	b := &t.lvl.backlog
-	switch in := t.idx[inBacklog] >= 0; {
-	case t.linked > 0 && !in:
+	switch in, want := t.idx[inBacklog] >= 0, t.linked > 0 && !t.held; {
+	case want && !in:
 		b.push(t)
-	case t.linked > 0:
+	case want:
 		b.fix(t)
 	case in:
 		b.remove(t)
@@ -213,6 +219,10 @@ func (c *Core) evict() {
 		}
 		if c.hot == t {
 			c.hot = nil
+		}
+		if a := t.acct; a != nil {
+			a.refs--
+			c.dropAcct(a)
 		}
 	}
 }

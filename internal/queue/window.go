@@ -55,6 +55,9 @@ type window struct {
 	// rate measures how fast the window gives slots back (Release): the
 	// deadline check's service rate.
 	rate serviceRate
+	// used counts the slots each tenant account holds here (share.go); nil
+	// while shares are off.
+	used map[*account]int
 }
 
 // take counts one more request of the given cost in flight.
@@ -129,11 +132,15 @@ func (c *Core) find(name string) (*window, int) {
 // should take now: of those with room whose bounds it fits and that no
 // waiter has reserved, the one with the most room; ties go to the first by
 // name. Nil means none.
-func (c *Core) choose(exclude []string, cost Cost) *window {
+//
+// With shares on, a (the request's tenant's account; nil when it has none)
+// must also be within its share there (shareOK).
+func (c *Core) choose(exclude []string, cost Cost, a *account) *window {
 	var best *window
 	bestRoom := 0
 	for _, w := range c.windows {
-		if r := c.room(w); r > bestRoom && w.fits(cost) && !w.reserved && !slices.Contains(exclude, w.name) {
+		if r := c.room(w); r > bestRoom && w.fits(cost) && !w.reserved && !slices.Contains(exclude, w.name) &&
+			c.shareOK(w, a, cost.slots()) {
 			best, bestRoom = w, r
 		}
 	}
@@ -142,14 +149,32 @@ func (c *Core) choose(exclude []string, cost Cost) *window {
 
 // reserve marks every window it may use that has room but not the slots,
 // memory or tokens for it, when it could fit there once what is in flight is given
-// back (its memory is within the budget).
+// back (its memory is within the budget). A window its tenant's share keeps
+// it out of is not reserved: others may use it meanwhile.
 func (c *Core) reserve(it *item) {
 	for _, w := range c.windows {
 		if c.room(w) > 0 && !w.fits(it.cost()) && (w.budget == 0 || it.memory <= w.budget) &&
-			!slices.Contains(it.exclude, w.name) {
+			!slices.Contains(it.exclude, w.name) && c.shareOK(w, it.tenant.acct, it.seqs) {
 			w.reserved = true
 		}
 	}
+}
+
+// shareBlocked reports whether only its tenant's share keeps it out now:
+// no window it may use with room lets its tenant start it, and some would
+// if it were not for the share.
+func (c *Core) shareBlocked(it *item) bool {
+	cost, blocked := it.cost(), false
+	for _, w := range c.windows {
+		if c.room(w) == 0 || w.reserved || !w.fits(cost) || slices.Contains(it.exclude, w.name) {
+			continue
+		}
+		if c.shareOK(w, it.tenant.acct, cost.slots()) {
+			return false
+		}
+		blocked = true
+	}
+	return blocked
 }
 
 // canFit reports whether a request of the given memory excluding exclude fits

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 
@@ -40,29 +41,41 @@ type fairRun struct {
 // tenant as a higher class, the most any queue order could do for it.
 func fairRuns(t *testing.T, d time.Duration) []fairRun {
 	t.Helper()
-	both := []TenantShare{{Name: "heavy", Rate: 10}, {Name: "light", Rate: 1}}
 	runs := []fairRun{
 		{name: "two tenants, fair shares", s: Settings{Tenants: true}},
 		{name: "light alone", s: Settings{Tenants: true}},
 		{name: "two tenants, no tenants in the queue", s: Settings{}},
 		{name: "what-if: light a higher class", s: Settings{TenantPriority: map[string]int{"light": 1}}},
+		{name: "fair shares, heavy max_share 0.8, light min_share 0.2", s: Settings{Tenants: true, Queue: queue.Settings{Shares: isolated}}},
 	}
+	runFair(t, runs, d, fairSeed)
+	return runs
+}
+
+// isolated is issue 37's shares: heavy capped at 0.8 of the window, 0.2
+// kept for light. Chosen before any run (the brief's example), not tuned.
+var isolated = map[string]queue.Share{"heavy": {Max: 0.8}, "light": {Min: 0.2}}
+
+// runFair runs each of runs on the scenario's trace at horizon d and seed;
+// the run named "light alone" gets the light tenant's arrivals only.
+func runFair(t *testing.T, runs []fairRun, d time.Duration, seed uint64) {
+	t.Helper()
+	both := []TenantShare{{Name: "heavy", Rate: 10}, {Name: "light", Rate: 1}}
 	for i := range runs {
 		shares := both
-		if i == 1 {
+		if runs[i].name == "light alone" {
 			shares = both[1:]
 		}
-		tr, err := NewTenantTrace(TraceSettings{Duration: d, BaseQPS: fairLightQPS, BurstQPS: fairLightQPS, Seed: fairSeed}, shares)
+		tr, err := NewTenantTrace(TraceSettings{Duration: d, BaseQPS: fairLightQPS, BurstQPS: fairLightQPS, Seed: seed}, shares)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := &runs[i].s
-		s.Engine, s.Trace, s.Source, s.Policy = sim.Settings{GPU: h100()}, TraceSettings{Duration: d, Seed: fairSeed}, tr, Gatekeeper
+		s.Engine, s.Trace, s.Source, s.Policy = sim.Settings{GPU: h100()}, TraceSettings{Duration: d, Seed: seed}, tr, Gatekeeper
 		if runs[i].res, err = Run(*s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return runs
 }
 
 // TestFairShares runs a shortened issue 26 (3 virtual minutes) and checks
@@ -91,6 +104,10 @@ func TestFairShares(t *testing.T) {
 	}
 	if fair.Tenants[1].Name != "light" || solo.Tenants[0].Name != "light" || fair.Tenants[1].Arrivals != solo.Tenants[0].Arrivals {
 		t.Errorf("light's arrivals beside heavy %+v, alone %+v: want the same", fair.Tenants, solo.Tenants)
+	}
+	// Shares: light's p99 TTFT closer to alone than with the VTC alone.
+	if iso := runs[4].res; iso.Tenants[1].TTFTP99 >= fair.Tenants[1].TTFTP99 {
+		t.Errorf("light's p99 TTFT with shares %v, without %v: want lower", iso.Tenants[1].TTFTP99, fair.Tenants[1].TTFTP99)
 	}
 	if *fairHours > 0 || testing.Verbose() {
 		if err := writeFairTable(os.Stdout, runs, d); err != nil {
@@ -177,4 +194,72 @@ func writeFairTable(w io.Writer, runs []fairRun, d time.Duration) error {
 		fmtDur(offLight.TTFTP99))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// shareSeeds, when set, runs the scenario on each listed seed (a range
+// "101-110") with and without issue 37's shares and prints light's p99
+// TTFT ÷ alone and heavy's cost (sim/replay/README.md, "Issue 37"):
+//
+//	go test ./sim/replay -run TestTenantShareSeeds -share-seeds 101-110 -share-hours 1 -v
+var (
+	shareSeeds = flag.String("share-seeds", "", "run issue 37's shares on these seeds (from-to) and print the table")
+	shareHours = flag.Float64("share-hours", 1, "the horizon of -share-seeds, in virtual hours")
+	shareHeavy = flag.Float64("share-heavy-max", 0.8, "heavy's max_share in -share-seeds")
+	shareLight = flag.Float64("share-light-min", 0.2, "light's min_share in -share-seeds")
+)
+
+func TestTenantShareSeeds(t *testing.T) {
+	if *shareSeeds == "" {
+		t.Skip("-share-seeds not set")
+	}
+	var from, to uint64
+	if _, err := fmt.Sscanf(*shareSeeds, "%d-%d", &from, &to); err != nil || to < from {
+		t.Fatalf("-share-seeds %q: want from-to", *shareSeeds)
+	}
+	d := time.Duration(*shareHours * float64(time.Hour))
+	type row struct {
+		seed            uint64
+		alone, vtc, iso TenantResult // light's
+		hVTC, hIso      TenantResult // heavy's
+	}
+	rows := make([]row, to-from+1)
+	done := make(chan struct{}, len(rows))
+	for i := range rows {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			runs := []fairRun{
+				{name: "light alone", s: Settings{Tenants: true}},
+				{name: "vtc", s: Settings{Tenants: true}},
+				{name: "shares", s: Settings{Tenants: true, Queue: queue.Settings{Shares: map[string]queue.Share{
+					"heavy": {Max: *shareHeavy}, "light": {Min: *shareLight}}}}},
+			}
+			seed := from + uint64(i)
+			runFair(t, runs, d, seed)
+			rows[i] = row{seed: seed, alone: runs[0].res.Tenants[0], vtc: runs[1].res.Tenants[1], iso: runs[2].res.Tenants[1],
+				hVTC: runs[1].res.Tenants[0], hIso: runs[2].res.Tenants[0]}
+		}()
+	}
+	for range rows {
+		<-done
+	}
+	var b strings.Builder
+	b.WriteString("| seed | light p99 TTFT alone | VTC only: p99 (÷ alone) | shares: p99 (÷ alone) | light p99 queue wait, VTC only → shares | heavy served, VTC only → shares | heavy service, VTC only → shares |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	ratio := func(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
+	var sumV, sumI, worst float64
+	var hs, hsI, sv, svI int64
+	for _, r := range rows {
+		rv, ri := ratio(r.vtc.TTFTP99, r.alone.TTFTP99), ratio(r.iso.TTFTP99, r.alone.TTFTP99)
+		sumV, sumI, worst = sumV+rv, sumI+ri, max(worst, ri)
+		hs, hsI, sv, svI = hs+r.hVTC.Served, hsI+r.hIso.Served, sv+r.hVTC.Service, svI+r.hIso.Service
+		fmt.Fprintf(&b, "| %d | %s | %s (%.2f ×) | %s (%.2f ×) | %s → %s | %d → %d (%+.1f %%) | %d → %d (%+.1f %%) |\n", r.seed,
+			fmtDur(r.alone.TTFTP99), fmtDur(r.vtc.TTFTP99), rv, fmtDur(r.iso.TTFTP99), ri, fmtDur(r.vtc.WaitP99), fmtDur(r.iso.WaitP99),
+			r.hVTC.Served, r.hIso.Served, 100*(float64(r.hIso.Served)/float64(max(r.hVTC.Served, 1))-1),
+			r.hVTC.Service, r.hIso.Service, 100*(float64(r.hIso.Service)/float64(max(r.hVTC.Service, 1))-1))
+	}
+	n := float64(len(rows))
+	fmt.Fprintf(&b, "\nheavy max_share %v, light min_share %v; %v virtual per run, seeds %d–%d; light's p99 TTFT ÷ alone, mean: VTC only %.2f ×, shares %.2f × (worst seed %.2f ×); "+
+		"heavy's served requests %+.1f %%, its service %+.1f %% with shares.\n",
+		*shareHeavy, *shareLight, d, from, to, sumV/n, sumI/n, worst, 100*(float64(hsI)/float64(max(hs, 1))-1), 100*(float64(svI)/float64(max(sv, 1))-1))
+	fmt.Print(b.String())
 }
