@@ -5,8 +5,8 @@ import (
 	"net/http"
 )
 
-// ScaleDocument is GET /admin/scale's answer.
-type ScaleDocument struct {
+// scaleDocument is GET /admin/scale's answer.
+type scaleDocument struct {
 	// Pools is the scaling signal's latest estimate of each pool
 	// (scale.Scaler.Snapshot): desired, current, forecast and the inputs.
 	Pools any `json:"pools"`
@@ -26,6 +26,6 @@ func ScaleHandler(pools func() any) http.Handler {
 			_ = enc.Encode(map[string]string{"error": "scaling is off: the policy has no scaling section"})
 			return
 		}
-		_ = enc.Encode(ScaleDocument{Pools: pools()})
+		_ = enc.Encode(scaleDocument{Pools: pools()})
 	})
 }

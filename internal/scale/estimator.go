@@ -40,10 +40,10 @@ func (in Input) saturated() bool { return in.Queue > 0 || in.Cut > 0 || in.unser
 // Reasons an Estimate holds the current count.
 const (
 	// NoData: no interval has been observed yet.
-	NoData = "no_data"
+	noData = "no_data"
 	// NoPodRate: no pod has served anything yet and Settings.PodRate is 0,
 	// so demand cannot be turned into pods.
-	NoPodRate = "no_pod_rate"
+	noPodRate = "no_pod_rate"
 )
 
 // Estimate is an Estimator's answer for one interval.
@@ -80,7 +80,7 @@ type rec struct {
 // safe for concurrent use (a Scaler guards its estimators).
 type Estimator struct {
 	s       Settings
-	holt    Holt
+	holt    holt
 	podRate float64 // learned, when Settings.PodRate is 0
 	recs    []rec   // recommendations within the stabilization window, oldest first
 	last    Estimate
@@ -93,7 +93,7 @@ func NewEstimator(s Settings) (*Estimator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Estimator{s: s, holt: Holt{Alpha: s.Alpha, Beta: s.Beta}}, nil
+	return &Estimator{s: s, holt: holt{alpha: s.Alpha, beta: s.Beta}}, nil
 }
 
 // ObserveAt folds one interval's input, observed at now, into the forecast
@@ -104,10 +104,10 @@ func (e *Estimator) ObserveAt(now time.Time, in Input) Estimate {
 	e.learn(in)
 	est := Estimate{Current: in.Pods, Inputs: in, At: now, PodRate: e.rate()}
 	steps := float64(e.s.Horizon) / float64(e.s.Interval)
-	est.Forecast = e.holt.Forecast(steps)
+	est.Forecast = e.holt.forecast(steps)
 	est.Demand = est.Forecast + float64(in.Queue)/e.s.Horizon.Seconds()
 	if est.PodRate <= 0 {
-		est.Hold = NoPodRate
+		est.Hold = noPodRate
 		est.Desired = e.clamp(in.Pods)
 		est.Recommended = est.Desired
 		e.last = est
@@ -119,11 +119,11 @@ func (e *Estimator) ObserveAt(now time.Time, in Input) Estimate {
 	return est
 }
 
-// Hold is the estimate before any interval was observed: the current count
+// hold is the estimate before any interval was observed: the current count
 // within the bounds.
-func (e *Estimator) Hold(now time.Time, pods int) Estimate {
+func (e *Estimator) hold(now time.Time, pods int) Estimate {
 	n := e.clamp(pods)
-	return Estimate{Desired: n, Recommended: n, Current: pods, Hold: NoData, At: now, Inputs: Input{Pods: pods}}
+	return Estimate{Desired: n, Recommended: n, Current: pods, Hold: noData, At: now, Inputs: Input{Pods: pods}}
 }
 
 // rate is the per-pod sustainable rate in use.

@@ -47,12 +47,12 @@ func TestEstimatorSteps(t *testing.T) {
 			{adv: 2 * s, in: in(0, 8), desired: 1, rec: 1, forecast: fc(0)},          // t=180
 		}},
 		{name: "no data holds the current count within the bounds", s: fast, steps: []step{
-			{hold: true, in: in(0, 3), desired: 3, rec: 3, wantHold: NoData},
-			{hold: true, in: in(0, 0), desired: 1, rec: 1, wantHold: NoData},
-			{hold: true, in: in(0, 20), desired: 8, rec: 8, wantHold: NoData},
+			{hold: true, in: in(0, 3), desired: 3, rec: 3, wantHold: noData},
+			{hold: true, in: in(0, 0), desired: 1, rec: 1, wantHold: noData},
+			{hold: true, in: in(0, 20), desired: 8, rec: 8, wantHold: noData},
 		}},
 		{name: "no pod rate holds until a pod serves", s: withRate(fast, 0), steps: []step{
-			{adv: s, in: in(50, 3), desired: 3, rec: 3, wantHold: NoPodRate, forecast: fc(50)},
+			{adv: s, in: in(50, 3), desired: 3, rec: 3, wantHold: noPodRate, forecast: fc(50)},
 			{adv: s, in: Input{Arrivals: 50, Pods: 3, PodRates: map[string]float64{"a": 5, "b": 10}}, desired: 5, rec: 5, podRate: 10},
 			// saturated (a refusal): the busiest pod's rate is what a pod sustains now
 			{adv: s, in: Input{Arrivals: 50, Pods: 3, Refused: map[string]float64{"queue_full": 5}, PodRates: map[string]float64{"a": 5}},
@@ -85,7 +85,7 @@ func TestEstimatorSteps(t *testing.T) {
 				now = now.Add(st.adv)
 				var got Estimate
 				if st.hold {
-					got = e.Hold(now, st.in.Pods)
+					got = e.hold(now, st.in.Pods)
 				} else {
 					got = e.ObserveAt(now, st.in)
 				}
@@ -119,14 +119,14 @@ func withStab(s Settings, d time.Duration) Settings { s.Stabilization = d; retur
 
 func TestHoltDefaults(t *testing.T) {
 	t.Parallel()
-	h := Holt{Alpha: DefaultAlpha, Beta: DefaultBeta}
-	if h.Ready() || h.Forecast(3) != 0 {
-		t.Fatalf("zero Holt: ready %v, forecast %v; want false, 0", h.Ready(), h.Forecast(3))
+	h := holt{alpha: defaultAlpha, beta: defaultBeta}
+	if h.Ready() || h.forecast(3) != 0 {
+		t.Fatalf("zero Holt: ready %v, forecast %v; want false, 0", h.Ready(), h.forecast(3))
 	}
 	// 10, 20: level 0.5·20 + 0.5·10 = 15; trend 0.3·5 = 1.5; 3 ahead: 19.5.
 	h.Add(10)
 	h.Add(20)
-	if got := h.Forecast(3); math.Abs(got-19.5) > 1e-9 || h.Level() != 15 || math.Abs(h.Trend()-1.5) > 1e-9 {
+	if got := h.forecast(3); math.Abs(got-19.5) > 1e-9 || h.Level() != 15 || math.Abs(h.Trend()-1.5) > 1e-9 {
 		t.Errorf("Forecast(3) = %v (level %v, trend %v), want 19.5 (15, 1.5)", got, h.Level(), h.Trend())
 	}
 }

@@ -34,13 +34,13 @@ func capacityCause(reason string) bool {
 func Gather(g prometheus.Gatherer) func() map[string]Counts {
 	return func() map[string]Counts {
 		mfs, _ := g.Gather()
-		c := Counts{Refused: map[string]float64{}, Served: map[string]float64{}}
+		c := Counts{refused: map[string]float64{}, served: map[string]float64{}}
 		for _, mf := range mfs {
 			for _, m := range mf.GetMetric() {
 				addMetric(&c, mf.GetName(), m)
 			}
 		}
-		return map[string]Counts{PoolAll: c}
+		return map[string]Counts{poolAll: c}
 	}
 }
 
@@ -48,21 +48,21 @@ func Gather(g prometheus.Gatherer) func() map[string]Counts {
 func addMetric(c *Counts, name string, m *dto.Metric) {
 	switch name {
 	case seriesRequests:
-		c.Arrivals += m.GetCounter().GetValue()
+		c.arrivals += m.GetCounter().GetValue()
 	case seriesRejected:
 		if r := label(m, "reason"); capacityCause(r) {
-			c.Refused[r] += m.GetCounter().GetValue()
+			c.refused[r] += m.GetCounter().GetValue()
 		}
 	case seriesResponses:
-		c.Served[label(m, "upstream")] += m.GetCounter().GetValue()
+		c.served[label(m, "upstream")] += m.GetCounter().GetValue()
 	case seriesQueue:
-		c.Queue = int(m.GetGauge().GetValue())
+		c.queue = int(m.GetGauge().GetValue())
 	case seriesLevel:
 		if m.GetGauge().GetValue() > 0 {
-			c.Cut++
+			c.cut++
 		}
 	case seriesAvailable:
-		c.Pods++
+		c.pods++
 	}
 }
 

@@ -10,26 +10,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// PoolAll names the one pool of every pod, while arrivals are not counted
+// poolAll names the one pool of every pod, while arrivals are not counted
 // per model (docs/scaling.md, limits).
-const PoolAll = "all"
+const poolAll = "all"
 
 // Counts is what a pool has done since the process started (Arrivals,
 // Refused, Served: counters, which only grow) and holds now (Queue, Cut,
 // Pods). A Scaler turns the counters into rates per interval.
 type Counts struct {
-	// Arrivals counts the requests received, served or not.
-	Arrivals float64
-	// Refused counts the requests refused, by cause.
-	Refused map[string]float64
-	// Served counts the requests each pod released (answered).
-	Served map[string]float64
-	// Queue is how many requests wait now.
-	Queue int
-	// Cut is how many windows pressure holds below their largest size now.
-	Cut int
-	// Pods is how many pods the pool has now.
-	Pods int
+	// arrivals counts the requests received, served or not.
+	arrivals float64
+	// refused counts the requests refused, by cause.
+	refused map[string]float64
+	// served counts the requests each pod released (answered).
+	served map[string]float64
+	// queue is how many requests wait now.
+	queue int
+	// cut is how many windows pressure holds below their largest size now.
+	cut int
+	// pods is how many pods the pool has now.
+	pods int
 }
 
 // Pool is one pool's latest estimate, as /admin/scale shows it.
@@ -85,8 +85,8 @@ func New(s Settings, reg prometheus.Registerer) (*Scaler, error) {
 	return sc, nil
 }
 
-// Interval is how often Run samples.
-func (sc *Scaler) Interval() time.Duration { return sc.s.Interval }
+// interval is how often Run samples.
+func (sc *Scaler) interval() time.Duration { return sc.s.Interval }
 
 // Run samples read every Interval until ctx ends, then returns ctx's error.
 func (sc *Scaler) Run(ctx context.Context, read func() map[string]Counts) error {
@@ -104,13 +104,13 @@ func (sc *Scaler) Run(ctx context.Context, read func() map[string]Counts) error 
 }
 
 // Observe samples every pool's counts now (Settings.Now).
-func (sc *Scaler) Observe(counts map[string]Counts) { sc.ObserveAt(sc.s.Now(), counts) }
+func (sc *Scaler) Observe(counts map[string]Counts) { sc.observeAt(sc.s.Now(), counts) }
 
-// ObserveAt samples every pool's counts at now: a pool's first sample holds
+// observeAt samples every pool's counts at now: a pool's first sample holds
 // its current count (NoData); each later one turns the counters' growth
 // since the previous sample into rates for the pool's Estimator. A pool no
 // longer in counts is forgotten, and its series deleted.
-func (sc *Scaler) ObserveAt(now time.Time, counts map[string]Counts) {
+func (sc *Scaler) observeAt(now time.Time, counts map[string]Counts) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	for name, c := range counts {
@@ -123,7 +123,7 @@ func (sc *Scaler) ObserveAt(now time.Time, counts map[string]Counts) {
 		if ok && now.After(p.prevAt) {
 			p.last = p.est.ObserveAt(now, rates(p.prev, c, now.Sub(p.prevAt)))
 		} else if !ok {
-			p.last = p.est.Hold(now, c.Pods)
+			p.last = p.est.hold(now, c.pods)
 		}
 		p.prev, p.prevAt = c, now
 		sc.desired.WithLabelValues(name).Set(float64(p.last.Desired))
@@ -155,20 +155,20 @@ func (sc *Scaler) Snapshot() []Pool {
 func rates(prev, cur Counts, d time.Duration) Input {
 	secs := d.Seconds()
 	per := func(a, b float64) float64 { return max(0, b-a) / secs }
-	in := Input{Arrivals: per(prev.Arrivals, cur.Arrivals), Queue: cur.Queue, Cut: cur.Cut, Pods: cur.Pods}
-	for cause, n := range cur.Refused {
-		if r := per(prev.Refused[cause], n); r > 0 {
+	in := Input{Arrivals: per(prev.arrivals, cur.arrivals), Queue: cur.queue, Cut: cur.cut, Pods: cur.pods}
+	for cause, n := range cur.refused {
+		if r := per(prev.refused[cause], n); r > 0 {
 			if in.Refused == nil {
 				in.Refused = map[string]float64{}
 			}
 			in.Refused[cause] = r
 		}
 	}
-	for pod, n := range cur.Served {
+	for pod, n := range cur.served {
 		if in.PodRates == nil {
 			in.PodRates = map[string]float64{}
 		}
-		in.PodRates[pod] = per(prev.Served[pod], n)
+		in.PodRates[pod] = per(prev.served[pod], n)
 	}
 	return in
 }

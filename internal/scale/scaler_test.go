@@ -28,18 +28,18 @@ func TestScalerObserveAt(t *testing.T) {
 		desired map[string]int
 		hold    string
 	}{
-		{at: 0, counts: map[string]Counts{PoolAll: {Arrivals: 100, Served: map[string]float64{"a": 50}, Pods: 2}},
-			desired: map[string]int{PoolAll: 2}, hold: NoData},
+		{at: 0, counts: map[string]Counts{poolAll: {arrivals: 100, served: map[string]float64{"a": 50}, pods: 2}},
+			desired: map[string]int{poolAll: 2}, hold: noData},
 		// 10s later: 400 arrived (40/s), a served 100 (10/s), 20 refused
 		// for queue_full: saturated, so a pod sustains 10/s; the forecast
 		// (no trend yet) is 40/s: 4 pods.
-		{at: 10 * time.Second, counts: map[string]Counts{PoolAll: {Arrivals: 500, Served: map[string]float64{"a": 150},
-			Refused: map[string]float64{"queue_full": 20}, Pods: 2}}, desired: map[string]int{PoolAll: 4}},
+		{at: 10 * time.Second, counts: map[string]Counts{poolAll: {arrivals: 500, served: map[string]float64{"a": 150},
+			refused: map[string]float64{"queue_full": 20}, pods: 2}}, desired: map[string]int{poolAll: 4}},
 		// a pool gone is forgotten; a new one starts with no data
-		{at: 20 * time.Second, counts: map[string]Counts{"m": {Pods: 3}}, desired: map[string]int{"m": 3}, hold: NoData},
+		{at: 20 * time.Second, counts: map[string]Counts{"m": {pods: 3}}, desired: map[string]int{"m": 3}, hold: noData},
 	}
 	for i, st := range steps {
-		sc.ObserveAt(t0.Add(st.at), st.counts)
+		sc.observeAt(t0.Add(st.at), st.counts)
 		snap := sc.Snapshot()
 		if len(snap) != len(st.desired) {
 			t.Fatalf("step %d: Snapshot() = %+v, want pools %v", i, snap, st.desired)
@@ -63,7 +63,7 @@ func TestScalerObserveAt(t *testing.T) {
 
 func TestRatesCounterReset(t *testing.T) {
 	t.Parallel()
-	in := rates(Counts{Arrivals: 100, Served: map[string]float64{"a": 10}}, Counts{Arrivals: 50, Served: map[string]float64{"a": 30, "b": 5}}, 10*time.Second)
+	in := rates(Counts{arrivals: 100, served: map[string]float64{"a": 10}}, Counts{arrivals: 50, served: map[string]float64{"a": 30, "b": 5}}, 10*time.Second)
 	if in.Arrivals != 0 || in.PodRates["a"] != 2 || in.PodRates["b"] != 0.5 {
 		t.Errorf("rates() = %+v, want arrivals 0 (reset), a 2/s, b 0.5/s", in)
 	}
@@ -84,7 +84,7 @@ func TestScalerRun(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			reads++
-			return map[string]Counts{PoolAll: {Pods: 1}}
+			return map[string]Counts{poolAll: {pods: 1}}
 		})
 		if !errors.Is(err, context.DeadlineExceeded) || reads != 4 { // at 0, 15, 30, 45s
 			t.Errorf("Run() = %v after %d reads, want DeadlineExceeded after 4", err, reads)
@@ -103,7 +103,7 @@ func TestScalerConcurrent(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			for j := range 100 {
-				sc.ObserveAt(t0.Add(time.Duration(i*100+j)*time.Second), map[string]Counts{PoolAll: {Arrivals: float64(j), Pods: 1}})
+				sc.observeAt(t0.Add(time.Duration(i*100+j)*time.Second), map[string]Counts{poolAll: {arrivals: float64(j), pods: 1}})
 				_ = sc.Snapshot()
 			}
 		})
@@ -134,8 +134,8 @@ func TestGather(t *testing.T) {
 	avail.WithLabelValues("a").Set(1)
 	avail.WithLabelValues("b").Set(0)
 	queue.Set(4)
-	c := Gather(reg)()[PoolAll]
-	got := []any{c.Arrivals, c.Refused["queue_full"], c.Refused["no_memory"], len(c.Refused), c.Served["a"], c.Served["b"], c.Cut, c.Pods, c.Queue}
+	c := Gather(reg)()[poolAll]
+	got := []any{c.arrivals, c.refused["queue_full"], c.refused["no_memory"], len(c.refused), c.served["a"], c.served["b"], c.cut, c.pods, c.queue}
 	want := []any{10.0, 2.0, 1.0, 2, 6.0, 1.0, 1, 2, 4}
 	for i := range got {
 		if got[i] != want[i] {

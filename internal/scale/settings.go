@@ -42,14 +42,14 @@ type Settings struct {
 
 // Defaults of Settings.
 const (
-	DefaultInterval          = 15 * time.Second
-	DefaultHorizon           = 3 * time.Minute
-	DefaultMinReplicas       = 1
-	DefaultMaxReplicas       = 10
-	DefaultStabilization     = 5 * time.Minute
-	DefaultTargetUtilization = 0.8
-	DefaultAlpha             = 0.5
-	DefaultBeta              = 0.3
+	defaultInterval          = 15 * time.Second
+	defaultHorizon           = 3 * time.Minute
+	defaultMinReplicas       = 1
+	defaultMaxReplicas       = 10
+	defaultStabilization     = 5 * time.Minute
+	defaultTargetUtilization = 0.8
+	defaultAlpha             = 0.5
+	defaultBeta              = 0.3
 )
 
 // withDefaults fills the zero fields and checks the result, naming every
@@ -65,17 +65,17 @@ func (s Settings) withDefaults() (Settings, error) {
 			*f = v
 		}
 	}
-	def(&s.Interval, DefaultInterval)
-	def(&s.Horizon, DefaultHorizon)
-	def(&s.Stabilization, DefaultStabilization)
-	deff(&s.TargetUtilization, DefaultTargetUtilization)
-	deff(&s.Alpha, DefaultAlpha)
-	deff(&s.Beta, DefaultBeta)
+	def(&s.Interval, defaultInterval)
+	def(&s.Horizon, defaultHorizon)
+	def(&s.Stabilization, defaultStabilization)
+	deff(&s.TargetUtilization, defaultTargetUtilization)
+	deff(&s.Alpha, defaultAlpha)
+	deff(&s.Beta, defaultBeta)
 	if s.MinReplicas == 0 {
-		s.MinReplicas = DefaultMinReplicas
+		s.MinReplicas = defaultMinReplicas
 	}
 	if s.MaxReplicas == 0 {
-		s.MaxReplicas = max(DefaultMaxReplicas, s.MinReplicas)
+		s.MaxReplicas = max(defaultMaxReplicas, s.MinReplicas)
 	}
 	if s.Now == nil {
 		s.Now = time.Now
