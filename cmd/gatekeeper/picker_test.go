@@ -218,28 +218,7 @@ health_check: {interval: 1h, timeout: 1s}
 	if a.health == nil {
 		t.Fatal("newApp built no health check in endpoint-picker mode")
 	}
-	p, err := a.newPicker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = p.gs.Serve(lis)
-	}()
-	defer func() {
-		p.gs.Stop()
-		<-served
-	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	p, conn := dialPicker(t, a)
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	steps := []struct {
 		name     string
@@ -265,4 +244,34 @@ health_check: {interval: 1h, timeout: 1s}
 			t.Errorf("%s: pick = %q, want %q", s.name, got, s.pick)
 		}
 	}
+}
+
+// dialPicker serves a's endpoint picker (its ext_proc gRPC server) on a
+// loopback port for the test and returns it with a client connection to
+// it; both end with the test.
+func dialPicker(t *testing.T, a *app) (*picker, *grpc.ClientConn) {
+	t.Helper()
+	p, err := a.newPicker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = p.gs.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		p.gs.Stop()
+		<-served
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return p, conn
 }
