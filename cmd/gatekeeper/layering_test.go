@@ -27,6 +27,9 @@ func TestLayering(t *testing.T) {
 		{pkg: "internal/config", own: []string{}, thirdParty: []string{"go.yaml.in/yaml/v3", "github.com/fsnotify/fsnotify"}},
 		{pkg: "internal/breaker", own: []string{}, thirdParty: []string{"golang.org/x/time/rate", "github.com/sony/gobreaker/v2"},
 			banned: []string{"net/http", "log", "log/slog"}},
+		// Pod scoring (the queue's Scorer): pure, no I/O, no logging.
+		{pkg: "internal/route", own: []string{}, thirdParty: []string{"github.com/cespare/xxhash/v2", "github.com/hashicorp/golang-lru/v2/simplelru"},
+			banned: []string{"net", "net/http", "log", "log/slog"}},
 		{pkg: "internal/queue", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
 		{pkg: "internal/pressure", own: []string{}, thirdParty: []string{"github.com/NVIDIA/go-nvml/pkg/nvml",
 			"github.com/prometheus/common/expfmt", "github.com/prometheus/common/model", "github.com/prometheus/client_model/go"}},

@@ -23,6 +23,7 @@ type Core struct {
 	order   Order
 	windows []*window // sorted by name
 	avail   func(upstream string) Availability
+	scorer  Scorer // nil: the window with the most room
 	waiting map[uint64]*item
 	fifo    heap               // every waiter, by arrival
 	groups  map[groupID]*group // the same waiters, by tenant and the windows they may use
@@ -131,7 +132,7 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	// use, or one it reserved for its memory), so taking room here overtakes
 	// no one who could have used it.
 	cost := r.cost()
-	if w := c.choose(r.Exclude, cost, c.lookupAcct(r.Tenant)); w != nil {
+	if w := c.choose(r.Exclude, r.Prefix, cost, c.lookupAcct(r.Tenant)); w != nil {
 		c.grantNow(&g, w, &r, cost)
 		return g, true, nil
 	}
@@ -149,7 +150,7 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 		now = c.last
 	}
 	it := &item{id: r.ID, priority: r.Priority, tokens: tokens, memory: cost.Memory, seqs: cost.Seqs, arrival: now,
-		deadline: r.Deadline, exclude: r.Exclude, service: max(r.Service, 0)}
+		deadline: r.Deadline, exclude: r.Exclude, prefix: r.Prefix, service: max(r.Service, 0)}
 	if !r.Deadline.IsZero() {
 		wait, ok := c.predictWait(now, it, tenantKey{priority: r.Priority, name: r.Tenant}, weightOf(r.Weight))
 		if !r.Deadline.After(now) || ok && now.Add(wait).After(r.Deadline) {
@@ -184,6 +185,7 @@ func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost) {
 	c.arrive(t)
 	service := max(r.Service, 0)
 	c.charge(t, service)
+	c.chose(w, r.Prefix)
 	*g = Grant{ID: r.ID, Upstream: w.name, Cost: cost, Tenant: r.Tenant, Priority: r.Priority, Service: service}
 }
 
@@ -194,7 +196,7 @@ func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost) {
 // charges r's tenant as Enqueue's do.
 func (c *Core) take(r Request) (g Grant, granted bool) {
 	cost := r.cost()
-	if w := c.choose(r.Exclude, cost, c.lookupAcct(r.Tenant)); w != nil {
+	if w := c.choose(r.Exclude, r.Prefix, cost, c.lookupAcct(r.Tenant)); w != nil {
 		c.grantNow(&g, w, &r, cost)
 		return g, true
 	}
@@ -303,7 +305,7 @@ func (c *Core) grant(now time.Time) []Grant {
 			continue
 		}
 		c.unlink(it)
-		w := c.choose(it.exclude, it.cost(), it.tenant.acct)
+		w := c.choose(it.exclude, it.prefix, it.cost(), it.tenant.acct)
 		if w == nil {
 			passed = append(passed, it)
 			c.reserve(it)
@@ -312,6 +314,7 @@ func (c *Core) grant(now time.Time) []Grant {
 		w.take(it.cost())
 		w.use(it.tenant.acct, it.cost().slots())
 		c.charge(it.tenant, it.service) // before forget: in flight, never idle in between
+		c.chose(w, it.prefix)
 		c.forget(it)
 		grants = append(grants, Grant{ID: it.id, Upstream: w.name, Cost: it.cost(), Tenant: it.tenant.key.name,
 			Priority: it.priority, Service: it.service})

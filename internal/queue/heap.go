@@ -15,7 +15,8 @@ type item struct {
 	arrival  time.Time
 	deadline time.Time // Request.Deadline; zero: none
 	exclude  []string
-	service  int64 // Request.Service, at least 0: charged to tenant when granted
+	prefix   []uint64 // Request.Prefix
+	service  int64    // Request.Service, at least 0: charged to tenant when granted
 	group    *group
 	tenant   *tenant
 	idx      [4]int // position in the heap of each kind; -1 when out

@@ -297,3 +297,10 @@ func (q *Queue) Stats() Stats {
 	defer q.mu.Unlock()
 	return q.core.Stats()
 }
+
+// SetScorer sets the Scorer that chooses between upstreams with room (see
+// Core.SetScorer); nil restores the most free window. It runs under the
+// queue's lock, so it must never call back into the queue.
+func (q *Queue) SetScorer(s Scorer) {
+	q.update(func(c *Core) { c.SetScorer(s) })
+}

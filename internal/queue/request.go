@@ -14,6 +14,10 @@ type Request struct {
 	// already failed it). The queue keeps the slice while the request waits;
 	// do not modify it.
 	Exclude []string
+	// Prefix is the hashes of the request's leading prompt blocks
+	// (route.Blocks): the Scorer's prefix affinity. The queue keeps the slice
+	// while the request waits; do not modify it.
+	Prefix []uint64
 	// Memory is the request's estimated transient GPU memory, in the unit of
 	// the windows' memory budgets (SetMemoryBudget): a window starts it only
 	// while its in-flight requests' Memory plus this stays within the budget.

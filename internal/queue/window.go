@@ -130,18 +130,26 @@ func (c *Core) find(name string) (*window, int) {
 
 // choose returns the window a request of the given cost, excluding exclude,
 // should take now: of those with room whose bounds it fits and that no
-// waiter has reserved, the one with the most room; ties go to the first by
-// name. Nil means none.
+// waiter has reserved, the one the Scorer scores highest for its prefix
+// (without a Scorer, or on equal scores, the one with the most room; then
+// the first by name). Nil means none.
 //
 // With shares on, a (the request's tenant's account; nil when it has none)
 // must also be within its share there (shareOK).
-func (c *Core) choose(exclude []string, cost Cost, a *account) *window {
+func (c *Core) choose(exclude []string, prefix []uint64, cost Cost, a *account) *window {
 	var best *window
-	bestRoom := 0
+	bestRoom, bestScore := 0, 0.0
 	for _, w := range c.windows {
-		if r := c.room(w); r > bestRoom && w.fits(cost) && !w.reserved && !slices.Contains(exclude, w.name) &&
-			c.shareOK(w, a, cost.slots()) {
-			best, bestRoom = w, r
+		r := c.room(w)
+		if r == 0 || !w.fits(cost) || w.reserved || slices.Contains(exclude, w.name) || !c.shareOK(w, a, cost.slots()) {
+			continue
+		}
+		score := 0.0
+		if c.scorer != nil {
+			score = c.scorer.Score(w.name, w.inflight, w.limit, prefix)
+		}
+		if best == nil || score > bestScore || score == bestScore && r > bestRoom {
+			best, bestRoom, bestScore = w, r, score
 		}
 	}
 	return best
