@@ -13,7 +13,7 @@ type fakeScorer struct {
 }
 
 func (f *fakeScorer) Score(upstream string, _, _ int, _ []uint64) float64 { return f.score[upstream] }
-func (f *fakeScorer) Chose(upstream string, _ []uint64)                    { f.chose = append(f.chose, upstream) }
+func (f *fakeScorer) Chose(upstream string, _ []uint64)                   { f.chose = append(f.chose, upstream) }
 
 func TestScorerChoosesAmongWindowsWithRoom(t *testing.T) {
 	t.Parallel()
