@@ -32,6 +32,7 @@ func TestDefaultYAMLMatchesBuiltin(t *testing.T) {
 		{"fast_breaker", got.FastBreaker, want.FastBreaker},
 		{"batch", got.Batch, want.Batch},
 		{"queue", got.Queue, want.Queue},
+		{"routing", got.Routing, want.Routing},
 		{"estimate", got.Estimate, want.Estimate},
 		{"shed", got.Shed, want.Shed},
 		{"upstream_breaker", got.UpstreamBreaker, want.UpstreamBreaker},

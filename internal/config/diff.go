@@ -178,7 +178,7 @@ func redactURL(s string) string {
 
 // RestartOnly keeps, of the changed paths Diff returned, those a reload
 // cannot apply: the listeners and their http.Server limits, the upstream
-// transport, the health check, the cluster (Redis) and scaling sections. (server.max_body_bytes,
+// transport, the health check, the cluster (Redis) and scaling sections, the prefix index's capacity. (server.max_body_bytes,
 // request_id_header, drain_delay and shutdown_timeout are read per request
 // or at shutdown, so they apply.)
 func RestartOnly(changed []string) []string {
@@ -193,7 +193,8 @@ func RestartOnly(changed []string) []string {
 			k == "cluster", strings.HasPrefix(k, "cluster."),
 			k == "endpoint_picker", strings.HasPrefix(k, "endpoint_picker."),
 			k == "tracing", strings.HasPrefix(k, "tracing."),
-			k == "scaling", strings.HasPrefix(k, "scaling."):
+			k == "scaling", strings.HasPrefix(k, "scaling."),
+			k == "routing.prefix_capacity_blocks":
 			out = append(out, k)
 		}
 	}

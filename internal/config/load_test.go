@@ -128,6 +128,14 @@ var badFiles = map[string][]string{
 		`line 13: quotas.per_client.tokens_per_minute: must not be negative`,
 		`line 14: quotas.classes.batch: must name a class of classes.list, got "batch"`,
 	},
+	"routing.bad.yaml": {
+		`config: line 4: routing.scorers.prefix: must be a finite number ≥ 0, got -1`,
+		`config: line 5: routing.scorers.load: must be a finite number ≥ 0, got NaN`,
+		`config: line 6: routing.scorers.kv_cache: want a number, got "two"`,
+		`config: line 7: routing.scorers.memory: must be a finite number ≥ 0, got +Inf`,
+		`config: line 8: routing.prefix_capacity_blocks: must be at least 1, got 0`,
+		`config: line 9: unknown key "prefix_cache" in routing`,
+	},
 	"scaling.bad.yaml": {
 		`config: line 3: scaling.interval: must be at least 1s, got 10ms`,
 		`config: line 4: scaling.pod_start_time: must be at least scaling.interval (10ms), got 5ms`,

@@ -25,6 +25,11 @@ type Config struct {
 	Batch Batch `yaml:"batch"`
 	// Queue bounds the admission queue.
 	Queue Queue `yaml:"queue"`
+	// Routing chooses the pod among those with room (pod scoring,
+	// docs/routing.md): each pod's score is the weighted mean of four
+	// scorers, on wherever a request may go to more than one pod; every
+	// weight 0 turns it off (the pod with the most free window).
+	Routing Routing `yaml:"routing"`
 	// Estimate turns a request body into an estimated token count.
 	Estimate Estimate `yaml:"estimate"`
 	// Shed is what a refused client is told.

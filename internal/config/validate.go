@@ -43,6 +43,7 @@ func (c *Config) validate() []error {
 	k.scaling(c.Scaling)
 	k.endpointPicker(c.EndpointPicker, c.Server)
 	k.batchQueue(c.Batch, c.Queue)
+	k.routing(c.Routing)
 	k.positive("estimate.chars_per_token", c.Estimate.CharsPerToken)
 	k.atLeast("estimate.default_max_tokens", int64(c.Estimate.DefaultMaxTokens), 1)
 	k.atLeast("estimate.bytes_per_logit", int64(c.Estimate.BytesPerLogit), 1)
