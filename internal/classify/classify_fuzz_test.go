@@ -11,7 +11,8 @@ import (
 // never panics or hangs, even on bodies CheckJSON would refuse; every error is
 // a *Error; an accepted body is valid JSON to encoding/json and has
 // an estimate of at least 1; and re-encoding an accepted body with
-// encoding/json (other escapes, spacing and key order) changes nothing.
+// encoding/json (other escapes, spacing and key order) changes nothing,
+// the prompt's text for prefix blocks (PromptText) included.
 func FuzzClassify(f *testing.F) {
 	for _, tt := range classifyCases {
 		f.Add(routeIndex(tt.path), []byte(tt.body))
@@ -21,6 +22,7 @@ func FuzzClassify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, idx uint8, body []byte) {
 		kind := testRoutes[int(idx)%len(testRoutes)].kind
 		_, _ = classify(kind, body, testEstimator) // unchecked input: no panic, no hang
+		_ = PromptText(kind, body, nil, 256)
 		c, err := Parse(kind, body, testEstimator)
 		if err != nil {
 			var bre *Error
@@ -51,6 +53,10 @@ func FuzzClassify(f *testing.F) {
 		c2, err := Parse(kind, again, testEstimator)
 		if err != nil || c2 != c {
 			t.Fatalf("re-encoded body classifies differently:\n%s → %+v\n%s → %+v, %v", body, c, again, c2, err)
+		}
+		// The prompt's text is the same however the body is written.
+		if p1, p2 := PromptText(kind, body, nil, 256), PromptText(kind, again, nil, 256); !bytes.Equal(p1, p2) || len(p1) > 256 {
+			t.Fatalf("PromptText differs for a re-encoded body or passes its limit:\n%s → %q\n%s → %q", body, p1, again, p2)
 		}
 	})
 }
