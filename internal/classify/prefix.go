@@ -29,7 +29,7 @@ func PromptText(kind Kind, body []byte, dst []byte, limit int) []byte {
 	default:
 		return dst
 	}
-	t := prefixText{r: reader{b: body}, dst: dst, limit: len(dst) + limit}
+	t := prefixText{r: reader{b: body}, limit: len(dst) + limit}
 	r := &t.r
 	if r.peek() != '{' {
 		return dst
@@ -42,36 +42,37 @@ func PromptText(kind Kind, body []byte, dst []byte, limit int) []byte {
 			continue
 		}
 		if kind == KindChat {
-			t.messages()
+			dst = t.messages(dst)
 		} else {
-			t.prompt()
+			dst = t.prompt(dst)
 		}
-		return t.dst[:min(len(t.dst), t.limit)]
+		return dst[:min(len(dst), t.limit)]
 	}
 	return dst
 }
 
-// prefixText appends a prompt's text to dst until it holds limit bytes.
+// prefixText appends a prompt's text to a dst until it holds limit bytes.
+// dst goes in and out of each method (never stored), so that the caller's
+// buffer stays on its stack.
 type prefixText struct {
 	r     reader
-	dst   []byte
 	limit int
 }
 
-func (t *prefixText) full() bool { return len(t.dst) >= t.limit }
+func (t *prefixText) full(dst []byte) bool { return len(dst) >= t.limit }
 
 // messages reads a chat's messages until the text is full or a media part
 // ends it.
-func (t *prefixText) messages() {
+func (t *prefixText) messages(dst []byte) []byte {
 	r := &t.r
 	if r.peek() != '[' {
-		return
+		return dst
 	}
 	r.i++
 	var kb [64]byte
-	for !t.full() && r.more(']') {
+	for !t.full(dst) && r.more(']') {
 		if r.peek() != '{' {
-			return
+			return dst
 		}
 		r.i++
 		var role, content []byte // raw string insides; content nil when a list
@@ -92,24 +93,26 @@ func (t *prefixText) messages() {
 				r.skip()
 			}
 		}
-		t.text(role)
-		t.dst = append(t.dst, '\n')
-		if list >= 0 && !t.parts(list) {
-			return
+		dst = append(t.text(dst, role), '\n')
+		ok := true
+		if list >= 0 {
+			if dst, ok = t.parts(dst, list); !ok {
+				return dst
+			}
 		}
-		t.text(content)
-		t.dst = append(t.dst, '\n')
+		dst = append(t.text(dst, content), '\n')
 	}
+	return dst
 }
 
 // parts appends the text parts of the content list at body[at]; false
 // when a media part ends the prompt's text.
-func (t *prefixText) parts(at int) bool {
+func (t *prefixText) parts(dst []byte, at int) ([]byte, bool) {
 	r := &reader{b: t.r.b, i: at + 1}
 	var kb [64]byte
-	for !t.full() && r.more(']') {
+	for !t.full(dst) && r.more(']') {
 		if r.peek() != '{' {
-			return true
+			return dst, true
 		}
 		r.i++
 		var text []byte
@@ -129,61 +132,59 @@ func (t *prefixText) parts(at int) bool {
 			}
 		}
 		if media {
-			return false
+			return dst, false
 		}
-		t.text(text)
+		dst = t.text(dst, text)
 	}
-	return true
+	return dst, true
 }
 
 // prompt reads a completion's prompt: a string, or the first of a list of
 // strings or of lists of token ids, or a list of token ids.
-func (t *prefixText) prompt() {
+func (t *prefixText) prompt(dst []byte) []byte {
 	r := &t.r
 	switch r.peek() {
 	case '"':
-		t.text(r.rawString())
-		return
+		return t.text(dst, r.rawString())
 	case '[':
 	default:
-		return
+		return dst
 	}
 	r.i++
 	switch r.peek() {
 	case '"':
-		t.text(r.rawString())
+		return t.text(dst, r.rawString())
 	case '[':
 		r.i++
-		t.tokenIDs()
-	default:
-		t.tokenIDs()
 	}
+	return t.tokenIDs(dst)
 }
 
 // tokenIDs appends each token id of a list, up to its ']', as 4 bytes.
-func (t *prefixText) tokenIDs() {
+func (t *prefixText) tokenIDs(dst []byte) []byte {
 	r := &t.r
-	for !t.full() && r.more(']') {
+	for !t.full(dst) && r.more(']') {
 		var id uint32
 		for r.i < len(r.b) && r.b[r.i] >= '0' && r.b[r.i] <= '9' {
 			id = id*10 + uint32(r.b[r.i]-'0')
 			r.i++
 		}
 		r.skip() // anything Parse would have refused
-		t.dst = append(t.dst, byte(id), byte(id>>8), byte(id>>16), byte(id>>24))
+		dst = append(dst, byte(id), byte(id>>8), byte(id>>16), byte(id>>24))
 	}
+	return dst
 }
 
 // text appends raw, the inside of a string literal, decoded, until the
 // text is full: it decodes no more of raw than fits.
-func (t *prefixText) text(raw []byte) {
-	for len(raw) > 0 && !t.full() {
+func (t *prefixText) text(dst, raw []byte) []byte {
+	for len(raw) > 0 && !t.full(dst) {
 		j := bytes.IndexByte(raw, '\\')
 		if j != 0 {
 			if j < 0 {
 				j = len(raw)
 			}
-			t.dst = append(t.dst, raw[:min(j, t.limit-len(t.dst))]...)
+			dst = append(dst, raw[:min(j, t.limit-len(dst))]...)
 			raw = raw[j:]
 			continue
 		}
@@ -192,7 +193,8 @@ func (t *prefixText) text(raw []byte) {
 			_, k = decodeU(raw, 0)
 		}
 		k = min(k, len(raw))
-		t.dst = appendUnquoted(t.dst, raw[:k])
+		dst = appendUnquoted(dst, raw[:k])
 		raw = raw[k:]
 	}
+	return dst
 }

@@ -209,7 +209,7 @@ func (req *Request) setDeadline(h Headers) {
 // need is what req asks of a pod's window.
 func (req *Request) need() Need {
 	return Need{Seqs: req.Seqs, tokens: req.Tokens, memory: req.Memory, deadline: req.Deadline,
-		tenant: req.Tenant, weight: req.Weight, Service: req.Policy.Fair.service(req.Prompt, req.Output)}
+		tenant: req.Tenant, weight: req.Weight, Service: req.Policy.Fair.service(req.Prompt, req.Output), prefix: req.Prefix}
 }
 
 // priority is the queue rank of req's class; 0 without classes.

@@ -129,6 +129,9 @@ type Request struct {
 	// 0 without fairness).
 	Tenant string
 	Weight float64
+	// Prefix is the hashes of its prompt's leading blocks (route.Blocks),
+	// for the queue's pod scoring; nil when not computed (prefix.go).
+	Prefix []uint64
 	// Waited is how long it waited in the admission queue for its slot
 	// (every attempt), set by Admit.
 	Waited time.Duration

@@ -162,6 +162,7 @@ func (c *Core) Decide(ctx context.Context, req *Request, in In) Result {
 			return refused(res, *rf)
 		}
 	}
+	c.prefix(req, body)
 	actx := ctx
 	if in.Trace != nil {
 		actx = in.Trace.Admitting(ctx, req)

@@ -30,6 +30,9 @@ type Need struct {
 	tenant  string
 	weight  float64
 	Service int64
+	// prefix is its prompt's prefix blocks (Request.Prefix): the queue's
+	// pod scoring.
+	prefix []uint64
 }
 
 // Admission hands out window slots on upstreams, queueing when none is free.

@@ -48,6 +48,10 @@ type Policy struct {
 	Quotas bool
 	// QuotaShadow charges and counts token quotas but refuses nothing.
 	QuotaShadow bool
+	// Prefix asks for each request's prefix blocks (pod scoring's prefix
+	// affinity, prefix.go): scoring is on with a prefix weight above 0.
+	// Only a request that may go to more than one pod computes them.
+	Prefix bool
 	// ForwardPriority lists the upstreams whose forwarded bodies carry the
 	// class as vLLM's "priority" field.
 	ForwardPriority map[string]bool

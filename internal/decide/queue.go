@@ -15,7 +15,8 @@ type queueAdmission struct{ q *queue.Queue }
 
 func (a queueAdmission) Acquire(ctx context.Context, need Need, priority int, exclude []string) (Slot, error) {
 	s, err := a.q.Acquire(ctx, queue.Request{Seqs: need.Seqs, Tokens: need.tokens, Memory: need.memory, Exclude: exclude,
-		Priority: priority, Deadline: need.deadline, Tenant: need.tenant, Weight: need.weight, Service: need.Service})
+		Priority: priority, Deadline: need.deadline, Tenant: need.tenant, Weight: need.weight, Service: need.Service,
+		Prefix: need.prefix})
 	if err != nil {
 		return nil, queueError(err)
 	}
@@ -24,7 +25,7 @@ func (a queueAdmission) Acquire(ctx context.Context, need Need, priority int, ex
 
 func (a queueAdmission) TryAcquire(need Need, exclude []string) Slot {
 	if s := a.q.TryAcquire(queue.Request{Seqs: need.Seqs, Tokens: need.tokens, Memory: need.memory, Exclude: exclude,
-		Tenant: need.tenant, Weight: need.weight, Service: need.Service}); s != nil {
+		Tenant: need.tenant, Weight: need.weight, Service: need.Service, Prefix: need.prefix}); s != nil {
 		return s
 	}
 	return nil // not a nil *queue.Slot in a non-nil interface

@@ -21,6 +21,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
 )
 
 // Options are a Keeper's inputs.
@@ -76,6 +77,9 @@ type Targets struct {
 	Core       *decide.Core
 	Windows    *cluster.Windows
 	Shares     *cluster.Cluster
+	// Router, if set, is the pod scorer (Plan.NewRouter): each Plan sets its
+	// weights and makes it the queue's scorer while scoring runs.
+	Router *route.Router
 	// SetPods replaces the registry's pods with s's; it returns the names
 	// removed, whose windows the Plan drops.
 	SetPods func(s Settings) (removed []string)

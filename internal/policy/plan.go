@@ -11,6 +11,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/discovery"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
 )
 
 // Plan is a policy built and checked against every package, ready to
@@ -81,8 +82,9 @@ func (p *Plan) check() error {
 	} else { // the first Plan: the caller builds the controller from it
 		_, cerr = control.New(p.ctl)
 	}
+	_, rerr := route.New(p.s.Routing)
 	return errors.Join(lerr, qerr, breaker.CheckLimiterSet(p.s.classes), breaker.CheckLimiterSet(p.s.models),
-		p.s.quotas.Validate(), cerr)
+		p.s.quotas.Validate(), cerr, rerr)
 }
 
 // Apply puts the Plan's policy in place. Every step was checked by
@@ -101,9 +103,11 @@ func (p *Plan) Apply() {
 	k.applied("quotas", t.Quotas.SetLimits(p.s.quotas))
 	k.applied("queue", t.Queue.UpdateSettings(p.s.Queue))
 	k.applied("controller", t.Controller.Update(p.ctl))
-	for _, name := range t.SetPods(p.s) {
+	removed := t.SetPods(p.s)
+	for _, name := range removed {
 		t.Windows.Drop(name)
 	}
+	p.applyRouting(removed)
 	if t.Shares != nil {
 		t.Shares.SetPods(bases(p.s.Upstreams))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
 	"github.com/gatekeeper-dev/gatekeeper/internal/scale"
 	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry"
 )
@@ -32,6 +33,9 @@ type Settings struct {
 	Health    healthcheck.Settings
 	quotas    quota.Limits // the zero value: none
 	Upstreams []Upstream
+	// Routing is the pod scorer's (route.Router): its weights change on a
+	// reload, its capacity only at start.
+	Routing route.Settings
 }
 
 // Upstream is one pod as the wiring needs it.
@@ -73,7 +77,8 @@ func from(c *config.Config) (Settings, error) {
 			UnhealthyAfter: c.HealthCheck.UnhealthyAfter,
 			HealthyAfter:   c.HealthCheck.HealthyAfter,
 		},
-		quotas: quotaLimits(c.Quotas),
+		quotas:  quotaLimits(c.Quotas),
+		Routing: routingFrom(c.Routing),
 	}
 	if pc := c.FastBreaker.PerClient; pc != nil {
 		s.Limiter.ClientQPS, s.Limiter.ClientBurst = pc.QPS, pc.Burst
@@ -119,6 +124,7 @@ func decidePolicy(c *config.Config) decide.Policy {
 		Fair:                fairnessFrom(c.Fairness),
 		Quotas:              c.Quotas != nil,
 		QuotaShadow:         c.Quotas != nil && c.Quotas.Mode == config.QuotaShadow,
+		Prefix:              scoring(c) && c.Routing.Scorers.Prefix > 0,
 	}
 	if pc := c.FastBreaker.PerClient; pc != nil {
 		p.ClientKeyHeader = pc.Header

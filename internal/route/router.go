@@ -56,10 +56,12 @@ var Unknown = Pod{Waiting: math.NaN(), KVUsage: math.NaN(), Memory: math.NaN()}
 // Router scores pods for requests. It is safe for concurrent use. Create
 // one with New.
 type Router struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the fields below
 	weights  Weights
 	capacity int
 	pods     map[string]*pod
+	hit      uint64 // prefix blocks a grant's pod held (Chose), in total
+	miss     uint64 // prefix blocks it did not
 }
 
 type pod struct {
@@ -168,14 +170,39 @@ func (r *Router) scoreLocked(upstream string, inflight, limit int, prefix []uint
 }
 
 // Chose records that a request with the prefix blocks given went to the pod
-// named upstream (queue.Scorer): the pod will hold its prefix.
+// named upstream (queue.Scorer): the pod will hold its prefix. It counts
+// the blocks the pod already held as hits, the others as misses (Blocks).
 func (r *Router) Chose(upstream string, prefix []uint64) {
 	if len(prefix) == 0 {
 		return
 	}
 	r.mu.Lock()
-	r.podLocked(upstream).prefix.add(prefix)
+	x := r.podLocked(upstream).prefix
+	n := x.match(prefix)
+	r.hit += uint64(n)
+	r.miss += uint64(len(prefix) - n)
+	x.add(prefix)
 	r.mu.Unlock()
+}
+
+// Counted returns the prefix blocks of every request granted so far that
+// its pod held (hit) and did not (miss): the prefix affinity achieved, by
+// the index's estimate.
+func (r *Router) Counted() (hit, miss uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hit, r.miss
+}
+
+// PodState returns what SetPod last recorded of the pod named name, and
+// whether the Router knows the pod (Unknown when it does not).
+func (r *Router) PodState(name string) (Pod, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.pods[name]; p != nil {
+		return p.state, true
+	}
+	return Unknown, false
 }
 
 // load is the free part of a window of limit slots holding inflight, less

@@ -111,3 +111,31 @@ func near(a, b Values) bool {
 	}
 	return true
 }
+
+func TestChoseCountsHitsAndMisses(t *testing.T) {
+	t.Parallel()
+	r, _ := New(Settings{Weights: Weights{Prefix: 1}})
+	shared := strings.Repeat("s", BlockChars*3)
+	steps := []struct {
+		pod       string
+		text      string
+		hit, miss uint64
+	}{
+		{"a", shared + strings.Repeat("a", BlockChars), 0, 4},
+		{"a", shared + strings.Repeat("b", BlockChars), 3, 5}, // the shared 3 blocks hit
+		{"b", shared, 3, 8}, // another pod holds nothing
+	}
+	for i, s := range steps {
+		r.Chose(s.pod, Blocks(nil, "m", []byte(s.text)))
+		if hit, miss := r.Counted(); hit != s.hit || miss != s.miss {
+			t.Fatalf("step %d: Counted() = %d, %d; want %d, %d", i, hit, miss, s.hit, s.miss)
+		}
+	}
+	if _, ok := r.PodState("c"); ok {
+		t.Error("PodState of a pod never seen: known")
+	}
+	r.SetPod("a", Pod{Waiting: 1, KVUsage: 0.5, Memory: 0.25})
+	if p, ok := r.PodState("a"); !ok || p != (Pod{Waiting: 1, KVUsage: 0.5, Memory: 0.25}) {
+		t.Errorf("PodState(a) = %+v, %v", p, ok)
+	}
+}
