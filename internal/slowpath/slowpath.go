@@ -23,14 +23,15 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/relief"
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
 )
 
 // DecisionWindowResize is the gatekeeper_decisions_total decision of a
 // window change the slow breaker made.
 const DecisionWindowResize = "window_resize"
 
-// Settings configures a Path. Every field but Refresh, Log, Registerer and
-// Step is required.
+// Settings configures a Path. Every field but Refresh, Log, Registerer,
+// Step and Router is required.
 type Settings struct {
 	Controller *control.Controller
 	Queue      *queue.Queue
@@ -51,6 +52,9 @@ type Settings struct {
 	Registerer prometheus.Registerer
 	// Step, if set, hears "hook" after each relief hook call (tests).
 	Step func(string)
+	// Router, if set, is the pod scorer: every round sets each pod's
+	// inputs (PodState). Nil: no pod scoring.
+	Router *route.Router
 }
 
 // Path is the slow path. Create one with New. It holds no lock of its own:
@@ -85,11 +89,13 @@ func (p *Path) Run(ctx context.Context) error { return p.hooks.Run(ctx) }
 func (p *Path) Observe(st pressure.State) {
 	cfg := p.s.Config()
 	enforce := cfg.Mode != config.ModeObserve
-	d := p.s.Controller.Observe(st, p.s.Queue.Stats().Length == 0)
+	qs := p.s.Queue.Stats()
+	d := p.s.Controller.Observe(st, qs.Length == 0)
 	d.Apply(windows{p.s.Windows, p.s.Queue}, enforce) // the queue's windows, at this replica's share in cluster mode
 	for i, ch := range d.Upstreams {
 		p.report(cfg, &d.Upstreams[i], ch.Name, enforce)
 	}
+	p.setPods(cfg, st, qs)
 	// Publish the levels, and look again now: a pod that left critical, or
 	// whose error breaker's open time ended, takes its waiters.
 	p.s.Refresh()
