@@ -50,7 +50,7 @@ func (a *app) snapshot() admin.State {
 	src := admin.Sources{
 		Version: version, Config: a.cfg, Ready: a.ready, Draining: a.core.Draining,
 		Queue: a.queue.Stats, Upstreams: a.pods.Statuses, Breaker: a.pods.BreakerState,
-		Slow: a.ctl.State, LevelChanges: a.ctl.Changes, Ceiling: a.ctl.Ceiling, Pressure: a.pressure.Snapshot,
+		Slow: a.ctl.State, LevelChanges: a.ctl.Changes, Ceiling: a.ctl.Ceiling, Pressure: a.pressure.Snapshot, Scorer: a.router.PodState,
 	}
 	if a.shared != nil {
 		src.Cluster = func() any { return a.shared.Cluster().Snapshot() }

@@ -28,6 +28,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
 	"github.com/gatekeeper-dev/gatekeeper/internal/scale"
 	"github.com/gatekeeper-dev/gatekeeper/internal/slowpath"
 	"github.com/gatekeeper-dev/gatekeeper/internal/telemetry"
@@ -105,6 +106,7 @@ type packages struct {
 	conns      *listener.Conns      // the traffic listener's open connections
 	health     *healthcheck.Checker // the pods' active health check
 	scaler     *scale.Scaler        // the scaling signal; nil without a scaling section
+	router     *route.Router        // the pod scorer, the queue's while scoring runs (policy)
 }
 
 // newApp wires every package for raw: the policy's first Plan, the
@@ -138,7 +140,7 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		a.windows.ShareWith(a.shared.Cluster())
 	}
 	if a.slow, err = slowpath.New(slowpath.Settings{Controller: a.ctl, Queue: a.queue, Windows: a.windows, Refresh: a.pods.Refresh, Config: a.cfg,
-		Decided: a.reqMetrics.Decided, Log: a.log, Registerer: a.reg, Step: a.step}); err != nil {
+		Decided: a.reqMetrics.Decided, Log: a.log, Registerer: a.reg, Step: a.step, Router: a.router}); err != nil {
 		return nil, err
 	}
 	a.queue.SetAvailability(a.pods.Published) // a snapshot: no lock under the queue's
@@ -164,6 +166,9 @@ func (a *app) build(first *policy.Plan) (policy.Targets, error) {
 	if a.queue, err = queue.New(s.Queue); err != nil {
 		return t, err
 	}
+	if a.router, err = first.NewRouter(); err != nil {
+		return t, err
+	}
 	if a.quotas, err = quota.New(quota.Settings{Now: a.opts.now}); err != nil {
 		return t, err
 	}
@@ -174,7 +179,7 @@ func (a *app) build(first *policy.Plan) (policy.Targets, error) {
 	}
 	a.windows = cluster.NewWindows(cluster.WindowsSettings{Queue: a.queue, Load: a.load,
 		Scaled: func() bool { return a.cfg().Mode != config.ModeObserve }})
-	t.Queue, t.Controller, t.Windows, t.Quotas = a.queue, a.ctl, a.windows, a.quotas
+	t.Queue, t.Controller, t.Windows, t.Quotas, t.Router = a.queue, a.ctl, a.windows, a.quotas, a.router
 	o := decide.Options{Admission: decide.Queue(a.queue), Limiter: t.Limiter, ClassLimiter: t.Classes, ModelLimiter: t.Models,
 		Quotas: a.quotas, Policy: s.Policy}
 	if cfg.Cluster != nil { // several replicas: buckets and window leases through Redis
@@ -209,7 +214,7 @@ func (a *app) newFronts(cfg *config.Config, s policy.Settings) error {
 		rt = proxy.NewTransport(s.Transport)
 	}
 	a.health = &healthcheck.Checker{Registry: a.pods, Settings: s.Health, Transport: rt,
-		Observed: a.reqMetrics.Health, Dispatch: a.core.Dispatch, Logger: a.log}
+		Observed: a.reqMetrics.Health, Dispatch: a.core.Dispatch, Recovered: a.router.Forget, Logger: a.log}
 	a.reqMetrics.DeclareDecision(slowpath.DecisionWindowResize)
 	if cfg.EndpointPicker != nil {
 		return nil

@@ -61,7 +61,8 @@ func TestLayering(t *testing.T) {
 		// The admin listener's documents (/admin/state, the scrape-time
 		// collectors, the status page): it reads the packages it reports on
 		// through funcs it is handed; no logging, never sim.
-		{pkg: "internal/admin", own: []string{"internal/config", "internal/control", "internal/breaker", "internal/queue", "internal/pressure", "internal/pods", "internal/proxy", "internal/proxy/..."},
+		{pkg: "internal/admin", own: []string{"internal/config", "internal/control", "internal/breaker", "internal/queue", "internal/pressure", "internal/pods", "internal/proxy", "internal/proxy/...",
+			"internal/route"},
 			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}, banned: []string{"log", "log/slog"}},
 		// The pod registry of the decision core: pods, health, their error
 		// breakers, models, availability (published for the queue); no I/O,
@@ -72,12 +73,12 @@ func TestLayering(t *testing.T) {
 		// classes, deadlines, the fast and slow breaker, the queue and the
 		// pod's error breaker, and the one mapping of every refusal. No HTTP,
 		// no logging, no front.
-		{pkg: "internal/decide", own: []string{"internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify"}, thirdParty: []string{},
+		{pkg: "internal/decide", own: []string{"internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/route"}, thirdParty: []string{},
 			banned: []string{"net", "net/http", "log", "log/slog"}},
 		// The endpoint-picker front of the core: Envoy's ext_proc over gRPC,
 		// traced as the proxy is (OpenTelemetry's API; the trace context in
 		// the stream's gRPC metadata).
-		{pkg: "internal/epp", own: []string{"internal/decide", "internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/usage", "internal/telemetry/coretrace"},
+		{pkg: "internal/epp", own: []string{"internal/decide", "internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/usage", "internal/telemetry/coretrace", "internal/route"},
 			thirdParty: []string{"google.golang.org/grpc", "google.golang.org/grpc/codes", "google.golang.org/grpc/status",
 				"google.golang.org/grpc/health/grpc_health_v1", "google.golang.org/grpc/metadata", "google.golang.org/protobuf/types/known/structpb",
 				"go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation", "go.opentelemetry.io/otel/semconv/v1.41.0",
@@ -94,13 +95,13 @@ func TestLayering(t *testing.T) {
 		// no sim. It reads the Kubernetes API only through inferencepool.
 		{pkg: "internal/policy", own: []string{"internal/breaker", "internal/classify", "internal/cluster", "internal/config", "internal/control",
 			"internal/decide", "internal/discovery", "internal/discovery/...", "internal/pods", "internal/pods/...", "internal/pressure",
-			"internal/proxy", "internal/proxy/...", "internal/queue", "internal/quota", "internal/scale", "internal/telemetry", "internal/telemetry/...", "internal/usage"},
+			"internal/proxy", "internal/proxy/...", "internal/queue", "internal/quota", "internal/route", "internal/scale", "internal/telemetry", "internal/telemetry/...", "internal/usage"},
 			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}},
 		// The controller's rounds applied (issue 36): windows through
 		// cluster.Windows, level changes to the log, metrics and relief
 		// hooks; no HTTP of its own (relief calls the hooks).
 		{pkg: "internal/slowpath", own: []string{"internal/breaker", "internal/cluster", "internal/config", "internal/control", "internal/pressure",
-			"internal/queue", "internal/quota", "internal/relief"}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus"},
+			"internal/queue", "internal/quota", "internal/relief", "internal/route"}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus"},
 			banned: []string{"net/http"}},
 		// The scaling signal (issue 37): a pool's forecast and desired
 		// replicas, pure but for the gauges it registers and the registry it
@@ -113,7 +114,7 @@ func TestLayering(t *testing.T) {
 			banned: []string{"log", "log/slog"}},
 		// The HTTP front of the core.
 		{pkg: "internal/proxy", own: []string{"internal/decide", "internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/proxy/framing", "internal/usage",
-			"internal/telemetry/coretrace"},
+			"internal/telemetry/coretrace", "internal/route"},
 			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus",
 				"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation",
 				"go.opentelemetry.io/otel/semconv/v1.41.0", "go.opentelemetry.io/otel/trace"}},
@@ -128,7 +129,7 @@ func TestLayering(t *testing.T) {
 		// admission span, the gatekeeper.* and GenAI attributes, the server
 		// span's parent): decide's types and OpenTelemetry's API, not its SDK
 		// (telemetry's), no HTTP, no logging.
-		{pkg: "internal/telemetry/coretrace", own: []string{"internal/decide", "internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify"},
+		{pkg: "internal/telemetry/coretrace", own: []string{"internal/decide", "internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/route"},
 			thirdParty: []string{"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
 				"go.opentelemetry.io/otel/semconv/v1.41.0", "go.opentelemetry.io/otel/trace"},
 			banned: []string{"net", "net/http", "log", "log/slog"}},

@@ -11,6 +11,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
 )
 
 // Sources are what Snapshot reads. Every func must be set, but Now. Breaker
@@ -44,6 +45,9 @@ type Sources struct {
 	Ceiling func(name string) (int, time.Time)
 	// Pressure returns the latest pressure readings.
 	Pressure func() pressure.State
+	// Scorer, if set, returns the pod scorer's last inputs for the
+	// upstream (route.Router.PodState); false before the first round.
+	Scorer func(name string) (route.Pod, bool)
 	// Quotas, if set, returns the token quotas' use (a JSON value:
 	// quota.Snapshot); shown only with quotas in the policy.
 	Quotas func() any
@@ -121,6 +125,9 @@ type Upstream struct {
 	Absent  []pressure.Signal                  `json:"absent"`
 	GPUs    []pressure.GPUState                `json:"gpus,omitempty"`
 	Rules   map[string]Rule                    `json:"rules"`
+	// Scorer is the pod scorer's last inputs; absent before the first
+	// pressure round.
+	Scorer *Scorer `json:"scorer,omitempty"`
 }
 
 // Rule shows a rule's thresholds next to the signal they judge.
@@ -228,6 +235,11 @@ func Snapshot(src Sources) State {
 			us.Signals, us.Absent, us.GPUs = p.Signals, p.Absent, p.GPUs
 		}
 		us.Rules = rulesFor(rules, cfg, u.Name)
+		if src.Scorer != nil {
+			if p, ok := src.Scorer(u.Name); ok {
+				us.Scorer = scorerOf(p)
+			}
+		}
 		s.Upstreams = append(s.Upstreams, us)
 	}
 	return s

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/cluster"
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
@@ -15,20 +17,22 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/quota"
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
 )
 
 // rig is a Keeper bound to real packages built from its first Plan, as
 // cmd/gatekeeper builds them.
 type rig struct {
-	k     *Keeper
-	queue *queue.Queue
-	pods  []string // the names SetPods was last handed
+	k      *Keeper
+	queue  *queue.Queue
+	router *route.Router
+	pods   []string // the names SetPods was last handed
 }
 
 func newRig(t *testing.T, policy string, lookup func(context.Context, string) ([]string, error)) *rig {
 	t.Helper()
 	r := &rig{}
-	r.k = New(Options{Pressure: pressure.NewRunner(pressure.RunnerSettings{}), Lookup: lookup})
+	r.k = New(Options{Pressure: pressure.NewRunner(pressure.RunnerSettings{}), Lookup: lookup, Registerer: prometheus.NewRegistry()})
 	raw := mustParse(t, policy)
 	first, err := r.k.Prepare(raw, r.k.Resolve(t.Context(), raw))
 	if err != nil {
@@ -54,7 +58,9 @@ func newRig(t *testing.T, policy string, lookup func(context.Context, string) ([
 	reg := pods.New(tg.Controller)
 	tg.Core, err = decide.New(decide.Options{Registry: reg, Admission: decide.Queue(r.queue), Limiter: tg.Limiter, Quotas: q})
 	must(err)
-	tg.Queue, tg.Quotas, tg.Windows = r.queue, q, cluster.NewWindows(cluster.WindowsSettings{Queue: r.queue})
+	r.router, err = first.NewRouter()
+	must(err)
+	tg.Queue, tg.Quotas, tg.Windows, tg.Router = r.queue, q, cluster.NewWindows(cluster.WindowsSettings{Queue: r.queue}), r.router
 	tg.SetPods = func(s Settings) []string {
 		var ps []pods.Pod
 		r.pods = r.pods[:0]

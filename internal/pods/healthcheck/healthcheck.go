@@ -64,7 +64,11 @@ type Checker struct {
 	// whose error breaker's open time has passed, takes its waiters; a pod
 	// gone fails the waiters no other pod can take).
 	Dispatch func()
-	Logger   *slog.Logger
+	// Recovered, if set, hears that a pod's health came back after it was
+	// down: it may have restarted, its caches empty (the pod scorer forgets
+	// what it sent there).
+	Recovered func(pod string)
+	Logger    *slog.Logger
 }
 
 // Run runs the check until ctx ends: every interval, every pod at once. It
@@ -124,6 +128,9 @@ func (c *Checker) checkOne(ctx context.Context, hc *http.Client, s Settings, m *
 	}
 	if !m.ReportHealth(ok, s.HealthyAfter, s.UnhealthyAfter) {
 		return
+	}
+	if ok && c.Recovered != nil {
+		c.Recovered(m.Name)
 	}
 	c.dispatch()
 	level, state := slog.LevelInfo, "healthy"

@@ -120,24 +120,34 @@ func TestCheckAllThresholds(t *testing.T) {
 	g := newRig(t, srv.URL, rt, Settings{Path: "/ping", UnhealthyAfter: 2, HealthyAfter: 2}, false)
 	logs := &lockedBuffer{}
 	g.c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	var recovered atomic.Int32
+	g.c.Recovered = func(pod string) {
+		if pod == "pod" {
+			recovered.Add(1)
+		}
+	}
 	steps := []struct {
 		status       int
 		healthy      bool
 		dispatchings int32 // this round's: one per round, one more per flip
+		recovered    int32 // this round's Recovered calls: one when it came back
 	}{
-		{http.StatusOK, true, 1},
-		{http.StatusServiceUnavailable, true, 1}, // one failure of two
-		{http.StatusInternalServerError, false, 2},
-		{http.StatusServiceUnavailable, false, 1},
-		{http.StatusOK, false, 1}, // one success of two
-		{http.StatusServiceUnavailable, false, 1},
-		{http.StatusOK, false, 1},
-		{http.StatusNoContent, true, 2}, // any 2xx
+		{http.StatusOK, true, 1, 0},
+		{http.StatusServiceUnavailable, true, 1, 0}, // one failure of two
+		{http.StatusInternalServerError, false, 2, 0},
+		{http.StatusServiceUnavailable, false, 1, 0},
+		{http.StatusOK, false, 1, 0}, // one success of two
+		{http.StatusServiceUnavailable, false, 1, 0},
+		{http.StatusOK, false, 1, 0},
+		{http.StatusNoContent, true, 2, 1}, // any 2xx
 	}
 	for i, s := range steps {
 		status.Store(int32(s.status))
-		before := g.dispatch.Load()
+		before, back := g.dispatch.Load(), recovered.Load()
 		g.c.CheckAll(t.Context())
+		if got := recovered.Load() - back; got != s.recovered {
+			t.Errorf("step %d: Recovered called %d times, want %d", i, got, s.recovered)
+		}
 		if got := g.healthy(t); got != s.healthy {
 			t.Errorf("step %d (%d): healthy = %v, want %v", i, s.status, got, s.healthy)
 		}
