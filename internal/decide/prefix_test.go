@@ -15,7 +15,7 @@ import (
 // scorer (defaults: prefix 3, load 2, KV 2, memory 2) and pods a and b,
 // windows of 10.
 type scoredRig struct {
-	t      *testing.T
+	t      testing.TB
 	core   *Core
 	q      *queue.Queue
 	router *route.Router
@@ -23,7 +23,7 @@ type scoredRig struct {
 	lv     *levels
 }
 
-func newScoredRig(t *testing.T, names ...string) *scoredRig {
+func newScoredRig(t testing.TB, names ...string) *scoredRig {
 	t.Helper()
 	q, err := queue.New(queue.Settings{})
 	if err != nil {
