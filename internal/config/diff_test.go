@@ -165,8 +165,10 @@ func TestSecretsTagged(t *testing.T) {
 func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	got := RestartOnly([]string{"server.listen", "server.max_body_bytes", "transport.dial_timeout",
-		"fast_breaker.qps", "health_check.interval", "server.drain_delay", "server.max_connections"})
-	want := []string{"server.listen", "transport.dial_timeout", "health_check.interval", "server.max_connections"}
+		"fast_breaker.qps", "health_check.interval", "server.drain_delay", "server.max_connections",
+		"routing.scorers.prefix", "routing.prefix_capacity_blocks"})
+	want := []string{"server.listen", "transport.dial_timeout", "health_check.interval", "server.max_connections",
+		"routing.prefix_capacity_blocks"}
 	if !slices.Equal(got, want) {
 		t.Errorf("RestartOnly() = %v, want %v", got, want)
 	}
