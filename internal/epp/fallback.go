@@ -43,9 +43,8 @@ func (d *coreDecider) endpoints(req *decide.Request, adm *decide.Admitted, prima
 	if n == 0 {
 		return endpoints, nil
 	}
-	var buf [MaxFallbacks]queue.Candidate
 	reg := d.o.Core.Registry()
-	for _, c := range d.o.Core.Ranked(buf[:0], req, adm, n) {
+	for _, c := range d.o.Core.Ranked(make([]queue.Candidate, 0, n), req, adm, n) {
 		m, ok := reg.Get(c.Upstream)
 		if !ok {
 			continue // removed since it was ranked

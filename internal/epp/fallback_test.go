@@ -2,6 +2,8 @@ package epp
 
 import (
 	"maps"
+	"net/http"
+	"net/url"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -9,6 +11,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
+	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 )
 
 // The pick's endpoints and scores reach Envoy in the envoy.lb metadata
@@ -147,4 +150,48 @@ func (cp *corePicker) held() int {
 		n += w.InFlight
 	}
 	return n
+}
+
+// BenchmarkEndpoints is what naming fallbacks and scores adds to a pick
+// over the real core, in a pool of 16 pods: the ranking (the queue's lock
+// and scorer included) and the lists.
+func BenchmarkEndpoints(b *testing.B) {
+	for _, o := range []CoreOptions{{}, {Fallbacks: 2}, {Fallbacks: 2, Scores: true}} {
+		b.Run("fallbacks="+strconv.Itoa(o.Fallbacks)+",scores="+strconv.FormatBool(o.Scores), func(b *testing.B) {
+			q, err := queue.New(queue.Settings{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			reg := pods.New(&levels{critical: map[string]bool{}})
+			var ps []pods.Pod
+			scores := rankScorer{}
+			for i := range 16 {
+				name := "pod-" + strconv.Itoa(i)
+				u, _ := url.Parse("http://10.0." + strconv.Itoa(i) + ".1:8000")
+				ps = append(ps, pods.Pod{Name: name, URL: u})
+				q.SetWindow(name, 64)
+				scores[name] = float64(i%5) / 5
+			}
+			reg.Set(ps)
+			q.SetAvailability(reg.Published) // as cmd/gatekeeper sets it
+			q.SetScorer(scores)
+			core, err := decide.New(decide.Options{Registry: reg, Admission: decide.Queue(q)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var req decide.Request
+			in := decide.In{Method: "POST", Path: "/v1/chat/completions", Header: http.Header{}, Body: []byte(chatBody)}
+			res := core.Decide(b.Context(), &req, in)
+			if res.Admitted == nil {
+				b.Fatalf("Decide = %+v, want admitted", res)
+			}
+			o.Core = core
+			d := NewCoreDecider(o).(*coreDecider)
+			primary := res.Admitted.Pod.Endpoint()
+			b.ReportAllocs()
+			for b.Loop() {
+				d.endpoints(&req, res.Admitted, primary)
+			}
+		})
+	}
 }
