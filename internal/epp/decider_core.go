@@ -67,10 +67,10 @@ func (d *coreDecider) Ready() bool { return d.o.Core.Unready() == "" }
 
 // Decide runs the core's pipeline (decide.Core.Decide) on what Envoy sent.
 // The endpoint whose slot the core took comes first, then the fallbacks
-// and scores the options ask for (endpoints). It writes on the server span in ctx, if
-// any, what the proxy writes on its own: the route, the GenAI attributes of
-// the request and the pod, the reason and the outcome; the admission span
-// goes under it.
+// and scores the options ask for (endpoints). It writes on the server span
+// in ctx, if any, what the proxy writes on its own: the route, the GenAI
+// attributes of the request and the pod, the reason and the outcome; the
+// admission span goes under it.
 func (d *coreDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) {
 	span := trace.SpanFromContext(ctx) // the server's; a no-op one when it traces nothing
 	path, _, _ := strings.Cut(r.Path, "?")

@@ -73,7 +73,7 @@ func pickResponse(p *Pick, bodyLen int, traceHeaders [][2]string) *extprocv3.Pro
 // header is m's i-th fixed header, set as setHeader sets one; key is
 // already lowercase.
 func (m *pickMessage) header(i int, key string, value []byte) *corev3.HeaderValueOption {
-	m.values[i] = corev3.HeaderValue{Key: key, RawValue: value}
+	m.values[i].Key, m.values[i].RawValue = key, value
 	m.options[i].Header, m.options[i].AppendAction = &m.values[i], corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
 	return &m.options[i]
 }
