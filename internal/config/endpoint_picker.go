@@ -27,8 +27,8 @@ type EndpointPicker struct {
 	TLS *TLS `yaml:"tls"`
 	// Fallbacks is how many more pods (0 to 8; 0: none) each pick names
 	// after the one that holds the request's slot, best first: pods that
-	// could take it now, where the gateway goes only when its retry policy
-	// retries. They hold no slot. The gateway must read a list: Envoy's
+	// could take it now, where the gateway goes when it cannot use the
+	// first (its retry policy retries). They hold no slot. The gateway must read a list: Envoy's
 	// ORIGINAL_DST cluster reads the header as one address, so keep 0
 	// with it (docs/kubernetes.md).
 	Fallbacks int `yaml:"fallbacks"`

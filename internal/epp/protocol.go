@@ -6,8 +6,9 @@ const (
 	// DestinationKey is both the request header the picker sets to the
 	// picked endpoints ("ip:port,ip:port", best first) and the key of the
 	// same list in the dynamic metadata namespace metadataNamespace. The
-	// data plane uses the first; it goes down the list, in order, only
-	// when its retry policy retries (proposal 004, "Destination Endpoint").
+	// data plane uses the first valid one, and goes down the list, in
+	// order, when its retry policy retries (proposal 004, "Destination
+	// Endpoint").
 	DestinationKey = "x-gateway-destination-endpoint"
 	// ScoresKey is the key, beside DestinationKey in the envoy.lb dynamic
 	// metadata, of a struct from "ip:port" to the pod's score for the
