@@ -116,6 +116,28 @@ func TestCoreFallbacks(t *testing.T) {
 	}
 }
 
+// Over the real core, a response the gateway says a fallback served ends
+// the request as the pick's: served, its slot given back.
+func TestCoreServedByAFallback(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		cp := newCorePickerExtra(t, 4, breaker.LimiterSettings{}, decide.Policy{}, coreExtra{decider: CoreOptions{Fallbacks: 1}})
+		e := cp.open()
+		chat(e)
+		if got := e.pick(strconv.Itoa(len(chatBody))); got != "10.0.0.1:8000,10.0.0.2:8000" {
+			t.Fatalf("pick = %q, want a then b", got)
+		}
+		e.body(requestSide, len(chatBody), true)
+		e.send(served(respHeaders(true, ":status", "200"), "10.0.0.2:8000"))
+		e.recv()
+		e.closed()
+		cp.settled(t)
+		if n := cp.rec.get(decide.OutcomeServed); n != 1 {
+			t.Fatalf("served = %d, want the request the fallback served", n)
+		}
+	})
+}
+
 // A response a fallback served counts against the pick's slot, with the
 // pick's error breaker told of a failure; one the pick served is its own;
 // one from an endpoint the pick did not name is counted as the pick's.
