@@ -31,7 +31,8 @@ type picker struct {
 // newPicker builds the endpoint picker for the running policy.
 func (a *app) newPicker() (*picker, error) {
 	// Readiness, the cluster condition and the drain included, is the core's.
-	co := epp.CoreOptions{Core: a.core, Recorder: a.reqMetrics, Logger: a.log}
+	e := a.cfg().EndpointPicker
+	co := epp.CoreOptions{Core: a.core, Recorder: a.reqMetrics, Logger: a.log, Fallbacks: e.Fallbacks, Scores: e.Scores}
 	so := epp.Options{Logger: a.log, Recorder: a.reqMetrics}
 	a.pickerTraceOptions(a.cfg(), &so, &co)
 	so.Decider = epp.NewCoreDecider(co)

@@ -25,7 +25,23 @@ type EndpointPicker struct {
 	// and the Inference Extension's own manifests expect of a picker);
 	// without it the listener speaks plaintext HTTP/2 (h2c).
 	TLS *TLS `yaml:"tls"`
+	// Fallbacks is how many more pods (0 to 8; 0: none) each pick names
+	// after the one that holds the request's slot, best first: pods that
+	// could take it now, where the gateway goes when it cannot use the
+	// first (its retry policy retries). They hold no slot. The gateway must read a list: Envoy's
+	// ORIGINAL_DST cluster reads the header as one address, so keep 0
+	// with it (docs/kubernetes.md).
+	Fallbacks int `yaml:"fallbacks"`
+	// Scores writes each pod's routing score for the request (the pick's
+	// and up to 8 others') in the envoy.lb dynamic metadata, under
+	// x-gateway-destination-endpoint-scores, as llm-d's router does with
+	// --emit-endpoint-scores. Nothing is written while no routing scorer
+	// scores the pods.
+	Scores bool `yaml:"scores"`
 }
+
+// MaxPickerFallbacks bounds endpoint_picker.fallbacks.
+const MaxPickerFallbacks = 8
 
 // InferencePool names an InferencePool (inference.networking.k8s.io/v1)
 // whose pods an upstream entry stands for.
@@ -64,6 +80,9 @@ func (k *checker) endpointPicker(e *EndpointPicker, s Server) {
 		if clash(e.HealthListen, e.Listen) || clash(e.HealthListen, s.AdminListen) {
 			k.add("endpoint_picker.health_listen", "must not bind the port of endpoint_picker.listen or server.admin_listen, got %q", e.HealthListen)
 		}
+	}
+	if e.Fallbacks < 0 || e.Fallbacks > MaxPickerFallbacks {
+		k.add("endpoint_picker.fallbacks", "must be 0 to %d, got %d", MaxPickerFallbacks, e.Fallbacks)
 	}
 	if t := e.TLS; t != nil {
 		if t.CertFile == "" {

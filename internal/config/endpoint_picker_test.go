@@ -17,8 +17,13 @@ upstreams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.EndpointPicker.Listen != DefaultPickerListen {
-		t.Errorf("listen = %q, want the default %q", c.EndpointPicker.Listen, DefaultPickerListen)
+	if c.EndpointPicker.Listen != DefaultPickerListen || c.EndpointPicker.Fallbacks != 0 || c.EndpointPicker.Scores {
+		t.Errorf("listen = %q, fallbacks %d, scores %v; want the default %q, none, off", c.EndpointPicker.Listen,
+			c.EndpointPicker.Fallbacks, c.EndpointPicker.Scores, DefaultPickerListen)
+	}
+	if on, err := Parse([]byte("endpoint_picker: {fallbacks: 2, scores: true}\nupstreams: [{url: 'http://a:1'}]")); err != nil ||
+		on.EndpointPicker.Fallbacks != 2 || !on.EndpointPicker.Scores {
+		t.Fatalf("fallbacks 2, scores on: %+v, %v", on, err)
 	}
 	u := c.Upstreams[0]
 	if u.Name != "vllm-llama3" || u.URL != "http://pod" || u.InferencePool.Namespace != "" {
@@ -33,6 +38,8 @@ upstreams:
 		{"upstreams: [{inference_pool: {name: Bad_Name}}]", "upstreams[0].inference_pool.name"},
 		{"upstreams: [{inference_pool: {name: p, namespace: 'a b'}}]", "upstreams[0].inference_pool.namespace"},
 		{"upstreams: [{inference_pool: {name: p}, dns_interval: 5s}]", "cannot be set with inference_pool"},
+		{"endpoint_picker: {fallbacks: -1}\nupstreams: [{url: 'http://a:1'}]", "endpoint_picker.fallbacks: must be 0 to 8, got -1"},
+		{"endpoint_picker: {fallbacks: 9}\nupstreams: [{url: 'http://a:1'}]", "endpoint_picker.fallbacks: must be 0 to 8, got 9"},
 	} {
 		_, err := Parse([]byte(tt.yaml))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -22,11 +22,28 @@ func (staticDecider) Decide(context.Context, *Request) (*Pick, *Refusal) {
 func (staticDecider) MaxBodyBytes() int64 { return 1 << 20 }
 func (staticDecider) Ready() bool         { return true }
 
+// scoredDecider admits everything to one endpoint with two fallbacks, and
+// scores four: what a pick with endpoint_picker.fallbacks 2 and scores on
+// writes.
+type scoredDecider struct{ staticDecider }
+
+func (scoredDecider) Decide(context.Context, *Request) (*Pick, *Refusal) {
+	return &Pick{Endpoints: []string{"10.0.0.1:8000", "10.0.0.3:8000", "10.0.0.2:8000"},
+		Scores: []EndpointScore{{"10.0.0.1:8000", 0.875}, {"10.0.0.3:8000", 0.75}, {"10.0.0.2:8000", 0.5}, {"10.0.0.4:8000", 0.125}},
+		Done:   func(End) {}}, nil
+}
+
 // BenchmarkDecision is one full exchange over TCP loopback, both sides of
 // it counted: a stream opened, a chat request's headers and body, the pick
 // and the echoed body, a body-less response, the stream's end.
-func BenchmarkDecision(b *testing.B) {
-	srv, err := NewServer(Options{Decider: staticDecider{}})
+func BenchmarkDecision(b *testing.B) { benchmarkDecision(b, staticDecider{}) }
+
+// BenchmarkDecisionScored is BenchmarkDecision with a pick of three
+// endpoints and four scores.
+func BenchmarkDecisionScored(b *testing.B) { benchmarkDecision(b, scoredDecider{}) }
+
+func benchmarkDecision(b *testing.B, dec Decider) {
+	srv, err := NewServer(Options{Decider: dec})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,4 +107,19 @@ func exchangeOnce(ctx context.Context, client extprocv3.ExternalProcessorClient,
 		return errors.New("the stream did not end after the exchange")
 	}
 	return nil
+}
+
+// BenchmarkPickResponse is the server's own part of a pick's answer: the
+// header mutation and the envoy.lb metadata, for one endpoint and for
+// three endpoints with four scores.
+func BenchmarkPickResponse(b *testing.B) {
+	for name, dec := range map[string]Decider{"one": staticDecider{}, "scored": scoredDecider{}} {
+		b.Run(name, func(b *testing.B) {
+			p, _ := dec.Decide(b.Context(), nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				pickResponse(p, 120, nil)
+			}
+		})
+	}
 }

@@ -84,6 +84,8 @@ type coreExtra struct {
 	models   []string           // what each pod serves; nil: every model, unknown
 	server   Options            // the Server's options but its Decider
 	podState coretrace.PodState // for the admission span
+	pods     []string           // the pods' names, the i-th at 10.0.0.<i+1>:8000; nil: a and b
+	decider  CoreOptions        // Fallbacks and Scores
 }
 
 // newCorePickerExtra is newCorePicker with extra.
@@ -96,7 +98,10 @@ func newCorePickerExtra(t *testing.T, window int, limiter breaker.LimiterSetting
 	cp := &corePicker{q: q, lv: &levels{critical: map[string]bool{}}, rec: &outcomes{byO: map[decide.Outcome]int{}}}
 	cp.reg = pods.New(cp.lv)
 	var ps []pods.Pod
-	for i, name := range []string{"a", "b"} {
+	if extra.pods == nil {
+		extra.pods = []string{"a", "b"}
+	}
+	for i, name := range extra.pods {
 		u, _ := url.Parse("http://10.0.0." + strconv.Itoa(i+1) + ":8000")
 		ps = append(ps, pods.Pod{Name: name, URL: u, Models: extra.models})
 		q.SetWindow(name, window)
@@ -113,7 +118,8 @@ func newCorePickerExtra(t *testing.T, window int, limiter breaker.LimiterSetting
 		t.Fatal(err)
 	}
 	cp.core = core
-	cp.dec = NewCoreDecider(CoreOptions{Core: core, Recorder: cp.rec, PodState: extra.podState})
+	cp.dec = NewCoreDecider(CoreOptions{Core: core, Recorder: cp.rec, PodState: extra.podState,
+		Fallbacks: extra.decider.Fallbacks, Scores: extra.decider.Scores})
 	cp.harness = serveDecider(t, cp.dec, extra.server)
 	return cp
 }

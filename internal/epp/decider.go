@@ -32,10 +32,20 @@ type Pick struct {
 	// Endpoints are "ip:port", best first; never empty. The first holds
 	// the request's slot; the rest are fallbacks Envoy may try.
 	Endpoints []string
+	// Scores, if not empty, are endpoints' scores for the request (higher
+	// is better), written as ScoresKey: of Endpoints and possibly of other
+	// pods that could have taken it. Non-finite scores are left out.
+	Scores []EndpointScore
 	// Done releases what the request holds. The server calls it exactly
 	// once: at the response's end of stream, or when the exchange ends
 	// any other way (a reset, the gRPC stream gone, the client gone).
 	Done func(End)
+}
+
+// EndpointScore is one endpoint's score for a request.
+type EndpointScore struct {
+	Endpoint string // "ip:port"
+	Score    float64
 }
 
 // End is how an exchange ended, for the slot's release and its accounting.

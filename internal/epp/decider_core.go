@@ -34,6 +34,14 @@ type CoreOptions struct {
 	PodState coretrace.PodState
 	Logger   *slog.Logger
 	Now      func() time.Time
+	// Fallbacks is how many other pods a pick names after the one holding
+	// its slot, best first (endpoint_picker.fallbacks): where the gateway
+	// may go when it cannot use the first. 0 names none; at most
+	// MaxFallbacks.
+	Fallbacks int
+	// Scores, if set, writes the pods' scores for each request under
+	// ScoresKey (endpoint_picker.scores).
+	Scores bool
 }
 
 // NewCoreDecider is the Decider over gatekeeper's decision core: the same
@@ -58,11 +66,11 @@ func (d *coreDecider) MaxBodyBytes() int64 { return d.o.Core.Policy().MaxBodyByt
 func (d *coreDecider) Ready() bool { return d.o.Core.Unready() == "" }
 
 // Decide runs the core's pipeline (decide.Core.Decide) on what Envoy sent.
-// Only the endpoint whose slot the core took is named: a fallback would
-// reach a pod past its window. It writes on the server span in ctx, if
-// any, what the proxy writes on its own: the route, the GenAI attributes of
-// the request and the pod, the reason and the outcome; the admission span
-// goes under it.
+// The endpoint whose slot the core took comes first, then the fallbacks
+// and scores the options ask for (endpoints). It writes on the server span
+// in ctx, if any, what the proxy writes on its own: the route, the GenAI
+// attributes of the request and the pod, the reason and the outcome; the
+// admission span goes under it.
 func (d *coreDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) {
 	span := trace.SpanFromContext(ctx) // the server's; a no-op one when it traces nothing
 	path, _, _ := strings.Cut(r.Path, "?")
@@ -89,8 +97,10 @@ func (d *coreDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) 
 	if span.IsRecording() {
 		span.SetAttributes(coretrace.UpstreamKey.String(adm.Pod.Name))
 	}
-	endpoint := adm.Pod.Endpoint()
-	return &Pick{Endpoints: []string{endpoint}, Done: func(e End) { d.finish(span, &req, adm, endpoint, e) }}, nil
+	pick := &Pick{}
+	pick.Endpoints, pick.Scores = d.endpoints(&req, adm, adm.Pod.Endpoint())
+	pick.Done = func(e End) { d.finish(span, &req, adm, pick.Endpoints, e) }
+	return pick, nil
 }
 
 // spanTracer puts the core's steps on the request's server span and makes
@@ -131,17 +141,15 @@ func (t spanTracer) Admitted(ctx context.Context, req *decide.Request, adm *deci
 // pod's result, its own refusal, the true-up and the outcome), records
 // what it decided, and releases the slot. The picker cannot tell why an
 // exchange ended before the response's end (the client left, or Envoy
-// could not reach the pod): the pod is not blamed for it.
-func (d *coreDecider) finish(span trace.Span, req *decide.Request, adm *decide.Admitted, endpoint string, e End) {
+// could not reach the pod): the pod is not blamed for it. A response a
+// fallback served is counted against the pick's slot (servedBy).
+func (d *coreDecider) finish(span trace.Span, req *decide.Request, adm *decide.Admitted, endpoints []string, e End) {
 	defer adm.Slot.Release()
 	rec := d.o.Recorder
 	if e.UsageKnown && span.IsRecording() {
 		coretrace.Usage(span, e.PromptTokens, e.CompletionTokens)
 	}
-	if e.Served != "" && e.Served != endpoint {
-		d.o.Logger.LogAttrs(context.Background(), slog.LevelWarn, "the gateway served another endpoint than the one picked",
-			slog.String("picked", endpoint), slog.String("served", e.Served), slog.String("upstream", adm.Pod.Name))
-	}
+	adm = d.servedBy(adm, endpoints, e.Served)
 	if rec != nil && e.Status != 0 {
 		rec.Response(adm.Pod.Name, e.Status)
 	}

@@ -23,8 +23,10 @@
 //     is its ctx, so a client that leaves ends the wait.
 //  3. A pick is answered, in order: the request headers' answer, setting
 //     x-gateway-destination-endpoint to the endpoints (comma-separated,
-//     best first), Content-Length to the body's length and clearing the
-//     route cache, with the same list in dynamic metadata "envoy.lb"; then
+//     best first: the pick, then its fallbacks), Content-Length to the
+//     body's length and clearing the route cache, with the same list in
+//     dynamic metadata "envoy.lb" and the pick's scores beside it under
+//     x-gateway-destination-endpoint-scores (llm-d's key); then
 //     the body echoed as streamed chunks of at most 62,000 bytes, the last
 //     with end_of_stream; then a trailers answer if trailers ended it. A
 //     TooLarge request that is admitted passes the rest of its body on as

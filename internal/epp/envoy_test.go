@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,6 +71,7 @@ type envoy struct {
 	t      *testing.T
 	stream extprocv3.ExternalProcessor_ProcessClient
 	cancel context.CancelFunc // resets the stream, as Envoy does when the client leaves
+	scores map[string]float64 // the last pick's ScoresKey metadata; nil without
 }
 
 func (h *harness) open() *envoy {
@@ -167,8 +169,10 @@ func (e *envoy) body(s side, want int, eos bool) []byte {
 }
 
 // pick reads the answer to the request headers and returns its endpoint
-// list, checking that the header and the metadata agree and what
-// Content-Length it sets ("" for none).
+// list, checking that the header and the metadata agree, that the list
+// names distinct ip:port endpoints, what Content-Length it sets ("" for
+// none), and that the scores, if any, are numbers by ip:port that score
+// the first endpoint (kept in e.scores).
 func (e *envoy) pick(wantLength string) string {
 	e.t.Helper()
 	m := e.recv()
@@ -194,7 +198,38 @@ func (e *envoy) pick(wantLength string) string {
 	if list == "" || md != list {
 		e.t.Errorf("%s header %q, metadata %s.%s %q; want the same list", DestinationKey, list, metadataNamespace, DestinationKey, md)
 	}
+	endpoints := strings.Split(list, ",")
+	for i, ep := range endpoints {
+		if _, _, err := net.SplitHostPort(ep); err != nil || slices.Contains(endpoints[:i], ep) {
+			e.t.Errorf("%s %q: endpoint %q is not a distinct ip:port", DestinationKey, list, ep)
+		}
+	}
+	e.scores = readScores(e.t, m, endpoints[0])
 	return list
+}
+
+// readScores reads the ScoresKey metadata of a pick, checking its shape:
+// a struct of numbers by ip:port, the first endpoint among them. Nil when
+// the pick has none.
+func readScores(t *testing.T, m *extprocv3.ProcessingResponse, first string) map[string]float64 {
+	t.Helper()
+	v, ok := m.GetDynamicMetadata().GetFields()[metadataNamespace].GetStructValue().GetFields()[ScoresKey]
+	if !ok {
+		return nil
+	}
+	fields := v.GetStructValue().GetFields()
+	scores := make(map[string]float64, len(fields))
+	for ep, f := range fields {
+		_, isNumber := f.GetKind().(*structpb.Value_NumberValue)
+		if _, _, err := net.SplitHostPort(ep); err != nil || !isNumber {
+			t.Errorf("%s: %q: %v, want a number by ip:port", ScoresKey, ep, f)
+		}
+		scores[ep] = f.GetNumberValue()
+	}
+	if _, ok := scores[first]; !ok {
+		t.Errorf("%s %v has no score for the pick %s", ScoresKey, scores, first)
+	}
+	return scores
 }
 
 // refused reads an immediate response.

@@ -209,7 +209,7 @@ func (x *exchange) admit(end bodyEnd, rest []byte) (bool, error) {
 	if x.span != nil {
 		traceHeaders = x.s.tracing.headers(x.span)
 	}
-	if err := x.send(pickResponse(pick.Endpoints, bodyLen, traceHeaders)); err != nil || end == noBody {
+	if err := x.send(pickResponse(pick, bodyLen, traceHeaders)); err != nil || end == noBody {
 		return false, err
 	}
 	eos := end == endOfStream

@@ -2,6 +2,7 @@ package epp
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -19,6 +20,7 @@ const (
 	testAdmitLarge = "admit-large" // admit a TooLarge request rather than refuse it
 	testNoAnswer   = "no-answer"   // break the contract: neither pick nor refusal
 	testNoEndpoint = "no-endpoint" // break the contract: a pick of no endpoint
+	testScores     = "scores"      // score the picked endpoints 1, 1/2, ..., and two more (one NaN)
 )
 
 // fakeDecider is the test double of the decision core: it picks the first
@@ -84,7 +86,14 @@ func (d *fakeDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) 
 	} else if len(eligible) == 0 {
 		return nil, &Refusal{Status: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"1"}}}
 	}
-	return d.hand(eligible), nil
+	p := d.hand(eligible)
+	if r.Header.Get("X-Test") == testScores {
+		for i, ep := range eligible {
+			p.Scores = append(p.Scores, EndpointScore{Endpoint: ep, Score: 1 / float64(i+1)})
+		}
+		p.Scores = append(p.Scores, EndpointScore{"10.0.0.9:8000", 0.125}, EndpointScore{"10.0.0.8:8000", math.NaN()})
+	}
+	return p, nil
 }
 
 // hand counts a slot out and returns its pick.

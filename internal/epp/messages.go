@@ -1,12 +1,10 @@
 package epp
 
 import (
-	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // side says which half of the exchange a body or trailers message answers.
@@ -16,44 +14,6 @@ const (
 	requestSide side = iota
 	responseSide
 )
-
-// pickResponse answers the request headers with a pick: the endpoint list
-// in the DestinationKey header and, the same value, in the envoy.lb dynamic
-// metadata (the protocol allows a data plane to read either, so they must
-// agree). bodyLen, when not negative, becomes the Content-Length: the body
-// goes back through the picker, and Envoy wants the length of what it
-// forwards. ClearRouteCache makes Envoy route again on the new header.
-// traceHeaders, when the server traces, replace the client's trace context
-// on the request to the pod: each is set, or removed when its value is "".
-func pickResponse(endpoints []string, bodyLen int, traceHeaders [][2]string) *extprocv3.ProcessingResponse {
-	list := strings.Join(endpoints, ",")
-	set := make([]*corev3.HeaderValueOption, 1, 2+len(traceHeaders))
-	set[0] = setHeader(DestinationKey, list)
-	if bodyLen >= 0 {
-		set = append(set, setHeader("content-length", strconv.Itoa(bodyLen)))
-	}
-	var remove []string
-	for _, h := range traceHeaders {
-		if h[1] == "" {
-			remove = append(remove, h[0])
-		} else {
-			set = append(set, setHeader(h[0], h[1]))
-		}
-	}
-	return &extprocv3.ProcessingResponse{
-		Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{
-			Response: &extprocv3.CommonResponse{
-				ClearRouteCache: true,
-				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
-			},
-		}},
-		DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
-			metadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-				DestinationKey: structpb.NewStringValue(list),
-			}}),
-		}},
-	}
-}
 
 // setHeader sets a header, replacing any value the client sent: the header
 // option's default action appends, which would let a client add endpoints

@@ -132,8 +132,8 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	// use, or one it reserved for its memory), so taking room here overtakes
 	// no one who could have used it.
 	cost := r.cost()
-	if w := c.choose(r.Exclude, r.Prefix, cost, c.lookupAcct(r.Tenant)); w != nil {
-		c.grantNow(&g, w, &r, cost)
+	if w, score := c.choose(r.Exclude, r.Prefix, cost, c.lookupAcct(r.Tenant)); w != nil {
+		c.grantNow(&g, w, &r, cost, score)
 		return g, true, nil
 	}
 	switch {
@@ -172,9 +172,9 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 }
 
 // grantNow gives r a slot on w at once (Enqueue, Take), written to g (in
-// place: a Grant is 13 words): its tenant arrives (lifted if it had no
+// place: a Grant is 15 words): its tenant arrives (lifted if it had no
 // waiter) and is charged.
-func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost) {
+func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost, score float64) {
 	w.take(cost)
 	t := c.tenantFor(tenantKey{priority: r.Priority, name: r.Tenant}, r.Weight)
 	cost.tenant = t.id
@@ -186,7 +186,8 @@ func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost) {
 	service := max(r.Service, 0)
 	c.charge(t, service)
 	c.chose(w, r.Prefix)
-	*g = Grant{ID: r.ID, Upstream: w.name, Cost: cost, Tenant: r.Tenant, Priority: r.Priority, Service: service}
+	*g = Grant{ID: r.ID, Upstream: w.name, Cost: cost, Tenant: r.Tenant, Priority: r.Priority, Service: service,
+		Score: score, Scored: c.scorer != nil}
 }
 
 // take grants r a slot at once when a window it may use has room that no
@@ -196,8 +197,8 @@ func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost) {
 // charges r's tenant as Enqueue's do.
 func (c *Core) take(r Request) (g Grant, granted bool) {
 	cost := r.cost()
-	if w := c.choose(r.Exclude, r.Prefix, cost, c.lookupAcct(r.Tenant)); w != nil {
-		c.grantNow(&g, w, &r, cost)
+	if w, score := c.choose(r.Exclude, r.Prefix, cost, c.lookupAcct(r.Tenant)); w != nil {
+		c.grantNow(&g, w, &r, cost, score)
 		return g, true
 	}
 	return Grant{}, false
@@ -305,7 +306,7 @@ func (c *Core) grant(now time.Time) []Grant {
 			continue
 		}
 		c.unlink(it)
-		w := c.choose(it.exclude, it.prefix, it.cost(), it.tenant.acct)
+		w, score := c.choose(it.exclude, it.prefix, it.cost(), it.tenant.acct)
 		if w == nil {
 			passed = append(passed, it)
 			c.reserve(it)
@@ -317,7 +318,7 @@ func (c *Core) grant(now time.Time) []Grant {
 		c.chose(w, it.prefix)
 		c.forget(it)
 		grants = append(grants, Grant{ID: it.id, Upstream: w.name, Cost: it.cost(), Tenant: it.tenant.key.name,
-			Priority: it.priority, Service: it.service})
+			Priority: it.priority, Service: it.service, Score: score, Scored: c.scorer != nil})
 	}
 	for _, it := range passed {
 		c.link(it) // same seq: the same place as before

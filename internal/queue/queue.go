@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,10 @@ type Slot struct {
 	// once has released and settled set once each: one word for the two,
 	// so that a Slot stays 96 bytes.
 	once atomic.Uint32
+	// score is the grant's score (Grant.Score), NaN when it had none. A
+	// float32 fills the padding after once (a Slot stays 96 bytes), and is
+	// precise enough for a score reported to the gateway.
+	score float32
 	// tenant and priority name the counter the grant charged service;
 	// Settle trues it up once (by name: an id may be reused once its
 	// tenant is forgotten).
@@ -67,11 +72,26 @@ const (
 
 // newSlot is the slot of grant g.
 func (q *Queue) newSlot(g Grant) *Slot {
-	return &Slot{q: q, upstream: g.Upstream, cost: g.Cost, tenant: g.Tenant, priority: g.Priority, service: g.Service}
+	score := float32(math.NaN())
+	if g.Scored {
+		score = float32(g.Score)
+	}
+	return &Slot{q: q, upstream: g.Upstream, cost: g.Cost, tenant: g.Tenant, priority: g.Priority, service: g.Service,
+		score: score}
 }
 
 // Upstream returns the name of the window the slot belongs to.
 func (s *Slot) Upstream() string { return s.upstream }
+
+// Score returns the Scorer's score for the request on the slot's upstream
+// when it was granted (Grant.Score, to float32 precision); ok is false when
+// the queue had no Scorer then.
+func (s *Slot) Score() (score float64, ok bool) {
+	if s.score != s.score { // NaN
+		return 0, false
+	}
+	return float64(s.score), true
+}
 
 // Release gives the slot back, which may start a waiter.
 func (s *Slot) Release() {

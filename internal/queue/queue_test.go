@@ -301,6 +301,9 @@ func TestHammer(t *testing.T) {
 					if n := held[s.Upstream()].Add(1); int(n) > limits[s.Upstream()] {
 						t.Errorf("%d slots held on %s, limit %d", n, s.Upstream(), limits[s.Upstream()])
 					}
+					if rs := q.Ranked(nil, Request{}, s.Upstream(), 2); len(rs) > 1 || len(rs) == 1 && rs[0].Upstream == s.Upstream() {
+						t.Errorf("Ranked besides %s = %v, want at most the other window", s.Upstream(), rs)
+					}
 					time.Sleep(time.Duration(r.IntN(20)) * time.Millisecond) // work, in fake time
 					held[s.Upstream()].Add(-1)
 					s.Release()

@@ -107,5 +107,10 @@ type Grant struct {
 	Tenant   string
 	Priority int
 	Service  int64
-	Err      error
+	// Score is the Scorer's score for the request on Upstream when it was
+	// granted (before the Scorer was told of it); Scored says the queue had
+	// a Scorer then (without one, Score is 0).
+	Score  float64
+	Scored bool
+	Err    error
 }

@@ -132,11 +132,11 @@ func (c *Core) find(name string) (*window, int) {
 // should take now: of those with room whose bounds it fits and that no
 // waiter has reserved, the one the Scorer scores highest for its prefix
 // (without a Scorer, or on equal scores, the one with the most room; then
-// the first by name). Nil means none.
+// the first by name), and its score (0 without a Scorer). Nil means none.
 //
 // With shares on, a (the request's tenant's account; nil when it has none)
 // must also be within its share there (shareOK).
-func (c *Core) choose(exclude []string, prefix []uint64, cost Cost, a *account) *window {
+func (c *Core) choose(exclude []string, prefix []uint64, cost Cost, a *account) (*window, float64) {
 	var best *window
 	bestRoom, bestScore := 0, 0.0
 	for _, w := range c.windows {
@@ -152,7 +152,7 @@ func (c *Core) choose(exclude []string, prefix []uint64, cost Cost, a *account) 
 			best, bestRoom, bestScore = w, r, score
 		}
 	}
-	return best
+	return best, bestScore
 }
 
 // reserve marks every window it may use that has room but not the slots,
