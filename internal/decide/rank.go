@@ -12,7 +12,7 @@ type Ranker interface {
 // Ranked appends to dst, best first, at most n pods besides adm's that
 // could take req now: available, with room and bounds that fit req, not
 // among those req may not use (Request.Skip: its model, the gateway's
-// subset), each with its score for req (queue.Core.Ranked). They are the
+// subset), each with its score for req and its prefix blocks (queue.Core.Ranked). They are the
 // endpoint picker's fallbacks: they hold no slot, and a request Envoy
 // sends to one counts against adm's slot. Nothing is ranked (dst is
 // returned as it is) when the Admission is not a Ranker.
@@ -21,7 +21,7 @@ func (c *Core) Ranked(dst []queue.Candidate, req *Request, adm *Admitted, n int)
 	if !ok || adm == nil || n <= 0 {
 		return dst
 	}
-	q := queue.Request{Seqs: req.Seqs, Tokens: req.Tokens, Memory: req.Memory, Exclude: req.Skip}
+	q := queue.Request{Seqs: req.Seqs, Tokens: req.Tokens, Memory: req.Memory, Exclude: req.Skip, Prefix: req.Prefix}
 	return r.Ranked(dst, q, adm.Slot.Upstream(), n)
 }
 

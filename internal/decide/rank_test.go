@@ -60,3 +60,49 @@ func TestCoreRanked(t *testing.T) {
 
 // notRanker hides the queue's Ranked.
 type notRanker struct{ Admission }
+
+// prefixScorer scores pod "far" by how many prefix blocks it is handed, and
+// every other pod 0.
+type prefixScorer struct{}
+
+func (prefixScorer) Score(upstream string, _, _ int, prefix []uint64) float64 {
+	if upstream == "far" {
+		return float64(len(prefix))
+	}
+	return 0
+}
+func (prefixScorer) Chose(string, []uint64) {}
+
+// The fallbacks are ranked for the request's own prefix blocks, as its pick was.
+func TestCoreRankedPassesThePrefix(t *testing.T) {
+	t.Parallel()
+	q, err := queue.New(queue.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := pods.New(&levels{})
+	var ps []pods.Pod
+	for name, window := range map[string]int{"big": 8, "mid": 4, "far": 1} {
+		u, _ := url.Parse("http://" + name + ":8000")
+		ps = append(ps, pods.Pod{Name: name, URL: u})
+		q.SetWindow(name, window)
+	}
+	reg.Set(ps)
+	q.SetAvailability(reg.Availability)
+	core, err := New(Options{Registry: reg, Admission: Queue(q)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req Request
+	res := core.Decide(t.Context(), &req, chat(chatBody, nil))
+	if res.Admitted == nil {
+		t.Fatalf("Decide = %+v", res)
+	}
+	defer res.Admitted.Slot.Release()
+	q.SetScorer(prefixScorer{})
+	req.Prefix = []uint64{1, 2}
+	got := core.Ranked(nil, &req, res.Admitted, 2)
+	if len(got) != 2 || got[0].Upstream != "far" || got[0].Score != 2 {
+		t.Fatalf("Ranked = %+v, want far first with score 2 (its prefix blocks passed on)", got)
+	}
+}
