@@ -52,12 +52,12 @@ type flight struct {
 	sent time.Time
 	span trace.Span
 
-	body  bytes.Reader // the buffered request body, as the pod reads it
+	body bytes.Reader // the buffered request body, as the pod reads it
 	// sendBody is body as the pod's request carries it (nil: the route has
 	// none): io.NopCloser of body, which net/http knows to be in memory.
 	sendBody io.ReadCloser
-	usage usage.Body   // the response body, when its usage is read
-	out   clientWriter // the client's ResponseWriter, with the send timeout
+	usage    usage.Body   // the response body, when its usage is read
+	out      clientWriter // the client's ResponseWriter, with the send timeout
 }
 
 // Value returns f for flightKey and asks the client's context otherwise.
