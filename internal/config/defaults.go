@@ -52,6 +52,7 @@ func builtin() *Config {
 			Pprof:                false,
 			MaxConcurrentStreams: 250,
 			MaxConnections:       10000,
+			Overload:             Overload{SchedDelay: 5 * time.Millisecond},
 		},
 		Transport: Transport{
 			DialTimeout:           2 * time.Second,

@@ -98,6 +98,23 @@ type Server struct {
 	MaxConnections int `yaml:"max_connections"`
 	// TLS, if set, serves the traffic listener over TLS with HTTP/2.
 	TLS *TLS `yaml:"tls"`
+	// Overload sheds new requests while gatekeeper itself is saturated.
+	Overload Overload `yaml:"overload"`
+}
+
+// Overload is gatekeeper's guard against its own saturation (package
+// overload): a request it sheds is refused at once, before its body is
+// read, with 503, Retry-After and reason gateway_overloaded. Needs a restart.
+type Overload struct {
+	// SchedDelay is the Go scheduler's delay gatekeeper holds itself to (the
+	// 99th percentile of how long its goroutines waited to run, over 100 ms):
+	// above it a growing share of new requests is shed, below it a
+	// shrinking one. 0: not watched; else at least 100µs.
+	SchedDelay time.Duration `yaml:"sched_delay"`
+	// MaxInflight sheds a request that would make more than this many in
+	// flight through the traffic listener at once (streams included).
+	// 0: no bound.
+	MaxInflight int `yaml:"max_inflight"`
 }
 
 // TLS names the traffic listener's certificate and key (PEM). Both files

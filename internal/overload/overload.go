@@ -1,0 +1,170 @@
+// Package overload sheds new requests when gatekeeper itself is saturated,
+// as Envoy's overload manager does: when its own CPU cannot keep up, every
+// request it accepts waits longer, so it refuses the excess at once (503
+// with Retry-After) instead of letting every request's latency grow without
+// bound (issue 38).
+//
+// The signal is the Go scheduler's own delay: how long goroutines wait
+// runnable before they run (runtime/metrics /sched/latencies:seconds, its
+// 99th percentile over each interval). A process with CPU to spare runs a
+// runnable goroutine at once; one that is saturated queues them. The
+// Manager moves the share of new requests it sheds by how far that delay is
+// from its target, every interval: up while above, down while below, so it
+// sheds what the CPU cannot serve and no more. A bound on the requests in
+// flight may be set beside it.
+//
+// It reads the probe on the request path, at most once per interval, so it
+// needs no goroutine of its own and its state is derived when read.
+package overload
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Settings configures a Manager. The zero value sheds nothing.
+type Settings struct {
+	// SchedDelay is the scheduling delay gatekeeper holds itself to: the
+	// 99th percentile of how long its goroutines waited runnable over an
+	// interval. Above it the Manager sheds a growing share of new requests;
+	// below it a shrinking one. 0: not watched. At least 100µs otherwise.
+	SchedDelay time.Duration
+	// MaxInflight bounds the requests in flight (admitted, not yet done);
+	// the one past it is shed. 0: no bound.
+	MaxInflight int
+	// Interval is how often the probe is read and the share moved. 0 means
+	// 100ms.
+	Interval time.Duration
+	// Probe returns the scheduling delay's 99th percentile since its last
+	// call and how many samples it saw. Nil reads runtime/metrics.
+	Probe func() (delay time.Duration, samples uint64)
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Tuning of the controller; see step.
+const (
+	defaultInterval = 100 * time.Millisecond
+	// gain is the share moved per interval per unit of relative error
+	// (delay ÷ target − 1): at twice the target, a quarter more is shed
+	// after each interval.
+	gain = 0.25
+	// maxError caps one interval's relative error, so that one late burst
+	// (a GC cycle, the machine's other work) moves the share by at most
+	// gain.
+	maxError = 1.0
+	// minSamples is the fewest scheduler samples an interval needs to say
+	// anything: a nearly idle process is not saturated (the runtime samples
+	// one goroutine transition in eight).
+	minSamples = 64
+	// scale is the fixed-point unit of the shed share.
+	scale = 1 << 10
+)
+
+// Manager decides whether a new request may go on. Create one with New; it
+// is safe for concurrent use and must not be copied.
+type Manager struct {
+	s     Settings
+	probe func() (time.Duration, uint64)
+	now   func() time.Time
+
+	inflight atomic.Int64
+	seq      atomic.Uint64 // requests asked about, spreads the shed ones evenly
+	shed     atomic.Uint32 // share of new requests shed, in 1/scale
+	next     atomic.Int64  // when the probe is read next, Unix ns
+
+	mu   sync.Mutex // guards frac; tried, never waited for, on the request path
+	frac float64
+}
+
+// New builds a Manager from s.
+func New(s Settings) (*Manager, error) {
+	var errs []error
+	if s.SchedDelay < 0 || s.SchedDelay > 0 && s.SchedDelay < 100*time.Microsecond {
+		errs = append(errs, errors.New("overload: SchedDelay must be 0 or at least 100µs"))
+	}
+	if s.MaxInflight < 0 {
+		errs = append(errs, errors.New("overload: MaxInflight must be at least 0"))
+	}
+	if s.Interval < 0 {
+		errs = append(errs, errors.New("overload: Interval must be at least 0"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if s.Interval == 0 {
+		s.Interval = defaultInterval
+	}
+	m := &Manager{s: s, probe: s.Probe, now: s.Now}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.probe == nil && s.SchedDelay > 0 {
+		m.probe = newSchedProbe().read
+	}
+	return m, nil
+}
+
+// Admit reports whether a new request may go on. When it may, the caller
+// must call Done exactly once when the request ends.
+func (m *Manager) Admit() bool {
+	if m.s.SchedDelay > 0 {
+		m.update(m.now())
+	}
+	n := m.inflight.Add(1)
+	if m.s.MaxInflight > 0 && n > int64(m.s.MaxInflight) || m.shedNext() {
+		m.inflight.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Done ends a request Admit let go on.
+func (m *Manager) Done() { m.inflight.Add(-1) }
+
+// Shedding returns the share of new requests shed now, 0 to 1.
+func (m *Manager) Shedding() float64 { return float64(m.shed.Load()) / scale }
+
+// Inflight returns the requests admitted and not yet done.
+func (m *Manager) Inflight() int { return int(m.inflight.Load()) }
+
+// shedNext reports whether this request is one of the shed share: of every
+// scale requests, the share's count, spread evenly (no randomness).
+func (m *Manager) shedNext() bool {
+	q := uint64(m.shed.Load())
+	if q == 0 {
+		return false
+	}
+	n := m.seq.Add(1)
+	return n*q/scale != (n-1)*q/scale
+}
+
+// update reads the probe and moves the share once the interval has passed.
+// The first request past it does; the others go on without waiting.
+func (m *Manager) update(now time.Time) {
+	if now.UnixNano() < m.next.Load() || !m.mu.TryLock() {
+		return
+	}
+	defer m.mu.Unlock()
+	if now.UnixNano() < m.next.Load() { // another request just did
+		return
+	}
+	m.next.Store(now.Add(m.s.Interval).UnixNano())
+	delay, samples := m.probe()
+	m.frac = step(m.frac, delay, samples, m.s.SchedDelay)
+	m.shed.Store(uint32(m.frac * scale))
+}
+
+// step moves the shed share by how far delay is from target: an integral
+// controller, which settles where the delay meets the target, shedding
+// what the CPU cannot serve. An interval with too few samples counts as
+// idle.
+func step(frac float64, delay time.Duration, samples uint64, target time.Duration) float64 {
+	e := -1.0
+	if samples >= minSamples {
+		e = min(float64(delay)/float64(target)-1, maxError)
+	}
+	return min(max(frac+gain*e, 0), 1)
+}
