@@ -107,9 +107,10 @@ type Server struct {
 // read, with 503, Retry-After and reason gateway_overloaded. Needs a restart.
 type Overload struct {
 	// SchedDelay is the Go scheduler's delay gatekeeper holds itself to (the
-	// 99th percentile of how long its goroutines waited to run, over 100 ms):
-	// above it a growing share of new requests is shed, below it a
-	// shrinking one. 0: not watched; else at least 100µs.
+	// 90th percentile of how long its goroutines waited to run, over 100 ms;
+	// the lower of the last two intervals): above it a growing share of new
+	// requests is shed, below it a shrinking one. 0: not watched; else at
+	// least 100µs.
 	SchedDelay time.Duration `yaml:"sched_delay"`
 	// MaxInflight sheds a request that would make more than this many in
 	// flight through the traffic listener at once (streams included).

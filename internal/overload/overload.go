@@ -6,12 +6,14 @@
 //
 // The signal is the Go scheduler's own delay: how long goroutines wait
 // runnable before they run (runtime/metrics /sched/latencies:seconds, its
-// 99th percentile over each interval). A process with CPU to spare runs a
+// 90th percentile over each interval). A process with CPU to spare runs a
 // runnable goroutine at once; one that is saturated queues them. The
 // Manager moves the share of new requests it sheds by how far that delay is
 // from its target, every interval: up while above, down while below, so it
-// sheds what the CPU cannot serve and no more. A bound on the requests in
-// flight may be set beside it.
+// sheds what the CPU cannot serve and no more. It acts on the lower of the
+// last two intervals' delays, so that one late interval (a GC cycle, a
+// burst of the machine's other work) sheds nothing. A bound on the requests
+// in flight may be set beside it.
 //
 // It reads the probe on the request path, at most once per interval, so it
 // needs no goroutine of its own and its state is derived when read.
@@ -27,7 +29,7 @@ import (
 // Settings configures a Manager. The zero value sheds nothing.
 type Settings struct {
 	// SchedDelay is the scheduling delay gatekeeper holds itself to: the
-	// 99th percentile of how long its goroutines waited runnable over an
+	// 90th percentile of how long its goroutines waited runnable over an
 	// interval. Above it the Manager sheds a growing share of new requests;
 	// below it a shrinking one. 0: not watched. At least 100µs otherwise.
 	SchedDelay time.Duration
@@ -37,7 +39,7 @@ type Settings struct {
 	// Interval is how often the probe is read and the share moved. 0 means
 	// 100ms.
 	Interval time.Duration
-	// Probe returns the scheduling delay's 99th percentile since its last
+	// Probe returns the scheduling delay's 90th percentile since its last
 	// call and how many samples it saw. Nil reads runtime/metrics.
 	Probe func() (delay time.Duration, samples uint64)
 	// Now returns the current time. Nil means time.Now.
@@ -75,8 +77,9 @@ type Manager struct {
 	shed     atomic.Uint32 // share of new requests shed, in 1/scale
 	next     atomic.Int64  // when the probe is read next, Unix ns
 
-	mu   sync.Mutex // guards frac; tried, never waited for, on the request path
+	mu   sync.Mutex // guards frac and last; tried, never waited for, on the request path
 	frac float64
+	last time.Duration // the previous interval's delay (0 when it was idle)
 }
 
 // New builds a Manager from s.
@@ -153,18 +156,18 @@ func (m *Manager) update(now time.Time) {
 	}
 	m.next.Store(now.Add(m.s.Interval).UnixNano())
 	delay, samples := m.probe()
-	m.frac = step(m.frac, delay, samples, m.s.SchedDelay)
+	if samples < minSamples { // too few to say anything: idle
+		delay = 0
+	}
+	m.frac = step(m.frac, min(delay, m.last), m.s.SchedDelay)
+	m.last = delay
 	m.shed.Store(uint32(m.frac * scale))
 }
 
 // step moves the shed share by how far delay is from target: an integral
 // controller, which settles where the delay meets the target, shedding
-// what the CPU cannot serve. An interval with too few samples counts as
-// idle.
-func step(frac float64, delay time.Duration, samples uint64, target time.Duration) float64 {
-	e := -1.0
-	if samples >= minSamples {
-		e = min(float64(delay)/float64(target)-1, maxError)
-	}
+// what the CPU cannot serve.
+func step(frac float64, delay, target time.Duration) float64 {
+	e := min(float64(delay)/float64(target)-1, maxError)
 	return min(max(frac+gain*e, 0), 1)
 }

@@ -10,7 +10,7 @@ import (
 // runnable before they ran.
 const schedMetric = "/sched/latencies:seconds"
 
-// schedProbe reads schedMetric and returns the 99th percentile of what was
+// schedProbe reads schedMetric and returns the 90th percentile of what was
 // recorded since its last read. It is not safe for concurrent use (the
 // Manager reads it under its lock).
 type schedProbe struct {
@@ -27,7 +27,7 @@ func newSchedProbe() *schedProbe {
 	return p
 }
 
-// read returns the 99th percentile since the last read and the samples it
+// read returns the 90th percentile since the last read and the samples it
 // rests on; (0, 0) where the runtime does not have the metric.
 func (p *schedProbe) read() (time.Duration, uint64) {
 	metrics.Read(p.sample) // reuses the histogram it filled before
@@ -41,7 +41,7 @@ func (p *schedProbe) read() (time.Duration, uint64) {
 	for i, c := range h.Counts {
 		p.delta[i], p.prev[i] = c-p.prev[i], c
 	}
-	return quantile(p.delta, h.Buckets, 0.99)
+	return quantile(p.delta, h.Buckets, 0.9)
 }
 
 // quantile returns the q-quantile of a histogram's counts as the upper
