@@ -16,7 +16,7 @@ func TestLoadOverload(t *testing.T) {
 		want    Overload
 		wantErr string
 	}{
-		{"default", pod, Overload{SchedDelay: 5 * time.Millisecond}, ""},
+		{"default: off", pod, Overload{}, ""},
 		{"written", pod + "server: {overload: {sched_delay: 20ms, max_inflight: 5000}}\n", Overload{SchedDelay: 20 * time.Millisecond, MaxInflight: 5000}, ""},
 		{"off", pod + "server: {overload: {sched_delay: 0s}}\n", Overload{}, ""},
 		{"too fine", pod + "server: {overload: {sched_delay: 10us}}\n", Overload{},
