@@ -211,7 +211,7 @@ type Transport struct {
 	ResponseHeaderTimeout time.Duration `yaml:"response_header_timeout"`
 	// IdleConnTimeout must stay below the upstream's keep-alive (uvicorn: 5s).
 	IdleConnTimeout     time.Duration `yaml:"idle_conn_timeout"`
-	MaxIdleConnsPerHost int           `yaml:"max_idle_conns_per_host"` // idle connections kept per pod; match max_inflight so bursts reuse them
+	MaxIdleConnsPerHost int           `yaml:"max_idle_conns_per_host"` // idle connections kept per pod; raised to each pod's max_inflight, so a full window's connections are reused
 	TLSHandshakeTimeout time.Duration `yaml:"tls_handshake_timeout"`   // of one TLS handshake with a pod
 }
 
