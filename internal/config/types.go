@@ -107,7 +107,7 @@ type Server struct {
 // read, with 503, Retry-After and reason gateway_overloaded. Needs a restart.
 type Overload struct {
 	// SchedDelay is the Go scheduler's delay gatekeeper holds itself to (the
-	// 90th percentile of how long its goroutines waited to run, over 100 ms;
+	// 90th percentile of how long its goroutines waited to run, over 50 ms;
 	// the lower of the last two intervals): above it a growing share of new
 	// requests is shed, below it a shrinking one. 0: not watched; else at
 	// least 100µs.

@@ -6,11 +6,13 @@
 //
 // The signal is the Go scheduler's own delay: how long goroutines wait
 // runnable before they run (runtime/metrics /sched/latencies:seconds, its
-// 90th percentile over each interval). A process with CPU to spare runs a
+// 90th percentile over each 50 ms interval). A process with CPU to spare runs a
 // runnable goroutine at once; one that is saturated queues them. The
 // Manager moves the share of new requests it sheds by how far that delay is
-// from its target, every interval: up while above, down while below, so it
-// sheds what the CPU cannot serve and no more. It acts on the lower of the
+// from its target, every interval: up fast while above (a backlog, once
+// built, makes even refusals slow), down slowly while below (so that the
+// load it shed does not come back at once), and so it sheds what the CPU
+// cannot serve and little more. It acts on the lower of the
 // last two intervals' delays, so that one late interval (a GC cycle, a
 // burst of the machine's other work) sheds nothing. A bound on the requests
 // in flight may be set beside it.
@@ -37,7 +39,7 @@ type Settings struct {
 	// the one past it is shed. 0: no bound.
 	MaxInflight int
 	// Interval is how often the probe is read and the share moved. 0 means
-	// 100ms.
+	// 50ms.
 	Interval time.Duration
 	// Probe returns the scheduling delay's 90th percentile since its last
 	// call and how many samples it saw. Nil reads runtime/metrics.
@@ -48,15 +50,17 @@ type Settings struct {
 
 // Tuning of the controller; see step.
 const (
-	defaultInterval = 100 * time.Millisecond
-	// gain is the share moved per interval per unit of relative error
-	// (delay ÷ target − 1): at twice the target, a quarter more is shed
-	// after each interval.
-	gain = 0.25
-	// maxError caps one interval's relative error, so that one late burst
-	// (a GC cycle, the machine's other work) moves the share by at most
-	// gain.
-	maxError = 1.0
+	defaultInterval = 50 * time.Millisecond
+	// gainUp is the share added per interval per unit of relative error
+	// (delay ÷ target − 1) above the target: at twice the target, a quarter
+	// more is shed after each interval.
+	gainUp = 0.25
+	// maxError caps one interval's relative error: at most three quarters
+	// more per interval.
+	maxError = 3.0
+	// gainDown is the share taken off per interval per unit of relative
+	// error below the target: at most a sixteenth (all of it in 0.8 s).
+	gainDown = 1.0 / 16
 	// minSamples is the fewest scheduler samples an interval needs to say
 	// anything: a nearly idle process is not saturated (the runtime samples
 	// one goroutine transition in eight).
@@ -166,8 +170,12 @@ func (m *Manager) update(now time.Time) {
 
 // step moves the shed share by how far delay is from target: an integral
 // controller, which settles where the delay meets the target, shedding
-// what the CPU cannot serve.
+// what the CPU cannot serve; it rises faster than it falls.
 func step(frac float64, delay, target time.Duration) float64 {
 	e := min(float64(delay)/float64(target)-1, maxError)
-	return min(max(frac+gain*e, 0), 1)
+	g := gainUp
+	if e < 0 {
+		g = gainDown
+	}
+	return min(max(frac+g*e, 0), 1)
 }

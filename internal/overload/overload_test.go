@@ -34,6 +34,8 @@ func admitted(m *Manager, n int) int {
 // row advances the fake clock, sets what the probe reports, sends 1 000
 // requests, and states how many went on, the share shed after them, and how
 // often the probe was read (once per interval, whatever the request rate).
+// The shed requests are spread evenly over the sequence of requests, so
+// each row's count follows from the share and where the sequence stands.
 func TestManagerSheds(t *testing.T) {
 	t0 := time.Unix(1_000, 0)
 	now := t0
@@ -42,6 +44,7 @@ func TestManagerSheds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const iv = 50 * time.Millisecond // the default interval
 	steps := []struct {
 		name     string
 		advance  time.Duration
@@ -52,20 +55,20 @@ func TestManagerSheds(t *testing.T) {
 		reads    int
 	}{
 		{"below the target: nothing shed", 0, time.Millisecond, 1000, 1000, 0, 1},
-		{"within the interval the probe is not read again", 50 * time.Millisecond, 100 * time.Millisecond, 1000, 1000, 0, 1},
-		{"one late interval sheds nothing", 50 * time.Millisecond, 8 * time.Millisecond, 1000, 1000, 0, 2},
-		{"two at twice the target: a quarter shed", 100 * time.Millisecond, 8 * time.Millisecond, 1000, 750, 0.25, 3},
-		{"far above: the lower of the two, twice the target", 100 * time.Millisecond, time.Second, 1000, 500, 0.5, 4},
-		{"1.5× the target: an eighth more", 100 * time.Millisecond, 6 * time.Millisecond, 1000, 375, 0.625, 5},
-		{"at the target: holds", 100 * time.Millisecond, 4 * time.Millisecond, 1000, 375, 0.625, 6},
-		{"a spike while holding: holds", 100 * time.Millisecond, time.Second, 1000, 375, 0.625, 7},
-		{"far above twice: moves by gain at most", 100 * time.Millisecond, time.Second, 1000, 125, 0.875, 8},
-		{"all shed", 100 * time.Millisecond, time.Second, 1000, 0, 1, 9},
-		{"too few samples counts as idle", 100 * time.Millisecond, time.Second, 10, 250, 0.75, 10},
-		{"late after idle: the idle interval is the lower", 100 * time.Millisecond, time.Second, 1000, 500, 0.5, 11},
-		{"a long quiet gap is one interval", time.Hour, 0, 1000, 750, 0.25, 12},
-		{"no delay: a quarter less each interval", 100 * time.Millisecond, 0, 1000, 1000, 0, 13},
-		{"never below nothing", 100 * time.Millisecond, 0, 1000, 1000, 0, 14},
+		{"within the interval the probe is not read again", iv / 2, time.Second, 1000, 1000, 0, 1},
+		{"one late interval sheds nothing", iv / 2, 8 * time.Millisecond, 1000, 1000, 0, 2},
+		{"two at twice the target: a quarter shed", iv, 8 * time.Millisecond, 1000, 750, 0.25, 3},
+		{"far above: the lower of the two, twice the target", iv, time.Second, 1000, 500, 0.5, 4},
+		{"far above twice: three quarters more at most, all shed", iv, time.Second, 1000, 0, 1, 5},
+		{"no delay: a sixteenth less", iv, 0, 1000, 62, 0.9375, 6},
+		{"half the target after none: the lower, a sixteenth less", iv, 2 * time.Millisecond, 1000, 125, 0.875, 7},
+		{"half the target: a thirty-second less", iv, 2 * time.Millisecond, 1000, 156, 0.84375, 8},
+		{"at the target after half: the lower", iv, 4 * time.Millisecond, 1000, 188, 0.8125, 9},
+		{"at the target: holds", iv, 4 * time.Millisecond, 1000, 187, 0.8125, 10},
+		{"1.5× after the target: the lower, holds", iv, 6 * time.Millisecond, 1000, 188, 0.8125, 11},
+		{"too few samples counts as idle", iv, time.Second, 10, 250, 0.75, 12},
+		{"late after idle: the idle interval is the lower", iv, time.Second, 1000, 313, 0.6875, 13},
+		{"a long quiet gap is one interval", time.Hour, 0, 1000, 375, 0.625, 14},
 	}
 	for i, st := range steps {
 		now = now.Add(st.advance)
