@@ -59,7 +59,14 @@ func BenchmarkLoopback(b *testing.B) {
 		{"gateway_overloaded", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0, http.StatusServiceUnavailable},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
-			pod := httptest.NewServer(http.HandlerFunc(loopbackPod))
+			var inflight, most atomic.Int64 // the pod's requests in its handler, streams included
+			pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := inflight.Add(1)
+				defer inflight.Add(-1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				loopbackPod(w, r)
+			}))
 			b.Cleanup(pod.Close)
 			u, _ := url.Parse(pod.URL)
 			var writes atomic.Int64 // socket writes by the Handler, to client and pod
@@ -114,6 +121,9 @@ func BenchmarkLoopback(b *testing.B) {
 			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 			// Socket writes are what a flush costs: one system call each.
 			b.ReportMetric(float64(writes.Load())/float64(b.N), "writes/op")
+			// The most requests the pod held at once: the client's
+			// parallelism reaches the pod through the Handler unchanged.
+			b.ReportMetric(float64(most.Load()), "pod-max-inflight")
 		})
 	}
 }
