@@ -104,7 +104,8 @@ type Server struct {
 
 // Overload is gatekeeper's guard against its own saturation (package
 // overload): a request it sheds is refused at once, before its body is
-// read, with 503, Retry-After and reason gateway_overloaded. Needs a restart.
+// read, with 503, Retry-After and reason gateway_overloaded, in either mode
+// (observe too: it guards gatekeeper, not the pods). Needs a restart.
 type Overload struct {
 	// SchedDelay is the Go scheduler's delay gatekeeper holds itself to (the
 	// 90th percentile of how long its goroutines waited to run, over 50 ms;
