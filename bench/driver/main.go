@@ -69,8 +69,14 @@ func main() {
 		first       = flag.Int("stream-first", 0, "stream mode: index of the target measured first (direct, gatekeeper, nginx, haproxy)")
 		streamRep   = flag.String("stream-report", "", "comma-separated stream-mode JSON files: print their Markdown section")
 		eppOpts     = eppFlags()
+		overTargets = flag.String("overload", "", "past saturation (issue 38): comma-separated name=url targets, driven open loop at -overload-rates; print a Markdown table")
+		overRates   = flag.String("overload-rates", "2000,5000", "with -overload: rates, req/s")
 	)
 	flag.Parse()
+	if *overTargets != "" {
+		runOverload(os.Stdout, *overTargets, ints(*overRates), *dur)
+		return
+	}
 	if o := eppOpts(); o.report != "" {
 		dec, hold, err := loadEPP(strings.Split(o.report, ","))
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/discovery"
 	"github.com/gatekeeper-dev/gatekeeper/internal/listener"
+	"github.com/gatekeeper-dev/gatekeeper/internal/overload"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods/healthcheck"
 	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
@@ -219,9 +220,12 @@ func (a *app) newFronts(cfg *config.Config, s policy.Settings) error {
 	if cfg.EndpointPicker != nil {
 		return nil
 	}
-	po := proxy.Options{Core: a.core, RoundTripper: rt, Metrics: a.reqMetrics, Logger: a.log, Version: version}
+	ov, err := overload.New(overload.Settings{SchedDelay: cfg.Server.Overload.SchedDelay, MaxInflight: cfg.Server.Overload.MaxInflight})
+	if err != nil {
+		return err
+	}
+	po := proxy.Options{Core: a.core, RoundTripper: rt, Metrics: a.reqMetrics, Logger: a.log, Version: version, Overload: ov}
 	a.traceOptions(cfg, &po)
-	var err error
 	a.handler, err = proxy.New(po)
 	return err
 }

@@ -112,6 +112,10 @@ func TestLayering(t *testing.T) {
 		// limit it needs, the gauge of open connections.
 		{pkg: "internal/listener", own: []string{}, thirdParty: []string{"github.com/prometheus/client_golang/prometheus", "golang.org/x/net/netutil"},
 			banned: []string{"log", "log/slog"}},
+		// Gatekeeper's guard against its own saturation: the scheduler's
+		// delay from runtime/metrics, no I/O, no logging.
+		{pkg: "internal/overload", own: []string{}, thirdParty: []string{},
+			banned: []string{"net", "net/http", "log", "log/slog"}},
 		// The HTTP front of the core.
 		{pkg: "internal/proxy", own: []string{"internal/decide", "internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/proxy/framing", "internal/usage",
 			"internal/telemetry/coretrace", "internal/route"},

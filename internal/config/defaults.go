@@ -52,6 +52,10 @@ func builtin() *Config {
 			Pprof:                false,
 			MaxConcurrentStreams: 250,
 			MaxConnections:       10000,
+			// Overload off: measured on a shared machine, shedding on the
+			// scheduler's delay cut goodput when other processes took the
+			// CPU (bench/README.md, "Past saturation").
+			Overload: Overload{},
 		},
 		Transport: Transport{
 			DialTimeout:           2 * time.Second,

@@ -187,7 +187,7 @@ func RestartOnly(changed []string) []string {
 		switch {
 		case k == "server.listen", k == "server.admin_listen", k == "server.read_header_timeout",
 			k == "server.idle_timeout", k == "server.max_header_bytes", k == "server.max_concurrent_streams",
-			k == "server.max_connections",
+			k == "server.max_connections", strings.HasPrefix(k, "server.overload"),
 			strings.HasPrefix(k, "server.tls"),
 			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."),
 			k == "cluster", strings.HasPrefix(k, "cluster."),

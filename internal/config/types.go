@@ -103,6 +103,25 @@ type Server struct {
 	MaxConnections int `yaml:"max_connections"`
 	// TLS, if set, serves the traffic listener over TLS with HTTP/2.
 	TLS *TLS `yaml:"tls"`
+	// Overload sheds new requests while gatekeeper itself is saturated.
+	Overload Overload `yaml:"overload"`
+}
+
+// Overload is gatekeeper's guard against its own saturation (package
+// overload): a request it sheds is refused at once, before its body is
+// read, with 503, Retry-After and reason gateway_overloaded, in either mode
+// (observe too: it guards gatekeeper, not the pods). Needs a restart.
+type Overload struct {
+	// SchedDelay is the Go scheduler's delay gatekeeper holds itself to (the
+	// 90th percentile of how long its goroutines waited to run, over 50 ms;
+	// the lower of the last two intervals): above it a growing share of new
+	// requests is shed, below it a shrinking one. 0: not watched; else at
+	// least 100µs.
+	SchedDelay time.Duration `yaml:"sched_delay"`
+	// MaxInflight sheds a request that would make more than this many in
+	// flight through the traffic listener at once (streams included).
+	// 0: no bound.
+	MaxInflight int `yaml:"max_inflight"`
 }
 
 // TLS names the traffic listener's certificate and key (PEM). Both files
@@ -198,7 +217,7 @@ type Transport struct {
 	ResponseHeaderTimeout time.Duration `yaml:"response_header_timeout"`
 	// IdleConnTimeout must stay below the upstream's keep-alive (uvicorn: 5s).
 	IdleConnTimeout     time.Duration `yaml:"idle_conn_timeout"`
-	MaxIdleConnsPerHost int           `yaml:"max_idle_conns_per_host"` // idle connections kept per pod; match max_inflight so bursts reuse them
+	MaxIdleConnsPerHost int           `yaml:"max_idle_conns_per_host"` // idle connections kept per pod; raised to each pod's max_inflight, so a full window's connections are reused
 	TLSHandshakeTimeout time.Duration `yaml:"tls_handshake_timeout"`   // of one TLS handshake with a pod
 }
 

@@ -136,6 +136,10 @@ func (k *checker) server(s Server) {
 	}
 	k.atLeast("server.max_concurrent_streams", int64(s.MaxConcurrentStreams), 1)
 	k.atLeast("server.max_connections", int64(s.MaxConnections), 0) // 0: no limit
+	if d := s.Overload.SchedDelay; d != 0 && d < 100*time.Microsecond {
+		k.add("server.overload.sched_delay", "must be 0 (not watched) or at least 100µs, got %v", d)
+	}
+	k.atLeast("server.overload.max_inflight", int64(s.Overload.MaxInflight), 0) // 0: no bound
 	if t := s.TLS; t != nil {
 		if t.CertFile == "" {
 			k.add("server.tls.cert_file", "is required with server.tls")

@@ -85,6 +85,11 @@ const (
 	// request's client key, class or model is used up (429 with
 	// Retry-After: when the window has room again).
 	ReasonQuotaExceeded Reason = "quota_exceeded"
+	// ReasonGatewayOverloaded: gatekeeper itself is saturated (its own
+	// scheduling delay or requests in flight, package overload); refused
+	// before its body is read (503 with Retry-After), counted as
+	// overloaded.
+	ReasonGatewayOverloaded Reason = "gateway_overloaded"
 )
 
 // Reasons lists every refusal reason, so metrics can pre-create their series.
@@ -92,7 +97,7 @@ var Reasons = [...]Reason{
 	ReasonRateLimited, ReasonOverloaded, ReasonQueueFull, ReasonQueueTimeout, ReasonDraining,
 	ReasonBadRequest, ReasonNotFound, ReasonNoUpstream, ReasonUpstream, ReasonUpstreamTimeout,
 	ReasonUpstreamOverloaded, ReasonShedPriority, ReasonModelNotFound, ReasonTooLarge,
-	ReasonNoMemory, ReasonDeadline, ReasonQuotaExceeded,
+	ReasonNoMemory, ReasonDeadline, ReasonQuotaExceeded, ReasonGatewayOverloaded,
 }
 
 // DecisionReasons are the refusals decide counts as decisions: those observe
@@ -126,7 +131,7 @@ func (r Reason) Outcome() Outcome {
 		return OutcomeNoMemory
 	case ReasonQuotaExceeded:
 		return OutcomeQuotaExceeded
-	default: // overloaded: GPU pressure is critical
+	default: // overloaded: GPU pressure is critical, or gatekeeper is saturated
 		return OutcomeOverloaded
 	}
 }

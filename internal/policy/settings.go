@@ -102,6 +102,8 @@ func from(c *config.Config) (Settings, error) {
 		}
 		s.Upstreams = append(s.Upstreams, Upstream{Name: u.Name, URL: parsed,
 			maxInflight: u.MaxInflight, minInflight: u.MinInflight, Models: u.Models, DiscoverModels: u.DiscoverModels})
+		// A pod's full window reuses its connections after a burst (issue 38).
+		s.Transport.MaxIdleConnsPerHost = max(s.Transport.MaxIdleConnsPerHost, u.MaxInflight)
 	}
 	return s, nil
 }

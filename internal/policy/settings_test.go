@@ -217,3 +217,31 @@ func TestShareSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleConnsCoverTheWindows: the pooled idle connections per pod are at
+// least the largest max_inflight, so a full window's connections are reused
+// after a burst (issue 38), and never fewer than the key says.
+func TestIdleConnsCoverTheWindows(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		perHost, large int
+		want           int
+	}{
+		{"a window above the key raises it", 256, 1024, 1024},
+		{"the key above every window stays", 2048, 1024, 2048},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Transport.MaxIdleConnsPerHost = tt.perHost
+			cfg.Upstreams = []config.Upstream{{Name: "a", URL: "http://a:8000", MaxInflight: 16, MinInflight: 1},
+				{Name: "b", URL: "http://b:8000", MaxInflight: tt.large, MinInflight: 1}}
+			s, err := from(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Transport.MaxIdleConnsPerHost; got != tt.want {
+				t.Errorf("MaxIdleConnsPerHost = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

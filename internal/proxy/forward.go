@@ -52,9 +52,12 @@ type flight struct {
 	sent time.Time
 	span trace.Span
 
-	body  bodyReader   // the buffered request body, as the pod reads it
-	usage usage.Body   // the response body, when its usage is read
-	out   clientWriter // the client's ResponseWriter, with the send timeout
+	body bytes.Reader // the buffered request body, as the pod reads it
+	// sendBody is body as the pod's request carries it (nil: the route has
+	// none): io.NopCloser of body, which net/http knows to be in memory.
+	sendBody io.ReadCloser
+	usage    usage.Body   // the response body, when its usage is read
+	out      clientWriter // the client's ResponseWriter, with the send timeout
 }
 
 // Value returns f for flightKey and asks the client's context otherwise.
@@ -79,12 +82,6 @@ func (f *flight) reported() decide.Usage {
 	return decide.Usage{Prompt: f.used.Prompt, Completion: f.used.Completion, Known: f.used.Known}
 }
 
-// bodyReader is a buffered request body that needs no Close.
-type bodyReader struct{ bytes.Reader }
-
-// Close does nothing.
-func (*bodyReader) Close() error { return nil }
-
 // errRetry ends a forward whose request goes to another pod instead.
 var errRetry = errors.New("proxy: retried on another pod")
 
@@ -104,17 +101,30 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 			f := flightFrom(pr.In.Context())
 			pr.SetURL(f.member.URL)
 			pr.SetXForwarded()
+			if f.sendBody != nil {
+				// ReverseProxy wraps every body in a reader of its own, which
+				// net/http cannot see into: it then writes the headers to the
+				// pod, and the body in a second write. The buffered body needs
+				// no protection from Close, and net/http sends it with the
+				// headers in one write.
+				pr.Out.Body = f.sendBody
+			}
 			if f.span != nil { // ours replaces the client's trace context
 				pr.Out.Header.Del("Tracestate")
 				h.tracing.prop.Inject(f, propagation.HeaderCarrier(pr.Out.Header))
 			}
 		},
 		Transport: rt,
-		// -1: every write goes out at once (DESIGN, STYLE §9), whatever the
-		// pod's content type. 0 would rely on ReverseProxy recognising SSE
-		// and unknown-length bodies; it saves one socket write per complete
-		// JSON response (bench/README.md) but the CPU gain was within noise.
-		FlushInterval: -1,
+		// 0: ReverseProxy flushes every read of an SSE or unknown-length
+		// body (a token stream) at once by itself, whatever this says, so
+		// streams go out chunk by chunk (TestUnknownLengthStreamsFlush). -1
+		// would also flush a body with a Content-Length, which is complete
+		// when it comes (a pod's non-streamed answer): its headers from a
+		// timer armed per response, on a goroutine of its own, then the
+		// body, two writes where one does. With 0 it goes out with its
+		// headers in one write when the handler returns, or as net/http's
+		// buffers fill (issue 38; bench/README.md has the figures).
+		FlushInterval: 0,
 		ErrorLog:      slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 		ModifyResponse: func(res *http.Response) error {
 			f := flightFrom(res.Request.Context())
@@ -276,7 +286,8 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Ad
 	out := r.WithContext(f)
 	if body != nil {
 		f.body.Reset(body)
-		out.Body = &f.body
+		f.sendBody = io.NopCloser(&f.body)
+		out.Body = f.sendBody
 		out.ContentLength = int64(len(body))
 		out.TransferEncoding = nil // the buffered body goes out framed by Content-Length alone
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }

@@ -42,20 +42,31 @@ func loopbackPod(w http.ResponseWriter, r *http.Request) {
 // connections come from a SendListener, as cmd/gatekeeper's do (without
 // framing.Guard's scanning). The send_timeout case is the stream with
 // server.send_timeout's default, which moves the client connection's write
-// deadline at every socket write.
+// deadline at every socket write. The gateway_overloaded case is a request
+// that server.overload sheds: its 503 beside the json case is what a shed
+// request saves.
 func BenchmarkLoopback(b *testing.B) {
 	const stream = `{"model":"m","prompt":"Say hello","max_tokens":16,"stream":true}`
 	for _, tt := range []struct {
 		name        string
 		body        string
 		sendTimeout time.Duration
+		status      int
 	}{
-		{"json", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0},
-		{"stream", stream, 0},
-		{"stream+send_timeout", stream, time.Minute},
+		{"json", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0, http.StatusOK},
+		{"stream", stream, 0, http.StatusOK},
+		{"stream+send_timeout", stream, time.Minute, http.StatusOK},
+		{"gateway_overloaded", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0, http.StatusServiceUnavailable},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
-			pod := httptest.NewServer(http.HandlerFunc(loopbackPod))
+			var inflight, most atomic.Int64 // the pod's requests in its handler, streams included
+			pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := inflight.Add(1)
+				defer inflight.Add(-1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				loopbackPod(w, r)
+			}))
 			b.Cleanup(pod.Close)
 			u, _ := url.Parse(pod.URL)
 			var writes atomic.Int64 // socket writes by the Handler, to client and pod
@@ -70,6 +81,11 @@ func BenchmarkLoopback(b *testing.B) {
 				Admission:    newFakeAdmission(1<<16, "pod"),
 				RoundTripper: rt,
 				Policy:       decide.Policy{SendTimeout: tt.sendTimeout},
+				Extra: func(o *Options) {
+					if tt.status == http.StatusServiceUnavailable {
+						o.Overload = &fakeOverload{room: false}
+					}
+				},
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -94,7 +110,7 @@ func BenchmarkLoopback(b *testing.B) {
 					}
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
+					if resp.StatusCode != tt.status {
 						b.Errorf("status %d", resp.StatusCode)
 						return
 					}
@@ -105,6 +121,9 @@ func BenchmarkLoopback(b *testing.B) {
 			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 			// Socket writes are what a flush costs: one system call each.
 			b.ReportMetric(float64(writes.Load())/float64(b.N), "writes/op")
+			// The most requests the pod held at once: the client's
+			// parallelism reaches the pod through the Handler unchanged.
+			b.ReportMetric(float64(most.Load()), "pod-max-inflight")
 		})
 	}
 }

@@ -60,6 +60,17 @@ type Options struct {
 	// PodState, if set, reports a pod's pressure level and window for the
 	// admission span.
 	PodState func(upstream string) (level string, window int)
+	// Overload, if set, is asked before a request's body is read whether
+	// gatekeeper itself has room for it (package overload); nil admits all.
+	Overload Overload
+}
+
+// Overload is what the handler asks of gatekeeper's own saturation.
+type Overload interface {
+	// Admit reports whether a new request may go on; when it may, the
+	// caller calls Done exactly once when the request ends.
+	Admit() bool
+	Done()
 }
 
 func (o Options) validate() error {

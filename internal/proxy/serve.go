@@ -66,6 +66,14 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	r.Header[key] = ids
 	w.Header()[key] = ids
 
+	if ov := h.opts.Overload; ov != nil {
+		if !ov.Admit() {
+			h.refuse(w, r, ex, decide.Refuse(decide.ReasonGatewayOverloaded,
+				"gatekeeper is saturated; retry later", 0, pol.RetryAfter))
+			return
+		}
+		defer ov.Done()
+	}
 	in := decide.In{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header, Read: ex}
 	if h.tracing != nil {
 		in.Trace = ex
