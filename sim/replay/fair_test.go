@@ -235,8 +235,9 @@ func TestTenantShareSeeds(t *testing.T) {
 			}
 			seed := from + uint64(i)
 			runFair(t, runs, d, seed)
-			rows[i] = row{seed: seed, alone: runs[0].res.Tenants[0], vtc: runs[1].res.Tenants[1], iso: runs[2].res.Tenants[1],
-				hVTC: runs[1].res.Tenants[0], hIso: runs[2].res.Tenants[0]}
+			light := func(j int) TenantResult { return tenantNamed(runs[j].res, "light") }
+			heavy := func(j int) TenantResult { return tenantNamed(runs[j].res, "heavy") }
+			rows[i] = row{seed: seed, alone: light(0), vtc: light(1), iso: light(2), hVTC: heavy(1), hIso: heavy(2)}
 		}()
 	}
 	for range rows {
