@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
-	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 
 // fairHours, when set, runs issue 26's scenario at that horizon and prints
@@ -71,7 +70,7 @@ func runFair(t *testing.T, runs []fairRun, d time.Duration, seed uint64) {
 			t.Fatal(err)
 		}
 		s := &runs[i].s
-		s.Engine, s.Trace, s.Source, s.Policy = sim.Settings{GPU: h100()}, TraceSettings{Duration: d, Seed: seed}, tr, Gatekeeper
+		s.Engine.GPU, s.Trace, s.Source, s.Policy = h100(), TraceSettings{Duration: d, Seed: seed}, tr, Gatekeeper
 		if runs[i].res, err = Run(*s); err != nil {
 			t.Fatal(err)
 		}

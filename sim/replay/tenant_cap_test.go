@@ -24,6 +24,7 @@ var (
 	capLight = flag.Float64("cap-light-min", 0, "light's min_share in every run of -cap-seeds")
 	capPods  = flag.Bool("cap-parts", false, "with -cap-seeds: also print each run's TTFT breakdown")
 	capQPS   = flag.Float64("cap-client-qps", 0, "with -cap-seeds: fast_breaker.per_client.qps, keyed by tenant (0: off)")
+	capBatch = flag.Int("cap-batch-tokens", 0, "with -cap-seeds: the pod's max_num_batched_tokens (0: vLLM's default, 8192 on an H100)")
 )
 
 // capRun is one seed's run at one cap.
@@ -62,14 +63,16 @@ func parseCaps(t *testing.T) []float64 {
 
 // capRuns runs, for one seed, light alone and both tenants at each cap.
 func capRuns(t *testing.T, seed uint64, caps []float64, d time.Duration) (alone TenantResult, out []capRun) {
-	runs := []fairRun{{name: "light alone", s: Settings{Tenants: true}}}
+	solo := Settings{Tenants: true}
+	solo.Engine.MaxNumBatchedTokens = *capBatch // alone on the same pod
+	runs := []fairRun{{name: "light alone", s: solo}}
 	for _, c := range caps {
 		sh := map[string]queue.Share{"heavy": {Max: c}}
 		if *capLight > 0 {
 			sh["light"] = queue.Share{Min: *capLight}
 		}
 		s := Settings{Tenants: true, SeriesEvery: 10 * time.Second, Queue: queue.Settings{Shares: sh}}
-		s.Limiter.ClientQPS = *capQPS
+		s.Limiter.ClientQPS, s.Engine.MaxNumBatchedTokens = *capQPS, *capBatch
 		runs = append(runs, fairRun{name: fmt.Sprint(c), s: s})
 	}
 	runFair(t, runs, d, seed)
@@ -118,8 +121,8 @@ func TestTenantCapSweep(t *testing.T) {
 		fmt.Print(capParts(alone, runs))
 	}
 	fmt.Print(capTable(alone, runs, caps))
-	fmt.Printf("\nlight min_share %v; %v virtual per run, seeds %d–%d, H100-80G, Llama-3-8B; light %.1f QPS, heavy %.0f QPS.\n",
-		*capLight, d, from, to, fairLightQPS, 10*fairLightQPS)
+	fmt.Printf("\nlight min_share %v, per-client qps %v (0: off), max_num_batched_tokens %v (0: 8192); %v virtual per run, seeds %d–%d, H100-80G, Llama-3-8B; light %.1f QPS, heavy %.0f QPS.\n",
+		*capLight, *capQPS, *capBatch, d, from, to, fairLightQPS, 10*fairLightQPS)
 }
 
 // capTable is one row per cap: light's p99 TTFT ÷ alone (mean and worst
