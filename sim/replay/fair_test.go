@@ -104,6 +104,14 @@ func TestFairShares(t *testing.T) {
 	if fair.Tenants[1].Name != "light" || solo.Tenants[0].Name != "light" || fair.Tenants[1].Arrivals != solo.Tenants[0].Arrivals {
 		t.Errorf("light's arrivals beside heavy %+v, alone %+v: want the same", fair.Tenants, solo.Tenants)
 	}
+	for _, r := range runs { // the breakdown of every tenant's slowest 1 % adds up (means: to a few ns)
+		for _, tn := range r.res.Tenants {
+			p := tn.Tail
+			if sum := p.Retry + p.Queue + p.Pod + p.Prefill; min(p.Retry, p.Queue, p.Pod, p.Prefill) < 0 || (sum-p.TTFT).Abs() > 4 {
+				t.Errorf("%s, %s: the slowest 1 %%'s parts %+v do not add up to its TTFT", r.name, tn.Name, p)
+			}
+		}
+	}
 	// Shares: light's p99 TTFT closer to alone than with the VTC alone.
 	if iso := runs[4].res; iso.Tenants[1].TTFTP99 >= fair.Tenants[1].TTFTP99 {
 		t.Errorf("light's p99 TTFT with shares %v, without %v: want lower", iso.Tenants[1].TTFTP99, fair.Tenants[1].TTFTP99)
