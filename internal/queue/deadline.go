@@ -12,7 +12,9 @@ import (
 // waiting until it is of no use to its client.
 type DeadlineError struct {
 	// Wait is the predicted time until the request could start: the slots
-	// ahead of it (and its own) over the rate its windows give slots back.
+	// ahead of it (and its own) over the rate its windows give slots back,
+	// or, for a tenant at its max share, its tenant's excess over the rate
+	// its own slots end at, whichever is longer (predictWait).
 	Wait time.Duration
 }
 
