@@ -114,6 +114,9 @@ func (e *Engine) schedule() []scheduled {
 		e.takeBlocks(need)
 		s.blocks += need
 		s.state = SeqRunning
+		if s.scheduledAt == 0 {
+			s.scheduledAt = e.now
+		}
 		e.running = append(e.running, s)
 		batch = append(batch, scheduled{n, n == p})
 		st.add(s, n, n == p)

@@ -77,6 +77,8 @@ type Seq struct {
 	finishedAt time.Duration
 	preempted  int
 	cached     int // leading blocks held as refs on prefix-cache blocks
+	// scheduledAt is when the step that first scheduled its tokens began.
+	scheduledAt time.Duration
 }
 
 // ID is unique within an engine, counting from 1.
@@ -103,6 +105,11 @@ func (s *Seq) Arrival() time.Duration { return s.arrival }
 
 // FirstTokenAt is the virtual time of the first output token (0 before it).
 func (s *Seq) FirstTokenAt() time.Duration { return s.firstToken }
+
+// ScheduledAt is the virtual time the step that first scheduled any of its
+// tokens began: it waited in the engine's queue from Arrival until then (0
+// before it; a preempted request keeps its first).
+func (s *Seq) ScheduledAt() time.Duration { return s.scheduledAt }
 
 // FinishedAt is the virtual time the request ended (0 before it).
 func (s *Seq) FinishedAt() time.Duration { return s.finishedAt }

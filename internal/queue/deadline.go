@@ -12,7 +12,9 @@ import (
 // waiting until it is of no use to its client.
 type DeadlineError struct {
 	// Wait is the predicted time until the request could start: the slots
-	// ahead of it (and its own) over the rate its windows give slots back.
+	// ahead of it (and its own) over the rate its windows give slots back,
+	// or, for a tenant at its max share, its tenant's excess over the rate
+	// its own slots end at, whichever is longer (predictWait).
 	Wait time.Duration
 }
 
@@ -83,19 +85,47 @@ func (s *serviceRate) perSecond(now time.Time) float64 {
 // waiting. It is approximate (counters are not consulted: a tenant far
 // behind is served first for a while), and with one tenant it is exact as
 // before tenants.
+//
+// With shares (share.go) its tenant's account changes that: slots kept for
+// it below its min share go to nobody else, so while they cover its
+// tenant's waiters ahead and itself only those are ahead (guaranteedFor);
+// and a tenant at its max share starts only as its own slots end, so the
+// wait is at least its tenant's excess over the rate its own slots end at
+// (capWait).
 func (c *Core) predictWait(now time.Time, it *item, own tenantKey, w float64) (wait time.Duration, ok bool) {
 	var rate float64
 	over := 0
 	for _, win := range c.windows {
-		if c.state(win) == Down || slices.Contains(it.exclude, win.name) {
-			continue
+		if c.usable(win, it.exclude) {
+			rate += win.rate.perSecond(now)
+			over += max(win.inflight-win.limit, 0)
 		}
-		rate += win.rate.perSecond(now)
-		over += max(win.inflight-win.limit, 0)
 	}
 	if rate <= 0 {
 		return 0, false
 	}
+	ahead, acctAhead := c.slotsAhead(now, it, own, w)
+	a := c.lookupAcct(own.name)
+	if c.guaranteedFor(a, it, acctAhead) {
+		ahead = acctAhead
+	}
+	secs := float64(ahead+it.seqs+over) / rate
+	if capSecs, ok := c.capWait(now, a, it, acctAhead); ok {
+		secs = max(secs, capSecs)
+	}
+	return time.Duration(min(secs, float64(365*24*time.Hour/time.Second)) * float64(time.Second)), true
+}
+
+// usable reports whether a waiter that excludes exclude may use win.
+func (c *Core) usable(win *window, exclude []string) bool {
+	return c.state(win) != Down && !slices.Contains(exclude, win.name)
+}
+
+// slotsAhead counts the slots of the waiters that go before it on the
+// windows it may use (predictWait), and, of those, the slots of its own
+// tenant name's waiters (of its priority and above), which share its
+// tenant's account.
+func (c *Core) slotsAhead(now time.Time, it *item, own tenantKey, w float64) (ahead, acctAhead int) {
 	order := c.orderOf(it.exclude)
 	higher, mine := 0, 0
 	for _, g := range c.groups {
@@ -106,6 +136,9 @@ func (c *Core) predictWait(now time.Time, it *item, own tenantKey, w float64) (w
 		case k.priority > it.priority:
 			for _, o := range g.fifo.items {
 				higher += o.seqs
+				if k.name == own.name {
+					acctAhead += o.seqs
+				}
 			}
 		case k == own:
 			for _, o := range g.fifo.items {
@@ -119,7 +152,7 @@ func (c *Core) predictWait(now time.Time, it *item, own tenantKey, w float64) (w
 			}
 		}
 	}
-	ahead := higher + mine
+	ahead, acctAhead = higher+mine, acctAhead+mine
 	if len(c.others) > 0 {
 		n := float64(mine + it.seqs)
 		for v, slots := range c.others {
@@ -127,8 +160,55 @@ func (c *Core) predictWait(now time.Time, it *item, own tenantKey, w float64) (w
 		}
 		clear(c.others)
 	}
-	secs := float64(ahead+it.seqs+over) / rate
-	return time.Duration(min(secs, float64(365*24*time.Hour/time.Second)) * float64(time.Second)), true
+	return ahead, acctAhead
+}
+
+// guaranteedFor reports whether the slots kept for account a (its min
+// share's, below what it holds) on the windows it may use cover its own
+// waiters ahead of it and itself: no other tenant, of any priority, is
+// granted those slots (shareOK), so only they go before it.
+func (c *Core) guaranteedFor(a *account, it *item, acctAhead int) bool {
+	if a == nil || a.min <= 0 {
+		return false
+	}
+	kept := 0
+	for _, win := range c.windows {
+		if c.usable(win, it.exclude) {
+			kept += max(int(math.Floor(a.min*float64(win.limit)))-win.used[a], 0)
+		}
+	}
+	return kept >= acctAhead+it.seqs
+}
+
+// capWait is, for a waiter of account a capped below the whole window, how
+// long until enough of its tenant's own slots have ended for its tenant's
+// waiters ahead and itself to fit under the cap on the windows it may use:
+// that excess (at most what the tenant holds: a request larger than its cap
+// runs once it holds nothing) over the rate its slots end at, each window's
+// rate times the tenant's part of what it holds. ok is false when the cap
+// does not bind, or the tenant holds nothing with a measured rate.
+func (c *Core) capWait(now time.Time, a *account, it *item, acctAhead int) (secs float64, ok bool) {
+	if a == nil || a.max >= 1 {
+		return 0, false
+	}
+	limit, used := 0, 0
+	var rate float64
+	for _, win := range c.windows {
+		if !c.usable(win, it.exclude) {
+			continue
+		}
+		u := win.used[a]
+		limit += int(math.Ceil(a.max * float64(win.limit)))
+		used += u
+		if u > 0 {
+			rate += win.rate.perSecond(now) * float64(u) / float64(max(win.inflight, u))
+		}
+	}
+	excess := min(used+acctAhead+it.seqs-limit, used+acctAhead)
+	if excess <= 0 || rate <= 0 {
+		return 0, false
+	}
+	return float64(excess) / rate, true
 }
 
 // shareWindow reports whether waiters that exclude a and waiters that

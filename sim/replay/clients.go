@@ -185,7 +185,9 @@ func (r *runner) send(c *call) {
 	if c.client.Timeout > 0 {
 		r.at(r.t+c.client.Timeout, evTimeout, c, rq)
 	}
+	before := r.res.Outcomes
 	r.arrive(rq)
+	r.fair.refused(c.a.Tenant, before, r.res.Outcomes)
 }
 
 // fire runs a timer that fell due.

@@ -1,9 +1,12 @@
 package replay
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
+	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 
 // TenantResult is what one tenant of the trace (Arrival.Tenant) got, whether
@@ -21,6 +24,22 @@ type TenantResult struct {
 	// from arrival to grant (Gatekeeper; 0 for the other policies): the
 	// share of TTFT the queue decides, the rest is the pod's.
 	WaitP50, WaitP99 time.Duration
+	// PodWait is how long its served requests waited inside the pod, from
+	// being sent to the step that first scheduled them (the remainder of
+	// the step running when it came, then vLLM's own waiting queue);
+	// Prefill from that step's start to the first token (its prefill
+	// chunks and the steps they share).
+	PodWaitP50, PodWaitP99 time.Duration
+	PrefillP50, PrefillP99 time.Duration
+	// Tail is where the time to first token of its slowest 1 % of served
+	// requests went, the mean of each part over them.
+	Tail TTFTParts
+	// RateLimited counts its attempts the fast breaker refused (429);
+	// Refused those refused otherwise on arrival (a predicted deadline
+	// miss, a full queue, a critical or down pod); Left its waiters that
+	// left the queue without a grant (deadline or max wait passed, pod
+	// down). Each is an attempt its client may retry.
+	RateLimited, Refused, Left int64
 	// Service is the service granted to it, in weighted tokens (prompt + 2 ×
 	// output): charged at each grant with the estimate (prompt + 2 ×
 	// max_tokens) and trued up with the real output as each request ends,
@@ -59,11 +78,52 @@ type fairness struct {
 }
 
 type tenantTrack struct {
-	res              TenantResult
-	waiting          int
-	service, charged int64
-	corrections      int64 // |settle corrections| so far
-	ttft, wait       hist
+	res                      TenantResult
+	waiting                  int
+	service, charged         int64
+	corrections              int64 // |settle corrections| so far
+	ttft, wait, pod, prefill hist
+	parts                    []TTFTParts // each served request's, for Tail
+}
+
+// TTFTParts splits a request's time to first token (TTFT, from the call's
+// arrival) into its parts, which sum to it: Retry, until the attempt that
+// was served was sent (earlier attempts refused, and the client's backoff);
+// Queue, in gatekeeper's queue; Pod, in the pod before its first step;
+// Prefill, from that step's start to the first token.
+type TTFTParts struct {
+	TTFT, Retry, Queue, Pod, Prefill time.Duration
+}
+
+// noteScheduled keeps the earliest step that scheduled one of rq's
+// sequences.
+func (rq *request) noteScheduled(s *sim.Seq) {
+	if at := s.ScheduledAt(); at > 0 && (rq.scheduled == 0 || at < rq.scheduled) {
+		rq.scheduled = at
+	}
+}
+
+// ttftParts is a served request's TTFTParts.
+func (rq *request) ttftParts() TTFTParts {
+	sched := max(rq.scheduled, rq.sent) // a sequence scheduled at the engine's time 0
+	return TTFTParts{TTFT: rq.firstToken - rq.a.At, Retry: rq.start - rq.a.At, Queue: rq.sent - rq.start,
+		Pod: sched - rq.sent, Prefill: rq.firstToken - sched}
+}
+
+// tail is the mean of each part over the slowest ceil(1 %) of ps by TTFT.
+func tail(ps []TTFTParts) TTFTParts {
+	if len(ps) == 0 {
+		return TTFTParts{}
+	}
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b TTFTParts) int { return cmp.Compare(b.TTFT, a.TTFT) })
+	k := (len(ps) + 99) / 100
+	var m TTFTParts
+	for _, p := range ps[:k] {
+		m.TTFT, m.Retry, m.Queue, m.Pod, m.Prefill = m.TTFT+p.TTFT, m.Retry+p.Retry, m.Queue+p.Queue, m.Pod+p.Pod, m.Prefill+p.Prefill
+	}
+	n := time.Duration(k)
+	return TTFTParts{TTFT: m.TTFT / n, Retry: m.Retry / n, Queue: m.Queue / n, Pod: m.Pod / n, Prefill: m.Prefill / n}
 }
 
 // pairTrack is two tenants' current interval, while both have waiters.
@@ -121,6 +181,7 @@ func (f *fairness) queued(name string) {
 // once it has none.
 func (f *fairness) left(name string) {
 	i := f.tenant(name)
+	f.t[i].res.Left++
 	f.t[i].waiting--
 	f.end(i)
 }
@@ -166,6 +227,25 @@ func (f *fairness) granted(g queue.Grant, name string, wait time.Duration, waite
 	f.end(i)
 }
 
+// refused counts what the arrival of an attempt of name refused: the
+// outcomes' change across it.
+func (f *fairness) refused(name string, before, after Outcomes) {
+	t := &f.t[f.tenant(name)]
+	t.res.RateLimited += after.RateLimited - before.RateLimited
+	t.res.Refused += after.Deadline - before.Deadline + after.QueueFull - before.QueueFull + after.Overloaded - before.Overloaded
+}
+
+// clientKey is the fast breaker's client key of an arrival: its tenant
+// when per-client buckets are on (Limiter.ClientQPS), as gatekeeper keys
+// them by fast_breaker.per_client.header, which is also the tenant when
+// fairness.tenant_header is left out; else none.
+func (r *runner) clientKey(a Arrival) string {
+	if r.s.Limiter.ClientQPS > 0 {
+		return a.Tenant
+	}
+	return ""
+}
+
 // settled trues up name's service: its grant charged charged, it cost actual.
 func (f *fairness) settled(name string, charged, actual int64) {
 	t := &f.t[f.tenant(name)]
@@ -173,11 +253,15 @@ func (f *fairness) settled(name string, charged, actual int64) {
 	t.corrections += abs(actual - charged)
 }
 
-// served records a served request's time to first token.
-func (f *fairness) served(name string, ttft time.Duration) {
-	t := &f.t[f.tenant(name)]
+// served records a served request's time to first token and its parts.
+func (f *fairness) served(rq *request) {
+	t := &f.t[f.tenant(rq.a.Tenant)]
+	p := rq.ttftParts()
 	t.res.Served++
-	t.ttft.add(ttft)
+	t.ttft.add(p.TTFT)
+	t.pod.add(p.Pod)
+	t.prefill.add(p.Prefill)
+	t.parts = append(t.parts, p)
 }
 
 // results returns the tenants' results and the fairness figures.
@@ -187,6 +271,9 @@ func (f *fairness) results() ([]TenantResult, Fairness) {
 		r := t.res
 		r.TTFTP50, r.TTFTP99, r.Service = t.ttft.quantile(0.5), t.ttft.quantile(0.99), t.service
 		r.WaitP50, r.WaitP99 = t.wait.quantile(0.5), t.wait.quantile(0.99)
+		r.PodWaitP50, r.PodWaitP99 = t.pod.quantile(0.5), t.pod.quantile(0.99)
+		r.PrefillP50, r.PrefillP99 = t.prefill.quantile(0.5), t.prefill.quantile(0.99)
+		r.Tail = tail(t.parts)
 		out = append(out, r)
 	}
 	fr := f.out

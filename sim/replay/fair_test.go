@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
-	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 
 // fairHours, when set, runs issue 26's scenario at that horizon and prints
@@ -71,7 +70,7 @@ func runFair(t *testing.T, runs []fairRun, d time.Duration, seed uint64) {
 			t.Fatal(err)
 		}
 		s := &runs[i].s
-		s.Engine, s.Trace, s.Source, s.Policy = sim.Settings{GPU: h100()}, TraceSettings{Duration: d, Seed: seed}, tr, Gatekeeper
+		s.Engine.GPU, s.Trace, s.Source, s.Policy = h100(), TraceSettings{Duration: d, Seed: seed}, tr, Gatekeeper
 		if runs[i].res, err = Run(*s); err != nil {
 			t.Fatal(err)
 		}
@@ -104,6 +103,14 @@ func TestFairShares(t *testing.T) {
 	}
 	if fair.Tenants[1].Name != "light" || solo.Tenants[0].Name != "light" || fair.Tenants[1].Arrivals != solo.Tenants[0].Arrivals {
 		t.Errorf("light's arrivals beside heavy %+v, alone %+v: want the same", fair.Tenants, solo.Tenants)
+	}
+	for _, r := range runs { // the breakdown of every tenant's slowest 1 % adds up (means: to a few ns)
+		for _, tn := range r.res.Tenants {
+			p := tn.Tail
+			if sum := p.Retry + p.Queue + p.Pod + p.Prefill; min(p.Retry, p.Queue, p.Pod, p.Prefill) < 0 || (sum-p.TTFT).Abs() > 4 {
+				t.Errorf("%s, %s: the slowest 1 %%'s parts %+v do not add up to its TTFT", r.name, tn.Name, p)
+			}
+		}
 	}
 	// Shares: light's p99 TTFT closer to alone than with the VTC alone.
 	if iso := runs[4].res; iso.Tenants[1].TTFTP99 >= fair.Tenants[1].TTFTP99 {
@@ -235,8 +242,9 @@ func TestTenantShareSeeds(t *testing.T) {
 			}
 			seed := from + uint64(i)
 			runFair(t, runs, d, seed)
-			rows[i] = row{seed: seed, alone: runs[0].res.Tenants[0], vtc: runs[1].res.Tenants[1], iso: runs[2].res.Tenants[1],
-				hVTC: runs[1].res.Tenants[0], hIso: runs[2].res.Tenants[0]}
+			light := func(j int) TenantResult { return tenantNamed(runs[j].res, "light") }
+			heavy := func(j int) TenantResult { return tenantNamed(runs[j].res, "heavy") }
+			rows[i] = row{seed: seed, alone: light(0), vtc: light(1), iso: light(2), hVTC: heavy(1), hIso: heavy(2)}
 		}()
 	}
 	for range rows {

@@ -43,6 +43,9 @@ type request struct {
 	firstToken time.Duration
 	// grant is its grant (Gatekeeper): the tenant and service to settle.
 	grant queue.Grant
+	// sent is when it was handed to the engine; scheduled when the engine
+	// first scheduled one of its sequences (TTFTParts).
+	sent, scheduled time.Duration
 }
 
 // seqs is how many sequences the request runs: its n, at least 1.
@@ -282,6 +285,7 @@ func (r *runner) advance(t time.Duration) {
 func (r *runner) seqEnded(rq *request, s *sim.Seq) bool {
 	rq.running--
 	rq.generated += int64(s.Generated())
+	rq.noteScheduled(s)
 	if ft := s.FirstTokenAt(); s.Generated() > 0 && (rq.firstToken == 0 || ft < rq.firstToken) {
 		rq.firstToken = ft
 		rq.c.firstToken = rq.c.firstToken || !rq.closed
@@ -318,7 +322,7 @@ func (r *runner) seqEnded(rq *request, s *sim.Seq) bool {
 		r.res.Requests.Late++
 	}
 	r.hists[rq.a.Class].add(s.FinishedAt() - rq.a.At)
-	r.fair.served(rq.a.Tenant, rq.firstToken-rq.a.At)
+	r.fair.served(rq)
 	if rq.recovery {
 		r.recov[rq.a.Class].add(s.FinishedAt() - rq.a.At)
 	}

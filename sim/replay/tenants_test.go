@@ -48,3 +48,33 @@ func TestTenantTrace(t *testing.T) {
 		t.Error("NewTenantTrace(BaseQPS -1) = nil error")
 	}
 }
+
+// A request's TTFT parts add up to its TTFT, and the tail is the mean of
+// each part over the slowest ceil(1 %).
+func TestTTFTParts(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	rq := &request{a: Arrival{At: 100 * ms}, start: 300 * ms, sent: 450 * ms, scheduled: 700 * ms, firstToken: 760 * ms}
+	want := TTFTParts{TTFT: 660 * ms, Retry: 200 * ms, Queue: 150 * ms, Pod: 250 * ms, Prefill: 60 * ms}
+	if got := rq.ttftParts(); got != want {
+		t.Fatalf("ttftParts() = %+v, want %+v", got, want)
+	}
+	if p := want; p.Retry+p.Queue+p.Pod+p.Prefill != p.TTFT {
+		t.Fatalf("parts %+v do not add up", p)
+	}
+	rq.scheduled = 0 // scheduled at the engine's time 0: counted from when it was sent
+	if got := rq.ttftParts(); got.Pod != 0 || got.Prefill != 310*ms {
+		t.Fatalf("ttftParts() with no schedule time = %+v, want no pod wait and 310ms prefill", got)
+	}
+	var ps []TTFTParts
+	for i := range 150 { // the slowest ceil(1.5) = 2: TTFTs 149 and 148 ms
+		d := time.Duration(i) * ms
+		ps = append(ps, TTFTParts{TTFT: d, Queue: d / 2, Prefill: d - d/2})
+	}
+	if got := tail(ps); got != (TTFTParts{TTFT: 148500 * time.Microsecond, Queue: 74250 * time.Microsecond, Prefill: 74250 * time.Microsecond}) {
+		t.Fatalf("tail = %+v", got)
+	}
+	if got := tail(nil); got != (TTFTParts{}) {
+		t.Fatalf("tail(nil) = %+v, want zero", got)
+	}
+}
