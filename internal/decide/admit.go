@@ -35,7 +35,9 @@ func (c *Core) admit(ctx context.Context, req *Request, h Headers, path string) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, req.Deadline.Sub(c.now())) // on the core's clock, as Deadline
 	defer cancel()
+	c.poolWaiting(req, 1)
 	adm, rf := c.acquire(ctx, req, slices.Clip(req.Skip))
+	c.poolWaiting(req, -1)
 	if adm == nil {
 		c.refund(req) // refused, or the client left while it waited
 	}

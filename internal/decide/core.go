@@ -47,6 +47,9 @@ type Options struct {
 	// (cluster mode: no share of any pod's window yet). Nil: none. It must
 	// not block.
 	Ready func() error
+	// Pools, if set, counts each model's arrivals, refusals and waiters
+	// for the scaling signal's model pools. Nil: none.
+	Pools PoolCounter
 }
 
 // Core is the decision core both fronts ask: it classifies a request,
@@ -66,6 +69,7 @@ type Core struct {
 	policy       atomic.Pointer[Policy]
 	podRefused   func(pod string)
 	ready        func() error // Options.Ready; nil when none
+	pools        PoolCounter  // Options.Pools; nil when none
 	draining     atomic.Bool  // StartDrain or Drain was called: readiness is off
 	refusing     atomic.Bool  // Drain was called: new work is refused
 }
@@ -76,7 +80,7 @@ func New(o Options) (*Core, error) {
 		return nil, errors.New("decide: Options.Registry and Options.Admission are required")
 	}
 	c := &Core{reg: o.Registry, admission: o.Admission, limiter: o.Limiter, classLimiter: o.ClassLimiter,
-		modelLimiter: o.ModelLimiter, quotas: o.Quotas, rec: o.Recorder, now: o.Now, podRefused: o.OnPodRefused, ready: o.Ready}
+		modelLimiter: o.ModelLimiter, quotas: o.Quotas, rec: o.Recorder, now: o.Now, podRefused: o.OnPodRefused, ready: o.Ready, pools: o.Pools}
 	if c.now == nil {
 		c.now = time.Now
 	}

@@ -157,8 +157,10 @@ func (c *Core) Decide(ctx context.Context, req *Request, in In) Result {
 	if rf := c.Route(req); rf != nil {
 		return refused(res, *rf)
 	}
+	c.poolArrived(req)
 	if in.Subset != nil {
 		if rf := c.restrict(req, in.Subset); rf != nil {
+			c.poolRefused(req, rf)
 			return refused(res, *rf)
 		}
 	}
@@ -168,6 +170,7 @@ func (c *Core) Decide(ctx context.Context, req *Request, in In) Result {
 		actx = in.Trace.Admitting(ctx, req)
 	}
 	res.Admitted, res.Refusal = c.admit(actx, req, in.Header, route.Path)
+	c.poolRefused(req, res.Refusal)
 	if in.Trace != nil {
 		in.Trace.Admitted(actx, req, res.Admitted, res.Refusal)
 	}

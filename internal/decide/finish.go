@@ -80,6 +80,9 @@ func (c *Core) Finish(req *Request, adm *Admitted, e End) Ending {
 		c.podRefused(adm.Pod.Name)
 	}
 	end := ending(e, refused)
+	if end.PodRefused {
+		c.poolRefused(req, &Refusal{Reason: ReasonUpstreamOverloaded})
+	}
 	if e.Retry {
 		c.settleSlot(req, adm.Slot, Usage{none: true}) // this pod did no work; the quota charge goes on
 	} else {

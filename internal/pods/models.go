@@ -196,3 +196,30 @@ func (r *Registry) ModelList() []byte {
 	}{"list", r.modelEntries()})
 	return body
 }
+
+// ModelPods is, with routing by model, each model a pod lists and the pods
+// that serve it, by name: those that list it and those that list none (they
+// serve every model); a pod whose list is not known yet serves none. Nil
+// without routing by model. A model no pod lists is in none: the models are
+// the operator's (the policy's lists, the pods' own), never a client's.
+func (r *Registry) ModelPods() map[string][]string {
+	if !r.KnowsModels() {
+		return nil
+	}
+	out := map[string][]string{}
+	var every []string // pods that serve every model
+	for _, m := range r.List() {
+		switch s := m.models.Load(); {
+		case s == nil:
+			every = append(every, m.Name)
+		case !s.unknown:
+			for id := range s.ids {
+				out[id] = append(out[id], m.Name)
+			}
+		}
+	}
+	for id, names := range out {
+		out[id] = slices.Sorted(slices.Values(append(names, every...)))
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package pods
 import (
 	"encoding/json"
 	"net/url"
+	"reflect"
 	"testing"
 	"time"
 
@@ -129,6 +130,19 @@ func TestModels(t *testing.T) {
 	}
 	if n := len(r.modelEntries()); n != 2 {
 		t.Errorf("ModelEntries has %d, want 2", n)
+	}
+	c := pod("c", "http://10.0.0.3:8000", nil) // lists none: serves every model
+	d := pod("d", "http://10.0.0.4:8000", nil) // not answered yet: serves none
+	d.DiscoverModels = true
+	r.Set([]Pod{a, b, c, d})
+	mb, _ = r.Get("b")
+	mb.SetDiscovered([]json.RawMessage{json.RawMessage(`{"id":"qwen"}`), json.RawMessage(`{"id":"llama"}`)})
+	want := map[string][]string{"llama": {"a", "b", "c"}, "qwen": {"b", "c"}}
+	if got := r.ModelPods(); !reflect.DeepEqual(got, want) {
+		t.Errorf("ModelPods() = %v, want %v", got, want)
+	}
+	if got := New(nil).ModelPods(); got != nil {
+		t.Errorf("ModelPods() without routing by model = %v, want nil", got)
 	}
 }
 

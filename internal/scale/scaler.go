@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// poolAll names the one pool of every pod, while arrivals are not counted
-// per model (docs/scaling.md, limits).
+// poolAll names the pool of every pod; with routing by model each model is
+// a pool too (GatherPools; docs/scaling.md, pools).
 const poolAll = "all"
 
 // Counts is what a pool has done since the process started (Arrivals,
@@ -46,6 +46,8 @@ type Scaler struct {
 	// mu guards pools.
 	mu    sync.Mutex
 	pools map[string]*pool
+	// tally is the decision core's per-model counts (GatherPools).
+	tally Tally
 }
 
 // pool is one pool's estimator and the counts of its last sample.
@@ -84,6 +86,10 @@ func New(s Settings, reg prometheus.Registerer) (*Scaler, error) {
 	}
 	return sc, nil
 }
+
+// Tally is the per-model counts the decision core keeps for the scaler's
+// model pools (decide.Options.Pools; read by GatherPools).
+func (sc *Scaler) Tally() *Tally { return &sc.tally }
 
 // interval is how often Run samples.
 func (sc *Scaler) interval() time.Duration { return sc.s.Interval }
