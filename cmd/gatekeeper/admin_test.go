@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/scale"
@@ -71,19 +72,24 @@ func TestAdminPprofSwitch(t *testing.T) {
 }
 
 // TestAdminScale: GET /admin/scale answers the scaler's estimates while the
-// policy has a scaling section, 404 without one; the gauge follows.
+// policy has a scaling section, 404 without one; the gauge follows. With
+// routing by model each model is a pool too, with the pods that serve it.
 func TestAdminScale(t *testing.T) {
+	const onePod = "upstreams: [{name: pod, url: 'http://127.0.0.1:1'}]\n"
 	for _, tt := range []struct {
 		name, policy string
 		want         int
 		body         []string
 	}{
-		{"off", "", http.StatusNotFound, []string{`scaling is off`}},
-		{"on", "scaling: {min_replicas: 2, max_replicas: 4}\n", http.StatusOK,
+		{"off", onePod, http.StatusNotFound, []string{`scaling is off`}},
+		{"on", onePod + "scaling: {min_replicas: 2, max_replicas: 4}\n", http.StatusOK,
 			[]string{`"pool": "all"`, `"desired": 2`, `"current": 1`, `"hold": "no_data"`}},
+		{"on, by model", "upstreams: [{name: pod, url: 'http://127.0.0.1:1', models: [llama, qwen]}, " +
+			"{name: pod2, url: 'http://127.0.0.1:2', models: [qwen]}]\nscaling: {min_replicas: 2, max_replicas: 4}\n", http.StatusOK,
+			[]string{`"pool": "all"`, `"pool": "llama"`, `"pool": "qwen"`, `"current": 1`, `"current": 2`, `"hold": "no_data"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte("upstreams: [{name: pod, url: 'http://127.0.0.1:1'}]\n" + tt.policy))
+			cfg, err := config.Parse([]byte(tt.policy))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +99,7 @@ func TestAdminScale(t *testing.T) {
 			}
 			t.Cleanup(a.close)
 			if a.scaler != nil {
-				a.scaler.Observe(scale.Gather(a.reg)()) // what Run does first
+				a.scaler.Observe(scale.GatherPools(a.reg, a.scaler.Tally(), a.pods.ModelPods)()) // what Run does first
 			}
 			rec := httptest.NewRecorder()
 			a.adminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/admin/scale", nil))
@@ -102,9 +108,19 @@ func TestAdminScale(t *testing.T) {
 					t.Errorf("GET /admin/scale = %d %s, want %d with %q", rec.Code, rec.Body, tt.want, want)
 				}
 			}
-			if a.scaler != nil {
-				if got := testutil.ToFloat64(collectorNamed(t, a, "gatekeeper_desired_replicas")); got != 2 {
-					t.Errorf("gatekeeper_desired_replicas = %v, want 2", got)
+			if a.scaler != nil { // every pool: 2, its min_replicas
+				c := collectorNamed(t, a, "gatekeeper_desired_replicas")
+				if n := testutil.CollectAndCount(c); n != strings.Count(strings.Join(tt.body, " "), `"pool"`) {
+					t.Errorf("gatekeeper_desired_replicas has %d series, want one per pool of %v", n, tt.body)
+				}
+				ch := make(chan prometheus.Metric, 8)
+				c.Collect(ch)
+				close(ch)
+				for m := range ch {
+					var d dto.Metric
+					if err := m.Write(&d); err != nil || d.GetGauge().GetValue() != 2 {
+						t.Errorf("gatekeeper_desired_replicas %v = %v (%v), want 2", d.GetLabel(), d.GetGauge().GetValue(), err)
+					}
 				}
 			}
 		})

@@ -145,9 +145,6 @@ func newApp(raw *config.Config, opts appOptions) (*app, error) {
 		return nil, err
 	}
 	a.queue.SetAvailability(a.pods.Published) // a snapshot: no lock under the queue's
-	if err := a.newScaler(first.Config()); err != nil {
-		return nil, err
-	}
 	if err := a.policy.WatchFile(); err != nil {
 		return nil, err
 	}
@@ -195,6 +192,9 @@ func (a *app) build(first *policy.Plan) (policy.Targets, error) {
 	a.reqMetrics = proxy.NewMetrics(a.reg)
 	a.pods = pods.NewWith(pods.Options{Levels: a.ctl, BreakerChanged: a.breakerChanged, BreakerInvalid: a.breakerInvalid})
 	o.Registry, o.Recorder, o.OnPodRefused, o.Ready = a.pods, a.reqMetrics, a.podRefused, a.holdsShare
+	if o.Pools, err = a.newScaler(cfg); err != nil {
+		return t, err
+	}
 	if a.core, err = decide.New(o); err != nil {
 		return t, err
 	}
@@ -354,7 +354,7 @@ func (a *app) startLoops(ctx context.Context, wg *sync.WaitGroup) error {
 		wg.Go(func() { a.shared.Run(ctx) })
 	}
 	if a.scaler != nil {
-		wg.Go(func() { _ = a.scaler.Run(ctx, scale.Gather(a.reg)) })
+		wg.Go(func() { _ = a.scaler.Run(ctx, scale.GatherPools(a.reg, a.scaler.Tally(), a.pods.ModelPods)) })
 	}
 	a.pressure.Start(ctx)
 	wg.Go(func() {

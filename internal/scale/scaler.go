@@ -88,8 +88,14 @@ func New(s Settings, reg prometheus.Registerer) (*Scaler, error) {
 }
 
 // Tally is the per-model counts the decision core keeps for the scaler's
-// model pools (decide.Options.Pools; read by GatherPools).
-func (sc *Scaler) Tally() *Tally { return &sc.tally }
+// model pools (decide.Options.Pools; read by GatherPools); nil for a nil
+// Scaler.
+func (sc *Scaler) Tally() *Tally {
+	if sc == nil {
+		return nil
+	}
+	return &sc.tally
+}
 
 // interval is how often Run samples.
 func (sc *Scaler) interval() time.Duration { return sc.s.Interval }
