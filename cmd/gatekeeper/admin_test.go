@@ -1,10 +1,12 @@
 package main
 
 import (
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -139,4 +141,41 @@ func collectorNamed(t *testing.T, a *app, name string) prometheus.Collector {
 	}
 	t.Fatalf("no collector describes %s", name)
 	return nil
+}
+
+// TestScaleCountsByModel: the core counts each request in its model's pool
+// (decide.Options.Pools is the scaler's tally), so a model's arrivals reach
+// its pool's inputs and not another model's.
+func TestScaleCountsByModel(t *testing.T) {
+	cfg, err := config.Parse([]byte("upstreams: [{name: a, url: 'http://127.0.0.1:1', models: [llama]}, " +
+		"{name: b, url: 'http://127.0.0.1:2', models: [qwen]}]\nscaling: {interval: 10s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock, pod := newFrozenClock(), newFakePod()
+	close(pod.release) // the pod answers at once
+	a, err := newApp(cfg, appOptions{transport: pod, now: clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.close)
+	read := scale.GatherPools(a.reg, a.scaler.Tally(), a.pods.ModelPods)
+	a.scaler.Observe(read()) // the first sample names the models counted
+	for range 3 {
+		rec := httptest.NewRecorder()
+		a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+			strings.NewReader(`{"model":"llama","messages":[{"role":"user","content":"hi"}]}`)))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("POST = %d %s, want 200", rec.Code, rec.Body)
+		}
+	}
+	clock.advance(10 * time.Second)
+	a.scaler.Observe(read())
+	got := map[string]float64{}
+	for _, p := range a.scaler.Snapshot() {
+		got[p.Pool] = p.Inputs.Arrivals
+	}
+	if want := map[string]float64{"all": 0.3, "llama": 0.3, "qwen": 0}; !maps.Equal(got, want) {
+		t.Errorf("arrivals per second by pool = %v, want %v", got, want)
+	}
 }
