@@ -143,6 +143,9 @@ every template that depends on them.
 {{- if and (or $as.keda.enabled $as.hpa.enabled) (not (hasKey $policy "scaling")) }}
 {{- fail "autoscaling is on but policy.scaling is not set: gatekeeper exports gatekeeper_desired_replicas only with a scaling section (e.g. policy.scaling: {pod_start_time: 4m})" }}
 {{- end }}
+{{- if and $as.hpa.enabled (or (gt (len $as.pool) 63) (not (regexMatch "^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" $as.pool))) }}
+{{- fail (printf "autoscaling.pool %q is not a Kubernetes label value (at most 63 letters, digits, '-', '_' or '.', a letter or digit at each end), which the HPA's metric selector needs: use autoscaling.keda, whose Prometheus query takes any model name (docs/scaling.md)" $as.pool) }}
+{{- end }}
 {{- if gt (int $as.minReplicas) (int $as.maxReplicas) }}
 {{- fail (printf "autoscaling.minReplicas (%d) is above autoscaling.maxReplicas (%d)" (int $as.minReplicas) (int $as.maxReplicas)) }}
 {{- end }}
