@@ -14,7 +14,12 @@
 // the window wins; https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#stabilization-window).
 //
 // A Scaler holds one Estimator per pool, turns cumulative counts into
-// per-interval rates (Sample), and exports the gauges; it is safe for
-// concurrent use. Gather reads the counts from the metrics the app already
-// registers, so the signal needs no hook in the request path.
+// per-interval rates (Observe), and exports the gauges; it is safe for
+// concurrent use. Gather reads the counts of the pool "all" (every pod)
+// from the metrics the app already registers, so that signal needs no hook
+// in the request path. With routing by model each model is a pool too
+// (GatherPools): its arrivals, refusals and waiters are counted by the
+// decision core in the Scaler's Tally (an atomic add per event, only for
+// the models the pods list), its pods and their service read from the
+// app's per-pod series.
 package scale

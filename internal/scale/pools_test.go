@@ -189,3 +189,18 @@ func TestScalerModelPools(t *testing.T) {
 		t.Errorf("desired series = %d, want 3 (all, llama, qwen)", n)
 	}
 }
+
+// BenchmarkTally is what the decision core adds to a request of a counted
+// model: its arrival and its wait for a slot.
+func BenchmarkTally(b *testing.B) {
+	var tl Tally
+	tl.keep(map[string][]string{"llama": {"a"}, "qwen": {"b"}, "mistral": {"c"}})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			tl.Arrived("qwen")
+			tl.Waiting("qwen", 1)
+			tl.Waiting("qwen", -1)
+		}
+	})
+}
