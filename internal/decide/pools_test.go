@@ -30,11 +30,12 @@ func (p *poolLog) Waiting(model string, delta int) {
 func TestPoolCounts(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name  string
-		setup func(r *rig)
-		body  string
-		end   *End // Finish an admitted request with it
-		want  []string
+		name   string
+		setup  func(r *rig)
+		body   string
+		subset []string // the gateway's subset hint; nil: none
+		end    *End     // Finish an admitted request with it
+		want   []string
 	}{
 		{name: "served", body: chatBody, end: &End{Status: 200},
 			want: []string{"arrived m", "waits m", "stops waiting m"}},
@@ -50,6 +51,8 @@ func TestPoolCounts(t *testing.T) {
 		{name: "rate limited (the counter keeps the capacity causes)", body: chatBody,
 			setup: func(r *rig) { r.opts.Limiter = limiterFunc(func(string) error { return limitErr{} }) },
 			want:  []string{"arrived m", "refused m rate_limited"}},
+		{name: "no pod in the gateway's subset hint", body: chatBody, subset: []string{"10.9.9.9:8000"},
+			want: []string{"arrived m", "refused m no_upstream"}},
 		{name: "a model no pod serves arrives nowhere", body: `{"model":"x","messages":[]}`,
 			setup: func(r *rig) { r.pods[0].Models, r.pods[1].Models = []string{"m"}, []string{"m"} }},
 		{name: "a bad body arrives nowhere", body: `{`},
@@ -64,7 +67,9 @@ func TestPoolCounts(t *testing.T) {
 				tt.setup(r)
 			}
 			r.build()
-			req, res := r.decide(t.Context(), chat(tt.body, nil))
+			in := chat(tt.body, nil)
+			in.Subset = tt.subset
+			req, res := r.decide(t.Context(), in)
 			if res.Admitted != nil {
 				end := End{Status: 200}
 				if tt.end != nil {
