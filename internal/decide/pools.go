@@ -5,8 +5,8 @@ package decide
 // it): each request routed to a model, each refused for a reason (enforced
 // refusals only: observe mode refuses none), and each waiting for a slot.
 // The core hands it the body's model (or the one the pods serve); the
-// counter keeps only the models the pods list, so what clients send
-// bounds nothing. It must not block.
+// counter keeps only the models the pods list, so nothing it holds grows
+// with the names clients send. It must not block.
 type PoolCounter interface {
 	// Arrived: a request for model was routed to the pods that serve it.
 	Arrived(model string)
