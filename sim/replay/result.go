@@ -77,7 +77,36 @@ type Result struct {
 	Fairness Fairness
 	// Wall is the real time the run took.
 	Wall time.Duration
+	// Pool is what the pool's figures say (every run; one pod's for a run
+	// of one).
+	Pool Pool
 }
+
+// Pool is a run's pool and routing, and what they did.
+type Pool struct {
+	Pods    int
+	Routing Routing
+	// TTFTP50 and TTFTP99 are the time to first token of every served
+	// request, from its user's arrival (queueing and retries included).
+	TTFTP50, TTFTP99 time.Duration
+	// PrefixQueries and PrefixHits are the pods' prefix-cache counters
+	// summed (vllm:prefix_cache_queries and _hits, in tokens), every
+	// process of every pod.
+	PrefixQueries, PrefixHits int64
+	// Started counts the attempts started on each pod, vllm-0 first.
+	Started []int64
+}
+
+// PrefixHitRate is the pool's prefix-cache hits ÷ queries, 0 with none.
+func (p Pool) PrefixHitRate() float64 {
+	if p.PrefixQueries == 0 {
+		return 0
+	}
+	return float64(p.PrefixHits) / float64(p.PrefixQueries)
+}
+
+// Throughput is the served requests per virtual second.
+func (r Result) Throughput() float64 { return float64(r.Outcomes.Served) / r.Horizon.Seconds() }
 
 // Goodput is generated tokens of served requests per virtual second.
 func (r Result) Goodput() float64 { return float64(r.GeneratedTokens) / r.Horizon.Seconds() }

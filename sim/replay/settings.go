@@ -75,13 +75,26 @@ func ParsePolicy(name string) (Policy, error) {
 // queued reports whether the policy runs gatekeeper's queue and window.
 func (p Policy) queued() bool { return p == DeadlineOnly || p == Gatekeeper || p == GatekeeperExporter }
 
-const upstream = "vllm-0"
-
 // Settings configures one run. The zero value runs the default trace with
 // no protection on the replay's default engine.
 type Settings struct {
 	// Engine is the simulated pod. Its zero fields take sim's defaults.
 	Engine sim.Settings
+	// Pods is how many pods serve the trace, each its own engine with
+	// Engine's settings (allocator, KV cache, OOMs, restarts), behind one
+	// gatekeeper queue with a window per pod (vllm-0, vllm-1, …), one
+	// controller with an upstream per pod and per-pod pressure rounds. 0
+	// means 1, the replay before the pool, figure for figure. Without a
+	// queue (None, QPSOnly) the pods take the requests in turn.
+	Pods int
+	// PodEngines, if set, gives the first pods their own settings (a mixed
+	// pool: another GPU, a neighbour on one node); pod i takes
+	// PodEngines[i], the others Engine.
+	PodEngines []sim.Settings
+	// Routing is how gatekeeper's queue picks a pod among those with room
+	// (queued policies). The zero value is LeastLoaded, the queue's own
+	// choice: the most free window.
+	Routing Routing
 	// Scenario names the workload (Scenario.Apply sets it); a label only.
 	Scenario string
 	// Trace is the synthetic traffic, used when Source is nil.
@@ -199,6 +212,9 @@ type Round struct {
 	State        pressure.State
 	BacklogEmpty bool
 	Decision     control.Decision
+	// Started counts, per pod of the pool, the attempts started on it so
+	// far (vllm-0 first).
+	Started []int64
 }
 
 // Failure is one death of the pod as gatekeeper sees it: its error breaker
