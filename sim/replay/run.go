@@ -108,6 +108,13 @@ func Run(s Settings) (Result, error) {
 	s = s.withDefaults()
 	src := s.Source
 	horizon := s.Trace.Duration
+	if src == nil && s.Conversations.Rate > 0 {
+		ct, err := NewConversationTrace(s.Conversations, s.Trace.Duration, s.Trace.Seed)
+		if err != nil {
+			return Result{}, err
+		}
+		src, horizon = ct, ct.duration
+	}
 	if src == nil {
 		tr, err := NewTrace(s.Trace)
 		if err != nil {

@@ -102,6 +102,7 @@ func Scenarios() []Scenario {
 			},
 			apply: func(s *Settings) { s.Engine.Neighbor = hourlyNeighbor(s.Trace) },
 		},
+		multiTurn(),
 	}
 }
 

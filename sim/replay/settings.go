@@ -99,6 +99,10 @@ type Settings struct {
 	Scenario string
 	// Trace is the synthetic traffic, used when Source is nil.
 	Trace TraceSettings
+	// Conversations, when its Rate is above 0, replaces the synthetic trace
+	// with multi-turn conversations (ConversationTrace) for Trace.Duration,
+	// drawn from Trace.Seed.
+	Conversations ConversationSettings
 	// Source, if set, replaces the synthetic trace (e.g. a CSVTrace). The
 	// run then lasts Trace.Duration when that is set, else until the source
 	// ends. A source serves one run only.
