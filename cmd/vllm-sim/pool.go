@@ -14,6 +14,9 @@ type poolOptions struct {
 	routing  string
 	routings []replay.Routing
 	convRate float64
+	scaling  string
+	scalings []replay.Scaling
+	scale    replay.AutoscaleSettings
 }
 
 // poolFlags defines -pods, -routing and -conversation-rate.
@@ -21,6 +24,9 @@ func poolFlags(fs *flag.FlagSet, o *poolOptions) {
 	fs.IntVar(&o.pods, "pods", 1, "pods behind gatekeeper's one queue, each its own engine (1: the single pod of every earlier table)")
 	fs.StringVar(&o.routing, "routing", "least-loaded", "comma-separated routings to compare: round-robin, least-loaded, prefix-only, gatekeeper (all: the four); with -pods above 1 or several routings the replay prints the routing table")
 	fs.Float64Var(&o.convRate, "conversation-rate", 0, "multi-turn scenario: conversations opened per second (0: the scenario's)")
+	fs.StringVar(&o.scaling, "autoscale", "static", "comma-separated ways to size the pool to compare: static (-pods throughout), gatekeeper (gatekeeper_desired_replicas: internal/scale's estimator), kv-usage (an HPA on mean KV-cache usage); with more than static the replay prints the scaling table")
+	fs.DurationVar(&o.scale.StartDelay, "start-delay", 0, "-autoscale: a new pod's start time (0: the estimator's horizon, 3m)")
+	fs.IntVar(&o.scale.Scale.MaxReplicas, "max-pods", 0, "-autoscale: the most pods (0: the estimator's default, 10)")
 }
 
 // parse checks the pool flags.
@@ -30,6 +36,14 @@ func (o *poolOptions) parse() error {
 	}
 	if o.convRate < 0 {
 		return fmt.Errorf("-conversation-rate = %v, want ≥ 0", o.convRate)
+	}
+	o.scalings = nil
+	for _, name := range strings.Split(o.scaling, ",") {
+		sc, err := replay.ParseScaling(strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		o.scalings = append(o.scalings, sc)
 	}
 	o.routings = nil
 	if o.routing == "all" {
@@ -55,16 +69,24 @@ func (o *poolOptions) withRoutings(s replay.Settings) ([]replay.Settings, error)
 		}
 		s.Conversations.Rate = o.convRate
 	}
-	if s.Source != nil && len(o.routings) > 1 {
+	if s.Source != nil && len(o.routings)*len(o.scalings) > 1 {
 		return nil, fmt.Errorf("-trace: one routing at a time (a trace file is read once)")
 	}
 	var runs []replay.Settings
-	for _, rt := range o.routings {
-		s.Routing = rt
-		runs = append(runs, s)
+	for _, sc := range o.scalings {
+		for _, rt := range o.routings {
+			s.Routing, s.Autoscale = rt, o.scale
+			s.Autoscale.Mode = sc
+			runs = append(runs, s)
+		}
 	}
 	return runs, nil
 }
 
 // routingTable says whether the runs print as the routing table.
 func (o *poolOptions) routingTable() bool { return o.pods > 1 || len(o.routings) > 1 }
+
+// scalingTable says whether the runs print as the scaling table.
+func (o *poolOptions) scalingTable() bool {
+	return len(o.scalings) > 1 || len(o.scalings) == 1 && o.scalings[0] != replay.StaticPool
+}

@@ -244,6 +244,9 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	if o.json {
 		return encodeRecords(stdout, results)
 	}
+	if o.pool.scalingTable() {
+		return replay.WriteScaling(stdout, results)
+	}
 	if o.pool.routingTable() {
 		return replay.WriteRouting(stdout, results)
 	}

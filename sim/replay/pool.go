@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
@@ -21,8 +22,9 @@ type pod struct {
 	// prefix holds the prefix-cache counters of its processes before the
 	// current one (an engine's restart zeroes its own, as vLLM's do).
 	prefix sim.PrefixCacheStats
-	// started counts the attempts that started on it.
-	started int64
+	// started counts the attempts that started on it, released those that
+	// ended there (gatekeeper_upstream_responses_total).
+	started, released int64
 }
 
 // upstream is the name of the first pod (a one-pod pool's only one).
@@ -95,7 +97,7 @@ func (r *runner) direct() *pod {
 // every pod's, every process's.
 func (r *runner) prefixStats() sim.PrefixCacheStats {
 	var t sim.PrefixCacheStats
-	for _, p := range r.pods {
+	for _, p := range r.all {
 		t.Queries += p.prefix.Queries
 		t.Hits += p.prefix.Hits
 		if p.e.Alive() { // a dead process's counters were added when it died
@@ -110,7 +112,7 @@ func (r *runner) prefixStats() sim.PrefixCacheStats {
 // ooms counts the pool's OOMs.
 func (r *runner) ooms() int64 {
 	var n int64
-	for _, p := range r.pods {
+	for _, p := range r.all {
 		n += p.e.Metrics().OOMs
 	}
 	return n
@@ -137,7 +139,7 @@ func (r *runner) checkDeath(p *pod) {
 		p.prefix.Hits += c.Hits
 	}
 	p.wasAlive = alive
-	if r.core == nil || alive || !p.avail {
+	if r.core == nil || alive || !p.avail || !slices.Contains(r.pods, p) {
 		return
 	}
 	p.avail = false
@@ -151,8 +153,8 @@ func (r *runner) checkDeath(p *pod) {
 
 // started counts the attempts started on each pod so far.
 func (r *runner) started() []int64 {
-	n := make([]int64, len(r.pods))
-	for i, p := range r.pods {
+	n := make([]int64, len(r.all))
+	for i, p := range r.all {
 		n[i] = p.started
 	}
 	return n
@@ -160,7 +162,9 @@ func (r *runner) started() []int64 {
 
 // finishPool writes the pool's figures into the result.
 func (r *runner) finishPool() {
+	r.accrue(r.res.Horizon)
 	pc := r.prefixStats()
-	r.res.Pool = Pool{Pods: len(r.pods), Routing: r.s.Routing, TTFTP50: r.ttfts.quantile(0.5), TTFTP99: r.ttfts.quantile(0.99),
-		PrefixQueries: pc.Queries, PrefixHits: pc.Hits, Started: r.started()}
+	r.res.Pool = Pool{Pods: len(r.all), Routing: r.s.Routing, TTFTP50: r.ttfts.quantile(0.5), TTFTP99: r.ttfts.quantile(0.99),
+		PrefixQueries: pc.Queries, PrefixHits: pc.Hits, Started: r.started(), Scaling: r.s.Autoscale.Mode,
+		GPUTime: r.gpuTime, StartPods: max(r.s.Pods, 1), PeakPods: max(r.peak, len(r.pods))}
 }

@@ -127,7 +127,7 @@ func PolicySources(c *config.Config) []pressure.Kind {
 // policy.
 func (r *runner) sample() {
 	r.samples++
-	for _, p := range r.pods {
+	for _, p := range r.serving() {
 		r.utilN++
 		if p.e.Alive() {
 			r.utilSum += effective(p.e)
@@ -150,6 +150,8 @@ func (r *runner) sample() {
 		}
 	}
 	r.grant(r.core.Dispatch(r.now()))
+	r.autoscale()
+	r.stopDrained()
 }
 
 // round is one pressure round: the sources read, the controller's decision
@@ -169,14 +171,14 @@ func (r *runner) round() (breaker.Level, int) {
 	d.Apply(r.core, true) // as gatekeeper applies it
 	r.phase = breaker.PhaseNormal
 	level, limit := breaker.Level(0), 0
-	for i, up := range d.Upstreams {
+	for _, up := range d.Upstreams {
 		if r.phase == breaker.PhaseNormal {
 			r.phase = up.Phase
 		}
 		level, limit = max(level, up.Level), limit+up.Limit
 		if (up.Hook == control.Degraded || up.Hook == control.Critical) && up.Transition.To > up.Transition.From &&
 			r.s.EmptyCacheOnDegraded {
-			r.pods[i].e.EmptyCache()
+			r.pod(up.Name).e.EmptyCache()
 		}
 	}
 	r.observed(st)

@@ -95,6 +95,13 @@ type Pool struct {
 	PrefixQueries, PrefixHits int64
 	// Started counts the attempts started on each pod, vllm-0 first.
 	Started []int64
+	// Scaling is what sized the pool (Settings.Autoscale); GPUTime is the
+	// pod time it cost: every pod from when it was asked for (its start
+	// included) until it stopped, summed; PeakPods the most pods serving at
+	// once. A static pool of N pods costs N × the horizon.
+	Scaling             Scaling
+	GPUTime             time.Duration
+	StartPods, PeakPods int
 }
 
 // PrefixHitRate is the pool's prefix-cache hits ÷ queries, 0 with none.

@@ -72,7 +72,7 @@ func (r *runner) setRouting() error {
 	case LeastLoaded:
 		return nil
 	case RoundRobin:
-		r.core.SetScorer(&rotation{pods: len(r.pods)})
+		r.core.SetScorer(&rotation{})
 		return nil
 	case PrefixOnly:
 		w = route.Weights{Prefix: 1}
@@ -91,18 +91,21 @@ func (r *runner) setRouting() error {
 }
 
 // rotation is round robin as a queue.Scorer: the pod after the last one
-// chosen scores highest, the one after it next, and so on around the pool.
+// chosen scores highest, the one after it next, and so on around the pool
+// (of pods numbered below rotationSpan, whatever their number).
 type rotation struct {
-	pods, next int
+	next int
 }
+
+const rotationSpan = 1 << 16
 
 var _ queue.Scorer = (*rotation)(nil)
 
 func (r *rotation) Score(upstream string, _, _ int, _ []uint64) float64 {
-	return float64(r.pods - (podIndex(upstream)-r.next+r.pods)%r.pods)
+	return float64(rotationSpan - (podIndex(upstream)-r.next+rotationSpan)%rotationSpan)
 }
 
-func (r *rotation) Chose(upstream string, _ []uint64) { r.next = (podIndex(upstream) + 1) % r.pods }
+func (r *rotation) Chose(upstream string, _ []uint64) { r.next = podIndex(upstream) + 1 }
 
 // podIndex is i for podName(i).
 func podIndex(name string) int {

@@ -142,3 +142,47 @@ func writeTarget(b *strings.Builder, results []Result, p Policy) {
 	fmt.Fprintf(b, "- %s, the gatekeeper routing on %d seeds: throughput at least prefix-only's on %d, p99 TTFT at most prefix-only's on %d, OOMs no more than least-loaded's on %d\n",
 		p, seeds, thr, ttft, ooms)
 }
+
+// WriteScaling prints runs that sized their pool differently as Markdown:
+// one row per seed and scaling (pods at most, GPU-hours, SLO attainment,
+// TTFT p99, OOMs), then the means over the seeds per scaling.
+func WriteScaling(w io.Writer, results []Result) error {
+	var b strings.Builder
+	if len(results) > 0 {
+		r := results[0]
+		fmt.Fprintf(&b, "#### %s, %s, gpu_memory_utilization %.2f, %gh\n\n", cmp.Or(r.Scenario, "trace"), r.Policy,
+			r.GPUMemoryUtilization, r.Horizon.Hours())
+	}
+	b.WriteString("| seed | scaling | pods at start | pods at most | GPU-hours | SLO attainment | TTFT p99 | OOMs |\n")
+	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	type key struct {
+		s    Scaling
+		pods int
+	}
+	var keys []key
+	for _, r := range results {
+		k := key{r.Pool.Scaling, r.Pool.StartPods}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %d | %d | %.2f | %.1f %% | %s | %d |\n", r.Seed, r.Pool.Scaling, k.pods, r.Pool.PeakPods,
+			r.Pool.GPUTime.Hours(), 100*r.SLOAttainment(), fmtDur(r.Pool.TTFTP99), r.OOMs)
+	}
+	b.WriteString("\n| scaling | pods at start | seeds | GPU-hours | SLO attainment | OOMs Σ |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, k := range keys {
+		var n int
+		var gpu, slo float64
+		var ooms int64
+		for _, r := range results {
+			if r.Pool.Scaling == k.s && r.Pool.StartPods == k.pods {
+				n++
+				gpu += r.Pool.GPUTime.Hours()
+				slo += r.SLOAttainment()
+				ooms += r.OOMs
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f %% | %d |\n", k.s, k.pods, n, gpu/float64(n), 100*slo/float64(n), ooms)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

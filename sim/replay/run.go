@@ -2,7 +2,9 @@ package replay
 
 import (
 	"container/heap"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
@@ -63,7 +65,14 @@ func (rq *request) firstTokenSeen() bool {
 // runner holds one run's state. Not safe for concurrent use.
 type runner struct {
 	s          Settings
-	pods       []*pod        // the pool, vllm-0 first
+	pods       []*pod // the pool, vllm-0 first
+	all        []*pod // every pod the run started, in order
+	draining   []*pod // out of the pool, finishing their requests
+	scale      *scaler
+	slow       breaker.SlowSettings // each pod's slow breaker
+	gpuTime    time.Duration        // pods asked for, running or draining, summed up to gpuAt
+	gpuAt      time.Duration
+	peak       int           // the most pods in the pool at once
 	rr         int           // the next pod in turn without a queue (direct)
 	router     *route.Router // the prefix-only and gatekeeper routings' scorer
 	ttfts      hist          // every served request's time to first token
@@ -121,6 +130,9 @@ func Run(s Settings) (Result, error) {
 			return Result{}, err
 		}
 		src, horizon = tr, tr.Settings().Duration
+	}
+	if s.Autoscale.Mode != StaticPool && !s.Policy.queued() {
+		return Result{}, fmt.Errorf("replay: Autoscale needs gatekeeper's queue (deadline-only, gatekeeper, gatekeeper+exporter), not %s", s.Policy)
 	}
 	classes := src.Classes()
 	r, err := newRunner(s, len(classes))
@@ -192,7 +204,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 		return nil, err
 	}
 	e := pods[0].e
-	r := &runner{s: s, pods: pods, epoch: time.Unix(0, 0).UTC(), bySeq: map[*sim.Seq]*request{}, fair: newFairness(),
+	r := &runner{s: s, pods: pods, all: slices.Clone(pods), epoch: time.Unix(0, 0).UTC(), bySeq: map[*sim.Seq]*request{}, fair: newFairness(),
 		byID: map[uint64]*request{}, hists: make([]hist, classes), recov: make([]hist, classes),
 		rng: rand.New(rand.NewPCG(s.Trace.Seed, 0xc11e47))} // the clients' own stream: the trace's draws are unchanged
 	r.res.Policy, r.res.Seed, r.res.Scenario = s.Policy, s.Trace.Seed, s.Scenario
@@ -215,6 +227,7 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	if ss.Window.MinInflight == 0 {
 		ss.Window.MinInflight = min(4, ss.Window.MaxInflight)
 	}
+	r.slow = ss
 	cs := controllerFor(ss, s.Memory, s.MaxInflightTokens, r.pods)
 	cs.DeadlineOrder = s.DeadlineOrder
 	cs.Now = r.now
@@ -235,6 +248,11 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	if err := r.setRouting(); err != nil {
 		return nil, err
 	}
+	if s.Autoscale.Mode != StaticPool {
+		if r.scale, err = newScaler(s.Autoscale); err != nil {
+			return nil, err
+		}
+	}
 	r.round()
 	return r, nil
 }
@@ -246,17 +264,22 @@ func (r *runner) now() time.Time { return r.epoch.Add(r.t) }
 // the pool's order.
 func (r *runner) advance(t time.Duration) {
 	r.t = t
-	for _, p := range r.pods {
+	serving := r.serving()
+	for _, p := range serving {
 		p.e.Advance(t)
 	}
-	for _, p := range r.pods {
+	for _, p := range serving {
 		r.checkDeath(p)
 	}
-	for _, p := range r.pods {
+	for _, p := range serving {
 		for _, s := range p.e.TakeFinished() {
 			rq := r.bySeq[s]
 			delete(r.bySeq, s)
-			if r.seqEnded(rq, s) && r.core != nil {
+			if !r.seqEnded(rq, s) {
+				continue
+			}
+			p.released++
+			if r.core != nil {
 				r.grant(r.core.Release(r.now(), rq.grant.Upstream, rq.cost))
 			}
 		}

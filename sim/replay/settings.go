@@ -91,6 +91,9 @@ type Settings struct {
 	// pool: another GPU, a neighbour on one node); pod i takes
 	// PodEngines[i], the others Engine.
 	PodEngines []sim.Settings
+	// Autoscale, when its Mode is not StaticPool, adds and removes pods
+	// during the run (queued policies only), starting from Pods.
+	Autoscale AutoscaleSettings
 	// Routing is how gatekeeper's queue picks a pod among those with room
 	// (queued policies). The zero value is LeastLoaded, the queue's own
 	// choice: the most free window.
