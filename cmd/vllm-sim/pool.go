@@ -15,6 +15,7 @@ type poolOptions struct {
 	routings []replay.Routing
 	convRate float64
 	scaling  string
+	scaleSet bool // -autoscale was given
 	scalings []replay.Scaling
 	scale    replay.AutoscaleSettings
 }
@@ -88,5 +89,5 @@ func (o *poolOptions) routingTable() bool { return o.pods > 1 || len(o.routings)
 
 // scalingTable says whether the runs print as the scaling table.
 func (o *poolOptions) scalingTable() bool {
-	return len(o.scalings) > 1 || len(o.scalings) == 1 && o.scalings[0] != replay.StaticPool
+	return o.scaleSet || len(o.scalings) > 1 || len(o.scalings) == 1 && o.scalings[0] != replay.StaticPool
 }

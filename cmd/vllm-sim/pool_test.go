@@ -7,7 +7,8 @@ import (
 )
 
 // TestReplayPool: -pods and -routing run the multi-turn scenario on a pool
-// under each routing and print the routing table; bad values are refused.
+// under each routing and print the routing table, -autoscale the scaling
+// table; bad values are refused.
 func TestReplayPool(t *testing.T) {
 	var out, errOut bytes.Buffer
 	args := []string{"replay", "-scenario", "multi-turn", "-pods", "2", "-routing", "all", "-policies", "gatekeeper",
@@ -21,7 +22,20 @@ func TestReplayPool(t *testing.T) {
 			t.Fatalf("replay output lacks %q:\n%s", want, out.String())
 		}
 	}
+	out.Reset()
+	args = []string{"replay", "-autoscale", "static,gatekeeper,kv-usage", "-policies", "gatekeeper", "-hours", "0.05",
+		"-max-pods", "2", "-start-delay", "30s"}
+	if err := run(t.Context(), args, &out, &errOut); err != nil {
+		t.Fatalf("run(replay -autoscale) = %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"| static | 1 |", "| gatekeeper | 1 |", "| kv-usage | 1 |", "GPU-hours"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("replay -autoscale output lacks %q:\n%s", want, out.String())
+		}
+	}
 	for _, bad := range [][]string{
+		{"replay", "-autoscale", "magic"},
+		{"replay", "-autoscale", "gatekeeper", "-policies", "unprotected", "-hours", "0.01"},
 		{"replay", "-pods", "0"},
 		{"replay", "-routing", "random"},
 		{"replay", "-conversation-rate", "-1"},

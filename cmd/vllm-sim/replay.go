@@ -137,6 +137,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	}
 	o.base.SLO.TTFT = map[string]time.Duration{"short": o.ttftShort, "long": o.ttftLong}
 	o.base.SLO.DefaultTTFT = o.ttftLong
+	o.pool.scaleSet = o.visited["autoscale"]
 	if err := o.pool.parse(); err != nil {
 		return nil, err
 	}
