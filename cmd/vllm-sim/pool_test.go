@@ -17,7 +17,7 @@ func TestReplayPool(t *testing.T) {
 		t.Fatalf("run(replay -pods 2) = %v\n%s", err, errOut.String())
 	}
 	for _, want := range []string{"multi-turn, 2 pods", "| round-robin |", "| least-loaded |", "| prefix-only |",
-		"| gatekeeper | gatekeeper |", "prefix hit rate", "the gatekeeper routing on 1 seeds"} {
+		"| gatekeeper | gatekeeper |", "prefix hit rate", "the gatekeeper routing on 1 seeds: throughput at least"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("replay output lacks %q:\n%s", want, out.String())
 		}

@@ -115,7 +115,8 @@ func writeTarget(b *strings.Builder, results []Result, p Policy) {
 		}
 		return results[i], true
 	}
-	var seeds, thr, ttft, ooms int
+	var seeds int
+	var thr, ttft, ooms []string // the seeds that miss each part
 	for _, r := range results {
 		if r.Policy != p || r.Pool.Routing != GatekeeperScore {
 			continue
@@ -126,21 +127,29 @@ func writeTarget(b *strings.Builder, results []Result, p Policy) {
 			continue
 		}
 		seeds++
-		if r.Outcomes.Served >= po.Outcomes.Served && r.GeneratedTokens >= po.GeneratedTokens {
-			thr++
+		seed := fmt.Sprint(r.Seed)
+		if r.Outcomes.Served < po.Outcomes.Served || r.GeneratedTokens < po.GeneratedTokens {
+			thr = append(thr, fmt.Sprintf("%s (%d against %d served, %d against %d tokens)", seed, r.Outcomes.Served,
+				po.Outcomes.Served, r.GeneratedTokens, po.GeneratedTokens))
 		}
-		if r.Pool.TTFTP99 <= po.Pool.TTFTP99 {
-			ttft++
+		if r.Pool.TTFTP99 > po.Pool.TTFTP99 {
+			ttft = append(ttft, seed)
 		}
-		if r.OOMs <= ll.OOMs {
-			ooms++
+		if r.OOMs > ll.OOMs {
+			ooms = append(ooms, seed)
 		}
 	}
 	if seeds == 0 {
 		return
 	}
-	fmt.Fprintf(b, "- %s, the gatekeeper routing on %d seeds: throughput at least prefix-only's on %d, p99 TTFT at most prefix-only's on %d, OOMs no more than least-loaded's on %d\n",
-		p, seeds, thr, ttft, ooms)
+	missed := func(m []string) string {
+		if len(m) == 0 {
+			return fmt.Sprintf("all %d", seeds)
+		}
+		return fmt.Sprintf("%d (not %s)", seeds-len(m), strings.Join(m, ", "))
+	}
+	fmt.Fprintf(b, "- %s, the gatekeeper routing on %d seeds: throughput at least prefix-only's on %s; p99 TTFT at most prefix-only's on %s; OOMs no more than least-loaded's on %s\n",
+		p, seeds, missed(thr), missed(ttft), missed(ooms))
 }
 
 // WriteScaling prints runs that sized their pool differently as Markdown:
