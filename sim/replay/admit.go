@@ -116,7 +116,7 @@ func (r *runner) ttft(a Arrival) time.Duration {
 
 // submit hands an attempt to pod p's engine, one sequence per choice (n;
 // each with the whole prompt, and with the same block hashes when the
-// trace gives the prompt an identity (Arrival.Segments): a child looks up
+// trace gives the prompt an identity (Arrival.Content): a child looks up
 // the blocks its siblings cached, as vLLM's children of one request do);
 // false when the pod is down (a refused connection: the attempt has ended).
 func (r *runner) submit(rq *request, p *pod) bool {

@@ -43,7 +43,8 @@ type Result struct {
 	Arrivals, Attempts int64
 	Outcomes           Outcomes
 	Requests           RequestOutcomes
-	// OOMs is how many times the engine died; Downtime how long it was gone.
+	// OOMs is how many times the engine died; Downtime how long it was gone
+	// (in a pool: every pod's, summed).
 	OOMs     int64
 	Downtime time.Duration
 	// GeneratedTokens counts the output tokens of served requests.
@@ -60,9 +61,11 @@ type Result struct {
 	// EffectiveUtilization is the mean over samples of the memory that does
 	// work ÷ the memory the process holds (0 while the engine is down).
 	EffectiveUtilization float64
-	// LevelTime is the virtual time spent at each pressure level (Gatekeeper).
+	// LevelTime is the virtual time spent at each pressure level (Gatekeeper;
+	// in a pool, the most pressed pod's).
 	LevelTime [3]time.Duration
-	// MeanWindow is the time-averaged batch window (Gatekeeper).
+	// MeanWindow is the time-averaged batch window (Gatekeeper; in a pool,
+	// the pods' windows summed).
 	MeanWindow float64
 	// Series is the time series recorded every Settings.SeriesEvery.
 	Series []Sample

@@ -213,8 +213,9 @@ type Settings struct {
 
 // Round is one pressure round: what the controller was given and decided.
 type Round struct {
-	// Failures are the pod's failures since the previous round, each
-	// reported to the controller (Controller.PodFailedAt) when it happened.
+	// Failures are the pods' failures since the previous round, each
+	// reported to the controller (Controller.PodFailedAt) when it happened
+	// (a Failure does not name its pod: a pool's are in the order they came).
 	Failures     []Failure
 	State        pressure.State
 	BacklogEmpty bool
