@@ -23,7 +23,7 @@ func TestPrefixRoutingHitsMore(t *testing.T) {
 	t.Parallel()
 	res := map[Routing]Result{}
 	for _, rt := range []Routing{RoundRobin, PrefixOnly, GatekeeperScore} {
-		r, err := Run(multiTurnPool(rt, 5*time.Minute, 1))
+		r, err := Run(multiTurnPool(rt, 3*time.Minute, 1))
 		if err != nil {
 			t.Fatal(err)
 		}
