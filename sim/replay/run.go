@@ -115,24 +115,12 @@ type runner struct {
 func Run(s Settings) (Result, error) {
 	start := time.Now()
 	s = s.withDefaults()
-	src := s.Source
-	horizon := s.Trace.Duration
-	if src == nil && s.Conversations.Rate > 0 {
-		ct, err := NewConversationTrace(s.Conversations, s.Trace.Duration, s.Trace.Seed)
-		if err != nil {
-			return Result{}, err
-		}
-		src, horizon = ct, ct.duration
-	}
-	if src == nil {
-		tr, err := NewTrace(s.Trace)
-		if err != nil {
-			return Result{}, err
-		}
-		src, horizon = tr, tr.Settings().Duration
-	}
 	if s.Autoscale.Mode != StaticPool && !s.Policy.queued() {
 		return Result{}, fmt.Errorf("replay: Autoscale needs gatekeeper's queue (deadline-only, gatekeeper, gatekeeper+exporter), not %s", s.Policy)
+	}
+	src, horizon, err := s.source()
+	if err != nil {
+		return Result{}, err
 	}
 	classes := src.Classes()
 	r, err := newRunner(s, len(classes))
@@ -196,6 +184,27 @@ func Run(s Settings) (Result, error) {
 	}
 	r.res.Wall = time.Since(start)
 	return r.res, nil
+}
+
+// source is the run's arrivals and how long it lasts: Settings.Source (for
+// Trace.Duration, or to its end when that is 0), the conversations, or the
+// synthetic trace.
+func (s Settings) source() (Source, time.Duration, error) {
+	switch {
+	case s.Source != nil:
+		return s.Source, s.Trace.Duration, nil
+	case s.Conversations.Rate > 0:
+		ct, err := NewConversationTrace(s.Conversations, s.Trace.Duration, s.Trace.Seed)
+		if err != nil {
+			return nil, 0, err
+		}
+		return ct, ct.duration, nil
+	}
+	tr, err := NewTrace(s.Trace)
+	if err != nil {
+		return nil, 0, err
+	}
+	return tr, tr.Settings().Duration, nil
 }
 
 func newRunner(s Settings, classes int) (*runner, error) {
