@@ -150,13 +150,14 @@ func TestLayering(t *testing.T) {
 		// The replay runs the product's control code on a virtual clock: the
 		// controller (control), what it drives (breaker, queue) and reads
 		// (pressure), the policy it is built from (config) and the request
-		// estimate's constants (proxy/classify).
-		{pkg: "sim/replay", own: []string{"sim", "sim/...", "internal/control", "internal/breaker", "internal/queue", "internal/pressure", "internal/config", "internal/classify"}, thirdParty: []string{},
+		// estimate's constants (proxy/classify), the pod scorers (route) and
+		// the scaling estimator (scale) of a pool of pods.
+		{pkg: "sim/replay", own: []string{"sim", "sim/...", "internal/control", "internal/breaker", "internal/queue", "internal/pressure", "internal/config", "internal/classify", "internal/route", "internal/scale"}, thirdParty: []string{},
 			banned: []string{"net/http"}},
 		{pkg: "sim/server", own: []string{"sim"}, thirdParty: []string{}},
 		// The capacity advisor runs the replay's grid: it may import what the
 		// replay may.
-		{pkg: "sim/advise", own: []string{"sim", "sim/...", "internal/control", "internal/breaker", "internal/queue", "internal/pressure", "internal/config", "internal/classify"}, thirdParty: []string{},
+		{pkg: "sim/advise", own: []string{"sim", "sim/...", "internal/control", "internal/breaker", "internal/queue", "internal/pressure", "internal/config", "internal/classify", "internal/route", "internal/scale"}, thirdParty: []string{},
 			banned: []string{"net/http"}},
 		// What the four traffic generators share (sim/traffic) is pure; the
 		// demo's load generator (sim/load) adds only HTTP and logging.

@@ -22,6 +22,7 @@ import (
 // replayOptions are the flags of the replay subcommand.
 type replayOptions struct {
 	options
+	pool       poolOptions
 	hours      string
 	seeds      string
 	policies   string
@@ -85,6 +86,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	fs.DurationVar(&o.ttftShort, "slo-ttft-short", 2*time.Second, "SLO goodput: time-to-first-token deadline of short requests, from arrival")
 	fs.DurationVar(&o.ttftLong, "slo-ttft-long", 10*time.Second, "SLO goodput: time-to-first-token deadline of long requests (and any other class)")
 	fs.DurationVar(&o.base.SLO.TPOT, "slo-tpot", 100*time.Millisecond, "SLO goodput: deadline on the mean time per output token after the first")
+	poolFlags(fs, &o.pool)
 	fs.StringVar(&o.policy, "policy", "", "gatekeeper policy `file` (config.yaml) for the qps-only and gatekeeper runs; -qps-limit, -qps-burst, -max-wait and -empty-cache-on-degraded, when given, override it")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -135,6 +137,10 @@ func parseReplayFlags(args []string, stderr io.Writer) (*replayOptions, error) {
 	}
 	o.base.SLO.TTFT = map[string]time.Duration{"short": o.ttftShort, "long": o.ttftLong}
 	o.base.SLO.DefaultTTFT = o.ttftLong
+	o.pool.scaleSet = o.visited["autoscale"]
+	if err := o.pool.parse(); err != nil {
+		return nil, err
+	}
 	if o.parallel < 0 {
 		return nil, fmt.Errorf("-parallel = %d, want >= 0 (0: every run at once)", o.parallel)
 	}
@@ -201,7 +207,11 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 					defer f.Close()
 					s.Source = replay.NewCSVTrace(bufio.NewReader(f), o.longPrompt)
 				}
-				runs = append(runs, s)
+				rs, err := o.pool.withRoutings(s)
+				if err != nil {
+					return err
+				}
+				runs = append(runs, rs...)
 			}
 		}
 	}
@@ -234,6 +244,12 @@ func runReplay(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.json {
 		return encodeRecords(stdout, results)
+	}
+	if o.pool.scalingTable() {
+		return replay.WriteScaling(stdout, results)
+	}
+	if o.pool.routingTable() {
+		return replay.WriteRouting(stdout, results)
 	}
 	if len(seeds) > 1 {
 		return replay.WriteSweep(stdout, results)

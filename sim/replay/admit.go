@@ -29,12 +29,12 @@ func (r *runner) arrive(rq *request) {
 		}
 	}
 	if r.core == nil {
-		r.submit(rq)
+		r.submit(rq, r.direct())
 		return
 	}
-	if r.ctl.Critical(upstream) || !r.avail {
+	if open, up := r.open(); !open {
 		r.res.Outcomes.Overloaded++ // 503: critical, or no upstream can take it
-		if r.avail {
+		if up {
 			r.res.Outcomes.Shed++
 		}
 		r.refused(rq)
@@ -49,7 +49,7 @@ func (r *runner) arrive(rq *request) {
 	est := classify.Estimator{BytesPerLogit: r.s.BytesPerLogit, PromptLogprobsChunk: r.s.PromptLogprobsChunk} // 0: classify's defaults
 	rq.cost = queue.Cost{Tokens: c.EstimatedTokens(), Seqs: c.Sequences(), Memory: est.Memory(c)}
 	qr := queue.Request{ID: rq.id, Tokens: rq.cost.Tokens, Memory: rq.cost.Memory, Seqs: rq.cost.Seqs,
-		Service: int64(rq.seqs()) * int64(a.Prompt+2*a.MaxToken)}
+		Service: int64(rq.seqs()) * int64(a.Prompt+2*a.MaxToken), Prefix: rq.c.routeBlocks(r.s.model())}
 	if r.s.Tenants {
 		qr.Tenant = a.Tenant
 	}
@@ -114,17 +114,19 @@ func (r *runner) ttft(a Arrival) time.Duration {
 	return d
 }
 
-// submit hands an attempt to the engine, one sequence per choice (n; each
-// with the whole prompt: the engine has no prefix cache, so children do not
-// share their prompt's KV blocks, an upper bound); false when the pod is
-// down (a refused connection: the attempt has ended).
-func (r *runner) submit(rq *request) bool {
+// submit hands an attempt to pod p's engine, one sequence per choice (n;
+// each with the whole prompt, and with the same block hashes when the
+// trace gives the prompt an identity (Arrival.Content): a child looks up
+// the blocks its siblings cached, as vLLM's children of one request do);
+// false when the pod is down (a refused connection: the attempt has ended).
+func (r *runner) submit(rq *request, p *pod) bool {
 	sr := sim.Request{PromptTokens: rq.a.Prompt, MaxTokens: rq.a.MaxToken,
-		OutputTokens: rq.a.Output, TopP: rq.a.TopP, PromptLogprobs: rq.a.PromptLogprobs}
+		OutputTokens: rq.a.Output, TopP: rq.a.TopP, PromptLogprobs: rq.a.PromptLogprobs,
+		BlockHashes: rq.c.kvBlocks(p.e.Settings().BlockSize)}
 	n := rq.seqs()
 	seqs := make([]*sim.Seq, 0, n)
 	for i := range n {
-		s, err := r.e.Submit(sr)
+		s, err := p.e.Submit(sr)
 		switch {
 		case err != nil && i == 0: // connection refused while the pod restarts
 			r.res.Outcomes.UpstreamError++
@@ -138,7 +140,8 @@ func (r *runner) submit(rq *request) bool {
 	for _, s := range seqs {
 		r.bySeq[s] = rq
 	}
-	rq.live = seqs
+	rq.live, rq.pod = seqs, p
+	p.started++
 	rq.running, rq.sent = n, r.t
 	r.pm.startedOne(rq.a.Class)
 	return true
@@ -146,7 +149,7 @@ func (r *runner) submit(rq *request) bool {
 
 func (r *runner) submitGranted(rq *request, g queue.Grant) {
 	rq.grant, rq.cost = g, g.Cost // its Cost names its tenant for Release
-	if !r.submit(rq) {
+	if !r.submit(rq, r.pod(g.Upstream)) {
 		r.settle(rq, 0)
 		r.grant(r.core.Release(r.now(), g.Upstream, g.Cost))
 	}
@@ -168,7 +171,7 @@ func (r *runner) grant(gs []queue.Grant) {
 		}
 		r.fair.granted(g, rq.a.Tenant, r.t-rq.start, true)
 		rq.grant, rq.cost = g, g.Cost
-		if !r.submit(rq) {
+		if !r.submit(rq, r.pod(g.Upstream)) {
 			r.settle(rq, 0)
 			gs = append(gs, r.core.Release(r.now(), g.Upstream, g.Cost)...)
 		}

@@ -106,6 +106,10 @@ type call struct {
 	// firstToken: a first token reached the user (a stream that fails
 	// after it is not retried).
 	firstToken bool
+	// kv and route are its prompt's block hashes, the engine's (for
+	// kvSize-token blocks) and gatekeeper's (prompt.go), once computed.
+	kv, route []uint64
+	kvSize    int
 }
 
 // ending is how an attempt ended, as its client sees it.
@@ -236,7 +240,7 @@ func (r *runner) close(rq *request) {
 		}
 	case rq.running > 0:
 		for _, s := range rq.live {
-			r.e.Abort(s)
+			rq.pod.e.Abort(s)
 		}
 	}
 }

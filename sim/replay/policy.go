@@ -53,6 +53,8 @@ func WithPolicy(c *config.Config, s Settings) Settings {
 	s.TTFTDeadline = cmp.Or(c.Queue.TTFTDeadline, -1) // the replay's 0 is the default file's
 	s.DeadlineOrder = c.Queue.Order == config.OrderEarliestDeadline
 	s.ClientDeadlines = s.ClientDeadlines && c.Queue.DeadlineHeader != "" // a client can only send what the policy reads
+	w := WeightsOf(c.Routing.Scorers)
+	s.Weights = &w
 	s.Interval = c.Pressure.Interval
 	s.StaleAfter = c.Pressure.StaleAfter
 	s.Sources = PolicySources(c)

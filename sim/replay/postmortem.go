@@ -77,13 +77,14 @@ func (p *postmortem) timeline() []RoundRecord {
 
 // recordRound keeps this round for the timelines.
 func (r *runner) recordRound() {
-	m := r.e.Metrics()
+	p := r.pods[0] // a pool's timelines follow its first pod
+	m := p.e.Metrics()
 	rec := RoundRecord{At: r.t, Alive: m.Alive, Running: m.Running, Waiting: m.Waiting, KVCacheUsage: m.KVCacheUsage}
 	if r.ctl != nil {
-		st, _, _ := r.ctl.State(upstream)
+		st, _, _ := r.ctl.State(p.name)
 		qs := r.core.Stats()
 		rec.Level, rec.Phase, rec.Window, rec.Queue, rec.Order = st.Level, st.Phase, st.Limit, qs.Length, qs.Order
-		rec.Ceiling, _ = r.ctl.Ceiling(upstream)
+		rec.Ceiling, _ = r.ctl.Ceiling(p.name)
 		if len(qs.Windows) > 0 {
 			rec.InFlight = qs.Windows[0].InFlight
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/control"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
-	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 
@@ -22,15 +21,15 @@ var errPodDown = errors.New("replay: pod down")
 // figures the simulated pod serves, through pressure's own reading of them
 // (MemoryBlockReading is ParseMemoryBlocks without the JSON, which cost a
 // sixth of a run).
-type blocksSource struct{ e *sim.Engine }
+type blocksSource struct{ p *pod }
 
-func (blocksSource) Name() string { return upstream + "/memory_blocks" }
+func (b blocksSource) Name() string { return b.p.name + "/memory_blocks" }
 
 func (b blocksSource) Read(context.Context) (pressure.Reading, error) {
-	if !b.e.Alive() {
+	if !b.p.e.Alive() {
 		return pressure.Reading{}, errPodDown
 	}
-	mb := b.e.MemoryBlocks("0")
+	mb := b.p.e.MemoryBlocks(b.p.gpu)
 	return pressure.Reading{GPUs: []pressure.GPUReading{pressure.MemoryBlockReading(pressure.MemoryBlock{
 		ID: mb.GPUID, TotalBytes: float64(mb.TotalBytes), UsedBytes: float64(mb.UsedBytes),
 		FreeBytes: float64(mb.FreeBytes), LargestFreeBlockBytes: float64(mb.LargestFreeBlockBytes),
@@ -42,15 +41,15 @@ func (b blocksSource) Read(context.Context) (pressure.Reading, error) {
 // vllmSource reads what the engine's /metrics carries, as pressure's vllm
 // source turns it into a Reading (values and the preemption counter). The
 // text format is skipped: parsing it every sample would dominate the run.
-type vllmSource struct{ e *sim.Engine }
+type vllmSource struct{ p *pod }
 
-func (vllmSource) Name() string { return upstream + "/vllm" }
+func (v vllmSource) Name() string { return v.p.name + "/vllm" }
 
 func (v vllmSource) Read(context.Context) (pressure.Reading, error) {
-	if !v.e.Alive() {
+	if !v.p.e.Alive() {
 		return pressure.Reading{}, errPodDown
 	}
-	m := v.e.Metrics()
+	m := v.p.e.Metrics()
 	return pressure.Reading{
 		Values: map[pressure.Signal]float64{pressure.KVCacheUsage: m.KVCacheUsage,
 			pressure.Running: float64(m.Running), pressure.Waiting: float64(m.Waiting)},
@@ -62,37 +61,46 @@ func (v vllmSource) Read(context.Context) (pressure.Reading, error) {
 // caching allocator's cache counted as used. It answers while the pod is
 // down too (the driver is there; the process is not).
 type deviceSource struct {
-	e    *sim.Engine
+	p    *pod
 	kind pressure.Kind // nvml or dcgm: the same figures
 }
 
-func (d deviceSource) Name() string { return string(d.kind) }
+// Name is the kind, and for a pool's later pods the GPU's id after it.
+func (d deviceSource) Name() string {
+	if d.p.gpu == "0" {
+		return string(d.kind)
+	}
+	return string(d.kind) + "-" + d.p.gpu
+}
 
 func (d deviceSource) Read(context.Context) (pressure.Reading, error) {
-	m := d.e.Metrics().Device
-	return pressure.Reading{GPUs: []pressure.GPUReading{{ID: "0",
+	m := d.p.e.Metrics().Device
+	return pressure.Reading{GPUs: []pressure.GPUReading{{ID: d.p.gpu,
 		Values: map[pressure.Signal]float64{pressure.MemoryUsed: float64(m.UsedBytes) / float64(m.TotalBytes)}}}}, nil
 }
 
-// newMonitor builds the pressure monitor over the engine's sources that the
-// policy lists (Settings.Sources): the pod's /metrics and allocator endpoint
-// under its upstream, device memory (NVML or DCGM) on the node.
+// newMonitor builds the pressure monitor over the pods' sources that the
+// policy lists (Settings.Sources): each pod's /metrics and allocator
+// endpoint under its upstream, device memory (NVML or DCGM) on its node
+// (each pod its own GPU, "0" for vllm-0, "1" for vllm-1, …).
 func (r *runner) newMonitor() (*pressure.Monitor, error) {
 	ps := pressure.Settings{Interval: r.s.Interval, StaleAfter: r.s.StaleAfter, Now: r.now}
-	up := pressure.UpstreamSettings{Name: upstream, GPUs: []string{"0"}}
-	for _, k := range r.s.Sources {
-		switch k {
-		case pressure.KindVLLM:
-			up.Sources = append(up.Sources, pressure.SourceSettings{Kind: k, Source: vllmSource{r.e}})
-		case pressure.KindMemoryBlocks:
-			up.Sources = append(up.Sources, pressure.SourceSettings{Kind: k, Source: blocksSource{r.e}})
-		case pressure.KindNVML, pressure.KindDCGM:
-			ps.Sources = append(ps.Sources, pressure.SourceSettings{Kind: k, Source: deviceSource{r.e, k}})
-		default:
-			return nil, fmt.Errorf("replay: Sources: unknown kind %q", k)
+	for _, p := range r.pods {
+		up := pressure.UpstreamSettings{Name: p.name, GPUs: []string{p.gpu}}
+		for _, k := range r.s.Sources {
+			switch k {
+			case pressure.KindVLLM:
+				up.Sources = append(up.Sources, pressure.SourceSettings{Kind: k, Source: vllmSource{p}})
+			case pressure.KindMemoryBlocks:
+				up.Sources = append(up.Sources, pressure.SourceSettings{Kind: k, Source: blocksSource{p}})
+			case pressure.KindNVML, pressure.KindDCGM:
+				ps.Sources = append(ps.Sources, pressure.SourceSettings{Kind: k, Source: deviceSource{p, k}})
+			default:
+				return nil, fmt.Errorf("replay: Sources: unknown kind %q", k)
+			}
 		}
+		ps.Upstreams = append(ps.Upstreams, up)
 	}
-	ps.Upstreams = []pressure.UpstreamSettings{up}
 	return pressure.New(ps)
 }
 
@@ -114,77 +122,84 @@ func PolicySources(c *config.Config) []pressure.Kind {
 	return kinds
 }
 
-// availability is the pod's state at dispatch, as gatekeeper's pool decides
-// it: down while the engine is dead (the error breaker opens, the health
-// check agrees), paused while critical.
-func (r *runner) availability(string) queue.Availability {
-	switch {
-	case !r.avail:
-		return queue.Down
-	case r.ctl.Critical(upstream):
-		return queue.Paused
-	}
-	return queue.Available
-}
-
-// sample polls the pod as gatekeeper's monitor would and applies the
+// sample polls the pods as gatekeeper's monitor would and applies the
 // controller's decisions; it also samples effective utilization for every
 // policy.
 func (r *runner) sample() {
-	alive := r.e.Alive()
-	if !alive {
-		r.dead += r.s.Interval
-	}
 	r.samples++
-	if alive {
-		r.utilSum += r.effective()
+	for _, p := range r.serving() {
+		r.utilN++
+		if p.e.Alive() {
+			r.utilSum += effective(p.e)
+		} else {
+			r.dead += r.s.Interval
+		}
 	}
 	if r.core == nil {
 		return
 	}
-	up := r.round()
-	if int(up.Level) < len(r.res.LevelTime) {
-		r.res.LevelTime[up.Level] += r.s.Interval
+	level, limit := r.round()
+	if int(level) < len(r.res.LevelTime) {
+		r.res.LevelTime[level] += r.s.Interval
 	}
-	r.winSum += float64(up.Limit)
-	if alive && !r.avail {
-		r.avail = true // the health check sees the pod back
+	r.winSum += float64(limit)
+	for _, p := range r.pods {
+		if p.e.Alive() && !p.avail {
+			p.avail = true // the health check sees the pod back
+			r.podBack(p)
+		}
 	}
 	r.grant(r.core.Dispatch(r.now()))
+	r.autoscale()
+	r.stopDrained()
 }
 
 // round is one pressure round: the sources read, the controller's decision
-// applied to the queue as gatekeeper applies it, the relief hook fired.
-// gatekeeper's monitor polls every source at once when it starts, so the
-// replay runs a round at time 0 too (newRunner), before the first arrival.
-func (r *runner) round() control.Change {
+// applied to the queue as gatekeeper applies it, the relief hooks fired,
+// the router told what was read. gatekeeper's monitor polls every source
+// at once when it starts, so the replay runs a round at time 0 too
+// (newRunner), before the first arrival. It returns the level of the most
+// pressed pod and the pool's window (the sum of the pods').
+func (r *runner) round() (breaker.Level, int) {
 	st := r.mon.PollAt(context.Background(), r.now())
 	empty := r.core.Len() == 0
 	d := r.ctl.ObserveAt(r.now(), st, empty)
 	if r.s.Observer != nil {
-		r.s.Observer(Round{Failures: r.failures, State: st, BacklogEmpty: empty, Decision: d})
+		r.s.Observer(Round{Failures: r.failures, State: st, BacklogEmpty: empty, Decision: d, Started: r.started()})
 	}
 	r.failures = nil
-	up := d.Upstreams[0]
 	d.Apply(r.core, true) // as gatekeeper applies it
-	r.phase = up.Phase
-	if (up.Hook == control.Degraded || up.Hook == control.Critical) && up.Transition.To > up.Transition.From &&
-		r.s.EmptyCacheOnDegraded {
-		r.e.EmptyCache()
+	r.phase = breaker.PhaseNormal
+	level, limit := breaker.Level(0), 0
+	for _, up := range d.Upstreams {
+		if r.phase == breaker.PhaseNormal {
+			r.phase = up.Phase
+		}
+		level, limit = max(level, up.Level), limit+up.Limit
+		if (up.Hook == control.Degraded || up.Hook == control.Critical) && up.Transition.To > up.Transition.From &&
+			r.s.EmptyCacheOnDegraded {
+			r.pod(up.Name).e.EmptyCache()
+		}
 	}
-	return up
+	r.observed(st)
+	return level, limit
 }
 
-// controllerFor is the replay's one upstream under the product's controller.
-func controllerFor(ss breaker.SlowSettings, m control.Memory, maxTokens int64) control.Settings {
-	return control.Settings{Upstreams: []control.Upstream{{Name: upstream, Slow: ss, Memory: m, MaxInflightTokens: maxTokens}}}
+// controllerFor is the replay's pods under the product's controller, one
+// upstream each with the same settings.
+func controllerFor(ss breaker.SlowSettings, m control.Memory, maxTokens int64, pods []*pod) control.Settings {
+	var s control.Settings
+	for _, p := range pods {
+		s.Upstreams = append(s.Upstreams, control.Upstream{Name: p.name, Slow: ss, Memory: m, MaxInflightTokens: maxTokens})
+	}
+	return s
 }
 
 // effective is the memory doing work ÷ the memory the process holds: live
 // allocations, counting of the KV cache only the blocks in use.
-func (r *runner) effective() float64 {
-	m := r.e.Metrics()
-	p := r.e.Plan()
+func effective(e *sim.Engine) float64 {
+	m := e.Metrics()
+	p := e.Plan()
 	used := float64(m.Allocator.AllocatedBytes) - float64(p.KVCacheBytes)*(1-m.KVCacheUsage)
 	return used / float64(m.Allocator.ReservedBytes)
 }

@@ -43,7 +43,8 @@ type Result struct {
 	Arrivals, Attempts int64
 	Outcomes           Outcomes
 	Requests           RequestOutcomes
-	// OOMs is how many times the engine died; Downtime how long it was gone.
+	// OOMs is how many times the engine died; Downtime how long it was gone
+	// (in a pool: every pod's, summed).
 	OOMs     int64
 	Downtime time.Duration
 	// GeneratedTokens counts the output tokens of served requests.
@@ -60,9 +61,11 @@ type Result struct {
 	// EffectiveUtilization is the mean over samples of the memory that does
 	// work ÷ the memory the process holds (0 while the engine is down).
 	EffectiveUtilization float64
-	// LevelTime is the virtual time spent at each pressure level (Gatekeeper).
+	// LevelTime is the virtual time spent at each pressure level (Gatekeeper;
+	// in a pool, the most pressed pod's).
 	LevelTime [3]time.Duration
-	// MeanWindow is the time-averaged batch window (Gatekeeper).
+	// MeanWindow is the time-averaged batch window (Gatekeeper; in a pool,
+	// the pods' windows summed).
 	MeanWindow float64
 	// Series is the time series recorded every Settings.SeriesEvery.
 	Series []Sample
@@ -77,7 +80,43 @@ type Result struct {
 	Fairness Fairness
 	// Wall is the real time the run took.
 	Wall time.Duration
+	// Pool is what the pool's figures say (every run; one pod's for a run
+	// of one).
+	Pool Pool
 }
+
+// Pool is a run's pool and routing, and what they did.
+type Pool struct {
+	Pods    int
+	Routing Routing
+	// TTFTP50 and TTFTP99 are the time to first token of every served
+	// request, from its user's arrival (queueing and retries included).
+	TTFTP50, TTFTP99 time.Duration
+	// PrefixQueries and PrefixHits are the pods' prefix-cache counters
+	// summed (vllm:prefix_cache_queries and _hits, in tokens), every
+	// process of every pod.
+	PrefixQueries, PrefixHits int64
+	// Started counts the attempts started on each pod, vllm-0 first.
+	Started []int64
+	// Scaling is what sized the pool (Settings.Autoscale); GPUTime is the
+	// pod time it cost: every pod from when it was asked for (its start
+	// included) until it stopped, summed; PeakPods the most pods serving at
+	// once. A static pool of N pods costs N × the horizon.
+	Scaling             Scaling
+	GPUTime             time.Duration
+	StartPods, PeakPods int
+}
+
+// PrefixHitRate is the pool's prefix-cache hits ÷ queries, 0 with none.
+func (p Pool) PrefixHitRate() float64 {
+	if p.PrefixQueries == 0 {
+		return 0
+	}
+	return float64(p.PrefixHits) / float64(p.PrefixQueries)
+}
+
+// Throughput is the served requests per virtual second.
+func (r Result) Throughput() float64 { return float64(r.Outcomes.Served) / r.Horizon.Seconds() }
 
 // Goodput is generated tokens of served requests per virtual second.
 func (r Result) Goodput() float64 { return float64(r.GeneratedTokens) / r.Horizon.Seconds() }

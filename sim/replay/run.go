@@ -2,13 +2,16 @@ package replay
 
 import (
 	"container/heap"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/control"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 )
 
@@ -34,6 +37,7 @@ type request struct {
 	// whether one failed or missed the SLO.
 	running int
 	live    []*sim.Seq
+	pod     *pod // where its sequences run
 	tokens  int64
 	failed  bool
 	missed  bool
@@ -64,7 +68,17 @@ func (rq *request) firstTokenSeen() bool {
 // runner holds one run's state. Not safe for concurrent use.
 type runner struct {
 	s          Settings
-	e          *sim.Engine
+	pods       []*pod // the pool, vllm-0 first
+	all        []*pod // every pod the run started, in order
+	draining   []*pod // out of the pool, finishing their requests
+	scale      *scaler
+	slow       breaker.SlowSettings // each pod's slow breaker
+	gpuTime    time.Duration        // pods asked for, running or draining, summed up to gpuAt
+	gpuAt      time.Duration
+	peak       int           // the most pods in the pool at once
+	rr         int           // the next pod in turn without a queue (direct)
+	router     *route.Router // the prefix-only and gatekeeper routings' scorer
+	ttfts      hist          // every served request's time to first token
 	lim        *breaker.Limiter
 	ctl        *control.Controller // the product's slow path (Gatekeeper)
 	mon        *pressure.Monitor   // the product's pressure sources, polled on the virtual clock
@@ -75,20 +89,19 @@ type runner struct {
 	byID       map[uint64]*request
 	expiry     expiryHeap // waiters, soonest to expire first
 	nextID     uint64
-	avail      bool
 	res        Result
 	hists      []hist
 	recov      []hist // per class, arrivals during degraded or recovering
 	phase      breaker.Phase
 	classNames []string // the trace's class names, by index
 	utilSum    float64
+	utilN      int64 // pod samples behind utilSum
 	samples    int64
 	dead       time.Duration
 	winSum     float64
 	failures   []Failure // since the last pressure round, for Observer
 	pm         postmortem
 	fair       *fairness // per tenant of the trace: service, backlog, TTFT
-	wasAlive   bool
 	// nextRecord is when the next Sample is due.
 	nextRecord time.Duration
 	// each trace class's client; the clients' timers, and the draws of
@@ -105,14 +118,12 @@ type runner struct {
 func Run(s Settings) (Result, error) {
 	start := time.Now()
 	s = s.withDefaults()
-	src := s.Source
-	horizon := s.Trace.Duration
-	if src == nil {
-		tr, err := NewTrace(s.Trace)
-		if err != nil {
-			return Result{}, err
-		}
-		src, horizon = tr, tr.Settings().Duration
+	if s.Autoscale.Mode != StaticPool && !s.Policy.queued() {
+		return Result{}, fmt.Errorf("replay: Autoscale needs gatekeeper's queue (deadline-only, gatekeeper, gatekeeper+exporter), not %s", s.Policy)
+	}
+	src, horizon, err := s.source()
+	if err != nil {
+		return Result{}, err
 	}
 	classes := src.Classes()
 	r, err := newRunner(s, len(classes))
@@ -162,12 +173,13 @@ func Run(s Settings) (Result, error) {
 	r.res.Horizon = horizon
 	r.res.Outcomes.Unfinished = int64(r.running()) + int64(len(r.byID))
 	r.res.Requests.Unfinished = r.res.Arrivals - r.res.Requests.ended()
-	r.res.OOMs = r.e.Metrics().OOMs
+	r.res.OOMs = r.ooms()
 	r.res.Downtime = r.dead
 	if r.samples > 0 {
-		r.res.EffectiveUtilization = r.utilSum / float64(r.samples)
+		r.res.EffectiveUtilization = r.utilSum / float64(r.utilN)
 		r.res.MeanWindow = r.winSum / float64(r.samples)
 	}
+	r.finishPool()
 	r.res.Tenants, r.res.Fairness = r.fair.results()
 	for i, name := range classes {
 		r.res.Classes = append(r.res.Classes, ClassLatency{Name: name, P50: r.hists[i].quantile(0.5), P99: r.hists[i].quantile(0.99),
@@ -177,13 +189,35 @@ func Run(s Settings) (Result, error) {
 	return r.res, nil
 }
 
+// source is the run's arrivals and how long it lasts: Settings.Source (for
+// Trace.Duration, or to its end when that is 0), the conversations, or the
+// synthetic trace.
+func (s Settings) source() (Source, time.Duration, error) {
+	switch {
+	case s.Source != nil:
+		return s.Source, s.Trace.Duration, nil
+	case s.Conversations.Rate > 0:
+		ct, err := NewConversationTrace(s.Conversations, s.Trace.Duration, s.Trace.Seed)
+		if err != nil {
+			return nil, 0, err
+		}
+		return ct, ct.duration, nil
+	}
+	tr, err := NewTrace(s.Trace)
+	if err != nil {
+		return nil, 0, err
+	}
+	return tr, tr.Settings().Duration, nil
+}
+
 func newRunner(s Settings, classes int) (*runner, error) {
-	e, err := sim.New(s.Engine)
+	pods, err := newPods(s)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{s: s, e: e, epoch: time.Unix(0, 0).UTC(), wasAlive: true, bySeq: map[*sim.Seq]*request{}, fair: newFairness(),
-		byID: map[uint64]*request{}, avail: true, hists: make([]hist, classes), recov: make([]hist, classes),
+	e := pods[0].e
+	r := &runner{s: s, pods: pods, all: slices.Clone(pods), epoch: time.Unix(0, 0).UTC(), bySeq: map[*sim.Seq]*request{}, fair: newFairness(),
+		byID: map[uint64]*request{}, hists: make([]hist, classes), recov: make([]hist, classes),
 		rng: rand.New(rand.NewPCG(s.Trace.Seed, 0xc11e47))} // the clients' own stream: the trace's draws are unchanged
 	r.res.Policy, r.res.Seed, r.res.Scenario = s.Policy, s.Trace.Seed, s.Scenario
 	r.res.GPUMemoryUtilization = e.Settings().GPUMemoryUtilization
@@ -205,7 +239,8 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	if ss.Window.MinInflight == 0 {
 		ss.Window.MinInflight = min(4, ss.Window.MaxInflight)
 	}
-	cs := controllerFor(ss, s.Memory, s.MaxInflightTokens)
+	r.slow = ss
+	cs := controllerFor(ss, s.Memory, s.MaxInflightTokens, r.pods)
 	cs.DeadlineOrder = s.DeadlineOrder
 	cs.Now = r.now
 	if r.ctl, err = control.New(cs); err != nil {
@@ -217,47 +252,55 @@ func newRunner(s Settings, classes int) (*runner, error) {
 	if r.core, err = queue.NewCore(s.Queue); err != nil {
 		return nil, err
 	}
-	st, _, _ := r.ctl.State(upstream)
-	r.core.SetWindow(upstream, st.Limit)
+	for _, p := range r.pods {
+		st, _, _ := r.ctl.State(p.name)
+		r.core.SetWindow(p.name, st.Limit)
+	}
 	r.core.SetAvailability(r.availability)
+	if err := r.setRouting(); err != nil {
+		return nil, err
+	}
+	if s.Autoscale.Mode != StaticPool {
+		if r.scale, err = newScaler(s.Autoscale); err != nil {
+			return nil, err
+		}
+	}
 	r.round()
 	return r, nil
 }
 
 func (r *runner) now() time.Time { return r.epoch.Add(r.t) }
 
-// advance runs the engine to t and settles what ended on the way.
+// advance runs the pods to t and settles what ended on the way: every
+// engine first, then each pod's death, then what each pod finished, in
+// the pool's order.
 func (r *runner) advance(t time.Duration) {
 	r.t = t
-	r.e.Advance(t)
-	alive := r.e.Alive()
-	if r.wasAlive && !alive { // it died in this advance: keep the rounds that led there
-		o, _ := r.e.LastOOM()
-		r.res.OOMTimelines = append(r.res.OOMTimelines, OOMTimeline{OOM: o, Rounds: r.pm.timeline()})
+	serving := r.serving()
+	for _, p := range serving {
+		p.e.Advance(t)
 	}
-	r.wasAlive = alive
-	if r.core != nil && !alive && r.avail {
-		// every in-flight request just failed with a 500: the error breaker
-		// opens (≥ 5 failures) and the health check agrees within a probe;
-		// the pod is down and its waiters are refused at once. It failed
-		// with what its window held (before the failures give it back), as
-		// gatekeeper's breaker reports it; a load-related death caps the
-		// window (control.Controller.PodFailed).
-		r.avail = false
-		if !r.s.NoFailureCeiling {
-			f := Failure{At: r.now(), Inflight: r.core.InFlight(upstream)}
-			r.ctl.PodFailedAt(f.At, upstream, f.Inflight)
-			r.failures = append(r.failures, f)
-		}
-		r.grant(r.core.Dispatch(r.now()))
+	for _, p := range serving {
+		r.checkDeath(p)
 	}
-	for _, s := range r.e.TakeFinished() {
-		rq := r.bySeq[s]
-		delete(r.bySeq, s)
-		if r.seqEnded(rq, s) && r.core != nil {
-			r.grant(r.core.Release(r.now(), upstream, rq.cost))
+	for _, p := range serving {
+		for _, s := range p.e.TakeFinished() {
+			rq := r.bySeq[s]
+			delete(r.bySeq, s)
+			if !r.seqEnded(rq, s) {
+				continue
+			}
+			p.released++
+			if r.core != nil {
+				r.grant(r.core.Release(r.now(), rq.grant.Upstream, rq.cost))
+			}
 		}
 	}
+	r.expire(t)
+}
+
+// expire refuses the waiters whose deadline or max_wait passed by t.
+func (r *runner) expire(t time.Duration) {
 	for len(r.expiry) > 0 && r.expiry[0].expires <= t {
 		rq := heap.Pop(&r.expiry).(*request)
 		if !rq.waiting {
@@ -323,6 +366,7 @@ func (r *runner) seqEnded(rq *request, s *sim.Seq) bool {
 	}
 	r.hists[rq.a.Class].add(s.FinishedAt() - rq.a.At)
 	r.fair.served(rq)
+	r.ttfts.add(rq.firstToken - rq.a.At)
 	if rq.recovery {
 		r.recov[rq.a.Class].add(s.FinishedAt() - rq.a.At)
 	}

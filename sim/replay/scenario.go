@@ -15,6 +15,8 @@ import (
 // OOM that real vLLM pods have, with the public reports of it. A scenario
 // runs at settings real users run; it is never tuned until it OOMs
 // (sim/replay/README.md, "Scenarios", says which do and which cannot).
+// multi-turn is the exception: the routing comparison's traffic on a pool
+// of pods, its shape from a public benchmark's, not an OOM mechanism.
 type Scenario struct {
 	// Name is what -scenario takes.
 	Name string
@@ -102,6 +104,7 @@ func Scenarios() []Scenario {
 			},
 			apply: func(s *Settings) { s.Engine.Neighbor = hourlyNeighbor(s.Trace) },
 		},
+		multiTurn(),
 	}
 }
 

@@ -38,18 +38,19 @@ func (r *runner) record() {
 		return
 	}
 	r.nextRecord = r.t + r.s.SeriesEvery
-	m := r.e.Metrics()
+	p := r.pods[0] // a pool's series follows its first pod
+	m := p.e.Metrics()
 	sm := Sample{At: r.t, Alive: m.Alive, Running: m.Running, Waiting: m.Waiting, KVCacheUsage: m.KVCacheUsage,
 		MemoryUsed: float64(m.Device.UsedBytes) / float64(m.Device.TotalBytes), OOMs: m.OOMs}
 	if m.Alive {
-		mb := r.e.MemoryBlocks("0")
+		mb := p.e.MemoryBlocks(p.gpu)
 		sm.Fragmentation = 1
 		if mb.LargestFreeBlockBytes > 0 {
 			sm.Fragmentation = float64(mb.FreeBytes) / float64(mb.LargestFreeBlockBytes)
 		}
 	}
 	if r.ctl != nil {
-		st, _, _ := r.ctl.State(upstream)
+		st, _, _ := r.ctl.State(p.name)
 		sm.Level, sm.Window, sm.Queue = st.Level, st.Limit, r.core.Len()
 	}
 	r.res.Series = append(r.res.Series, sm)

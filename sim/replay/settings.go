@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
+
 	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/control"
@@ -75,17 +77,40 @@ func ParsePolicy(name string) (Policy, error) {
 // queued reports whether the policy runs gatekeeper's queue and window.
 func (p Policy) queued() bool { return p == DeadlineOnly || p == Gatekeeper || p == GatekeeperExporter }
 
-const upstream = "vllm-0"
-
 // Settings configures one run. The zero value runs the default trace with
 // no protection on the replay's default engine.
 type Settings struct {
 	// Engine is the simulated pod. Its zero fields take sim's defaults.
 	Engine sim.Settings
+	// Pods is how many pods serve the trace, each its own engine with
+	// Engine's settings (allocator, KV cache, OOMs, restarts), behind one
+	// gatekeeper queue with a window per pod (vllm-0, vllm-1, …), one
+	// controller with an upstream per pod and per-pod pressure rounds. 0
+	// means 1, the replay before the pool, figure for figure. Without a
+	// queue (None, QPSOnly) the pods take the requests in turn.
+	Pods int
+	// PodEngines, if set, gives the first pods their own settings (a mixed
+	// pool: another GPU, a neighbour on one node); pod i takes
+	// PodEngines[i], the others Engine.
+	PodEngines []sim.Settings
+	// Autoscale, when its Mode is not StaticPool, adds and removes pods
+	// during the run (queued policies only), starting from Pods.
+	Autoscale AutoscaleSettings
+	// Routing is how gatekeeper's queue picks a pod among those with room
+	// (queued policies). The zero value is LeastLoaded, the queue's own
+	// choice: the most free window.
+	Routing Routing
+	// Weights, when set, are the GatekeeperScore routing's weights (the
+	// policy's routing.scorers: WithPolicy); nil means GatekeeperWeights.
+	Weights *route.Weights
 	// Scenario names the workload (Scenario.Apply sets it); a label only.
 	Scenario string
 	// Trace is the synthetic traffic, used when Source is nil.
 	Trace TraceSettings
+	// Conversations, when its Rate is above 0, replaces the synthetic trace
+	// with multi-turn conversations (ConversationTrace) for Trace.Duration,
+	// drawn from Trace.Seed.
+	Conversations ConversationSettings
 	// Source, if set, replaces the synthetic trace (e.g. a CSVTrace). The
 	// run then lasts Trace.Duration when that is set, else until the source
 	// ends. A source serves one run only.
@@ -193,12 +218,16 @@ type Settings struct {
 
 // Round is one pressure round: what the controller was given and decided.
 type Round struct {
-	// Failures are the pod's failures since the previous round, each
-	// reported to the controller (Controller.PodFailedAt) when it happened.
+	// Failures are the pods' failures since the previous round, each
+	// reported to the controller (Controller.PodFailedAt) when it happened
+	// (a Failure does not name its pod: a pool's are in the order they came).
 	Failures     []Failure
 	State        pressure.State
 	BacklogEmpty bool
 	Decision     control.Decision
+	// Started counts, per pod of the pool, the attempts started on it so
+	// far (vllm-0 first).
+	Started []int64
 }
 
 // Failure is one death of the pod as gatekeeper sees it: its error breaker

@@ -120,6 +120,11 @@ type Arrival struct {
 	N int
 	// Tenant is who sent it (TenantTrace); "" for a trace without tenants.
 	Tenant string
+	// Content, if set, is its prompt's text as segments (Segment), Prompt
+	// tokens in all: the pods' prefix caches and gatekeeper's router see
+	// it. Nil: a prompt that shares nothing with any other. (A pointer, so
+	// that an Arrival stays comparable.)
+	Content *Content
 }
 
 // Trace yields the arrivals of a synthetic trace in time order. Create one
