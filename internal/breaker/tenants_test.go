@@ -148,8 +148,8 @@ func TestTenantSharesSteps(t *testing.T) {
 			{tenant: "b", want: "global", wait: time.Second, tenants: 0},
 		},
 	}, {
-		name: "without a global limit nothing is shared",
-		s:    LimiterSettings{Shares: map[string]TenantShare{"a": {Max: 0.1}}, DefaultMaxShare: 0.1},
+		name:  "without a global limit nothing is shared",
+		s:     LimiterSettings{Shares: map[string]TenantShare{"a": {Max: 0.1}}, DefaultMaxShare: 0.1},
 		steps: []tenantStep{ok("a"), ok("a"), ok("a"), ok("b"), ok("b")},
 	}}
 	for _, tt := range tests {
