@@ -34,6 +34,16 @@ type Fairness struct {
 	// flight) that each tenant fairness.tenants does not name may hold, as
 	// a tenant's max_share does; 1 is no cap. Range (0, 1].
 	DefaultMaxShare float64 `yaml:"default_max_share"`
+	// ShareFastBreaker applies the shares to fast_breaker.qps too, so that
+	// a heavy tenant's requests (and its clients' retries) cannot empty the
+	// global bucket for the others: each tenant with a max_share (or under
+	// default_max_share) may take at most that part of the global rate and
+	// burst, and a tenant's min_share of them is a bucket of its own that no
+	// other tenant can drain (docs/tenants.md). Only while some tenant has
+	// a share and fast_breaker.qps is above 0; false leaves the global
+	// bucket one for every tenant. Not shared across replicas with a
+	// cluster section (Redis holds the global bucket).
+	ShareFastBreaker bool `yaml:"share_fast_breaker"`
 }
 
 // Tenant is one named tenant.
@@ -63,6 +73,7 @@ type Tenant struct {
 
 func (f *Fairness) setDefaults() {
 	f.InputWeight, f.OutputWeight, f.MaxTenants, f.DefaultMaxShare = 1, 2, 10000, 1
+	f.ShareFastBreaker = true
 }
 
 func (t *Tenant) setDefaults() { t.Weight, t.MaxShare = 1, 1 }
