@@ -26,6 +26,8 @@ type Fairness struct {
 	// MaxTenants bounds the idle tenants remembered; the ones that have
 	// received the least service are forgotten first (the lift restores
 	// them). Tenants with waiters or requests in flight are always kept.
+	// With share_fast_breaker it also bounds the unnamed tenants' caps of
+	// the global bucket kept, the least recently used evicted first.
 	MaxTenants int `yaml:"max_tenants"`
 	// Tenants names tenants and gives them a weight; every other tenant has
 	// weight 1 and is counted as "other" in metrics.
