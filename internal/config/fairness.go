@@ -34,7 +34,8 @@ type Fairness struct {
 	Tenants []Tenant `yaml:"tenants"`
 	// DefaultMaxShare caps the part of each pod's window (its sequences in
 	// flight) that each tenant fairness.tenants does not name may hold, as
-	// a tenant's max_share does; 1 is no cap. Range (0, 1].
+	// a tenant's max_share does (with share_fast_breaker, its rate too);
+	// 1 is no cap. Range (0, 1].
 	DefaultMaxShare float64 `yaml:"default_max_share"`
 	// ShareFastBreaker applies the shares to fast_breaker.qps too, so that
 	// a heavy tenant's requests (and its clients' retries) cannot empty the
@@ -64,12 +65,15 @@ type Tenant struct {
 	// granted while it holds fewer, even while it sends nothing, so that its
 	// next request starts at once instead of waiting for another tenant's
 	// slot to end. 0 keeps nothing. Range [0, 1], at most max_share; the
-	// min_shares of all tenants sum to at most 1.
+	// min_shares of all tenants sum to at most 1. With share_fast_breaker,
+	// also that part of fast_breaker.qps and burst, as a bucket of its own.
 	MinShare float64 `yaml:"min_share"`
 	// MaxShare caps the tenant's part of each pod's window at
 	// ceil(max_share × window) slots: at its cap it waits even when the
 	// window has room (a request larger than the cap alone still runs
 	// while the tenant holds nothing there). 1 is no cap. Range (0, 1].
+	// With share_fast_breaker, also a cap of max_share × fast_breaker.qps
+	// on its requests a second (429 at it).
 	MaxShare float64 `yaml:"max_share"`
 }
 
