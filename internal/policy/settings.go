@@ -88,7 +88,10 @@ func from(c *config.Config) (Settings, error) {
 	if c.Fairness != nil {
 		s.Queue.MaxTenants = c.Fairness.MaxTenants
 		s.Queue.Shares, s.Queue.DefaultMaxShare = sharesFrom(c.Fairness)
-		if c.Fairness.ShareFastBreaker {
+		// With a cluster the global bucket is Redis's, asked without the
+		// tenant (cluster.Gate): splitting the local fallback's would only
+		// shrink what it admits.
+		if c.Fairness.ShareFastBreaker && c.Cluster == nil {
 			s.Limiter.Shares, s.Limiter.DefaultMaxShare = limiterShares(s.Queue.Shares), s.Queue.DefaultMaxShare
 			s.Limiter.MaxTenants = c.Fairness.MaxTenants
 		}

@@ -208,6 +208,12 @@ func TestShareSettings(t *testing.T) {
   tenants:
     - {name: heavy, key: "` + keyA + `", max_share: 0.8}
 `, want: map[string]queue.Share{"heavy": {Max: 0.8}}, unshared: true},
+		{name: "with a cluster the global bucket is Redis's, not split", policy: `cluster: {redis: {url: "redis://r:6379/0"}}
+fairness:
+  tenant_header: X-Tenant
+  tenants:
+    - {name: heavy, key: "` + keyA + `", max_share: 0.8}
+`, want: map[string]queue.Share{"heavy": {Max: 0.8}}, unshared: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, err := config.Parse([]byte("upstreams: [{url: \"http://a:8000\"}]\n" + tt.policy))
