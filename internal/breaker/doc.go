@@ -3,8 +3,10 @@
 // It holds four small machines, each usable on its own:
 //
 //   - Limiter, the fast breaker: a global token bucket plus optional
-//     per-client buckets (golang.org/x/time/rate). A refusal is a *LimitError
-//     that knows when to come back (RetryAfter). LimiterSet holds one Limiter
+//     per-client buckets (golang.org/x/time/rate), its global bucket
+//     optionally split between tenants (LimiterSettings.Shares: a cap and a
+//     reserved part per tenant, asked through AllowTenant). A refusal is a
+//     *LimitError that knows when to come back (RetryAfter). LimiterSet holds one Limiter
 //     per key (a traffic class, a model) and keeps a key's buckets across
 //     reloads.
 //   - ErrorBreaker: a per-upstream circuit breaker fed by request outcomes

@@ -36,6 +36,30 @@ func ExampleLimiter() {
 	// bob: <nil>
 }
 
+// A heavy tenant capped at half the global rate is refused at its cap, and
+// that refusal leaves the global bucket's tokens to a light tenant.
+func ExampleLimiter_AllowTenant() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l, err := breaker.NewLimiter(breaker.LimiterSettings{
+		QPS: 4, Burst: 4,
+		Shares: map[string]breaker.TenantShare{"heavy": {Max: 0.5}, "light": {Min: 0.25}},
+		Now:    func() time.Time { return now },
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, tenant := range []string{"heavy", "heavy", "heavy", "light", "light", "light"} {
+		fmt.Println(tenant+":", l.AllowTenant(context.Background(), "", tenant))
+	}
+	// Output:
+	// heavy: <nil>
+	// heavy: <nil>
+	// heavy: breaker: rate limited (tenant), retry after 1s
+	// light: <nil>
+	// light: <nil>
+	// light: breaker: rate limited (global), retry after 1s
+}
+
 func ExampleErrorBreaker() {
 	b, err := breaker.NewErrorBreaker(breaker.ErrorSettings{
 		Failures: 2,

@@ -41,6 +41,21 @@ type LimiterSettings struct {
 	// shorter than ClientBurst/ClientQPS (the time to refill), so evicting
 	// forgets nothing. 0 means DefaultIdleAfter; otherwise > 0.
 	IdleAfter time.Duration
+	// Shares shares the global bucket between tenants, by the tenant name
+	// AllowTenant is given (the queue's names, decide.Fairness): each
+	// listed tenant's reservation and cap (TenantShare). With QPS 0 there
+	// is nothing to share and Shares, DefaultMaxShare and MaxTenants are
+	// ignored; without a share nothing is kept per tenant.
+	Shares map[string]TenantShare
+	// DefaultMaxShare caps each tenant Shares does not list, as a
+	// TenantShare.Max does; 0 or 1 is no cap. A tenant listed with a zero
+	// TenantShare is not capped.
+	DefaultMaxShare float64
+	// MaxTenants bounds the unlisted tenants' cap buckets kept; when full,
+	// the least recently used one is evicted (that tenant starts again with
+	// a full cap). An unused one goes after IdleAfter. 0 means
+	// DefaultMaxClients.
+	MaxTenants int
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
 }
@@ -70,6 +85,7 @@ func (s LimiterSettings) normalized() (LimiterSettings, error) {
 	if s.IdleAfter < 0 {
 		bad("IdleAfter", s.IdleAfter, "≥ 0")
 	}
+	errs = append(errs, s.shareErrors()...)
 	if len(errs) > 0 {
 		return s, errors.Join(errs...)
 	}
@@ -80,6 +96,9 @@ func (s LimiterSettings) normalized() (LimiterSettings, error) {
 	}
 	if s.IdleAfter == 0 {
 		s.IdleAfter = defaultIdleAfter
+	}
+	if s.MaxTenants == 0 {
+		s.MaxTenants = defaultMaxClients
 	}
 	if s.Now == nil {
 		s.Now = time.Now
@@ -105,16 +124,21 @@ func rateLimit(qps float64) rate.Limit {
 }
 
 // Limiter is the fast breaker: a global token bucket and optional buckets
-// per client key. Client keys are hashed at once (maphash, 64 bits, a seed
+// per client key, and optionally the global bucket shared between tenants
+// (LimiterSettings.Shares: AllowTenant). Client keys are hashed at once (maphash, 64 bits, a seed
 // per Limiter) and never stored; idle and least recently used client buckets
 // are evicted on the way, no goroutine runs. Create one with NewLimiter. Safe
 // for concurrent use; must not be copied.
 type Limiter struct {
-	now    func() time.Time
-	global *rate.Limiter // internally synchronized
-	seed   maphash.Seed  // per limiter, so hashes are not predictable across processes
+	now func() time.Time
+	// global is the global bucket; while tenants share it, its part that
+	// no reservation holds. Internally synchronized.
+	global *rate.Limiter
+	seed   maphash.Seed // per limiter, so hashes are not predictable across processes
 	// clients holds the per-client buckets and their settings; it has its own lock.
 	clients clientSet
+	// tenants holds the tenants' caps and reservations; its own lock.
+	tenants tenantSet
 }
 
 // NewLimiter returns a Limiter for s, or an error naming each invalid field.
@@ -123,12 +147,14 @@ func NewLimiter(s LimiterSettings) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	sp := tenantSpecOf(s)
 	l := &Limiter{
 		now:    s.Now,
-		global: rate.NewLimiter(rateLimit(s.QPS), s.Burst),
+		global: rate.NewLimiter(sp.common, sp.commonBurst),
 		seed:   maphash.MakeSeed(),
 	}
-	l.clients.init(s)
+	l.clients.init(clientSpec(s))
+	l.tenants.init(s.Now(), sp)
 	return l, nil
 }
 
@@ -145,30 +171,81 @@ func (l *Limiter) Allow(_ context.Context, clientKey string) error {
 
 // AllowAt is Allow at an explicit instant, for callers on a virtual clock.
 func (l *Limiter) AllowAt(now time.Time, clientKey string) error {
-	var client *rate.Limiter
+	return l.allow(now, clientKey, tenantPick{})
+}
+
+// AllowTenant is Allow for a request of tenant (its name as the queue knows
+// it; "" for requests without a tenant, which are one tenant together).
+// While LimiterSettings.Shares or DefaultMaxShare share the global bucket,
+// the request must pass its client's bucket, then its tenant's cap, then
+// its tenant's reservation or else the common part of the global bucket;
+// otherwise it is Allow. A refusal consumes no token from any bucket and
+// carries the wait of the bucket that refused: the cap's (Scope "tenant"),
+// or, refused by the global bucket, the sooner of its reservation's and the
+// common part's.
+func (l *Limiter) AllowTenant(_ context.Context, clientKey, tenant string) error {
+	return l.AllowTenantAt(l.now(), clientKey, tenant)
+}
+
+// AllowTenantAt is AllowTenant at an explicit instant.
+func (l *Limiter) AllowTenantAt(now time.Time, clientKey, tenant string) error {
+	return l.allow(now, clientKey, l.tenants.pick(now, tenant, maphash.String(l.seed, tenant)))
+}
+
+// allow takes one token from each bucket the request must pass, in order,
+// or none: each reservation taken is cancelled when a later bucket refuses.
+func (l *Limiter) allow(now time.Time, clientKey string, p tenantPick) error {
+	var held [2]*rate.Reservation
+	undo := func(err *LimitError) error {
+		for _, r := range held {
+			if r != nil {
+				r.CancelAt(now)
+			}
+		}
+		return err
+	}
 	if clientKey != "" {
-		client = l.clients.get(now, maphash.String(l.seed, clientKey))
-	}
-	if client != nil {
-		rc := client.ReserveN(now, 1)
-		if wait, ok := delay(rc, now); !ok {
-			rc.CancelAt(now)
-			return &LimitError{Scope: scopeClient, Wait: wait}
+		if client := l.clients.get(now, maphash.String(l.seed, clientKey)); client != nil {
+			r, wait, ok := take(client, now)
+			if !ok {
+				return &LimitError{Scope: scopeClient, Wait: wait}
+			}
+			held[0] = r
 		}
-		rg := l.global.ReserveN(now, 1)
-		if wait, ok := delay(rg, now); !ok {
-			rg.CancelAt(now)
-			rc.CancelAt(now) // give the client its token back: it was not served
-			return &LimitError{Scope: scopeGlobal, Wait: wait}
-		}
-		return nil
 	}
-	rg := l.global.ReserveN(now, 1)
-	if wait, ok := delay(rg, now); !ok {
-		rg.CancelAt(now)
-		return &LimitError{Scope: scopeGlobal, Wait: wait}
+	if p.cap != nil {
+		r, wait, ok := take(p.cap, now)
+		if !ok {
+			return undo(&LimitError{Scope: scopeTenant, Wait: wait})
+		}
+		held[1] = r
+	}
+	wait := time.Duration(math.MaxInt64)
+	if p.reserve != nil {
+		_, w, ok := take(p.reserve, now)
+		if ok {
+			return nil
+		}
+		wait = w
+	}
+	if p.closed > 0 { // the reservations take the whole rate
+		return undo(&LimitError{Scope: scopeGlobal, Wait: min(wait, p.closed)})
+	}
+	if _, w, ok := take(l.global, now); !ok {
+		return undo(&LimitError{Scope: scopeGlobal, Wait: min(wait, w)})
 	}
 	return nil
+}
+
+// take reserves one token of b at now: the reservation, or the wait until
+// b holds a token (b then keeps its tokens).
+func take(b *rate.Limiter, now time.Time) (*rate.Reservation, time.Duration, bool) {
+	r := b.ReserveN(now, 1)
+	if wait, ok := delay(r, now); !ok {
+		r.CancelAt(now)
+		return nil, wait, false
+	}
+	return r, 0, true
 }
 
 // delay reports whether r may act at now, and otherwise how long it must wait.
@@ -190,12 +267,17 @@ func (l *Limiter) Update(s LimiterSettings) error {
 	if err != nil {
 		return err
 	}
-	now := l.now()
-	l.global.SetLimitAt(now, rateLimit(s.QPS))
-	l.global.SetBurstAt(now, s.Burst)
-	l.clients.update(now, s)
+	now, sp := l.now(), tenantSpecOf(s)
+	l.global.SetLimitAt(now, sp.common)
+	l.global.SetBurstAt(now, sp.commonBurst)
+	l.clients.update(now, clientSpec(s))
+	l.tenants.apply(now, sp)
 	return nil
 }
+
+// Tenants returns how many unlisted tenants' cap buckets are held now,
+// after evicting the idle ones, for snapshots.
+func (l *Limiter) Tenants() int { return l.tenants.len(l.now()) }
 
 // Clients returns how many client buckets are held now, after evicting the
 // idle ones, for snapshots.

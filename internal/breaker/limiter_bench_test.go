@@ -73,3 +73,33 @@ func BenchmarkLimiterRefuse(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLimiterAllowTenant measures the admitted path with the global
+// bucket split by tenant: a named tenant with a cap and a reservation, and
+// unnamed tenants under the default cap (1000 of them, within MaxTenants).
+func BenchmarkLimiterAllowTenant(b *testing.B) {
+	l, err := NewLimiter(LimiterSettings{QPS: 1e12, Burst: 1 << 30, DefaultMaxShare: 0.5,
+		Shares: map[string]TenantShare{"named": {Min: 0.2, Max: 0.8}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	unnamed := make([]string, 1000)
+	for i := range unnamed {
+		unnamed[i] = "sha256:" + strconv.Itoa(i)
+	}
+	for _, bc := range []struct {
+		name    string
+		tenants []string
+	}{{"named", []string{"named"}}, {"unnamed", unnamed}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := l.AllowTenant(context.Background(), "", bc.tenants[i%len(bc.tenants)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}

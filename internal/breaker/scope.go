@@ -18,15 +18,19 @@ const (
 	scopeGlobal Scope = iota
 	// scopeClient is the bucket of one client key.
 	scopeClient
+	// scopeTenant is the cap of one tenant's part of the global bucket.
+	scopeTenant
 )
 
-// String returns "global" or "client".
+// String returns "global", "client" or "tenant".
 func (s Scope) String() string {
 	switch s {
 	case scopeGlobal:
 		return "global"
 	case scopeClient:
 		return "client"
+	case scopeTenant:
+		return "tenant"
 	default:
 		return fmt.Sprintf("scope(%d)", int(s))
 	}

@@ -26,14 +26,27 @@ type Fairness struct {
 	// MaxTenants bounds the idle tenants remembered; the ones that have
 	// received the least service are forgotten first (the lift restores
 	// them). Tenants with waiters or requests in flight are always kept.
+	// With share_fast_breaker it also bounds the unnamed tenants' caps of
+	// the global bucket kept, the least recently used evicted first.
 	MaxTenants int `yaml:"max_tenants"`
 	// Tenants names tenants and gives them a weight; every other tenant has
 	// weight 1 and is counted as "other" in metrics.
 	Tenants []Tenant `yaml:"tenants"`
 	// DefaultMaxShare caps the part of each pod's window (its sequences in
 	// flight) that each tenant fairness.tenants does not name may hold, as
-	// a tenant's max_share does; 1 is no cap. Range (0, 1].
+	// a tenant's max_share does (with share_fast_breaker, its rate too);
+	// 1 is no cap. Range (0, 1].
 	DefaultMaxShare float64 `yaml:"default_max_share"`
+	// ShareFastBreaker applies the shares to fast_breaker.qps too, so that
+	// a heavy tenant's requests (and its clients' retries) cannot empty the
+	// global bucket for the others: each tenant with a max_share (or under
+	// default_max_share) may take at most that part of the global rate and
+	// burst, and a tenant's min_share of them is a bucket of its own that no
+	// other tenant can drain (docs/tenants.md). Only while some tenant has
+	// a share and fast_breaker.qps is above 0; false leaves the global
+	// bucket one for every tenant. Not shared across replicas with a
+	// cluster section (Redis holds the global bucket).
+	ShareFastBreaker bool `yaml:"share_fast_breaker"`
 }
 
 // Tenant is one named tenant.
@@ -52,17 +65,21 @@ type Tenant struct {
 	// granted while it holds fewer, even while it sends nothing, so that its
 	// next request starts at once instead of waiting for another tenant's
 	// slot to end. 0 keeps nothing. Range [0, 1], at most max_share; the
-	// min_shares of all tenants sum to at most 1.
+	// min_shares of all tenants sum to at most 1. With share_fast_breaker,
+	// also that part of fast_breaker.qps and burst, as a bucket of its own.
 	MinShare float64 `yaml:"min_share"`
 	// MaxShare caps the tenant's part of each pod's window at
 	// ceil(max_share × window) slots: at its cap it waits even when the
 	// window has room (a request larger than the cap alone still runs
 	// while the tenant holds nothing there). 1 is no cap. Range (0, 1].
+	// With share_fast_breaker, also a cap of max_share × fast_breaker.qps
+	// on its requests a second (429 at it).
 	MaxShare float64 `yaml:"max_share"`
 }
 
 func (f *Fairness) setDefaults() {
 	f.InputWeight, f.OutputWeight, f.MaxTenants, f.DefaultMaxShare = 1, 2, 10000, 1
+	f.ShareFastBreaker = true
 }
 
 func (t *Tenant) setDefaults() { t.Weight, t.MaxShare = 1, 1 }

@@ -64,7 +64,8 @@ func (c *Core) clientKey(h Headers, pol *Policy) string {
 
 // admitFast asks the fast breaker (token buckets): the class's own bucket
 // first (a class refusal must not spend the global budget), then the
-// model's, then the global and per-client ones.
+// model's, then the global and per-client ones, the global one shared by
+// tenant when fairness is on and the limiter can (TenantLimiter).
 func (c *Core) admitFast(ctx context.Context, req *Request, key string) *Refusal {
 	var err error
 	if req.Class != nil && c.classLimiter != nil {
@@ -74,7 +75,11 @@ func (c *Core) admitFast(ctx context.Context, req *Request, key string) *Refusal
 		err = c.modelLimiter.Allow(ctx, req.Model)
 	}
 	if err == nil && c.limiter != nil {
-		err = c.limiter.Allow(ctx, key)
+		if c.tenantLim != nil && req.Policy.Fair != nil {
+			err = c.tenantLim.AllowTenant(ctx, key, req.Tenant)
+		} else {
+			err = c.limiter.Allow(ctx, key)
+		}
 	}
 	if err == nil {
 		return nil

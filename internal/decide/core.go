@@ -61,6 +61,7 @@ type Core struct {
 	reg          *pods.Registry
 	admission    Admission
 	limiter      Limiter
+	tenantLim    TenantLimiter // limiter, when it shares by tenant; else nil
 	classLimiter ClassLimiter
 	modelLimiter ModelLimiter
 	quotas       Quotas
@@ -84,6 +85,7 @@ func New(o Options) (*Core, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.tenantLim, _ = o.Limiter.(TenantLimiter)
 	c.SetPolicy(o.Policy)
 	return c, nil
 }

@@ -14,6 +14,15 @@ type Limiter interface {
 	Allow(ctx context.Context, clientKey string) error
 }
 
+// TenantLimiter is a Limiter that shares its global bucket between tenants
+// (breaker.Limiter with shares). With fairness on, the core asks
+// AllowTenant, with the request's tenant as the queue knows it (a named
+// tenant's name, an unnamed one's "sha256:" key, "" without a tenant
+// value), instead of Allow.
+type TenantLimiter interface {
+	AllowTenant(ctx context.Context, clientKey, tenant string) error
+}
+
 // Need is what a request asks of a pod's window, from its classification:
 // its sequences (classify.Request.Sequences: the window's slots count vLLM
 // sequences), and its estimated tokens and memory (Estimated and Memory).

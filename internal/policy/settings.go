@@ -88,6 +88,13 @@ func from(c *config.Config) (Settings, error) {
 	if c.Fairness != nil {
 		s.Queue.MaxTenants = c.Fairness.MaxTenants
 		s.Queue.Shares, s.Queue.DefaultMaxShare = sharesFrom(c.Fairness)
+		// With a cluster the global bucket is Redis's, asked without the
+		// tenant (cluster.Gate): splitting the local fallback's would only
+		// shrink what it admits.
+		if c.Fairness.ShareFastBreaker && c.Cluster == nil {
+			s.Limiter.Shares, s.Limiter.DefaultMaxShare = limiterShares(s.Queue.Shares), s.Queue.DefaultMaxShare
+			s.Limiter.MaxTenants = c.Fairness.MaxTenants
+		}
 	}
 	for model, l := range c.ModelLimits {
 		if s.models == nil {
@@ -172,6 +179,19 @@ func fairnessFrom(f *config.Fairness) *decide.Fairness {
 			out.Tenants = map[string]decide.Tenant{}
 		}
 		out.Tenants[t.Key] = decide.Tenant{Name: t.Name, Weight: t.Weight}
+	}
+	return out
+}
+
+// limiterShares are the queue's shares as the fast breaker's: the same
+// fractions of its global bucket (fairness.share_fast_breaker).
+func limiterShares(q map[string]queue.Share) map[string]breaker.TenantShare {
+	if q == nil {
+		return nil
+	}
+	out := make(map[string]breaker.TenantShare, len(q))
+	for name, sh := range q {
+		out[name] = breaker.TenantShare{Min: sh.Min, Max: sh.Max}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 	"github.com/gatekeeper-dev/gatekeeper/internal/scale"
@@ -182,6 +183,9 @@ func TestShareSettings(t *testing.T) {
 		policy string
 		want   map[string]queue.Share
 		def    float64
+		// unshared: fairness.share_fast_breaker is false, so the fast
+		// breaker gets no shares.
+		unshared bool
 	}{
 		{name: "no shares", policy: `fairness: {tenant_header: X-Tenant, tenants: [{name: a, key: "` + keyA + `"}]}`},
 		{name: "min and max", policy: `fairness:
@@ -198,6 +202,18 @@ func TestShareSettings(t *testing.T) {
     - {name: light, key: "` + keyB + `", min_share: 0.2}
     - {name: plain, key: "` + keyC + `"}
 `, want: map[string]queue.Share{"light": {Min: 0.2}, "plain": {}}, def: 0.5},
+		{name: "shares kept out of the fast breaker", policy: `fairness:
+  tenant_header: X-Tenant
+  share_fast_breaker: false
+  tenants:
+    - {name: heavy, key: "` + keyA + `", max_share: 0.8}
+`, want: map[string]queue.Share{"heavy": {Max: 0.8}}, unshared: true},
+		{name: "with a cluster the global bucket is Redis's, not split", policy: `cluster: {redis: {url: "redis://r:6379/0"}}
+fairness:
+  tenant_header: X-Tenant
+  tenants:
+    - {name: heavy, key: "` + keyA + `", max_share: 0.8}
+`, want: map[string]queue.Share{"heavy": {Max: 0.8}}, unshared: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, err := config.Parse([]byte("upstreams: [{url: \"http://a:8000\"}]\n" + tt.policy))
@@ -213,6 +229,23 @@ func TestShareSettings(t *testing.T) {
 			}
 			if _, err := queue.NewCore(s.Queue); err != nil {
 				t.Errorf("the queue refuses the mapped shares: %v", err)
+			}
+			wantLim := map[string]breaker.TenantShare(nil)
+			for name, sh := range tt.want {
+				if wantLim == nil {
+					wantLim = map[string]breaker.TenantShare{}
+				}
+				wantLim[name] = breaker.TenantShare{Min: sh.Min, Max: sh.Max}
+			}
+			wantDef := tt.def
+			if tt.unshared {
+				wantLim, wantDef = nil, 0
+			}
+			if !reflect.DeepEqual(s.Limiter.Shares, wantLim) || s.Limiter.DefaultMaxShare != wantDef {
+				t.Errorf("fast breaker shares = %v, default %v; want %v, %v", s.Limiter.Shares, s.Limiter.DefaultMaxShare, wantLim, wantDef)
+			}
+			if _, err := breaker.NewLimiter(s.Limiter); err != nil {
+				t.Errorf("the fast breaker refuses the mapped shares: %v", err)
 			}
 		})
 	}

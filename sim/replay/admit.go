@@ -17,7 +17,7 @@ func (r *runner) arrive(rq *request) {
 	a := rq.a
 	rq.recovery = r.phase == breaker.PhaseDegraded || r.phase == breaker.PhaseRecovering
 	if r.lim != nil {
-		if err := r.lim.AllowAt(r.now(), r.clientKey(a)); err != nil {
+		if err := r.lim.AllowTenantAt(r.now(), r.clientKey(a), r.limiterTenant(a)); err != nil {
 			r.res.Outcomes.RateLimited++
 			var le *breaker.LimitError
 			wait := time.Second // decide's default for a limiter that names no wait

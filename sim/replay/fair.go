@@ -246,6 +246,16 @@ func (r *runner) clientKey(a Arrival) string {
 	return ""
 }
 
+// limiterTenant is the tenant the fast breaker shares its global bucket by
+// (Limiter.Shares), as gatekeeper's core passes the queue's tenant: the
+// arrival's tenant while tenants are on, else none.
+func (r *runner) limiterTenant(a Arrival) string {
+	if r.s.Tenants {
+		return a.Tenant
+	}
+	return ""
+}
+
 // settled trues up name's service: its grant charged charged, it cost actual.
 func (f *fairness) settled(name string, charged, actual int64) {
 	t := &f.t[f.tenant(name)]

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/breaker"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
 )
 
@@ -25,6 +26,7 @@ var (
 	capPods  = flag.Bool("cap-parts", false, "with -cap-seeds: also print each run's TTFT breakdown")
 	capQPS   = flag.Float64("cap-client-qps", 0, "with -cap-seeds: fast_breaker.per_client.qps, keyed by tenant (0: off)")
 	capBatch = flag.Int("cap-batch-tokens", 0, "with -cap-seeds: the pod's max_num_batched_tokens (0: vLLM's default, 8192 on an H100)")
+	capShare = flag.Bool("cap-share-qps", true, "with -cap-seeds: the shares split the fast breaker's global bucket too (fairness.share_fast_breaker, true by default)")
 )
 
 // capRun is one seed's run at one cap.
@@ -73,6 +75,9 @@ func capRuns(t *testing.T, seed uint64, caps []float64, d time.Duration) (alone 
 		}
 		s := Settings{Tenants: true, SeriesEvery: 10 * time.Second, Queue: queue.Settings{Shares: sh}}
 		s.Limiter.ClientQPS, s.Engine.MaxNumBatchedTokens = *capQPS, *capBatch
+		if *capShare {
+			s.Limiter.Shares = limiterShares(sh)
+		}
 		runs = append(runs, fairRun{name: fmt.Sprint(c), s: s})
 	}
 	runFair(t, runs, d, seed)
@@ -81,6 +86,16 @@ func capRuns(t *testing.T, seed uint64, caps []float64, d time.Duration) (alone 
 		out = append(out, capRun{seed: seed, cap: c, heavy: tenantNamed(res, "heavy"), light: tenantNamed(res, "light"), pod: meanLoad(res.Series)})
 	}
 	return tenantNamed(runs[0].res, "light"), out
+}
+
+// limiterShares are the queue's shares as the fast breaker's, as
+// gatekeeper's policy maps them (fairness.share_fast_breaker).
+func limiterShares(q map[string]queue.Share) map[string]breaker.TenantShare {
+	out := make(map[string]breaker.TenantShare, len(q))
+	for name, sh := range q {
+		out[name] = breaker.TenantShare{Min: sh.Min, Max: sh.Max}
+	}
+	return out
 }
 
 // tenantNamed is the result of the tenant named name (Result.Tenants is in
@@ -121,8 +136,8 @@ func TestTenantCapSweep(t *testing.T) {
 		fmt.Print(capParts(alone, runs))
 	}
 	fmt.Print(capTable(alone, runs, caps))
-	fmt.Printf("\nlight min_share %v, per-client qps %v (0: off), max_num_batched_tokens %v (0: 8192); %v virtual per run, seeds %d–%d, H100-80G, Llama-3-8B; light %.1f QPS, heavy %.0f QPS.\n",
-		*capLight, *capQPS, *capBatch, d, from, to, fairLightQPS, 10*fairLightQPS)
+	fmt.Printf("\nlight min_share %v, per-client qps %v (0: off), shares of the global bucket %v, max_num_batched_tokens %v (0: 8192); %v virtual per run, seeds %d–%d, H100-80G, Llama-3-8B; light %.1f QPS, heavy %.0f QPS.\n",
+		*capLight, *capQPS, *capShare, *capBatch, d, from, to, fairLightQPS, 10*fairLightQPS)
 }
 
 // capTable is one row per cap: light's p99 TTFT ÷ alone (mean and worst
