@@ -54,6 +54,7 @@ type exchange struct {
 	status int      // the response's :status
 	served string   // the endpoint Envoy says served it
 	usage  usage.Scanner
+	media  [2]string  // the response's Content-Type and Content-Encoding, for usage
 	span   trace.Span // the request's server span, until its end; nil without tracing
 }
 

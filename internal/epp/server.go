@@ -102,9 +102,16 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 	defer s.streams.Done()
 	x := newExchange(s, stream)
 	defer x.abandon()
+	// One message is decoded into, again and again: gRPC's proto codec
+	// resets it first (proto.Unmarshal: "The default behavior is to always
+	// reset the message before unmarshaling"), replacing its fields rather
+	// than writing into them, so what the exchange kept or sent of an
+	// earlier message (strings, body bytes) is never changed; and this
+	// server sets no stats handler, the one part of gRPC that sees a
+	// received message after RecvMsg returns.
+	m := new(extprocv3.ProcessingRequest)
 	for {
-		m, err := stream.Recv()
-		if err != nil {
+		if err := stream.RecvMsg(m); err != nil {
 			return x.ended(err)
 		}
 		end, err := x.handle(m)
