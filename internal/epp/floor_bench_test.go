@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -25,7 +26,8 @@ const floorBlock = 32
 
 // BenchmarkPickerBesideFloor runs the bench's two endpoint pickers in one
 // process, each behind its own gRPC server on TCP loopback and reached by
-// its own client, the same exchange as BenchmarkDecision: the floor (the
+// its own client, the exchange bench/run's driver plays with the headers
+// Envoy passes on (envoyExchange): the floor (the
 // server over staticDecider, the no-op decision bench/eppfloor makes) and
 // the picker (the server over the decision core: four pods with room, no
 // limits, no recorder). They alternate in blocks of floorBlock exchanges,
@@ -40,8 +42,7 @@ func BenchmarkPickerBesideFloor(b *testing.B) {
 		benchClient(b, staticDecider{}),
 		benchClient(b, benchCore(b, 4)),
 	}
-	in := []*extprocv3.ProcessingRequest{reqHeaders(false, "content-type", "application/json"), reqBody(chatBody, true)}
-	resp := respHeaders(true, ":status", "200")
+	in, resp := envoyExchange()
 	var total [2]usageSample
 	for b.Loop() {
 		for i, c := range targets {
@@ -64,6 +65,22 @@ func BenchmarkPickerBesideFloor(b *testing.B) {
 	b.ReportMetric(float64(floor.cpu.Microseconds())/n, "floor-cpu-µs/x")
 	b.ReportMetric(float64(picker.cpu.Microseconds())/n, "picker-cpu-µs/x")
 	b.ReportMetric(float64(picker.cpu)/float64(floor.cpu), "cpu-ratio")
+}
+
+// envoyExchange is one exchange as Envoy plays it, in the body modes
+// bench/run's driver announces: the request headers of an OpenAI client's
+// chat request with those Envoy adds, the body in one chunk; then the
+// response headers of a JSON answer with end_of_stream.
+func envoyExchange() (in []*extprocv3.ProcessingRequest, resp *extprocv3.ProcessingRequest) {
+	h := reqHeaders(false, ":scheme", "http", "content-type", "application/json",
+		"content-length", strconv.Itoa(len(chatBody)), "accept", "application/json", "user-agent", "OpenAI/Python 1.99.0",
+		"authorization", "Bearer sk-bench-0123456789abcdef", "x-forwarded-proto", "http",
+		"x-request-id", "3f1c9a52-7b7e-4d1e-9a57-0c8f1d2e6b4a", "x-envoy-expected-rq-timeout-ms", "600000")
+	full := extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	h.ProtocolConfig = &extprocv3.ProtocolConfiguration{RequestBodyMode: full, ResponseBodyMode: full}
+	resp = respHeaders(true, ":status", "200", "content-type", "application/json", "content-length", "412",
+		"date", "Sun, 06 Dec 2026 19:00:00 GMT", "server", "uvicorn", "x-envoy-upstream-service-time", "12")
+	return []*extprocv3.ProcessingRequest{h, reqBody(chatBody, true)}, resp
 }
 
 // usageSample is what the process has used so far: heap allocations, their

@@ -1,6 +1,8 @@
 package epp
 
 import (
+	"net/http"
+	"net/textproto"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -14,6 +16,53 @@ func headerValue(h *corev3.HeaderValue) string {
 		return string(raw)
 	}
 	return h.GetValue()
+}
+
+// requestOf is the request that headers describe: the :method, :path and
+// :authority pseudo-headers in their fields, the other headers (not
+// pseudo-headers) in Header under their canonical keys, in their order.
+// Every value read from raw_value shares one string, and every header one
+// array of values, rather than an allocation each: Envoy sends a dozen or
+// more headers, and the Decider keeps what it is given.
+func requestOf(headers []*corev3.HeaderValue) *Request {
+	var text strings.Builder
+	size := 0
+	for _, hv := range headers {
+		size += len(hv.GetRawValue())
+	}
+	text.Grow(size)
+	for _, hv := range headers {
+		text.Write(hv.GetRawValue())
+	}
+	all := text.String()
+	r := &Request{Header: make(http.Header, len(headers))}
+	values := make([]string, len(headers))
+	for i, hv := range headers {
+		v := hv.GetValue()
+		if raw := hv.GetRawValue(); len(raw) > 0 {
+			v, all = all[:len(raw)], all[len(raw):]
+		}
+		switch k := hv.GetKey(); k {
+		case ":method":
+			r.Method = v
+		case ":path":
+			r.Path = v
+		case ":authority":
+			r.Authority = v
+		default:
+			if strings.HasPrefix(k, ":") {
+				continue
+			}
+			k = textproto.CanonicalMIMEHeaderKey(k)
+			if vs, ok := r.Header[k]; ok { // a header sent twice: rare
+				r.Header[k] = append(vs, v)
+				continue
+			}
+			values[i] = v
+			r.Header[k] = values[i : i+1 : i+1]
+		}
+	}
+	return r
 }
 
 // subsetHint reads Envoy's subset hint from a request message's metadata;
