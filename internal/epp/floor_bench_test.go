@@ -18,6 +18,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
 )
 
 // floorBlock is how many exchanges run against one target before the
@@ -139,7 +140,9 @@ func benchClient(b *testing.B, dec Decider) extprocv3.ExternalProcessorClient {
 
 // benchCore is the Decider over the decision core as the bench's
 // gatekeeper runs it: n pods (10.0.0.1:8000, …) with a window of 16384
-// each, no rate limits, no policy beyond the defaults.
+// each, no rate limits, and pod scoring with the default routing weights
+// (prefix 3, load 2, KV cache 2, memory 2: each request's prefix blocks
+// hashed and the pods scored for it).
 func benchCore(b *testing.B, n int) Decider {
 	q, err := queue.New(queue.Settings{})
 	if err != nil {
@@ -155,11 +158,17 @@ func benchCore(b *testing.B, n int) Decider {
 	}
 	reg.Set(ps)
 	q.SetAvailability(reg.Availability)
+	router, err := route.New(route.Settings{Weights: route.Weights{Prefix: 3, Load: 2, KV: 2, Memory: 2}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	q.SetScorer(router)
 	lim, err := breaker.NewLimiter(breaker.LimiterSettings{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	core, err := decide.New(decide.Options{Registry: reg, Admission: decide.Queue(q), Limiter: lim})
+	core, err := decide.New(decide.Options{Registry: reg, Admission: decide.Queue(q), Limiter: lim,
+		Policy: decide.Policy{Prefix: true}})
 	if err != nil {
 		b.Fatal(err)
 	}
