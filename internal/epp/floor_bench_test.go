@@ -108,8 +108,9 @@ func (u usageSample) add(v usageSample) usageSample {
 	return usageSample{allocs: u.allocs + v.allocs, bytes: u.bytes + v.bytes, cpu: u.cpu + v.cpu}
 }
 
-// benchClient serves dec on a gRPC server over TCP loopback, stopped at the
-// benchmark's end, and returns a client of it.
+// benchClient serves dec on a gRPC server with the picker's options
+// (ServerOptions) over TCP loopback, stopped at the benchmark's end, and
+// returns a client of it.
 func benchClient(b *testing.B, dec Decider) extprocv3.ExternalProcessorClient {
 	srv, err := NewServer(Options{Decider: dec})
 	if err != nil {
@@ -119,7 +120,7 @@ func benchClient(b *testing.B, dec Decider) extprocv3.ExternalProcessorClient {
 	if err != nil {
 		b.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(ServerOptions()...)
 	srv.Register(gs)
 	served := make(chan struct{})
 	go func() {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Options configures a Server. Decider is required; for every other field
@@ -78,6 +79,32 @@ func NewServer(o Options) (*Server, error) {
 		s.now = time.Now
 	}
 	return s, nil
+}
+
+// Flow-control windows of ServerOptions.
+const (
+	streamWindow = 1 << 20  // 1 MiB: a chat body many times over
+	connWindow   = 16 << 20 // 16 MiB: gRPC's own ceiling for the windows it sizes itself
+)
+
+// ServerOptions are the options of the gRPC server the picker serves on
+// (cmd/gatekeeper; bench/eppfloor runs its floor with the same):
+//   - Envoy keeps one HTTP/2 connection per worker and multiplexes a
+//     stream per request: no cap on streams (Envoy's circuit breaker is
+//     the cap), and its keepalive pings are welcome.
+//   - Fixed flow-control windows (streamWindow, connWindow) rather than
+//     gRPC's own sizing, which sends a ping to measure the link whenever
+//     data arrives and no measurement is under way: about one per
+//     exchange at the picker's traffic, each a write to Envoy and its ack
+//     to read, for windows that would stay at their 64 KiB start for
+//     such small messages (BenchmarkPickerBesideFloor; bench/README.md).
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
+	}
 }
 
 // Register registers s on gs as the ext_proc service and as the gRPC health
