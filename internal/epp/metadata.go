@@ -53,7 +53,7 @@ func requestOf(headers []*corev3.HeaderValue) *Request {
 			if strings.HasPrefix(k, ":") {
 				continue
 			}
-			k = textproto.CanonicalMIMEHeaderKey(k)
+			k = canonicalKey(k)
 			if vs, ok := r.Header[k]; ok { // a header sent twice: rare
 				r.Header[k] = append(vs, v)
 				continue
@@ -63,6 +63,33 @@ func requestOf(headers []*corev3.HeaderValue) *Request {
 		}
 	}
 	return r
+}
+
+// envoyKeys are the canonical forms of the headers Envoy adds to, or
+// commonly passes on with, an inference request that net/textproto does not
+// already keep canonical (its common headers): each would otherwise cost a
+// new string per request.
+var envoyKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"x-request-id", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port",
+		"x-envoy-expected-rq-timeout-ms", "x-envoy-internal", "x-envoy-external-address", "x-envoy-attempt-count",
+		"x-envoy-original-path", "x-envoy-decorator-operation", "x-real-ip", "traceparent", "tracestate",
+		"baggage", "x-b3-traceid", "x-b3-spanid", "x-b3-parentspanid", "x-b3-sampled", "x-api-key",
+		"x-stainless-lang", "x-stainless-package-version", "x-stainless-os", "x-stainless-arch",
+		"x-stainless-runtime", "x-stainless-runtime-version", "x-stainless-retry-count", "x-stainless-async",
+		"x-stainless-read-timeout", "openai-organization", "openai-project"} {
+		m[k] = textproto.CanonicalMIMEHeaderKey(k)
+	}
+	return m
+}()
+
+// canonicalKey is textproto.CanonicalMIMEHeaderKey(k), without a new
+// string for the headers of envoyKeys.
+func canonicalKey(k string) string {
+	if c, ok := envoyKeys[k]; ok {
+		return c
+	}
+	return textproto.CanonicalMIMEHeaderKey(k)
 }
 
 // subsetHint reads Envoy's subset hint from a request message's metadata;
