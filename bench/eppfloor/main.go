@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/epp"
 )
@@ -58,10 +57,7 @@ func main() {
 		log.Fatal(err)
 	}
 	// The same server options as gatekeeper's picker (cmd/gatekeeper/picker.go).
-	gs := grpc.NewServer(
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	)
+	gs := grpc.NewServer(epp.ServerOptions()...)
 	srv.Register(gs)
 	admin := http.NewServeMux()
 	admin.HandleFunc("/admin/state", func(w http.ResponseWriter, r *http.Request) {

@@ -79,7 +79,7 @@ func TestLayering(t *testing.T) {
 		// traced as the proxy is (OpenTelemetry's API; the trace context in
 		// the stream's gRPC metadata).
 		{pkg: "internal/epp", own: []string{"internal/decide", "internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/usage", "internal/telemetry/coretrace", "internal/route"},
-			thirdParty: []string{"google.golang.org/grpc", "google.golang.org/grpc/codes", "google.golang.org/grpc/status",
+			thirdParty: []string{"google.golang.org/grpc", "google.golang.org/grpc/codes", "google.golang.org/grpc/keepalive", "google.golang.org/grpc/status",
 				"google.golang.org/grpc/health/grpc_health_v1", "google.golang.org/grpc/metadata", "google.golang.org/protobuf/types/known/structpb",
 				"go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation", "go.opentelemetry.io/otel/semconv/v1.41.0",
 				"go.opentelemetry.io/otel/trace",

@@ -9,11 +9,9 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/epp"
@@ -40,13 +38,7 @@ func (a *app) newPicker() (*picker, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []grpc.ServerOption{
-		// Envoy keeps one HTTP/2 connection per worker and multiplexes a
-		// stream per request: no cap on streams here (Envoy's circuit
-		// breaker is the cap), and its keepalive pings are welcome.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	}
+	opts := epp.ServerOptions()
 	if t := a.cfg().EndpointPicker.TLS; t != nil {
 		l, err := tlscert.New(tlscert.Settings{CertFile: t.CertFile, KeyFile: t.KeyFile, Logger: a.log})
 		if err != nil {

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // staticDecider admits everything to one endpoint and counts nothing: the
@@ -43,31 +40,7 @@ func BenchmarkDecision(b *testing.B) { benchmarkDecision(b, staticDecider{}) }
 func BenchmarkDecisionScored(b *testing.B) { benchmarkDecision(b, scoredDecider{}) }
 
 func benchmarkDecision(b *testing.B, dec Decider) {
-	srv, err := NewServer(Options{Decider: dec})
-	if err != nil {
-		b.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	srv.Register(gs)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = gs.Serve(lis)
-	}()
-	b.Cleanup(func() {
-		gs.Stop()
-		<-served
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
-	client := extprocv3.NewExternalProcessorClient(conn)
+	client := benchClient(b, dec)
 	in := []*extprocv3.ProcessingRequest{reqHeaders(false, "content-type", "application/json"), reqBody(chatBody, true)}
 	resp := respHeaders(true, ":status", "200")
 	b.ReportAllocs()
@@ -123,3 +96,7 @@ func BenchmarkPickResponse(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecisionCore is BenchmarkDecision over the decision core
+// (benchCore: four pods, no limits), the picker bench/run measures.
+func BenchmarkDecisionCore(b *testing.B) { benchmarkDecision(b, benchCore(b, 4)) }

@@ -78,16 +78,17 @@ func (d *coreDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) 
 	if span.IsRecording() || span.SpanContext().IsValid() {
 		in.Trace = spanTracer{span: span, state: d.o.PodState}
 	}
-	var req decide.Request
-	res := d.o.Core.Decide(ctx, &req, in)
+	cp := &corePick{d: d, span: span}
+	req := &cp.req
+	res := d.o.Core.Decide(ctx, req, in)
 	switch {
 	case res.Admitted == nil && res.Refusal != nil:
-		return nil, d.refuse(span, &req, *res.Refusal)
+		return nil, d.refuse(span, req, *res.Refusal)
 	case res.Admitted == nil && res.Models != nil: // GET /v1/models, answered as the proxy does
-		d.outcome(span, &req, res.Outcome())
+		d.outcome(span, req, res.Outcome())
 		return nil, &Refusal{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: res.Models}
 	case res.Admitted == nil: // the client left while queued
-		d.outcome(span, &req, res.Outcome())
+		d.outcome(span, req, res.Outcome())
 		return nil, nil
 	}
 	adm := res.Admitted
@@ -97,11 +98,24 @@ func (d *coreDecider) Decide(ctx context.Context, r *Request) (*Pick, *Refusal) 
 	if span.IsRecording() {
 		span.SetAttributes(coretrace.UpstreamKey.String(adm.Pod.Name))
 	}
-	pick := &Pick{}
-	pick.Endpoints, pick.Scores = d.endpoints(&req, adm, adm.Pod.Endpoint())
-	pick.Done = func(e End) { d.finish(span, &req, adm, pick.Endpoints, e) }
-	return pick, nil
+	cp.adm = adm
+	cp.Endpoints, cp.Scores = d.endpoints(cp.primary[:0], req, adm, adm.Pod.Endpoint())
+	cp.Done = cp.done
+	return &cp.Pick, nil
 }
+
+// corePick is a pick and what its Done needs, in one allocation: the
+// request the core decided on, its admission, and the server span.
+type corePick struct {
+	Pick
+	d       *coreDecider
+	span    trace.Span
+	req     decide.Request
+	adm     *decide.Admitted
+	primary [1]string // Endpoints' array when the pick names no fallback
+}
+
+func (p *corePick) done(e End) { p.d.finish(p.span, &p.req, p.adm, p.Endpoints, e) }
 
 // spanTracer puts the core's steps on the request's server span and makes
 // the admission span under it when the request is traced (the server span

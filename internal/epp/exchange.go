@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -54,6 +53,7 @@ type exchange struct {
 	status int      // the response's :status
 	served string   // the endpoint Envoy says served it
 	usage  usage.Scanner
+	media  [2]string  // the response's Content-Type and Content-Encoding, for usage
 	span   trace.Span // the request's server span, until its end; nil without tracing
 }
 
@@ -102,21 +102,7 @@ func (x *exchange) requestHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.H
 		x.usage.Reset(0, nil, -1)
 	}
 	x.start = x.s.now()
-	r := &Request{Header: make(http.Header)}
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		switch k := hv.GetKey(); k {
-		case ":method":
-			r.Method = headerValue(hv)
-		case ":path":
-			r.Path = headerValue(hv)
-		case ":authority":
-			r.Authority = headerValue(hv)
-		default:
-			if !strings.HasPrefix(k, ":") {
-				r.Header.Add(k, headerValue(hv))
-			}
-		}
-	}
+	r := requestOf(h.GetHeaders().GetHeaders())
 	r.Subset, _ = subsetHint(m.GetMetadataContext())
 	x.req, x.id = r, r.Header.Get("X-Request-Id")
 	if x.s.tracing != nil {
@@ -126,8 +112,10 @@ func (x *exchange) requestHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.H
 		return x.admit(noBody, nil)
 	}
 	x.limit = max(x.s.decider.MaxBodyBytes(), 0)
-	if n, err := strconv.ParseInt(r.Header.Get("Content-Length"), 10, 64); err == nil && n > 0 && n <= x.limit {
-		r.Body = make([]byte, 0, n)
+	if cl := r.Header.Get("Content-Length"); cl != "" { // "" would cost ParseInt's error
+		if n, err := strconv.ParseInt(cl, 10, 64); err == nil && n > 0 && n <= x.limit {
+			r.Body = make([]byte, 0, n)
+		}
 	}
 	x.phase = readingBody
 	return false, nil

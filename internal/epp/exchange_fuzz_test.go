@@ -9,12 +9,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // scriptStream is a Process stream that plays a fixed list of messages and
 // records the answers; after the list, Recv fails with end.
 type scriptStream struct {
-	grpc.ServerStream // nil: only Context, Send and Recv are used
+	grpc.ServerStream // nil: only Context, Send, Recv and RecvMsg are used
 	ctx               context.Context
 	in                []*extprocv3.ProcessingRequest
 	end               error
@@ -35,6 +36,19 @@ func (s *scriptStream) Recv() (*extprocv3.ProcessingRequest, error) {
 	m := s.in[0]
 	s.in = s.in[1:]
 	return m, nil
+}
+
+// RecvMsg is Recv into m, as gRPC's proto codec fills it: m reset, then
+// a copy of the next message, bytes included, merged in.
+func (s *scriptStream) RecvMsg(m any) error {
+	next, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	dst := m.(*extprocv3.ProcessingRequest)
+	proto.Reset(dst)
+	proto.Merge(dst, next)
+	return nil
 }
 
 // script turns fuzz bytes into Envoy messages, two bytes each: the kind,

@@ -26,8 +26,9 @@ type scorer interface {
 // one it may use; never one under critical pressure or with an open error
 // breaker); and, with CoreOptions.Scores, the scores of the primary and of
 // up to MaxFallbacks such pods. A primary whose queue scores nothing (no
-// routing scorers) gives no scores.
-func (d *coreDecider) endpoints(req *decide.Request, adm *decide.Admitted, primary string) ([]string, []EndpointScore) {
+// routing scorers) gives no scores. The list is built on dst's array
+// when it has room.
+func (d *coreDecider) endpoints(dst []string, req *decide.Request, adm *decide.Admitted, primary string) ([]string, []EndpointScore) {
 	fallbacks := min(max(d.o.Fallbacks, 0), MaxFallbacks)
 	n := fallbacks
 	var scores []EndpointScore
@@ -38,8 +39,7 @@ func (d *coreDecider) endpoints(req *decide.Request, adm *decide.Admitted, prima
 			scores[0] = EndpointScore{Endpoint: primary, Score: v}
 		}
 	}
-	endpoints := make([]string, 1, 1+fallbacks)
-	endpoints[0] = primary
+	endpoints := append(slices.Grow(dst[:0], 1+fallbacks), primary)
 	if n == 0 {
 		return endpoints, nil
 	}

@@ -212,7 +212,7 @@ func BenchmarkEndpoints(b *testing.B) {
 			primary := res.Admitted.Pod.Endpoint()
 			b.ReportAllocs()
 			for b.Loop() {
-				d.endpoints(&req, res.Admitted, primary)
+				d.endpoints(nil, &req, res.Admitted, primary)
 			}
 		})
 	}

@@ -27,33 +27,77 @@ func setHeader(key, value string) *corev3.HeaderValueOption {
 	}
 }
 
+// The answers below are built once per message and sent once: gRPC does
+// not allow a message to be changed after SendMsg returns
+// (grpc.ServerStream.SendMsg: "It is not safe to modify the message after
+// calling SendMsg. Tracing libraries and stats handlers may use the message
+// lazily."), so none is pooled. Each holds its nested messages in one
+// struct, so that an answer is one allocation rather than one per message.
+
+// bodyMessage is a streamed body answer and the messages inside it.
+type bodyMessage struct {
+	resp     extprocv3.ProcessingResponse
+	request  extprocv3.ProcessingResponse_RequestBody
+	response extprocv3.ProcessingResponse_ResponseBody
+	body     extprocv3.BodyResponse
+	common   extprocv3.CommonResponse
+	mutation extprocv3.BodyMutation
+	streamed extprocv3.BodyMutation_StreamedResponse
+	chunk    extprocv3.StreamedBodyResponse
+}
+
 // bodyChunk is one streamed body message for side.
 func bodyChunk(s side, data []byte, eos bool) *extprocv3.ProcessingResponse {
-	br := &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
-		BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
-			StreamedResponse: &extprocv3.StreamedBodyResponse{Body: data, EndOfStream: eos},
-		}},
-	}}
+	m := new(bodyMessage)
+	m.chunk.Body, m.chunk.EndOfStream = data, eos
+	m.streamed.StreamedResponse = &m.chunk
+	m.mutation.Mutation = &m.streamed
+	m.common.BodyMutation = &m.mutation
+	m.body.Response = &m.common
 	if s == requestSide {
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: br}}
+		m.request.RequestBody = &m.body
+		m.resp.Response = &m.request
+	} else {
+		m.response.ResponseBody = &m.body
+		m.resp.Response = &m.response
 	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: br}}
+	return &m.resp
+}
+
+// trailersMessage is a trailers answer and the messages inside it.
+type trailersMessage struct {
+	resp     extprocv3.ProcessingResponse
+	request  extprocv3.ProcessingResponse_RequestTrailers
+	response extprocv3.ProcessingResponse_ResponseTrailers
+	answer   extprocv3.TrailersResponse
 }
 
 // trailersResponse lets the trailers of side through unchanged.
 func trailersResponse(s side) *extprocv3.ProcessingResponse {
+	m := new(trailersMessage)
 	if s == requestSide {
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
-			RequestTrailers: &extprocv3.TrailersResponse{}}}
+		m.request.RequestTrailers = &m.answer
+		m.resp.Response = &m.request
+	} else {
+		m.response.ResponseTrailers = &m.answer
+		m.resp.Response = &m.response
 	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
-		ResponseTrailers: &extprocv3.TrailersResponse{}}}
+	return &m.resp
+}
+
+// headersMessage is a response headers answer and the messages inside it.
+type headersMessage struct {
+	resp    extprocv3.ProcessingResponse
+	headers extprocv3.ProcessingResponse_ResponseHeaders
+	answer  extprocv3.HeadersResponse
 }
 
 // responseHeadersResponse lets the response headers through unchanged.
 func responseHeadersResponse() *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HeadersResponse{}}}
+	m := new(headersMessage)
+	m.headers.ResponseHeaders = &m.answer
+	m.resp.Response = &m.headers
+	return &m.resp
 }
 
 // sendBody streams data back as body messages of side, at most chunkLimit

@@ -1,6 +1,8 @@
 package epp
 
 import (
+	"net/http"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -64,5 +66,30 @@ func TestServedEndpoint(t *testing.T) {
 		if got := servedEndpoint(tt.md); got != tt.want {
 			t.Errorf("servedEndpoint(%v) = %q, want %q", tt.md, got, tt.want)
 		}
+	}
+}
+
+// TestRequestOfHeaders: the pseudo-headers in their fields, the others by
+// canonical key in their order, a header sent twice with both values, raw
+// values and plain ones mixed, and no value changed by a later header
+// (they share one string and one array).
+func TestRequestOfHeaders(t *testing.T) {
+	hm := headers(":method", "POST", ":path", "/v1/chat/completions?x=1", ":authority", "gw.example",
+		"accept=v", "text/event-stream", "x-tenant", "blue", ":scheme", "https", "x-tenant", "green",
+		"content-type", "application/json", "x-empty", "", "x-request-id", "r-1")
+	r := requestOf(hm.GetHeaders())
+	if r.Method != "POST" || r.Path != "/v1/chat/completions?x=1" || r.Authority != "gw.example" {
+		t.Fatalf("pseudo-headers = %q %q %q", r.Method, r.Path, r.Authority)
+	}
+	want := http.Header{
+		"Accept": {"text/event-stream"}, "X-Tenant": {"blue", "green"}, "Content-Type": {"application/json"},
+		"X-Empty": {""}, "X-Request-Id": {"r-1"},
+	}
+	if !reflect.DeepEqual(r.Header, want) {
+		t.Fatalf("Header = %v, want %v", r.Header, want)
+	}
+	r.Header["X-Tenant"][0] = "changed" // the Decider may edit what it holds
+	if r.Header.Get("Content-Type") != "application/json" || r.Header["Accept"][0] != "text/event-stream" {
+		t.Fatalf("an edit of one header changed another: %v", r.Header)
 	}
 }

@@ -27,6 +27,9 @@ type pickMessage struct {
 	values  [2]corev3.HeaderValue
 	set     [4]*corev3.HeaderValueOption
 	length  [20]byte // Content-Length's digits
+	// list holds DestinationKey's value when it fits (three endpoints of
+	// 21 bytes and their commas do), within the allocation's 1,024 bytes.
+	list [80]byte
 	// The dynamic metadata: md holds envoy.lb (lb), which holds the
 	// endpoint list (dest) and the scores, if any (in their own
 	// allocation, to keep this one within 1,024 bytes).
@@ -49,7 +52,7 @@ func pickResponse(p *Pick, bodyLen int, traceHeaders [][2]string) *extprocv3.Pro
 	m := new(pickMessage)
 	list := strings.Join(p.Endpoints, ",") // one endpoint: itself, no copy
 	set := m.set[:0]
-	set = append(set, m.header(0, DestinationKey, []byte(list)))
+	set = append(set, m.header(0, DestinationKey, append(m.list[:0], list...)))
 	if bodyLen >= 0 {
 		set = append(set, m.header(1, "content-length", strconv.AppendInt(m.length[:0], int64(bodyLen), 10)))
 	}

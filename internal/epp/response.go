@@ -32,7 +32,10 @@ func (x *exchange) responseHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.
 			}
 		}
 	}
-	x.usage.Reset(x.status, http.Header{"Content-Type": {ctype}, "Content-Encoding": {cenc}}, size)
+	// The header's values live in the exchange (already on the heap), not
+	// in two slices of their own; the scanner reads them only here.
+	x.media = [2]string{ctype, cenc}
+	x.usage.Reset(x.status, http.Header{"Content-Type": x.media[0:1:1], "Content-Encoding": x.media[1:2:2]}, size)
 	if err := x.send(responseHeadersResponse()); err != nil {
 		return err
 	}

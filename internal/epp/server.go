@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Options configures a Server. Decider is required; for every other field
@@ -80,6 +81,32 @@ func NewServer(o Options) (*Server, error) {
 	return s, nil
 }
 
+// Flow-control windows of ServerOptions.
+const (
+	streamWindow = 1 << 20  // 1 MiB: a chat body many times over
+	connWindow   = 16 << 20 // 16 MiB: gRPC's own ceiling for the windows it sizes itself
+)
+
+// ServerOptions are the options of the gRPC server the picker serves on
+// (cmd/gatekeeper; bench/eppfloor runs its floor with the same):
+//   - Envoy keeps one HTTP/2 connection per worker and multiplexes a
+//     stream per request: no cap on streams (Envoy's circuit breaker is
+//     the cap), and its keepalive pings are welcome.
+//   - Fixed flow-control windows (streamWindow, connWindow) rather than
+//     gRPC's own sizing, which sends a ping to measure the link whenever
+//     data arrives and no measurement is under way: about one per
+//     exchange at the picker's traffic, each a write to Envoy and its ack
+//     to read, for windows that would stay at their 64 KiB start for
+//     such small messages (BenchmarkPickerBesideFloor; bench/README.md).
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
+	}
+}
+
 // Register registers s on gs as the ext_proc service and as the gRPC health
 // service (see Check). Call it once, before gs serves.
 func (s *Server) Register(gs *grpc.Server) {
@@ -102,9 +129,16 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 	defer s.streams.Done()
 	x := newExchange(s, stream)
 	defer x.abandon()
+	// One message is decoded into, again and again: gRPC's proto codec
+	// resets it first (proto.Unmarshal: "The default behavior is to always
+	// reset the message before unmarshaling"), replacing its fields rather
+	// than writing into them, so what the exchange kept or sent of an
+	// earlier message (strings, body bytes) is never changed; and this
+	// server sets no stats handler, the one part of gRPC that sees a
+	// received message after RecvMsg returns.
+	m := new(extprocv3.ProcessingRequest)
 	for {
-		m, err := stream.Recv()
-		if err != nil {
+		if err := stream.RecvMsg(m); err != nil {
 			return x.ended(err)
 		}
 		end, err := x.handle(m)
