@@ -15,6 +15,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/control"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/route"
 	"github.com/gatekeeper-dev/gatekeeper/sim"
 	"github.com/gatekeeper-dev/gatekeeper/sim/replay"
 )
@@ -87,6 +88,7 @@ hooks:
 		Interval:             250 * time.Millisecond,
 		StaleAfter:           2 * time.Second, // the policy file's default stale_after
 		EmptyCacheOnDegraded: true,
+		Weights:              &route.Weights{Prefix: 1, Load: 2, KV: 2, Memory: 2}, // the default file's routing.scorers
 		// the first upstream's sources and the node's, each kind once; b's
 		// own dcgm source is not the replayed pod's
 		Sources: []pressure.Kind{pressure.KindMemoryBlocks, pressure.KindVLLM, pressure.KindNVML, pressure.KindDCGM},

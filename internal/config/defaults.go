@@ -87,7 +87,7 @@ func builtin() *Config {
 		Batch:       Batch{Cut: 0.2, CutEvery: 2 * time.Second, WorseBy: 0.01, RampStep: 0.1, RampEvery: time.Second, MemoryShare: 0.6},
 		Queue: Queue{MaxLength: 1024, MaxTokens: 4_000_000, MaxWait: 30 * time.Second, StarvationAfter: 10 * time.Second,
 			Order: OrderShortestFirst, TTFTDeadline: 1500 * time.Millisecond, DeadlineHeader: "X-SLO-TTFT-Ms"},
-		Routing:         Routing{Scorers: Scorers{Prefix: 3, Load: 2, KVCache: 2, Memory: 2}, PrefixCapacityBlocks: 16384},
+		Routing:         Routing{Scorers: Scorers{Prefix: 1, Load: 2, KVCache: 2, Memory: 2}, PrefixCapacityBlocks: 16384},
 		Estimate:        Estimate{CharsPerToken: 4, DefaultMaxTokens: 256, BytesPerLogit: 32, PromptLogprobsChunk: 8192},
 		Shed:            Shed{RetryAfter: 2 * time.Second},
 		UpstreamBreaker: UpstreamBreaker{Failures: 5, OpenFor: 10 * time.Second, HalfOpenRequests: 2},

@@ -20,8 +20,8 @@ type Routing struct {
 }
 
 // Scorers weigh the pod scorers (each at least 0; a weight's size matters
-// only against the others). The defaults start from KServe/llm-d's
-// (prefix 3, queue 2, KV 2); the replay fits them (sim/replay/README.md).
+// only against the others). The defaults (prefix 1, load 2, KV 2, memory 2)
+// were fitted on the replay's training seeds (sim/replay/README.md).
 type Scorers struct {
 	// Prefix weighs prefix affinity: the share of the prompt's leading
 	// blocks the pod was recently sent, so probably still holds in its KV

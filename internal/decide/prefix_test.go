@@ -12,8 +12,8 @@ import (
 )
 
 // scoredRig is the core over the real queue with route's Router as its
-// scorer (defaults: prefix 3, load 2, KV 2, memory 2) and pods a and b,
-// windows of 10.
+// scorer (prefix 3, load 2, KV 2, memory 2: KServe/llm-d's weights, the
+// defaults before the replay's fit) and pods a and b, windows of 10.
 type scoredRig struct {
 	t      testing.TB
 	core   *Core

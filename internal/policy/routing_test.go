@@ -30,11 +30,11 @@ func TestRoutingAcrossReloads(t *testing.T) {
 		prefix  bool // decide's Policy.Prefix
 		bKnown  bool
 	}{
-		{"defaults", twoPods, route.Weights{Prefix: 3, Load: 2, KV: 2, Memory: 2}, true, true},
+		{"defaults", twoPods, route.Weights{Prefix: 1, Load: 2, KV: 2, Memory: 2}, true, true},
 		{"weights reloaded", twoPods + "routing: {scorers: {prefix: 1, load: 5}}\n", route.Weights{Prefix: 1, Load: 5, KV: 2, Memory: 2}, true, true},
 		{"no prefix weight", twoPods + "routing: {scorers: {prefix: 0}}\n", route.Weights{Load: 2, KV: 2, Memory: 2}, false, true},
 		{"every weight 0: off", twoPods + "routing: {scorers: {prefix: 0, load: 0, kv_cache: 0, memory: 0}}\n", route.Weights{}, false, true},
-		{"b removed, one pod", "upstreams: [{name: a, url: 'http://127.0.0.1:1'}]\n", route.Weights{Prefix: 3, Load: 2, KV: 2, Memory: 2}, false, false},
+		{"b removed, one pod", "upstreams: [{name: a, url: 'http://127.0.0.1:1'}]\n", route.Weights{Prefix: 1, Load: 2, KV: 2, Memory: 2}, false, false},
 	}
 	for _, s := range steps {
 		if err := r.k.Set(mustParse(t, s.policy)); err != nil {
