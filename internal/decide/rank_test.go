@@ -14,28 +14,8 @@ import (
 // under critical pressure; over an Admission that is no Ranker, none.
 func TestCoreRanked(t *testing.T) {
 	t.Parallel()
-	q, err := queue.New(queue.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lv := &levels{critical: map[string]bool{"d": true}}
-	reg := pods.New(lv)
-	var ps []pods.Pod
-	for name, window := range map[string]int{"a": 2, "b": 3, "c": 4, "d": 5, "e": 1} {
-		u, _ := url.Parse("http://" + name + ":8000")
-		p := pods.Pod{Name: name, URL: u}
-		if name == "c" {
-			p.Models = []string{"other"} // not the request's "m"
-		}
-		ps = append(ps, p)
-		q.SetWindow(name, window)
-	}
-	reg.Set(ps)
-	q.SetAvailability(reg.Availability)
-	core, err := New(Options{Registry: reg, Admission: Queue(q)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, reg, core := rankRig(t, &levels{critical: map[string]bool{"d": true}},
+		map[string]int{"a": 2, "b": 3, "c": 4, "d": 5, "e": 1}, "c") // c does not serve the request's "m"
 	var req Request
 	res := core.Decide(t.Context(), &req, chat(chatBody, nil))
 	if res.Admitted == nil || res.Admitted.Pod.Name != "b" {
@@ -76,23 +56,7 @@ func (prefixScorer) Chose(string, []uint64) {}
 // The fallbacks are ranked for the request's own prefix blocks, as its pick was.
 func TestCoreRankedPassesThePrefix(t *testing.T) {
 	t.Parallel()
-	q, err := queue.New(queue.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := pods.New(&levels{})
-	var ps []pods.Pod
-	for name, window := range map[string]int{"big": 8, "mid": 4, "far": 1} {
-		u, _ := url.Parse("http://" + name + ":8000")
-		ps = append(ps, pods.Pod{Name: name, URL: u})
-		q.SetWindow(name, window)
-	}
-	reg.Set(ps)
-	q.SetAvailability(reg.Availability)
-	core, err := New(Options{Registry: reg, Admission: Queue(q)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, _, core := rankRig(t, &levels{}, map[string]int{"big": 8, "mid": 4, "far": 1}, "")
 	var req Request
 	res := core.Decide(t.Context(), &req, chat(chatBody, nil))
 	if res.Admitted == nil {
@@ -105,4 +69,33 @@ func TestCoreRankedPassesThePrefix(t *testing.T) {
 	if len(got) != 2 || got[0].Upstream != "far" || got[0].Score != 2 {
 		t.Fatalf("Ranked = %+v, want far first with score 2 (its prefix blocks passed on)", got)
 	}
+}
+
+// rankRig is a core over a queue with a window per pod of the sizes given,
+// each pod an upstream of the registry at lv's levels; the pod named other
+// serves only the model "other".
+func rankRig(t *testing.T, lv *levels, windows map[string]int, other string) (*queue.Queue, *pods.Registry, *Core) {
+	t.Helper()
+	q, err := queue.New(queue.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := pods.New(lv)
+	var ps []pods.Pod
+	for name, window := range windows {
+		u, _ := url.Parse("http://" + name + ":8000")
+		p := pods.Pod{Name: name, URL: u}
+		if name == other {
+			p.Models = []string{"other"}
+		}
+		ps = append(ps, p)
+		q.SetWindow(name, window)
+	}
+	reg.Set(ps)
+	q.SetAvailability(reg.Availability)
+	core, err := New(Options{Registry: reg, Admission: Queue(q)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, reg, core
 }
