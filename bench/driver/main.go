@@ -71,8 +71,13 @@ func main() {
 		eppOpts     = eppFlags()
 		overTargets = flag.String("overload", "", "past saturation (issue 38): comma-separated name=url targets, driven open loop at -overload-rates; print a Markdown table")
 		overRates   = flag.String("overload-rates", "2000,5000", "with -overload: rates, req/s")
+		cores       = flag.String("cores", "", "saturation of HTTP cores (issue 38): comma-separated name=url targets, closed loop for -dur each, -rounds rounds; print a Markdown table")
 	)
 	flag.Parse()
+	if *cores != "" {
+		runCores(os.Stdout, *cores, *rounds, *dur, *satWorkers)
+		return
+	}
 	if *overTargets != "" {
 		runOverload(os.Stdout, *overTargets, ints(*overRates), *dur)
 		return

@@ -1,0 +1,67 @@
+// Command proxyfloor is a reverse proxy with no policy at all, in front of
+// bench/upstream: what an HTTP core alone allows at saturation on the
+// machine bench/run runs on (issue 38), beside gatekeeper (the same core
+// with the policy) and nginx. Each -core is the least that core does to
+// relay a request:
+//
+//   - net/http: http.Server with httputil.ReverseProxy over http.Transport,
+//     the core gatekeeper's traffic listener is built on.
+//   - fasthttp: github.com/valyala/fasthttp's server and HostClient. It
+//     buffers each response whole (no streaming, no HTTP/2), so it is an
+//     upper bound for a Go core other than net/http, not a drop-in one.
+//
+// Usage:
+//
+//	proxyfloor -core net/http -listen 127.0.0.1:18780 -upstream http://127.0.0.1:18000
+package main
+
+import (
+	"flag"
+	"log"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+func main() {
+	core := flag.String("core", "net/http", "net/http or fasthttp")
+	listen := flag.String("listen", "127.0.0.1:18780", "traffic address")
+	upstream := flag.String("upstream", "http://127.0.0.1:18000", "upstream base URL")
+	flag.Parse()
+	u, err := url.Parse(*upstream)
+	if err != nil || u.Host == "" {
+		log.Fatalf("proxyfloor: bad -upstream %q", *upstream)
+	}
+	switch *core {
+	case "net/http":
+		log.Fatal(netHTTP(*listen, u))
+	case "fasthttp":
+		log.Fatal(fastHTTP(*listen, u.Host))
+	default:
+		log.Fatalf("proxyfloor: unknown -core %q (net/http or fasthttp)", *core)
+	}
+}
+
+// netHTTP serves the ReverseProxy gatekeeper uses, with its transport's
+// settings as bench/run configures gatekeeper (1 024 idle connections).
+func netHTTP(listen string, u *url.URL) error {
+	tr := &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute, DisableCompression: true}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }, Transport: tr}
+	srv := &http.Server{Addr: listen, Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	return srv.ListenAndServe()
+}
+
+// fastHTTP relays each request as it came to the upstream and its answer
+// back.
+func fastHTTP(listen, host string) error {
+	hc := &fasthttp.HostClient{Addr: host, MaxConns: 4096, MaxIdleConnDuration: time.Minute}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		if err := hc.Do(&ctx.Request, &ctx.Response); err != nil {
+			ctx.Error(err.Error(), fasthttp.StatusBadGateway)
+		}
+	}}
+	return srv.ListenAndServe(listen)
+}
