@@ -49,6 +49,11 @@
 //   - No Accept-Encoding: gzip is added, so no body is decompressed on the
 //     way through: what the pod sends is what the client gets.
 //   - The only ClientTrace hook called is Got1xxResponse.
+//   - The request is written whole before the response is read: a pod that
+//     answers early and closes the connection before it has read a large
+//     body fails the request at the write (http.Transport may hand on the
+//     early answer). gatekeeper bounds and buffers bodies, and vLLM reads
+//     them whole.
 //   - A pod closing an idle connection is noticed when the connection is
 //     taken from the pool, by one non-blocking read of its socket
 //     (syscall.RawConn, unix only; elsewhere no check): end of file, a
