@@ -118,7 +118,7 @@ func TestLayering(t *testing.T) {
 			banned: []string{"net", "net/http", "log", "log/slog"}},
 		// The HTTP front of the core.
 		{pkg: "internal/proxy", own: []string{"internal/decide", "internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/proxy/framing", "internal/usage",
-			"internal/telemetry/coretrace", "internal/route"},
+			"internal/telemetry/coretrace", "internal/route", "internal/proxy/podconn"},
 			thirdParty: []string{"github.com/go-chi/chi/v5", "github.com/prometheus/client_golang/prometheus",
 				"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation",
 				"go.opentelemetry.io/otel/semconv/v1.41.0", "go.opentelemetry.io/otel/trace"}},
@@ -141,6 +141,9 @@ func TestLayering(t *testing.T) {
 		// traffic-control packages (nor proxy itself).
 		{pkg: "internal/classify", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log", "log/slog"}},
 		{pkg: "internal/proxy/framing", own: []string{}, thirdParty: []string{}, banned: []string{"net/http", "log", "log/slog"}},
+		// The transport to the pods: net/http's serializer and parser on the
+		// caller's goroutine; no gatekeeper package, no logging.
+		{pkg: "internal/proxy/podconn", own: []string{}, thirdParty: []string{}, banned: []string{"log", "log/slog"}},
 		{pkg: "internal/usage", own: []string{"internal/classify"}, thirdParty: []string{}, banned: []string{"log", "log/slog"}},
 		{pkg: "internal/relief", own: []string{}, thirdParty: []string{}, banned: []string{"log", "log/slog"}},
 		// The traffic listener's certificate, re-read when rotated: crypto/tls

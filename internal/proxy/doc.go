@@ -2,8 +2,10 @@
 // writer, the reverse proxy and the upstream pool. Its parts that need no
 // handler live in subpackages: classify (JSON hardening and the token
 // estimate of a body), framing (the traffic listener's guard against
-// ambiguous HTTP/1 framing), usage (the token usage in a pod's response) and
-// relief (the relief hooks, which cmd/gatekeeper fires).
+// ambiguous HTTP/1 framing), usage (the token usage in a pod's response),
+// podconn (the transport to the pods, each exchange on the handler's own
+// goroutine; NewTransport builds it) and relief (the relief hooks, which
+// cmd/gatekeeper fires).
 //
 // A request walks one pipeline (DESIGN §2): route allow-list → body limits and
 // JSON checks → classification (model, stream, estimated tokens) → fast

@@ -11,6 +11,7 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/framing"
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/podconn"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -129,39 +130,56 @@ func (h *Handler) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // NewTransport builds the pooled transport to the pods: the handler's
-// (Options.Transport), and the one cmd hands the pods' health check.
-func NewTransport(s TransportSettings) *http.Transport {
-	def := func(d, v time.Duration) time.Duration {
-		if d > 0 {
-			return d
-		}
-		return v
-	}
+// (Options.Transport), and the one cmd hands the pods' health check. It is
+// a podconn.Transport, which runs each exchange on the caller's goroutine
+// (issue 38: no read and write goroutines per pod connection), with an
+// http.Transport built from the same settings behind it for what podconn
+// hands on (https pods, upgrades, Expect: 100-continue).
+func NewTransport(s TransportSettings) *podconn.Transport {
 	perHost := s.MaxIdleConnsPerHost
 	if perHost <= 0 {
 		perHost = 256
 	}
-	d := &net.Dialer{Timeout: def(s.DialTimeout, 2*time.Second), KeepAlive: 30 * time.Second}
+	d := &net.Dialer{Timeout: orDefault(s.DialTimeout, 2*time.Second), KeepAlive: 30 * time.Second}
+	return &podconn.Transport{
+		DialContext:           d.DialContext,
+		ResponseHeaderTimeout: orDefault(s.ResponseHeaderTimeout, 10*time.Minute),
+		IdleConnTimeout:       orDefault(s.IdleConnTimeout, 4*time.Second),
+		MaxIdleConnsPerHost:   perHost,
+		Fallback:              newHTTPTransport(s, d, perHost),
+	}
+}
+
+// newHTTPTransport is the http.Transport behind NewTransport's podconn.
+func newHTTPTransport(s TransportSettings, d *net.Dialer, perHost int) *http.Transport {
 	return &http.Transport{
 		Proxy:                 nil, // never route pod traffic through an environment proxy
 		DialContext:           d.DialContext,
 		ForceAttemptHTTP2:     false,
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   perHost,
-		IdleConnTimeout:       def(s.IdleConnTimeout, 4*time.Second),
-		TLSHandshakeTimeout:   def(s.TLSHandshakeTimeout, 5*time.Second),
-		ResponseHeaderTimeout: def(s.ResponseHeaderTimeout, 10*time.Minute),
+		IdleConnTimeout:       orDefault(s.IdleConnTimeout, 4*time.Second),
+		TLSHandshakeTimeout:   orDefault(s.TLSHandshakeTimeout, 5*time.Second),
+		ResponseHeaderTimeout: orDefault(s.ResponseHeaderTimeout, 10*time.Minute),
 		ExpectContinueTimeout: time.Second,
 		// Each pod connection holds one read and one write buffer for its
-		// whole life, and an open token stream holds its connection: 4 KiB
-		// each (Go's default) is sized for bulk transfer. A response's
-		// headers and an SSE event (~200 B) fit in 1 KiB, and larger reads
-		// and writes bypass a bufio buffer that is empty, so bodies cost no
-		// extra system calls.
+		// whole life, and an open stream holds its connection: 4 KiB each
+		// (Go's default) is sized for bulk transfer. A response's headers
+		// and an SSE event (~200 B) fit in 1 KiB, and larger reads and
+		// writes bypass a bufio buffer that is empty.
 		ReadBufferSize:  transportBufferSize,
 		WriteBufferSize: transportBufferSize,
 	}
 }
 
-// transportBufferSize is the read and the write buffer of a pod connection.
+// orDefault is d if set, else v.
+func orDefault(d, v time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return v
+}
+
+// transportBufferSize is the read and the write buffer of a fallback pod
+// connection (podconn sizes its own).
 const transportBufferSize = 1 << 10

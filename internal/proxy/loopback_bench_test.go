@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -151,6 +152,16 @@ type countingConn struct {
 func (c countingConn) Write(p []byte) (int, error) {
 	c.n.Add(1)
 	return c.Conn.Write(p)
+}
+
+// SyscallConn is the socket's, so that the pod transport's idle check
+// (a read of the socket) runs here as it does unwrapped.
+func (c countingConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 // cpuTime is the process's user + system CPU time so far.
