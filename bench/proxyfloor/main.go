@@ -4,8 +4,10 @@
 // with the policy) and nginx. Each -core is the least that core does to
 // relay a request:
 //
-//   - net/http: http.Server with httputil.ReverseProxy over http.Transport,
-//     the core gatekeeper's traffic listener is built on.
+//   - net/http: http.Server with httputil.ReverseProxy over http.Transport.
+//   - podconn: the same over gatekeeper's own pod transport
+//     (internal/proxy/podconn), which runs each exchange on the handler's
+//     goroutine: the core gatekeeper's traffic listener is built on.
 //   - fasthttp: github.com/valyala/fasthttp's server and HostClient. It
 //     buffers each response whole (no streaming, no HTTP/2), so it is an
 //     upper bound for a Go core other than net/http, not a drop-in one.
@@ -24,10 +26,12 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/podconn"
 )
 
 func main() {
-	core := flag.String("core", "net/http", "net/http or fasthttp")
+	core := flag.String("core", "net/http", "net/http, podconn or fasthttp")
 	listen := flag.String("listen", "127.0.0.1:18780", "traffic address")
 	upstream := flag.String("upstream", "http://127.0.0.1:18000", "upstream base URL")
 	flag.Parse()
@@ -37,18 +41,20 @@ func main() {
 	}
 	switch *core {
 	case "net/http":
-		log.Fatal(netHTTP(*listen, u))
+		tr := &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute, DisableCompression: true}
+		log.Fatal(netHTTP(*listen, u, tr))
+	case "podconn":
+		log.Fatal(netHTTP(*listen, u, &podconn.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}))
 	case "fasthttp":
 		log.Fatal(fastHTTP(*listen, u.Host))
 	default:
-		log.Fatalf("proxyfloor: unknown -core %q (net/http or fasthttp)", *core)
+		log.Fatalf("proxyfloor: unknown -core %q (net/http, podconn or fasthttp)", *core)
 	}
 }
 
-// netHTTP serves the ReverseProxy gatekeeper uses, with its transport's
-// settings as bench/run configures gatekeeper (1 024 idle connections).
-func netHTTP(listen string, u *url.URL) error {
-	tr := &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute, DisableCompression: true}
+// netHTTP serves the ReverseProxy gatekeeper uses over tr, whose settings
+// are those bench/run gives gatekeeper (1 024 idle connections).
+func netHTTP(listen string, u *url.URL, tr http.RoundTripper) error {
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }, Transport: tr}
 	srv := &http.Server{Addr: listen, Handler: rp, ReadHeaderTimeout: 10 * time.Second}
 	return srv.ListenAndServe()
