@@ -22,6 +22,7 @@ func BenchmarkCoreDecider(b *testing.B) {
 	in, _ := envoyExchange()
 	b.Run("warm", func(b *testing.B) { benchmarkCoreDecider(b, in[1].GetRequestBody().GetBody(), false) })
 	b.Run("fresh", func(b *testing.B) { benchmarkCoreDecider(b, in[1].GetRequestBody().GetBody(), true) })
+	b.Run("1KiB/warm", func(b *testing.B) { benchmarkCoreDecider(b, benchChatBody, false) })
 	b.Run("1KiB/fresh", func(b *testing.B) { benchmarkCoreDecider(b, benchChatBody, true) })
 }
 
