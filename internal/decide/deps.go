@@ -53,10 +53,9 @@ type Need struct {
 type Admission interface {
 	// Acquire returns need's slots on an available upstream not named in
 	// exclude, waiting until they free up, ctx ends, or need's wait passes
-	// (context.DeadlineExceeded). What ends a wait after need's wait (its
-	// timer) is made only when the request has to wait. Errors:
-	// ErrQueueFull, ErrDraining, ErrNoUpstream (each wrapped), ctx's error
-	// or context.DeadlineExceeded.
+	// (context.DeadlineExceeded); the timer for need's wait is made only
+	// when the request has to wait. Errors: ErrQueueFull, ErrDraining,
+	// ErrNoUpstream (each wrapped), ctx's error or context.DeadlineExceeded.
 	Acquire(ctx context.Context, need Need, priority int, exclude []string) (Slot, error)
 	// TryAcquire returns need's slots on an upstream not named in exclude
 	// that has room now, or nil: it never waits (the one retry of a refused
