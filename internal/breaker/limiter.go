@@ -222,7 +222,7 @@ func (l *Limiter) allow(now time.Time, clientKey string, p tenantPick) error {
 	}
 	wait := time.Duration(math.MaxInt64)
 	if p.reserve != nil {
-		_, w, ok := take(p.reserve, now)
+		w, ok := takeLast(p.reserve, now)
 		if ok {
 			return nil
 		}
@@ -231,10 +231,22 @@ func (l *Limiter) allow(now time.Time, clientKey string, p tenantPick) error {
 	if p.closed > 0 { // the reservations take the whole rate
 		return undo(&LimitError{Scope: scopeGlobal, Wait: min(wait, p.closed)})
 	}
-	if _, w, ok := take(l.global, now); !ok {
+	if w, ok := takeLast(l.global, now); !ok {
 		return undo(&LimitError{Scope: scopeGlobal, Wait: min(wait, w)})
 	}
 	return nil
+}
+
+// takeLast is take for the last bucket a request passes, whose token is
+// never given back: without a reservation when b holds a token (AllowN
+// allocates none, where ReserveN allocates one per request), else the wait
+// take reports (or the token, given back to b in between).
+func takeLast(b *rate.Limiter, now time.Time) (time.Duration, bool) {
+	if b.AllowN(now, 1) {
+		return 0, true
+	}
+	_, wait, ok := take(b, now)
+	return wait, ok
 }
 
 // take reserves one token of b at now: the reservation, or the wait until

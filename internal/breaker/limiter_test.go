@@ -298,3 +298,21 @@ func TestWholeSeconds(t *testing.T) {
 		}
 	}
 }
+
+// The global bucket, the last a request passes, keeps no reservation: a
+// request it admits costs no allocation, limited or not.
+func TestAllowGlobalAllocatesNothing(t *testing.T) {
+	for _, s := range []LimiterSettings{{}, {QPS: 1e12, Burst: 1 << 30}} {
+		l, err := NewLimiter(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(100, func() {
+			if err := l.Allow(t.Context(), ""); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("Allow with QPS %v: %v allocations, want 0", s.QPS, n)
+		}
+	}
+}

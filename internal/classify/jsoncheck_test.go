@@ -3,6 +3,7 @@ package classify
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -174,6 +175,34 @@ func TestAppendUnquoted(t *testing.T) {
 		}
 		if got := string(appendUnquoted(nil, []byte(lit[1:len(lit)-1]))); got != want {
 			t.Errorf("appendUnquoted(%s) = %q, want %q", lit, got, want)
+		}
+	}
+}
+
+// A pooled checker holds no key set once reset: neither after a body
+// refused while objects (one with a key set, past smallObjectKeys keys) were
+// still open, nor after one checked whole. reset clears only the frames
+// still open, so every frame above them must be zero already.
+func TestCheckerResetLeavesNoFrame(t *testing.T) {
+	var big strings.Builder
+	big.WriteString(`{"a":{"b":[{`)
+	for i := range smallObjectKeys + 8 {
+		fmt.Fprintf(&big, `"k%d":%d,`, i, i)
+	}
+	refused := big.String() + `"k0":1}]}}` // a duplicate key, three containers open
+	whole := big.String() + `"last":1}]}}`
+	for _, body := range []string{refused, whole} {
+		c := new(checker)
+		c.reset([]byte(body))
+		err := c.run()
+		if (body == whole) != (err == nil) {
+			t.Fatalf("run = %v", err)
+		}
+		c.reset(nil)
+		for i, f := range c.stack {
+			if f.set != nil || f.object || f.keyStart != 0 {
+				t.Fatalf("frame %d after reset = %+v, want zero", i, f)
+			}
 		}
 	}
 }

@@ -33,8 +33,6 @@ func (c *Core) admit(ctx context.Context, req *Request, h Headers, path string) 
 		c.refund(req)
 		return nil, rf
 	}
-	ctx, cancel := context.WithTimeout(ctx, req.Deadline.Sub(c.now())) // on the core's clock, as Deadline
-	defer cancel()
 	c.poolWaiting(req, 1)
 	adm, rf := c.acquire(ctx, req, slices.Clip(req.Skip))
 	c.poolWaiting(req, -1)
@@ -121,11 +119,17 @@ func (c *Core) decided(req *Request, rf Refusal) *Refusal {
 	return &rf
 }
 
-// acquire waits for a slot on a pod whose error breaker admits the request.
+// acquire waits for a slot on a pod whose error breaker admits the request,
+// until its Deadline (on the core's clock, as Deadline), every attempt
+// within it.
 func (c *Core) acquire(ctx context.Context, req *Request, exclude []string) (*Admitted, *Refusal) {
 	for attempt := 0; ; attempt++ {
 		queued := c.now()
-		slot, err := c.admission.Acquire(ctx, req.need(), req.priority(), exclude)
+		need := req.need()
+		if need.wait = req.Deadline.Sub(queued); need.wait <= 0 {
+			return nil, c.admissionRefusal(ctx, req, context.DeadlineExceeded)
+		}
+		slot, err := c.admission.Acquire(ctx, need, req.priority(), exclude)
 		if err != nil {
 			return nil, c.admissionRefusal(ctx, req, err)
 		}

@@ -33,6 +33,11 @@ type Need struct {
 	// time-to-first-token deadline): Acquire fails with ErrDeadline at once
 	// when the queue predicts it cannot start by then.
 	deadline time.Time
+	// wait, if positive, is how long Acquire may wait for the slots: the
+	// core sets the time left to deadline, on its clock, when it calls
+	// Acquire (and refuses a request with none left itself). 0: until ctx
+	// ends.
+	wait time.Duration
 	// tenant, Weight and Service place it in the queue's fair share: its
 	// tenant, the tenant's weight and its estimated service in weighted
 	// tokens, charged to the tenant when it is granted ("", 0, 0: none).
@@ -47,8 +52,10 @@ type Need struct {
 // Admission hands out window slots on upstreams, queueing when none is free.
 type Admission interface {
 	// Acquire returns need's slots on an available upstream not named in
-	// exclude, waiting until they free up or ctx ends. Errors: ErrQueueFull,
-	// ErrDraining, ErrNoUpstream (each wrapped) or ctx's error.
+	// exclude, waiting until they free up, ctx ends, or need's wait passes
+	// (context.DeadlineExceeded); the timer for need's wait is made only
+	// when the request has to wait. Errors: ErrQueueFull, ErrDraining,
+	// ErrNoUpstream (each wrapped), ctx's error or context.DeadlineExceeded.
 	Acquire(ctx context.Context, need Need, priority int, exclude []string) (Slot, error)
 	// TryAcquire returns need's slots on an upstream not named in exclude
 	// that has room now, or nil: it never waits (the one retry of a refused

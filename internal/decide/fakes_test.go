@@ -81,8 +81,8 @@ func (g *gate) got() []pods.Result {
 
 // admission is a queue of window slots per pod that counts honestly what is
 // in flight: Acquire takes a slot on the first pod (in order) that is
-// available, not excluded and has room, else waits for ctx's end (block) or
-// answers ErrQueueFull. err, if set, is every Acquire's answer. It records
+// available, not excluded and has room, else waits for ctx's end or need's
+// wait (block) or answers ErrQueueFull. err, if set, is every Acquire's answer. It records
 // every Need and what each slot was settled to.
 type admission struct {
 	mu       sync.Mutex
@@ -111,6 +111,11 @@ func (a *admission) Acquire(ctx context.Context, need Need, _ int, exclude []str
 	}
 	if !block {
 		return nil, ErrQueueFull
+	}
+	if need.wait > 0 { // as the queue's adapter waits
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, need.wait)
+		defer cancel()
 	}
 	<-ctx.Done()
 	return nil, ctx.Err()

@@ -57,3 +57,85 @@ func admissionPassesDeadlines(t *testing.T) {
 		t.Fatalf("the waiter = %v, want canceled", err)
 	}
 }
+
+// The queue's Admission ends a wait when need's wait passes, as the
+// deadline's context did before: context.DeadlineExceeded, the waiter
+// gone from the queue.
+func TestAdmissionWaitEnds(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		q, err := queue.New(queue.Settings{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.SetWindow("pod", 1)
+		a := Queue(q)
+		held, err := a.Acquire(t.Context(), Need{Seqs: 1, wait: time.Second}, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release()
+		start := time.Now()
+		_, err = a.Acquire(t.Context(), Need{Seqs: 1, wait: 50 * time.Millisecond}, 0, nil)
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 50*time.Millisecond {
+			t.Fatalf("Acquire on a full window with a wait of 50ms = %v after %v, want DeadlineExceeded after 50ms",
+				err, time.Since(start))
+		}
+		if n := q.Stats().Length; n != 0 {
+			t.Errorf("%d waiting after the wait ended, want 0", n)
+		}
+	})
+}
+
+// A request the queue's Admission grants at once costs the slot alone: its
+// wait's context and timer are made only for a request that waits.
+func TestAdmissionGrantedAtOnceMakesNoTimer(t *testing.T) {
+	q, err := queue.New(queue.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.SetWindow("pod", 1)
+	a := Queue(q)
+	ctx, cancel := context.WithCancel(t.Context()) // a parent a timer's context would register with
+	defer cancel()
+	allocs := testing.AllocsPerRun(100, func() {
+		s, err := a.Acquire(ctx, Need{Seqs: 1, wait: 30 * time.Second}, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Release()
+	})
+	if allocs > 1 {
+		t.Errorf("Acquire granted at once: %v allocations, want 1 (the slot)", allocs)
+	}
+}
+
+// A request whose deadline passed before it reached the queue (its body
+// took that long) is refused as one that waited until it, and the queue is
+// not asked.
+func TestDeadlinePassedBeforeTheQueue(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	r := newRig(t, Policy{MaxWait: time.Second})
+	r.opts.Now = func() time.Time { return now }
+	r.build()
+	in := chat(chatBody, nil)
+	in.Trace = clockTracer{advance: func() { now = now.Add(2 * time.Second) }}
+	_, res := r.decide(t.Context(), in)
+	if rf := res.Refusal; rf == nil || rf.Reason != ReasonQueueTimeout {
+		t.Fatalf("Decide past max_wait before the queue = %+v, want queue_timeout", res)
+	}
+	if n := len(r.adm.needs); n != 0 {
+		t.Errorf("the queue was asked %d times, want 0", n)
+	}
+}
+
+// clockTracer moves the core's clock when the admission starts.
+type clockTracer struct{ advance func() }
+
+func (clockTracer) Routed(ctx context.Context, _ Route, _ bool) context.Context { return ctx }
+func (c clockTracer) Admitting(ctx context.Context, _ *Request) context.Context {
+	c.advance()
+	return ctx
+}
+func (clockTracer) Admitted(context.Context, *Request, *Admitted, *Refusal) {}

@@ -1,9 +1,12 @@
 package epp
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -123,10 +126,14 @@ func benchClient(b *testing.B, dec Decider) extprocv3.ExternalProcessorClient {
 	gs := grpc.NewServer(ServerOptions()...)
 	srv.Register(gs)
 	served := make(chan struct{})
-	go func() {
+	// The server's goroutines carry the Decider's type as the profile
+	// label "decider" (gRPC starts each connection's and stream's from
+	// Serve's): go tool pprof -tagfocus decider=... splits the servers.
+	labels := pprof.Labels("decider", fmt.Sprintf("%T", dec))
+	go pprof.Do(context.Background(), labels, func(context.Context) {
 		defer close(served)
 		_ = gs.Serve(lis)
-	}()
+	})
 	b.Cleanup(func() {
 		gs.Stop()
 		<-served

@@ -25,6 +25,7 @@ type Metrics struct {
 	classes     *prometheus.CounterVec
 	tenants     *prometheus.CounterVec
 	genai       genAIMetrics
+	series      seriesCache // the per-request series, resolved (metrics_series.go)
 }
 
 // latencyBuckets span a refused request (µs) to a long generation (minutes).
@@ -92,6 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.requests, m.rejections, m.decisions, m.duration, m.ttfb,
 		m.queueWait, m.tokens, m.usedTokens, m.usageLost, m.upstreamRes, m.healthy, m.classes, m.tenants)
 	m.genai = newGenAIMetrics(reg)
+	m.resolveFixed()
 	// Series whose label values are known now start at 0, so rate() and
 	// alerts see them before the first event.
 	for _, o := range decide.Outcomes {
@@ -122,21 +124,22 @@ func (m *Metrics) DeclareDecision(decision string) {
 	}
 }
 
-// upstreamsSet creates the response series of every upstream at 0 (one per
-// status class) and drops those of removed upstreams, so pods that come and
-// go with discovery leave no series behind.
+// upstreamsSet creates the series of every upstream at 0 (its responses,
+// one per status class; its tokens, usage and time to first byte) and
+// drops those of removed upstreams, so pods that come and go with
+// discovery leave no series behind.
 func (m *Metrics) UpstreamsSet(names, removed []string) {
 	if m == nil {
 		return
 	}
 	for _, name := range removed {
-		m.upstreamRes.DeletePartialMatch(prometheus.Labels{"upstream": name})
-	}
-	for _, name := range names {
-		for _, c := range statusClasses {
-			m.upstreamRes.WithLabelValues(name, c)
+		for _, v := range []interface {
+			DeletePartialMatch(prometheus.Labels) int
+		}{m.upstreamRes, m.tokens, m.usedTokens, m.usageLost, m.ttfb} {
+			v.DeletePartialMatch(prometheus.Labels{"upstream": name})
 		}
 	}
+	m.setUpstreams(names) // which creates each pod's response series
 }
 
 // shortRequestTokens splits queue waits into short and long requests.
@@ -146,8 +149,12 @@ func (m *Metrics) Outcome(o decide.Outcome, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(string(o)).Inc()
-	m.duration.WithLabelValues(string(o)).Observe(d.Seconds())
+	s, ok := m.series.outcomes[o]
+	if !ok {
+		s = outcomeSeries{requests: m.requests.WithLabelValues(string(o)), duration: m.duration.WithLabelValues(string(o))}
+	}
+	s.requests.Inc()
+	s.duration.Observe(d.Seconds())
 }
 
 func (m *Metrics) ClassOutcome(class string, o decide.Outcome) {
@@ -179,15 +186,18 @@ func (m *Metrics) Waited(tokens int64, d time.Duration) {
 	if m == nil {
 		return
 	}
-	size := "long"
+	o := m.series.long
 	if tokens <= shortRequestTokens {
-		size = "short"
+		o = m.series.short
 	}
-	m.queueWait.WithLabelValues(size).Observe(d.Seconds())
+	o.Observe(d.Seconds())
 }
 
 func (m *Metrics) Sent(upstream string, tokens int64) {
-	if m != nil {
+	switch s := m.upstream(upstream); {
+	case s != nil:
+		s.tokens.Add(float64(tokens))
+	case m != nil:
 		m.tokens.WithLabelValues(upstream).Add(float64(tokens))
 	}
 }
@@ -195,7 +205,13 @@ func (m *Metrics) Sent(upstream string, tokens int64) {
 // usage counts the tokens a pod reported for one 200 response, or that it
 // could not be read.
 func (m *Metrics) Usage(upstream string, u usage.Tokens) {
+	s := m.upstream(upstream)
 	switch {
+	case s != nil && u.Known:
+		s.prompt.Add(float64(u.Prompt))
+		s.completion.Add(float64(u.Completion))
+	case s != nil:
+		s.usageLost.Inc()
 	case m == nil:
 	case u.Known:
 		m.usedTokens.WithLabelValues(upstream, "prompt").Add(float64(u.Prompt))
@@ -206,20 +222,21 @@ func (m *Metrics) Usage(upstream string, u usage.Tokens) {
 }
 
 func (m *Metrics) firstByte(upstream string, d time.Duration) {
-	if m != nil {
+	switch s := m.upstream(upstream); {
+	case s != nil:
+		s.ttfb.Observe(d.Seconds())
+	case m != nil:
 		m.ttfb.WithLabelValues(upstream).Observe(d.Seconds())
 	}
 }
 
 func (m *Metrics) Response(upstream string, status int) {
-	if m == nil {
-		return
+	switch s := m.upstream(upstream); {
+	case s != nil:
+		s.responses[statusClass(status)].Inc()
+	case m != nil:
+		m.upstreamRes.WithLabelValues(upstream, statusClasses[statusClass(status)]).Inc()
 	}
-	statusClass := "error"
-	if status >= 100 && status < 600 {
-		statusClass = string(rune('0'+status/100)) + "xx"
-	}
-	m.upstreamRes.WithLabelValues(upstream, statusClass).Inc()
 }
 
 func (m *Metrics) Health(upstream string, ok bool) {

@@ -8,9 +8,11 @@ import (
 	"os"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
+	"github.com/gatekeeper-dev/gatekeeper/internal/usage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -179,5 +181,60 @@ func TestKnownSeriesStartAtZero(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.upstreamRes.WithLabelValues("a", "5xx")); v != 0 {
 		t.Errorf(`upstream_responses{upstream="a",status_class="5xx"} = %v, want 0`, v)
+	}
+}
+
+// The per-request series are resolved once per pod UpstreamsSet declares
+// and per outcome: recording through them counts on the exported series and
+// costs no allocation; a pod removed is forgotten, its series deleted (the
+// cache holds the declared pods only); one never declared is still counted.
+func TestMetricsSeriesPerPod(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	m.UpstreamsSet([]string{"a", "b"}, nil)
+	record := func(pod string) {
+		m.Waited(100, time.Millisecond)
+		m.Sent(pod, 10)
+		m.firstByte(pod, time.Millisecond)
+		m.Response(pod, 200)
+		m.Response(pod, 0)
+		m.Usage(pod, usage.Tokens{Prompt: 7, Completion: 3, Known: true})
+		m.Usage(pod, usage.Tokens{})
+		m.Outcome(decide.OutcomeServed, time.Millisecond)
+	}
+	if n := testing.AllocsPerRun(100, func() { record("a") }); n != 0 {
+		t.Errorf("recording a declared pod's request: %v allocations, want 0", n)
+	}
+	record("c")                                                   // never declared
+	for pod, runs := range map[string]float64{"a": 101, "c": 1} { // AllocsPerRun runs it once more
+		for name, got := range map[string]float64{
+			"tokens": testutil.ToFloat64(m.tokens.WithLabelValues(pod)),
+			"2xx":    testutil.ToFloat64(m.upstreamRes.WithLabelValues(pod, "2xx")),
+			"error":  testutil.ToFloat64(m.upstreamRes.WithLabelValues(pod, "error")),
+			"prompt": testutil.ToFloat64(m.usedTokens.WithLabelValues(pod, "prompt")),
+			"lost":   testutil.ToFloat64(m.usageLost.WithLabelValues(pod)),
+		} {
+			want := map[string]float64{"tokens": 10, "2xx": 1, "error": 1, "prompt": 7, "lost": 1}[name] * runs
+			if got != want {
+				t.Errorf("pod %s: %s = %v, want %v", pod, name, got, want)
+			}
+		}
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues(string(decide.OutcomeServed))); got != 102 {
+		t.Errorf("served requests = %v, want 102", got)
+	}
+	m.UpstreamsSet([]string{"b"}, []string{"a"})
+	if m.upstream("a") != nil || m.upstream("b") == nil || len(*m.series.upstreams.Load()) != 1 {
+		t.Errorf("after removing a: cached a %v, b %v, %d in all; want b alone", m.upstream("a"), m.upstream("b"),
+			len(*m.series.upstreams.Load()))
+	}
+	for name, c := range map[string]prometheus.Collector{"tokens": m.tokens, "ttfb": m.ttfb, "lost": m.usageLost,
+		"used": m.usedTokens, "responses": m.upstreamRes} {
+		want := map[string]int{"used": 4, "responses": len(statusClasses) + 2}[name] // b's; c's recorded ones
+		if want == 0 {
+			want = 2
+		}
+		if n := testutil.CollectAndCount(c); n != want {
+			t.Errorf("%s: %d series after removing a, want %d (b's and c's)", name, n, want)
+		}
 	}
 }

@@ -76,7 +76,9 @@
 //   - [Queue] wraps a Core with a mutex and one buffered channel per waiter
 //     for the proxy: [Queue.Acquire] blocks until a slot is granted or the
 //     caller's context ends. Deadlines come from that context; the queue
-//     owns no timer.
+//     owns no timer. [Queue.Enter] and [Waiter.Wait] are Acquire in two
+//     steps, so that a caller makes its deadline's context only for a
+//     request that waits.
 //
 // The package knows nothing of HTTP and does not log: it reports through
 // return values, sentinel errors and [Stats] snapshots.

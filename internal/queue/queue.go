@@ -125,12 +125,37 @@ func (q *Queue) Acquire(ctx context.Context, r Request) (*Slot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	slot, id, ch, err := q.enqueue(q.now(), r)
+	slot, w, err := q.Enter(r)
 	if err != nil || slot != nil {
 		return slot, err
 	}
-	return q.wait(ctx, id, ch)
+	return w.Wait(ctx)
 }
+
+// Enter is Acquire in two steps, for a caller that sets up what ends its
+// wait (its deadline's timer) only when it has to wait: a slot at once, as
+// Acquire takes it, or the error that refuses r at once, or else r waits in
+// the queue as w, and the caller must call w.Wait exactly once.
+func (q *Queue) Enter(r Request) (slot *Slot, w Waiter, err error) {
+	slot, id, ch, err := q.enqueue(q.now(), r)
+	if err != nil || slot != nil {
+		return slot, Waiter{}, err
+	}
+	return slot, Waiter{q: q, id: id, ch: ch}, nil
+}
+
+// Waiter is a request waiting in the queue since Enter.
+type Waiter struct {
+	q  *Queue
+	id uint64
+	ch chan result
+}
+
+// Wait blocks until the waiter is granted a slot or refused (a Drain,
+// Dispatch finding no upstream it may use), or ctx ends: the waiter is
+// then removed at once and ctx.Err() is returned; a slot granted at that
+// same moment is released, never leaked.
+func (w Waiter) Wait(ctx context.Context) (*Slot, error) { return w.q.wait(ctx, w.id, w.ch) }
 
 // TryAcquire takes a slot for r at once when an upstream r may use has room
 // that no waiter can use (see Core.Take), and never waits: nil when there is
