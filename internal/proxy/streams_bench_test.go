@@ -27,7 +27,8 @@ const firstEvent = "data: {\"choices\":[{\"text\":\" tok\"}]}\n\n"
 // each has delivered its first event, and reads the Go heap and goroutine
 // stacks in use after a GC. The difference between the two, per stream, is
 // what gatekeeper holds per open stream: gk-B/stream (heap-B/stream and
-// stack-B/stream are its parts). Run it with -benchtime=3x or so: each
+// stack-B/stream are its parts), and goroutines/stream how many goroutines
+// it runs per stream. Run it with -benchtime=3x or so: each
 // iteration opens 2 × openStreams streams.
 func BenchmarkOpenStreams(b *testing.B) {
 	var hold sync.WaitGroup // the pod's handlers wait for it
@@ -66,12 +67,15 @@ func BenchmarkOpenStreams(b *testing.B) {
 	b.ReportMetric(per(proxied.heap)-per(direct.heap), "heap-B/stream")
 	b.ReportMetric(per(proxied.stack)-per(direct.stack), "stack-B/stream")
 	b.ReportMetric(per(proxied.heap+proxied.stack)-per(direct.heap+direct.stack), "gk-B/stream")
+	b.ReportMetric(per(proxied.goroutines)-per(direct.goroutines), "goroutines/stream")
 }
 
-// memUse is Go heap and stack bytes.
-type memUse struct{ heap, stack int64 }
+// memUse is Go heap and stack bytes, and goroutines.
+type memUse struct{ heap, stack, goroutines int64 }
 
-func (m memUse) add(o memUse) memUse { return memUse{m.heap + o.heap, m.stack + o.stack} }
+func (m memUse) add(o memUse) memUse {
+	return memUse{m.heap + o.heap, m.stack + o.stack, m.goroutines + o.goroutines}
+}
 
 // liveMemory is the heap still reachable after two GCs (the second empties
 // sync.Pool's victim cache) and the goroutine stacks in use.
@@ -80,7 +84,7 @@ func liveMemory() memUse {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return memUse{heap: int64(m.HeapAlloc), stack: int64(m.StackInuse)}
+	return memUse{heap: int64(m.HeapAlloc), stack: int64(m.StackInuse), goroutines: int64(runtime.NumGoroutine())}
 }
 
 // holdStreams opens openStreams streaming completions to base, waits until
@@ -135,5 +139,5 @@ func holdStreams(b *testing.B, client *http.Transport, base string, hold *sync.W
 	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > goroutines && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	return memUse{heap: after.heap - before.heap, stack: after.stack - before.stack}
+	return memUse{heap: after.heap - before.heap, stack: after.stack - before.stack, goroutines: after.goroutines - before.goroutines}
 }
