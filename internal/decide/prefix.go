@@ -35,8 +35,8 @@ func (c *Core) prefix(req *Request, body []byte) {
 type prefixBuffer [prefixBytes + 8]byte
 
 // prefixBuffers pools prefix's text buffers. They are kept off the goroutine
-// stack on purpose: as a local, the buffer made prefix's frame 8.3 KiB,
-// which Go checks at the function's entry whether it hashes or not, so
+// stack on purpose: as a local, the buffer made prefix's frame larger than
+// 8 KiB, which Go checks at the function's entry whether it hashes or not, so
 // every request's goroutine (the proxy's connection goroutine, the picker's
 // stream goroutine) grew its stack to 16 KiB by copying it, and a proxied
 // stream kept that size for its life (bench/README.md, "The handler's

@@ -36,9 +36,10 @@ func (c *clientWriter) Header() http.Header { return c.w.Header() }
 // WriteHeader writes the status; a streamed answer's headers go out with it
 // (flushHeader). ReverseProxy would send them at once too, from a timer's
 // goroutine or from its copy loop, whichever comes first; from the copy loop
-// the headers' formatting (net/http's chunkWriter.writeHeader, a 2.8 KiB
-// frame, and its sorting of the headers) sits below the loop's frames, on
-// the stack a stream keeps: deep enough to double it from 8 to 16 KiB.
+// the headers' formatting (net/http's chunkWriter.writeHeader, one of its
+// largest frames, and its sorting of the headers) sits below the loop's
+// frames, on the stack a stream keeps: deep enough to double it from 8 to
+// 16 KiB (bench/README.md, "The handler's stack and heap per stream").
 func (c *clientWriter) WriteHeader(code int) {
 	c.arm()
 	c.w.WriteHeader(code)
