@@ -167,13 +167,15 @@ func reportsUsage(k classify.Kind) bool { return k != classify.KindModels && k !
 // long as its body is copied, so an open token stream holds one for its
 // whole life: a 32 KiB buffer was a third of what a stream costs gatekeeper
 // (issue 16, BenchmarkOpenStreams). SSE events are a few hundred bytes and
-// every read is flushed on at once, so streams use a 4 KiB buffer, the size
-// of the transport's read buffer behind it (a read as large reads the
-// socket directly); other bodies keep ReverseProxy's default, 32 KiB, so a
-// large JSON body still goes out in few writes.
+// every read is flushed on at once, so streams use a 2 KiB buffer, the size
+// of net/http's response buffer in front of it: an event up to that size
+// is one read and one write, and a larger one is split as much by the
+// pod-side reads as by this buffer (issue 38: bench/README.md, "The
+// handler's stack and heap per stream"). Other bodies keep ReverseProxy's
+// default, 32 KiB, so a large JSON body still goes out in few writes.
 const (
 	copyBufferSize   = 32 << 10
-	streamBufferSize = 4 << 10
+	streamBufferSize = 2 << 10
 )
 
 // bufferPool recycles the reverse proxy's copy buffers, which it would

@@ -23,7 +23,7 @@ type Handler struct {
 	core    *decide.Core
 	reg     *pods.Registry
 	rp      *httputil.ReverseProxy // 32 KiB copy buffers
-	// rpStream forwards requests that ask for a stream; it is rp with 4 KiB
+	// rpStream forwards requests that ask for a stream; it is rp with 2 KiB
 	// copy buffers.
 	rpStream *httputil.ReverseProxy
 	ids      *idSource
