@@ -47,7 +47,7 @@ func TestUnknownLengthStreamsFlush(t *testing.T) {
 }
 
 // TestBodiesLargerThanTheCopyBuffer checks that a response body longer than
-// the reverse proxy's copy buffer (4 KiB for streams, 32 KiB otherwise)
+// the reverse proxy's copy buffer (2 KiB for streams, 32 KiB otherwise)
 // reaches the client unchanged, whichever buffer the request gets.
 func TestBodiesLargerThanTheCopyBuffer(t *testing.T) {
 	event := "data: " + strings.Repeat("x", 3*streamBufferSize) + "\n\n"

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,6 +131,7 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 			f := flightFrom(res.Request.Context())
 			f.status = res.StatusCode
 			f.firstByte = h.now()
+			f.out.flushHeader = flushesAtOnce(res)
 			// The client already has the id on the response; a pod that echoes
 			// it (vLLM --enable-request-id-headers) would add a second value,
 			// which the OpenAI SDKs read as "id, id".
@@ -148,6 +150,14 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 	}
 }
 
+// flushesAtOnce reports whether ReverseProxy flushes res's body as it
+// comes, and so its headers at once: an SSE body, or one of unknown length
+// (its flushInterval, with FlushInterval 0).
+func flushesAtOnce(res *http.Response) bool {
+	ct, _, _ := strings.Cut(res.Header.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(ct), "text/event-stream") || res.ContentLength == -1
+}
+
 // reportsUsage reports whether responses of this kind carry a usage object
 // (generated text, embeddings, scores): /v1/models and audio do not, so
 // reading them would only count unknown usages.
@@ -157,13 +167,15 @@ func reportsUsage(k classify.Kind) bool { return k != classify.KindModels && k !
 // long as its body is copied, so an open token stream holds one for its
 // whole life: a 32 KiB buffer was a third of what a stream costs gatekeeper
 // (issue 16, BenchmarkOpenStreams). SSE events are a few hundred bytes and
-// every read is flushed on at once, so streams use a 4 KiB buffer, the size
-// of the transport's read buffer behind it (a read as large reads the
-// socket directly); other bodies keep ReverseProxy's default, 32 KiB, so a
-// large JSON body still goes out in few writes.
+// every read is flushed on at once, so streams use a 2 KiB buffer, the size
+// of net/http's response buffer in front of it: an event up to that size
+// is one read and one write, and a larger one is split as much by the
+// pod-side reads as by this buffer (issue 38: bench/README.md, "The
+// handler's stack and heap per stream"). Other bodies keep ReverseProxy's
+// default, 32 KiB, so a large JSON body still goes out in few writes.
 const (
 	copyBufferSize   = 32 << 10
-	streamBufferSize = 4 << 10
+	streamBufferSize = 2 << 10
 )
 
 // bufferPool recycles the reverse proxy's copy buffers, which it would
@@ -268,8 +280,32 @@ func neverSent(err error) bool {
 
 // forward sends ex's request to the member dispatch chose and records its
 // outcome when the response body has been copied (not when headers arrive),
-// releasing the slot then.
+// releasing the slot then. Its frame is live while the response streams,
+// so what only the start needs is built in prepare (see serveTraffic).
 func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Admitted) {
+	out := h.prepare(w, ex)
+	completed := false
+	defer func() {
+		p := recover() // http.ErrAbortHandler when the stream broke mid-copy
+		retry = h.complete(ex, completed)
+		if p != nil {
+			panic(p)
+		}
+	}()
+	f := ex.flight
+	defer f.out.disarm()
+	rp := h.rp
+	if ex.Stream {
+		rp = h.rpStream // the small copy buffer: it is held while the stream lasts
+	}
+	rp.ServeHTTP(&f.out, out)
+	completed = true
+	return nil
+}
+
+// prepare makes ex's flight to the member dispatch chose and the request
+// the reverse proxy sends there.
+func (h *Handler) prepare(w http.ResponseWriter, ex *exchange) *http.Request {
 	r, m, body := ex.r, ex.member, ex.body
 	ex.upstream = m.Name
 	if ex.Policy.ForwardPriority[m.Name] {
@@ -292,26 +328,11 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Ad
 		out.TransferEncoding = nil // the buffered body goes out framed by Content-Length alone
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	completed := false
-	defer func() {
-		p := recover() // http.ErrAbortHandler when the stream broke mid-copy
-		retry = h.complete(ex, completed)
-		if p != nil {
-			panic(p)
-		}
-	}()
-	rp := h.rp
-	if ex.Stream {
-		rp = h.rpStream // the small copy buffer: it is held while the stream lasts
-	}
 	f.out = clientWriter{w: w, timeout: ex.Policy.SendTimeout, now: h.now}
 	if sendConnFor(r) != nil {
 		f.out.timeout = 0 // its connection bounds every write by progress (SendListener)
 	}
-	defer f.out.disarm()
-	rp.ServeHTTP(&f.out, out)
-	completed = true
-	return nil
+	return out
 }
 
 // complete turns what happened to ex's request into an End for the core's

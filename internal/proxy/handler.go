@@ -12,7 +12,6 @@ import (
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/framing"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/podconn"
-	"github.com/go-chi/chi/v5"
 )
 
 // Handler is the traffic listener's http.Handler. Create one with New; it is
@@ -25,10 +24,9 @@ type Handler struct {
 	core    *decide.Core
 	reg     *pods.Registry
 	rp      *httputil.ReverseProxy // 32 KiB copy buffers
-	// rpStream forwards requests that ask for a stream; it is rp with 4 KiB
+	// rpStream forwards requests that ask for a stream; it is rp with 2 KiB
 	// copy buffers.
 	rpStream *httputil.ReverseProxy
-	router   http.Handler
 	ids      *idSource
 	linger   lingering // what a refused body may still send
 	tracing  *tracing  // nil: no spans
@@ -61,24 +59,17 @@ func New(opts Options) (*Handler, error) {
 	}
 	h.rp = h.newReverseProxy(rt, &bufferPool{})
 	h.rpStream = h.newReverseProxy(rt, &streamBufferPool{})
-	h.router = h.routes()
 	h.ready.Store(true)
 	return h, nil
 }
 
-// routes assembles the traffic listener's middleware chain and routes in one
-// visible place. Only health endpoints and the inference allow-list exist;
-// everything else, vLLM's admin routes included, is 404 without touching a pod.
-func (h *Handler) routes() http.Handler {
-	r := chi.NewRouter()
-	r.Get("/healthz", h.serveHealthz)
-	r.Get("/readyz", h.serveReadyz)
-	r.NotFound(h.serveTraffic)
-	r.MethodNotAllowed(h.serveTraffic)
-	return r
-}
-
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. Only health endpoints and the
+// inference allow-list exist: GET /healthz and GET /readyz are answered
+// here, every other request goes to serveTraffic, where the core's routes
+// decide (vLLM's admin routes are 404 there without touching a pod). The
+// two paths need no router: chi's would copy every request and add a
+// context to it (two allocations a request, kept for a stream's life) and
+// three frames to the stack a stream holds.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.core.Draining() {
 		// Close each connection after its response, so clients stop reusing
@@ -92,7 +83,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveAmbiguous(w, r)
 		return
 	}
-	h.router.ServeHTTP(w, r)
+	switch {
+	case r.Method != http.MethodGet:
+		h.serveTraffic(w, r)
+	case healthPath(r, "/healthz"):
+		h.serveHealthz(w, r)
+	case healthPath(r, "/readyz"):
+		h.serveReadyz(w, r)
+	default:
+		h.serveTraffic(w, r)
+	}
+}
+
+// healthPath reports whether r's path is path, as it came (escaped): a
+// router matches the raw path when the request has one.
+func healthPath(r *http.Request, path string) bool {
+	if r.URL.RawPath != "" {
+		return r.URL.RawPath == path
+	}
+	return r.URL.Path == path
 }
 
 // Metrics returns the handler's metrics (nil if it records none).

@@ -26,10 +26,27 @@ type clientWriter struct {
 	armed    bool                     // a deadline was set and must be cleared
 	now      func() time.Time         // the handler's clock, for first; nil: none
 	first    time.Time                // when the first body byte was written
+	// flushHeader: the answer streams (flushesAtOnce), so its headers go
+	// out as they are written, not from the copy loop (see WriteHeader).
+	flushHeader bool
 }
 
-func (c *clientWriter) Header() http.Header         { return c.w.Header() }
-func (c *clientWriter) WriteHeader(code int)        { c.arm(); c.w.WriteHeader(code) }
+func (c *clientWriter) Header() http.Header { return c.w.Header() }
+
+// WriteHeader writes the status; a streamed answer's headers go out with it
+// (flushHeader). ReverseProxy would send them at once too, from a timer's
+// goroutine or from its copy loop, whichever comes first; from the copy loop
+// the headers' formatting (net/http's chunkWriter.writeHeader, one of its
+// largest frames, and its sorting of the headers) sits below the loop's
+// frames, on the stack a stream keeps: deep enough to double it from 8 to
+// 16 KiB (bench/README.md, "The handler's stack and heap per stream").
+func (c *clientWriter) WriteHeader(code int) {
+	c.arm()
+	c.w.WriteHeader(code)
+	if c.flushHeader && code >= http.StatusOK {
+		c.Flush()
+	}
+}
 func (c *clientWriter) Unwrap() http.ResponseWriter { return c.w }
 
 func (c *clientWriter) Write(p []byte) (int, error) {

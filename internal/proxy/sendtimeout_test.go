@@ -87,6 +87,7 @@ func TestSendTimeoutIsAProgressTimeout(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reading the answer: %v", err)
 			}
+			synctest.Wait() // as below: the handler and ReverseProxy's flush timer settle first
 			close(pod.release)
 			body, err := io.ReadAll(res.Body)
 			if err != nil || res.StatusCode != http.StatusOK || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
@@ -121,6 +122,14 @@ func TestSendTimeoutIsAProgressTimeout(t *testing.T) {
 				if _, err := http.ReadResponse(bufio.NewReaderSize(tr, 16), nil); err != nil {
 					t.Fatalf("reading the answer's headers: %v", err)
 				}
+				// The handler has sent the headers before its copy loop
+				// starts; the loop arms ReverseProxy's flush timer, whose
+				// goroutine takes the writer's lock. Let both settle before
+				// the pod's events come: a copy that holds that lock while
+				// the client takes nothing would leave the timer's goroutine
+				// waiting on a mutex, which a bubble does not count as
+				// durably blocked, and the bubble's clock would stop.
+				synctest.Wait()
 				close(pod.release)
 				// ... and then nothing.
 				time.Sleep(time.Until(tr.last.Add(timeout - time.Second)))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -40,9 +41,36 @@ type exchange struct {
 }
 
 // serveTraffic runs the request pipeline of DESIGN §2 for every path that is
-// not a health endpoint: the decision core decides (Decide), the handler
+// not a health endpoint: the decision core decides (decide), the handler
 // writes its answer or forwards the request.
+//
+// Its frame, and every frame under it that is still live while a response
+// streams, stays small: the connection goroutine keeps them for the whole
+// stream, and a stack that passes 8 KiB at any moment of the request is
+// doubled to 16 KiB and kept at that size for as long as the stream lasts
+// (bench/README.md, "The handler's stack and heap per stream"). What the
+// decision needs (its input, its result, the refusals' values) lives in
+// decide's frame, which has returned before the request is forwarded.
 func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
+	ex := h.begin(w, r)
+	if ov := h.opts.Overload; ov != nil {
+		if !ov.Admit() {
+			h.refuseOverloaded(w, r, ex)
+			return
+		}
+		defer ov.Done()
+	}
+	if h.tracing != nil {
+		defer ex.endSpan()
+	}
+	if adm := h.decide(w, ex); adm != nil {
+		h.dispatch(w, ex, adm)
+	}
+}
+
+// begin makes r's exchange: the core's request, the send timeout on r's
+// connection and the request id, on the request and on the answer.
+func (h *Handler) begin(w http.ResponseWriter, r *http.Request) *exchange {
 	ex := &exchange{Request: h.core.Begin(), h: h, w: w, r: r}
 	pol := ex.Policy
 	if sc := sendConnFor(r); sc != nil {
@@ -65,25 +93,22 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	ids = ids[:1:1]
 	r.Header[key] = ids
 	w.Header()[key] = ids
+	return ex
+}
 
-	if ov := h.opts.Overload; ov != nil {
-		if !ov.Admit() {
-			h.refuse(w, r, ex, decide.Refuse(decide.ReasonGatewayOverloaded,
-				"gatekeeper is saturated; retry later", 0, pol.RetryAfter))
-			return
-		}
-		defer ov.Done()
-	}
+// decide asks the core about ex's request and answers it unless the core
+// admitted it: it returns the slot to forward it on, or nil once answered.
+func (h *Handler) decide(w http.ResponseWriter, ex *exchange) *decide.Admitted {
+	r := ex.r
 	in := decide.In{Method: r.Method, Path: r.URL.EscapedPath(), Header: r.Header, Read: ex}
 	if h.tracing != nil {
 		in.Trace = ex
-		defer ex.endSpan()
 	}
 	res := h.core.Decide(r.Context(), &ex.Request, in)
 	r = ex.r // with the server span, when it traces
 	switch {
 	case res.Admitted != nil:
-		h.dispatch(w, ex, res.Admitted)
+		return res.Admitted
 	case res.Refusal == nil && res.Models != nil:
 		h.serveModels(w, r, ex, res.Models) // the union of the pools, from gatekeeper itself
 	case res.Refusal == nil: // the client left: never sent upstream
@@ -96,6 +121,7 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.refuse(w, r, ex, *res.Refusal)
 	}
+	return nil
 }
 
 // endSpan ends the server span, if one was started.
@@ -133,13 +159,7 @@ func (ex *exchange) ReadBody(limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, decide.ErrBodyTooLarge
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		// ReadFrom wants MinRead bytes free before it can see EOF; growing
-		// by them too makes the body one allocation instead of two and a copy.
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(ex.w, r.Body, limit))
+	body, err := readBody(http.MaxBytesReader(ex.w, r.Body, limit), r.ContentLength)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -149,8 +169,39 @@ func (ex *exchange) ReadBody(limit int64) ([]byte, error) {
 	case err != nil:
 		return nil, err
 	}
-	ex.body = buf.Bytes()
+	// Read to its end, the body is closed: net/http would otherwise, as the
+	// answer's headers go out, try to read what it thinks may remain (with
+	// a pooled 8 KiB buffer, several frames deep on a stack that a stream
+	// keeps at whatever size it reached).
+	_ = r.Body.Close()
+	ex.body = body
 	return ex.body, nil
+}
+
+// readBody reads a body to its end. A body of known length (n > 0) is read
+// into a slice of that size, and one byte more to see its end:
+// bytes.Buffer.ReadFrom would want bytes.MinRead (512) bytes free to see
+// it, which a request keeps while it waits and streams.
+func readBody(rd io.Reader, n int64) ([]byte, error) {
+	if n <= 0 {
+		var buf bytes.Buffer
+		_, err := buf.ReadFrom(rd)
+		return buf.Bytes(), err
+	}
+	b := make([]byte, n+1)
+	k, err := io.ReadFull(rd, b)
+	switch {
+	case err == io.ErrUnexpectedEOF && int64(k) == n: // all of it, and its end
+		return b[:n:n], nil
+	case err == nil: // more than it declared (net/http's own bodies never send it): the rest too
+		buf := bytes.NewBuffer(b)
+		_, err = buf.ReadFrom(rd)
+		return buf.Bytes(), err
+	case err == io.ErrUnexpectedEOF || err == io.EOF: // it ended early
+		return nil, io.ErrUnexpectedEOF
+	default:
+		return nil, err
+	}
 }
 
 // serveAmbiguous refuses a request whose connection sent ambiguous framing
@@ -174,6 +225,12 @@ func (h *Handler) dispatch(w http.ResponseWriter, ex *exchange, adm *decide.Admi
 			ex.retried = true
 		}
 	}
+}
+
+// refuseOverloaded refuses a request the overload guard sheds.
+func (h *Handler) refuseOverloaded(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	h.refuse(w, r, ex, decide.Refuse(decide.ReasonGatewayOverloaded,
+		"gatekeeper is saturated; retry later", 0, ex.Policy.RetryAfter))
 }
 
 // refuse writes a refusal and records its outcome.

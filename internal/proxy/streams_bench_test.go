@@ -27,7 +27,8 @@ const firstEvent = "data: {\"choices\":[{\"text\":\" tok\"}]}\n\n"
 // each has delivered its first event, and reads the Go heap and goroutine
 // stacks in use after a GC. The difference between the two, per stream, is
 // what gatekeeper holds per open stream: gk-B/stream (heap-B/stream and
-// stack-B/stream are its parts). Run it with -benchtime=3x or so: each
+// stack-B/stream are its parts), and goroutines/stream how many goroutines
+// it runs per stream. Run it with -benchtime=3x or so: each
 // iteration opens 2 × openStreams streams.
 func BenchmarkOpenStreams(b *testing.B) {
 	var hold sync.WaitGroup // the pod's handlers wait for it
