@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 go test -c -o "$tmp/proxy.test" ./internal/proxy
 for bench in ServeHTTP Loopback; do
-	(cd proxy && "$tmp/proxy.test" -test.run '^$' -test.bench "^Benchmark$bench\$" \
+	(cd internal/proxy && "$tmp/proxy.test" -test.run '^$' -test.bench "^Benchmark$bench\$" \
 		-test.benchtime "$benchtime" -test.cpuprofile "$tmp/$bench.pprof" >/dev/null)
 done
 go tool pprof -proto "$tmp/ServeHTTP.pprof" "$tmp/Loopback.pprof" > "$tmp/default.pgo"
