@@ -11,6 +11,11 @@
 # path (proxy, its subpackages, the adapters cmd/gatekeeper hands it), after
 # a Go upgrade, or when the build prints that the profile no longer matches
 # much of the code; a stale profile only loses some of the gain.
+# Before committing a new profile, compare what depends on stack depth with
+# the old one and the new one (BENCH_EPP_ONLY=1 and BENCH_STREAMS_ONLY=1
+# bench/run: RSS per held stream and per open stream): inlining can make a
+# hot frame large enough to double every stream's goroutine stack, as the
+# refresh of 2026-12-06 did (bench/README.md, "Where issue 38 stands").
 #
 #	scripts/pgo.sh                   # about 30 s of benchmarks
 #	PGO_BENCHTIME=10s scripts/pgo.sh # a steadier profile
