@@ -208,8 +208,10 @@ func (s Source) timeoutOr(def time.Duration) time.Duration {
 	return def
 }
 
-// Transport bounds the connections gatekeeper opens to upstreams.
-// Each maps to the http.Transport field of the same name.
+// Transport bounds the connections gatekeeper opens to upstreams: it
+// configures gatekeeper's pod transport (podconn.Transport) and the
+// http.Transport behind it for https pods (TLSHandshakeTimeout is that
+// one's alone).
 type Transport struct {
 	DialTimeout time.Duration `yaml:"dial_timeout"` // net.Dialer.Timeout
 	// ResponseHeaderTimeout bounds the wait for response headers; a
