@@ -65,39 +65,3 @@ func rewind(req *http.Request) (*http.Request, error) {
 	again.Body = body
 	return &again, nil
 }
-
-// validFieldName reports whether k is an RFC 9110 token.
-func validFieldName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if !isTokenByte(k[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// validFieldValue reports whether v holds no control byte but tab (obs-text
-// is allowed), as net/http's httpguts.ValidHeaderFieldValue.
-func validFieldValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; b < ' ' && b != '\t' || b == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-func isTokenByte(b byte) bool {
-	switch {
-	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		return true
-	}
-	switch b {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}

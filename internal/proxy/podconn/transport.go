@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Defaults of the Transport's zero fields.
@@ -165,19 +167,19 @@ func hostPort(req *http.Request) string {
 
 var errNoHost = errors.New("podconn: request URL has no host")
 
-// checkRequest refuses what http.Transport refuses before writing: no host,
-// header fields that are not valid HTTP (the value is left out of the
-// error: it may be a secret).
+// checkRequest refuses what http.Transport refuses before writing, with
+// its checks (httpguts): no host, header fields that are not valid HTTP
+// (the value is left out of the error: it may be a secret).
 func checkRequest(req *http.Request) error {
 	if req.URL.Host == "" {
 		return errNoHost
 	}
 	for k, vv := range req.Header {
-		if !validFieldName(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("podconn: invalid header field name %q", k)
 		}
 		for _, v := range vv {
-			if !validFieldValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				return fmt.Errorf("podconn: invalid header field value for %q", k)
 			}
 		}
