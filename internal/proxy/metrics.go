@@ -93,12 +93,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.requests, m.rejections, m.decisions, m.duration, m.ttfb,
 		m.queueWait, m.tokens, m.usedTokens, m.usageLost, m.upstreamRes, m.healthy, m.classes, m.tenants)
 	m.genai = newGenAIMetrics(reg)
-	m.resolveFixed()
 	// Series whose label values are known now start at 0, so rate() and
-	// alerts see them before the first event.
-	for _, o := range decide.Outcomes {
-		m.requests.WithLabelValues(string(o))
-	}
+	// alerts see them before the first event: resolving the per-request
+	// ones (every outcome's, the queue waits') creates them.
+	m.resolveFixed()
 	for _, r := range decide.Reasons {
 		m.rejections.WithLabelValues(string(r))
 	}
@@ -151,7 +149,7 @@ func (m *Metrics) Outcome(o decide.Outcome, d time.Duration) {
 	}
 	s, ok := m.series.outcomes[o]
 	if !ok {
-		s = outcomeSeries{requests: m.requests.WithLabelValues(string(o)), duration: m.duration.WithLabelValues(string(o))}
+		s = m.outcomeSeries(o)
 	}
 	s.requests.Inc()
 	s.duration.Observe(d.Seconds())

@@ -43,10 +43,14 @@ func (m *Metrics) resolveFixed() {
 	c := &m.series
 	c.outcomes = make(map[decide.Outcome]outcomeSeries, len(decide.Outcomes))
 	for _, o := range decide.Outcomes {
-		c.outcomes[o] = outcomeSeries{requests: m.requests.WithLabelValues(string(o)),
-			duration: m.duration.WithLabelValues(string(o))}
+		c.outcomes[o] = m.outcomeSeries(o)
 	}
 	c.short, c.long = m.queueWait.WithLabelValues("short"), m.queueWait.WithLabelValues("long")
+}
+
+// outcomeSeries resolves o's series.
+func (m *Metrics) outcomeSeries(o decide.Outcome) outcomeSeries {
+	return outcomeSeries{requests: m.requests.WithLabelValues(string(o)), duration: m.duration.WithLabelValues(string(o))}
 }
 
 // setUpstreams resolves the series of the pods named, keeps those already
