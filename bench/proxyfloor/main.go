@@ -8,6 +8,9 @@
 //   - podconn: the same over gatekeeper's own pod transport
 //     (internal/proxy/podconn), which runs each exchange on the handler's
 //     goroutine: the core gatekeeper's traffic listener is built on.
+//   - h1: an HTTP/1.1 server of the least possible kind on net/http's own
+//     parser (http.ReadRequest), with the same ReverseProxy over podconn:
+//     an upper bound for replacing net/http's server alone (see h1.go).
 //   - fasthttp: github.com/valyala/fasthttp's server and HostClient. It
 //     buffers each response whole (no streaming, no HTTP/2), so it is an
 //     upper bound for a Go core other than net/http, not a drop-in one.
@@ -32,7 +35,7 @@ import (
 )
 
 func main() {
-	core := flag.String("core", "net/http", "net/http, podconn or fasthttp")
+	core := flag.String("core", "net/http", "net/http, podconn, h1 or fasthttp")
 	listen := flag.String("listen", "127.0.0.1:18780", "traffic address")
 	upstream := flag.String("upstream", "http://127.0.0.1:18000", "upstream base URL")
 	flag.Parse()
@@ -46,10 +49,12 @@ func main() {
 		log.Fatal(netHTTP(*listen, u, tr))
 	case "podconn":
 		log.Fatal(netHTTP(*listen, u, &podconn.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}))
+	case "h1":
+		log.Fatal(h1Serve(*listen, reverse(u, &podconn.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute})))
 	case "fasthttp":
 		log.Fatal(fastHTTP(*listen, u.Host))
 	default:
-		log.Fatalf("proxyfloor: unknown -core %q (net/http, podconn or fasthttp)", *core)
+		log.Fatalf("proxyfloor: unknown -core %q (net/http, podconn, h1 or fasthttp)", *core)
 	}
 }
 
@@ -58,10 +63,13 @@ func main() {
 // pooled copy buffers as gatekeeper's (without a BufferPool ReverseProxy
 // allocates 32 KiB per response, which no competent proxy would ship).
 func netHTTP(listen string, u *url.URL, tr http.RoundTripper) error {
-	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }, Transport: tr,
-		BufferPool: &buffers{}}
-	srv := &http.Server{Addr: listen, Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: listen, Handler: reverse(u, tr), ReadHeaderTimeout: 10 * time.Second}
 	return srv.ListenAndServe()
+}
+
+func reverse(u *url.URL, tr http.RoundTripper) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }, Transport: tr,
+		BufferPool: &buffers{}}
 }
 
 // buffers is a sync.Pool of ReverseProxy's 32 KiB copy buffers; it pools
