@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,16 @@ import (
 // An observation of a sampled trace carries its trace id as an exemplar.
 type genAIMetrics struct {
 	duration, ttft, tpot, tokens *prometheus.HistogramVec
+	// ops holds each operation's series (op → *genAISeries), resolved on
+	// its first request: WithLabelValues hashes and looks up its labels
+	// under the vector's lock on every call, five times a request. The
+	// operations are coretrace.Operation's few.
+	ops *sync.Map
+}
+
+// genAISeries are one operation's series.
+type genAISeries struct {
+	duration, ttft, tpot, input, output prometheus.Observer
 }
 
 // The conventions' advised bucket boundaries.
@@ -51,7 +62,20 @@ func newGenAIMetrics(reg prometheus.Registerer) genAIMetrics {
 		}, []string{"gen_ai_operation_name", "gen_ai_token_type"}),
 	}
 	reg.MustRegister(m.duration, m.ttft, m.tpot, m.tokens)
+	m.ops = new(sync.Map)
 	return m
+}
+
+// series returns op's series, resolving them on op's first request.
+func (m *genAIMetrics) series(op string) *genAISeries {
+	if s, ok := m.ops.Load(op); ok {
+		return s.(*genAISeries)
+	}
+	s := &genAISeries{duration: m.duration.WithLabelValues(op), ttft: m.ttft.WithLabelValues(op),
+		tpot: m.tpot.WithLabelValues(op), input: m.tokens.WithLabelValues(op, "input"),
+		output: m.tokens.WithLabelValues(op, "output")}
+	actual, _ := m.ops.LoadOrStore(op, s)
+	return actual.(*genAISeries)
 }
 
 // genAI records a served request in the GenAI shape: op is its operation
@@ -62,17 +86,17 @@ func (m *Metrics) genAI(ctx context.Context, op string, stream bool, start, firs
 	if m == nil || op == "" {
 		return
 	}
-	g := &m.genai
-	observe(ctx, g.duration.WithLabelValues(op), end.Sub(start).Seconds())
+	g := m.genai.series(op)
+	observe(ctx, g.duration, end.Sub(start).Seconds())
 	if stream && !first.IsZero() {
-		observe(ctx, g.ttft.WithLabelValues(op), first.Sub(start).Seconds())
+		observe(ctx, g.ttft, first.Sub(start).Seconds())
 		if known && completion > 1 {
-			observe(ctx, g.tpot.WithLabelValues(op), end.Sub(first).Seconds()/float64(completion-1))
+			observe(ctx, g.tpot, end.Sub(first).Seconds()/float64(completion-1))
 		}
 	}
 	if known {
-		observe(ctx, g.tokens.WithLabelValues(op, "input"), float64(prompt))
-		observe(ctx, g.tokens.WithLabelValues(op, "output"), float64(completion))
+		observe(ctx, g.input, float64(prompt))
+		observe(ctx, g.output, float64(completion))
 	}
 }
 

@@ -29,3 +29,17 @@ func BenchmarkMetricsPerRequest(b *testing.B) {
 		m.Outcome(decide.OutcomeServed, time.Millisecond)
 	}
 }
+
+// BenchmarkGenAIPerRequest is what a served, streamed chat request records
+// on the GenAI histograms: its duration, time to first token, time per
+// output token and both token counts.
+func BenchmarkGenAIPerRequest(b *testing.B) {
+	m := NewMetrics(prometheus.NewRegistry())
+	start := time.Unix(0, 0)
+	first, end := start.Add(80*time.Millisecond), start.Add(2*time.Second)
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		m.genAI(ctx, "chat", true, start, first, end, true, 200, 100)
+	}
+}
