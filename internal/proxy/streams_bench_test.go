@@ -105,8 +105,8 @@ func liveMemory() memUse {
 
 // holdStreams opens openStreams streaming completions to base, each sending
 // body, waits until every one has its first event, and returns the memory
-// they added; then it
-// lets the pod end them and waits until their goroutines are gone.
+// they added; then it lets the pod end them and waits until their
+// goroutines are gone.
 func holdStreams(b *testing.B, client *http.Transport, base, body string, hold *sync.WaitGroup, idle func()) memUse {
 	b.Helper()
 	goroutines := runtime.NumGoroutine()
