@@ -72,6 +72,10 @@ type bodySender interface {
 // request as it went to the pod.
 func (ex *exchange) accept(sent *http.Request) {
 	ex.body = nil
+	b := &ex.flight.body
+	if b.send == nil {
+		return // the route has no body
+	}
 	bs := ex.h.sender
-	ex.flight.body.release(bs != nil && bs.SendsBodyFirst(sent))
+	b.release(bs != nil && bs.SendsBodyFirst(sent))
 }
