@@ -48,12 +48,12 @@ func (b *heldBody) get() (io.ReadCloser, error) {
 }
 
 // release drops the body. The reader the transport wrote it from is
-// emptied only when the transport said it reads it no more (sent): one
+// emptied only when the transport said it reads it no more (done): one
 // that writes on a goroutine of its own may still be reading it, and then
 // keeps it until the exchange ends.
-func (b *heldBody) release(sent bool) {
+func (b *heldBody) release(done bool) {
 	b.held = nil
-	if sent {
+	if done {
 		b.rd.Reset(nil)
 	}
 }
