@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -53,12 +51,9 @@ type flight struct {
 	sent time.Time
 	span trace.Span
 
-	body bytes.Reader // the buffered request body, as the pod reads it
-	// sendBody is body as the pod's request carries it (nil: the route has
-	// none): io.NopCloser of body, which net/http knows to be in memory.
-	sendBody io.ReadCloser
-	usage    usage.Body   // the response body, when its usage is read
-	out      clientWriter // the client's ResponseWriter, with the send timeout
+	body  heldBody     // the buffered request body, until the answer is accepted
+	usage usage.Body   // the response body, when its usage is read
+	out   clientWriter // the client's ResponseWriter, with the send timeout
 }
 
 // Value returns f for flightKey and asks the client's context otherwise.
@@ -102,13 +97,13 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 			f := flightFrom(pr.In.Context())
 			pr.SetURL(f.member.URL)
 			pr.SetXForwarded()
-			if f.sendBody != nil {
+			if f.body.send != nil {
 				// ReverseProxy wraps every body in a reader of its own, which
 				// net/http cannot see into: it then writes the headers to the
 				// pod, and the body in a second write. The buffered body needs
 				// no protection from Close, and net/http sends it with the
 				// headers in one write.
-				pr.Out.Body = f.sendBody
+				pr.Out.Body = f.body.send
 			}
 			if f.span != nil { // ours replaces the client's trace context
 				pr.Out.Header.Del("Tracestate")
@@ -136,10 +131,12 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 			// it (vLLM --enable-request-id-headers) would add a second value,
 			// which the OpenAI SDKs read as "id, id".
 			res.Header.Del(f.ex.Policy.RequestIDHeader)
-			if res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests {
-				return h.podRefused(f, res)
+			refused := res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests
+			if refused && h.podRefused(f, res) != nil {
+				return errRetry // it goes to another pod, body and all
 			}
-			if !reportsUsage(f.ex.Kind) {
+			f.ex.accept(res.Request) // no retry from here on: the body is dropped
+			if refused || !reportsUsage(f.ex.Kind) {
 				return nil
 			}
 			f.usage.Watch(res, f) // count the usage as the body streams through
@@ -321,12 +318,11 @@ func (h *Handler) prepare(w http.ResponseWriter, ex *exchange) *http.Request {
 	ex.flight = f
 	out := r.WithContext(f)
 	if body != nil {
-		f.body.Reset(body)
-		f.sendBody = io.NopCloser(&f.body)
-		out.Body = f.sendBody
+		f.body.set(body)
+		out.Body = f.body.send
 		out.ContentLength = int64(len(body))
 		out.TransferEncoding = nil // the buffered body goes out framed by Content-Length alone
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		out.GetBody = f.body.get   // reads what is still held: an error once the answer is accepted
 	}
 	f.out = clientWriter{w: w, timeout: ex.Policy.SendTimeout, now: h.now}
 	if sendConnFor(r) != nil {

@@ -30,6 +30,9 @@ type Handler struct {
 	ids      *idSource
 	linger   lingering // what a refused body may still send
 	tracing  *tracing  // nil: no spans
+	// sender is the transport, when it says whether it reads a request's
+	// body after RoundTrip (heldBody.release); nil when it does not say.
+	sender bodySender
 
 	// ready is the HTTP front's own part of /readyz: false until New has
 	// built the handler. The rest of readiness, and the drain, are the
@@ -57,6 +60,7 @@ func New(opts Options) (*Handler, error) {
 	if rt == nil {
 		rt = NewTransport(opts.Transport)
 	}
+	h.sender, _ = rt.(bodySender)
 	h.rp = h.newReverseProxy(rt, &bufferPool{})
 	h.rpStream = h.newReverseProxy(rt, &streamBufferPool{})
 	h.ready.Store(true)

@@ -34,7 +34,7 @@ type exchange struct {
 	// exchange: that would move every exchange to the heap.)
 	adm     *decide.Admitted // the slot, released by complete once
 	member  *pods.Member     // the pod the slot is on
-	body    []byte           // the buffered request body; nil when the route has none
+	body    []byte           // the buffered request body; nil when the route has none, and once accept dropped it
 	flight  *flight          // what the reverse proxy learns; set by forward
 	retried bool             // it went to a second pod (at most once)
 	span    trace.Span       // the server span; nil without tracing

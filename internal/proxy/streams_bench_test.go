@@ -29,8 +29,22 @@ const firstEvent = "data: {\"choices\":[{\"text\":\" tok\"}]}\n\n"
 // what gatekeeper holds per open stream: gk-B/stream (heap-B/stream and
 // stack-B/stream are its parts), and goroutines/stream how many goroutines
 // it runs per stream. Run it with -benchtime=3x or so: each
-// iteration opens 2 × openStreams streams.
+// iteration opens 2 × openStreams streams. It runs with a prompt of a few
+// words and with one of 4 KiB (bench/run's -prompt-bytes 4096): a request
+// body gatekeeper kept for as long as the stream lasts shows in the second.
 func BenchmarkOpenStreams(b *testing.B) {
+	for _, prompt := range []struct{ name, text string }{
+		{name: "prompt=9B", text: "Say hello"},
+		{name: "prompt=4KiB", text: strings.Repeat("x", 4<<10)},
+	} {
+		body := `{"model":"m","prompt":"` + prompt.text + `","max_tokens":16,"stream":true}`
+		b.Run(prompt.name, func(b *testing.B) { benchmarkOpenStreams(b, body) })
+	}
+}
+
+// benchmarkOpenStreams is BenchmarkOpenStreams for streams whose requests
+// send body.
+func benchmarkOpenStreams(b *testing.B, body string) {
 	var hold sync.WaitGroup // the pod's handlers wait for it
 	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -60,8 +74,8 @@ func BenchmarkOpenStreams(b *testing.B) {
 
 	var direct, proxied memUse
 	for b.Loop() {
-		direct = direct.add(holdStreams(b, client, pod.URL, &hold, idle))
-		proxied = proxied.add(holdStreams(b, client, gk.URL, &hold, idle))
+		direct = direct.add(holdStreams(b, client, pod.URL, body, &hold, idle))
+		proxied = proxied.add(holdStreams(b, client, gk.URL, body, &hold, idle))
 	}
 	per := func(v int64) float64 { return float64(v) / float64(b.N*openStreams) }
 	b.ReportMetric(per(proxied.heap)-per(direct.heap), "heap-B/stream")
@@ -89,10 +103,11 @@ func liveMemory() memUse {
 	return memUse{heap: int64(m.HeapAlloc), stack: int64(m.StackInuse), goroutines: int64(runtime.NumGoroutine())}
 }
 
-// holdStreams opens openStreams streaming completions to base, waits until
-// every one has its first event, and returns the memory they added; then it
-// lets the pod end them and waits until their goroutines are gone.
-func holdStreams(b *testing.B, client *http.Transport, base string, hold *sync.WaitGroup, idle func()) memUse {
+// holdStreams opens openStreams streaming completions to base, each sending
+// body, waits until every one has its first event, and returns the memory
+// they added; then it lets the pod end them and waits until their
+// goroutines are gone.
+func holdStreams(b *testing.B, client *http.Transport, base, body string, hold *sync.WaitGroup, idle func()) memUse {
 	b.Helper()
 	goroutines := runtime.NumGoroutine()
 	before := liveMemory()
@@ -112,7 +127,7 @@ func holdStreams(b *testing.B, client *http.Transport, base string, hold *sync.W
 				}
 			}()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions",
-				strings.NewReader(`{"model":"m","prompt":"Say hello","max_tokens":16,"stream":true}`))
+				strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := client.RoundTrip(req)
 			if err != nil {

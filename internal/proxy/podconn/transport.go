@@ -93,6 +93,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// SendsBodyFirst reports whether RoundTrip writes req whole, body
+// included, before it reads the response, and so reads req's body no more
+// once it has returned a response: true for the requests t carries itself
+// (a rewound body comes from GetBody, read before RoundTrip returns too),
+// false for those it hands to Fallback (http.Transport writes a request on
+// a goroutine of its own, and may still be writing its body when the
+// response comes).
+func (t *Transport) SendsBodyFirst(req *http.Request) bool { return handles(req) }
+
 // CloseIdleConnections closes the idle connections, and the Fallback's.
 // Connections in use are not interrupted.
 func (t *Transport) CloseIdleConnections() {
