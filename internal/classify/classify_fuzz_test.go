@@ -62,7 +62,8 @@ func FuzzClassify(f *testing.F) {
 }
 
 // FuzzCheckJSON: whatever CheckJSON accepts, encoding/json accepts too, as
-// an object.
+// an object; CheckJSONFields gives CheckJSON's verdict and the values that a
+// second pass with a Reader finds.
 func FuzzCheckJSON(f *testing.F) {
 	for _, tt := range classifyCases {
 		f.Add([]byte(tt.body))
@@ -70,7 +71,11 @@ func FuzzCheckJSON(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `{"s":"\ud800"}`, `{"t":NaN}`, `{"n":1e400}`, "{\"s\":\"\xff\"}", `{"a":[[[[]]]]}`} {
 		f.Add([]byte(s))
 	}
+	for _, s := range fieldsCases {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		checkFields(t, body)
 		if err := CheckJSON(body); err != nil {
 			return
 		}

@@ -66,6 +66,7 @@ func (c *checker) reset(b []byte) {
 	// clearing the whole 1.5 KiB array, twice per body, would be spent.
 	clear(c.stack[:c.depth])
 	c.b, c.i, c.depth = b, 0, 0
+	c.fields = fieldWatch{open: -1}
 	c.keys.truncate(0)
 	c.arena = c.arena[:0]
 	if cap(c.arena) > keepArena {
@@ -99,6 +100,9 @@ type checker struct {
 	stack [maxJSONDepth]frame
 	keys  keyStack // keys of the open objects, innermost last
 	arena []byte   // decoded keys that held escapes
+	// fields locates top-level values for CheckJSONFields; with no key
+	// asked for (CheckJSON) it costs one comparison per member.
+	fields fieldWatch
 }
 
 func (c *checker) run() error {
@@ -189,6 +193,9 @@ func (c *checker) valueStart() (bool, error) {
 // whether another value is due; false means the top-level object is complete.
 func (c *checker) valueEnd() (bool, error) {
 	for c.depth > 0 {
+		if c.fields.open >= 0 && c.depth == 1 {
+			c.valueDone()
+		}
 		c.ws()
 		if c.i >= len(c.b) {
 			return false, c.syntax("unexpected end of input")

@@ -85,7 +85,10 @@ func (c *checker) member() error {
 	if c.i >= len(c.b) || c.b[c.i] != ':' {
 		return c.syntax("expected ':' after an object key")
 	}
-	c.i++
+	c.i = skipSpace(c.b, c.i+1)
+	if c.fields.n > 0 && c.depth == 1 {
+		c.watchKey(key)
+	}
 	return nil
 }
 

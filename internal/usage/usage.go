@@ -276,13 +276,18 @@ func (s *scanner) line(l []byte) {
 		return // comments, event names, ids, blank lines
 	}
 	v = bytes.TrimPrefix(v, []byte(" "))
-	if bytes.Contains(v, []byte(errorKey)) && hasTopLevelKey(v, "error") {
+	hasError, hasUsage := bytes.Contains(v, []byte(errorKey)), bytes.Contains(v, []byte(usageKey))
+	if !hasError && !hasUsage {
+		return // neither key in it: skip the JSON check (also [DONE])
+	}
+	d := readDoc(v)
+	if hasError && d.valid && d.vals[fieldError].End > 0 {
 		s.failed = true
 	}
-	if !bytes.Contains(v, []byte(usageKey)) {
-		return // no usage key in it: skip the JSON decode (also [DONE])
+	if !hasUsage {
+		return
 	}
-	u, ok := parseUsage(v)
+	u, ok := d.usage()
 	switch {
 	case !ok:
 		s.last = Tokens{} // unreadable: it may have held the latest usage
@@ -291,46 +296,75 @@ func (s *scanner) line(l []byte) {
 	}
 }
 
-// parseUsage reads the usage object of one JSON document, the way package
-// classify reads request bodies: CheckJSON first (it refuses what Go and
-// Python could read differently), then a walk to the exact key "usage" that
-// allocates nothing. ok is false when the document is malformed or its usage is not an
-// object of non-negative integer counts; an absent or null usage is ok but
-// not known. Missing or null counts are 0 (embeddings have no completions).
-func parseUsage(doc []byte) (u Tokens, ok bool) {
-	if classify.CheckJSON(doc) != nil {
-		return Tokens{}, false
-	}
-	r := classify.NewReader(doc)
-	r.Next() // the '{' that CheckJSON guarantees
-	return findUsage(r, true)
+// The top-level keys that readDoc locates, in docFields order.
+const (
+	fieldUsage = iota
+	fieldResponse
+	fieldError
+)
+
+var docFields = [...]string{"usage", "response", "error"}
+
+// doc is one JSON document read by readDoc: whether it passed
+// classify.CheckJSON and where its top-level docFields' values are.
+type doc struct {
+	b     []byte
+	valid bool
+	vals  [len(docFields)]classify.Span
 }
 
-// findUsage reads the object r is inside for its "usage" key. At the top
-// level (top), when that is absent or null, it takes the usage of a
-// "response" object instead: the Responses API's stream events
-// (response.completed) carry it there.
-func findUsage(r *classify.Reader, top bool) (Tokens, bool) {
-	var buf [64]byte
+// readDoc checks b with classify.CheckJSON (it refuses what Go and Python
+// could read differently) and, in the same pass, locates its top-level
+// "usage", "response" and "error", so that reading the usage walks only the
+// usage object rather than the document a second time.
+func readDoc(b []byte) doc {
+	d := doc{b: b}
+	d.valid = classify.CheckJSONFields(b, docFields[:], d.vals[:]) == nil
+	return d
+}
+
+// value returns a Reader over the value of docFields[i], nil when absent.
+func (d *doc) value(i int) *classify.Reader {
+	if sp := d.vals[i]; sp.End > 0 {
+		return classify.NewReader(d.b[sp.Start:sp.End])
+	}
+	return nil
+}
+
+// parseUsage reads the usage object of one JSON document, as package
+// classify reads request bodies: checked first, then read without
+// allocating. ok is false when the document is malformed or its usage is
+// not an object of non-negative integer counts; an absent or null usage is
+// ok but not known. Missing or null counts are 0 (embeddings have no
+// completions).
+func parseUsage(b []byte) (u Tokens, ok bool) {
+	d := readDoc(b)
+	return d.usage()
+}
+
+// usage reads the document's top-level "usage". When that is absent or null
+// it takes the usage of a top-level "response" object instead: the Responses
+// API's stream events (response.completed) carry it there. Either one
+// malformed makes the whole unreadable.
+func (d *doc) usage() (Tokens, bool) {
+	if !d.valid {
+		return Tokens{}, false
+	}
 	var own, nested Tokens
-	for r.More('}') {
-		switch k := string(r.Key(&buf)); {
-		case k == "usage": // the only one: CheckJSON refuses duplicates
-			u, ok := readUsage(r)
-			if !ok {
-				return Tokens{}, false
-			}
-			own = u
-		case top && k == "response" && r.Peek() == '{':
-			r.Next()
-			u, ok := findUsage(r, false)
-			if !ok {
-				return Tokens{}, false
-			}
-			nested = u
-		default:
-			r.Skip()
+	if r := d.value(fieldUsage); r != nil {
+		u, ok := readUsage(r)
+		if !ok {
+			return Tokens{}, false
 		}
+		own = u
+	}
+	if r := d.value(fieldResponse); r != nil && r.Peek() == '{' {
+		r.Next()
+		u, ok := findUsage(r)
+		if !ok {
+			return Tokens{}, false
+		}
+		nested = u
 	}
 	if own.Known {
 		return own, true
@@ -338,10 +372,22 @@ func findUsage(r *classify.Reader, top bool) (Tokens, bool) {
 	return nested, true
 }
 
-// hasTopLevelKey reports whether doc is a JSON object (read as parseUsage
-// reads it) with the key at its top level.
-func hasTopLevelKey(doc []byte, key string) bool {
-	return classify.CheckJSON(doc) == nil && classify.HasTopLevelKey(doc, key)
+// findUsage reads the object r is inside (a Responses API "response") for
+// its "usage" key.
+func findUsage(r *classify.Reader) (Tokens, bool) {
+	var buf [64]byte
+	var u Tokens
+	for r.More('}') {
+		if string(r.Key(&buf)) != "usage" {
+			r.Skip()
+			continue
+		}
+		var ok bool
+		if u, ok = readUsage(r); !ok { // the only one: CheckJSON refuses duplicates
+			return Tokens{}, false
+		}
+	}
+	return u, true
 }
 
 // readUsage reads the value of the "usage" key.
