@@ -43,3 +43,21 @@ func BenchmarkJSONCheck4KiB(b *testing.B) {
 		}
 	}
 }
+
+// chatRequest is a small chat completion request, as most are: a system
+// prompt, a question and a few sampling parameters.
+const chatRequest = `{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"system","content":` +
+	`"You are a helpful assistant. Answer briefly."},{"role":"user","content":"What is the capital of ` +
+	`France, and what is it known for?"}],"max_tokens":128,"temperature":0.7,"top_p":0.95,"stream":false}`
+
+// BenchmarkClassifyChatSmall measures the whole body path of chatRequest.
+func BenchmarkClassifyChatSmall(b *testing.B) {
+	body := []byte(chatRequest)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := Parse(KindChat, body, testEstimator); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
