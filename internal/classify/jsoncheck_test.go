@@ -1,9 +1,11 @@
 package classify
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -203,6 +205,38 @@ func TestCheckerResetLeavesNoFrame(t *testing.T) {
 			if f.set != nil || f.object || f.keyStart != 0 {
 				t.Fatalf("frame %d after reset = %+v, want zero", i, f)
 			}
+		}
+	}
+}
+
+// TestSpecial8 pins special8 to plainStringByte: a word is special exactly
+// when one of its bytes is not plain (a false positive would need a special
+// byte before it, so the word is special anyway).
+func TestSpecial8(t *testing.T) {
+	word := func(b [8]byte) uint64 { return binary.LittleEndian.Uint64(b[:]) }
+	for c := range 256 {
+		for pos := range 8 {
+			b := [8]byte{'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a'}
+			b[pos] = byte(c)
+			if got, want := special8(word(b)), !plainStringByte[c]; got != want {
+				t.Fatalf("special8(%q) = %v, want %v", b, got, want)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1 << 16 {
+		var b [8]byte
+		want := false
+		for i := range b {
+			if rng.IntN(16) == 0 { // one special byte in sixteen, next to plain ones that are close to special
+				b[i] = []byte{0x00, 0x1f, '"', '\\', 0x80, 0xc3, 0xff}[rng.IntN(7)]
+			} else {
+				b[i] = []byte{0x20, '!', '#', '[', ']', 0x7f, 'a'}[rng.IntN(7)]
+			}
+			want = want || !plainStringByte[b[i]]
+		}
+		if got := special8(word(b)); got != want {
+			t.Fatalf("special8(%q) = %v, want %v", b, got, want)
 		}
 	}
 }

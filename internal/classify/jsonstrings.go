@@ -61,10 +61,14 @@ var plainStringByte = func() (t [256]bool) {
 // special8 reports whether any of the eight bytes in x is not a plainStringByte
 // (a word at a time: ASCII text is most of a body). It may report true for a
 // plain byte only when a special one precedes it, which is harmless here.
+//
+// A byte is special when it is below 0x20 or from 0x80 (one test: x-0x20
+// borrows, or x has its high bit), or equal to '"' or '\\' (x^c is zero).
+// The high bits are masked once, at the end.
 func special8(x uint64) bool {
 	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	zero := func(v uint64) uint64 { return (v - lsb) &^ v & msb }
-	return (x-0x20*lsb)&^x&msb|zero(x^'"'*lsb)|zero(x^'\\'*lsb)|x&msb != 0
+	q, bs := x^'"'*lsb, x^'\\'*lsb
+	return (x-0x20*lsb|x|(q-lsb)&^q|(bs-lsb)&^bs)&msb != 0
 }
 
 // scanEscape validates the escape sequence at b[i] == '\\' and returns the
