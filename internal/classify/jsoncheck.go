@@ -66,7 +66,9 @@ func (c *checker) reset(b []byte) {
 	// clearing the whole 1.5 KiB array, twice per body, would be spent.
 	clear(c.stack[:c.depth])
 	c.b, c.i, c.depth = b, 0, 0
-	c.fields = fieldWatch{open: -1}
+	if c.fields.n > 0 {
+		c.fields = fieldWatch{}
+	}
 	c.keys.truncate(0)
 	c.arena = c.arena[:0]
 	if cap(c.arena) > keepArena {
@@ -193,7 +195,7 @@ func (c *checker) valueStart() (bool, error) {
 // whether another value is due; false means the top-level object is complete.
 func (c *checker) valueEnd() (bool, error) {
 	for c.depth > 0 {
-		if c.fields.open >= 0 && c.depth == 1 {
+		if c.fields.open > 0 && c.depth == 1 {
 			c.valueDone()
 		}
 		c.ws()

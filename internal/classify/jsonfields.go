@@ -8,12 +8,12 @@ const maxFields = 4
 type Span struct{ Start, End int }
 
 // fieldWatch is what a checker records, during its one pass, of the values
-// of the top-level keys it was asked for.
+// of the top-level keys it was asked for. Its zero value watches none.
 type fieldWatch struct {
 	want  [maxFields]string
 	n     int // keys in want
 	found [maxFields]Span
-	open  int // index in want of the value being checked, -1 when none
+	open  int // 1 + the index in want of the value being checked, 0 when none
 }
 
 // CheckJSONFields is CheckJSON that also locates, in the same pass, the
@@ -46,7 +46,7 @@ func (c *checker) watchKey(key []byte) {
 	w := &c.fields
 	for i := range w.n {
 		if string(key) == w.want[i] {
-			w.open = i
+			w.open = i + 1
 			w.found[i].Start = c.i
 			return
 		}
@@ -57,6 +57,6 @@ func (c *checker) watchKey(key []byte) {
 // c.i: valueEnd calls it each time it is back at depth 1.
 func (c *checker) valueDone() {
 	w := &c.fields
-	w.found[w.open].End = c.i
-	w.open = -1
+	w.found[w.open-1].End = c.i
+	w.open = 0
 }
