@@ -29,6 +29,10 @@ func readDoc(b []byte) doc {
 	return d
 }
 
+// has reports whether the document is valid and has docFields[i] at its
+// top level.
+func (d *doc) has(i int) bool { return d.valid && d.vals[i].End > 0 }
+
 // value returns a Reader over the value of docFields[i], nil when absent.
 func (d *doc) value(i int) *classify.Reader {
 	if sp := d.vals[i]; sp.End > 0 {

@@ -329,7 +329,7 @@ func (s *scanner) line(l []byte) {
 		return // neither key in it: skip the JSON check (also [DONE])
 	}
 	d := readDoc(v)
-	if hasError && d.valid && d.vals[fieldError].End > 0 {
+	if hasError && d.has(fieldError) {
 		s.failed = true
 	}
 	if !hasUsage {

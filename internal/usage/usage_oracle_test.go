@@ -77,7 +77,7 @@ func checkAgainstTwoPass(t *testing.T, data []byte) {
 	if wu, wok := parseUsageTwoPass(data); u != wu || ok != wok {
 		t.Fatalf("readDoc(%q).usage() = %v, %v; two passes give %v, %v", data, u, ok, wu, wok)
 	}
-	hasError := d.valid && d.vals[fieldError].End > 0
+	hasError := d.has(fieldError)
 	if want := hasTopLevelKey(data, "error"); hasError != want {
 		t.Fatalf("readDoc(%q) has a top-level error: %v; two passes say %v", data, hasError, want)
 	}
