@@ -41,3 +41,29 @@ func BenchmarkUsageJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseUsage reads the usage of vllmChatResponse, held whole, and
+// of one SSE chunk whose usage is null (vLLM's chunks with include_usage):
+// the document's check and the walk to its usage, without the body wrapper.
+func BenchmarkParseUsage(b *testing.B) {
+	chunk := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1765065600,"model":"m",` +
+		`"choices":[{"index":0,"delta":{"content":" Paris"},"logprobs":null,"finish_reason":null}],"usage":null}`
+	for _, tt := range []struct {
+		name, doc string
+		want      Tokens
+	}{
+		{"json", vllmChatResponse, Tokens{Prompt: 25, Completion: 27, Known: true}},
+		{"sse_chunk", chunk, Tokens{}},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			doc := []byte(tt.doc)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(doc)))
+			for b.Loop() {
+				if u, ok := parseUsage(doc); !ok || u != tt.want {
+					b.Fatalf("parseUsage = %v, %v; want %v, true", u, ok, tt.want)
+				}
+			}
+		})
+	}
+}
