@@ -61,3 +61,16 @@ func BenchmarkClassifyChatSmall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkClassifyCompletionSmall measures the whole body path of the
+// completion that bench/run's saturation scenarios send.
+func BenchmarkClassifyCompletionSmall(b *testing.B) {
+	body := []byte(`{"model":"m","prompt":"Say hello to the benchmark","max_tokens":16,"stream":false}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := Parse(KindCompletion, body, testEstimator); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -240,3 +240,19 @@ func TestSpecial8(t *testing.T) {
 		}
 	}
 }
+
+// TestSkipSpace: skipSpace steps over exactly JSON's four whitespace bytes.
+func TestSkipSpace(t *testing.T) {
+	for c := range 256 {
+		want := 0
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			want = 1
+		}
+		if got := skipSpace([]byte{byte(c), 'x'}, 0); got != want {
+			t.Fatalf("skipSpace(%q) = %d, want %d", []byte{byte(c), 'x'}, got, want)
+		}
+	}
+	if got := skipSpace([]byte(" \t\r\n "), 1); got != 5 {
+		t.Fatalf("skipSpace of whitespace to the end = %d, want 5", got)
+	}
+}
