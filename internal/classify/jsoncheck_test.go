@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -209,35 +210,43 @@ func TestCheckerResetLeavesNoFrame(t *testing.T) {
 	}
 }
 
-// TestSpecial8 pins special8 to plainStringByte: a word is special exactly
-// when one of its bytes is not plain (a false positive would need a special
-// byte before it, so the word is special anyway).
-func TestSpecial8(t *testing.T) {
+// TestSpecialBits pins specialBits to plainStringByte: the lowest bit set
+// marks the first byte that is not plain, and none is set when all are (a
+// false positive needs a special byte below it).
+func TestSpecialBits(t *testing.T) {
 	word := func(b [8]byte) uint64 { return binary.LittleEndian.Uint64(b[:]) }
+	first := func(b [8]byte) int { // index of the first special byte, 8 if none
+		for i, c := range b {
+			if !plainStringByte[c] {
+				return i
+			}
+		}
+		return 8
+	}
+	check := func(b [8]byte) {
+		t.Helper()
+		if got, want := bits.TrailingZeros64(specialBits(word(b)))>>3, first(b); got != want {
+			t.Fatalf("specialBits(%q) marks byte %d first, want %d", b, got, want)
+		}
+	}
 	for c := range 256 {
 		for pos := range 8 {
 			b := [8]byte{'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a'}
 			b[pos] = byte(c)
-			if got, want := special8(word(b)), !plainStringByte[c]; got != want {
-				t.Fatalf("special8(%q) = %v, want %v", b, got, want)
-			}
+			check(b)
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 1 << 16 {
 		var b [8]byte
-		want := false
 		for i := range b {
 			if rng.IntN(16) == 0 { // one special byte in sixteen, next to plain ones that are close to special
 				b[i] = []byte{0x00, 0x1f, '"', '\\', 0x80, 0xc3, 0xff}[rng.IntN(7)]
 			} else {
 				b[i] = []byte{0x20, '!', '#', '[', ']', 0x7f, 'a'}[rng.IntN(7)]
 			}
-			want = want || !plainStringByte[b[i]]
 		}
-		if got := special8(word(b)); got != want {
-			t.Fatalf("special8(%q) = %v, want %v", b, got, want)
-		}
+		check(b)
 	}
 }
 
