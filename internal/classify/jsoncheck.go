@@ -179,13 +179,13 @@ func (c *checker) valueStart() (bool, error) {
 	case 'n':
 		return false, c.literal("null")
 	default:
-		if bytes.HasPrefix(c.b[c.i:], []byte("NaN")) || bytes.HasPrefix(c.b[c.i:], []byte("Infinity")) {
-			return false, c.syntax("NaN and Infinity are not JSON numbers")
-		}
-		if ch == '-' || ch >= '0' && ch <= '9' {
+		if ch == '-' || ch >= '0' && ch <= '9' { // scanNumber refuses -Infinity
 			end, err := scanNumber(c.b, c.i)
 			c.i = end
 			return false, err
+		}
+		if bytes.HasPrefix(c.b[c.i:], []byte("NaN")) || bytes.HasPrefix(c.b[c.i:], []byte("Infinity")) {
+			return false, c.syntax("NaN and Infinity are not JSON numbers")
 		}
 		return false, c.syntax("invalid character " + strconv.QuoteRune(rune(ch)) + " where a value was expected")
 	}
