@@ -68,7 +68,7 @@ func (c *checker) member() error {
 		f.set[string(key)] = struct{}{}
 	} else {
 		for j := f.keyStart; j < c.keys.n; j++ {
-			if bytes.Equal(c.key(c.keys.at(j)), key) {
+			if s := c.keys.at(j); s.end-s.off == len(key) && bytes.Equal(c.key(s), key) {
 				return duplicateKey(key)
 			}
 		}
