@@ -103,7 +103,7 @@ type checker struct {
 	keys  keyStack // keys of the open objects, innermost last
 	arena []byte   // decoded keys that held escapes
 	// fields locates top-level values for CheckJSONFields; with no key
-	// asked for (CheckJSON) it costs one comparison per member.
+	// asked for (CheckJSON) it costs a comparison per key and per closing.
 	fields fieldWatch
 }
 
