@@ -8,7 +8,8 @@
 // *Error that carries the field path and the OpenAI-style error code of the
 // 400 that package proxy writes. Reader exposes the same
 // allocation-free walk over a checked document to other readers of outside
-// JSON, such as package usage.
+// JSON, such as package usage; CheckJSONFields checks a document and, in the
+// same pass, locates the top-level values such a reader needs.
 //
 // classify is pure: it imports no gatekeeper package and no net/http.
 package classify

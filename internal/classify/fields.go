@@ -27,12 +27,18 @@ func field(key []byte, names []string) (idx int, fold string) {
 			return i, ""
 		}
 	}
-	ascii := true
+	ascii, upper := true, false
 	for _, ch := range key {
 		if ch >= utf8.RuneSelf {
 			ascii = false
 			break
 		}
+		upper = upper || 'A' <= ch && ch <= 'Z'
+	}
+	if ascii && !upper {
+		// names are lower-case ASCII (TestFieldNamesLowerCase): an ASCII
+		// key folds to one only by differing in the case of a letter.
+		return -1, ""
 	}
 	for _, n := range names {
 		if (!ascii || len(key) == len(n)) && strings.EqualFold(string(key), n) {

@@ -66,6 +66,9 @@ func (c *checker) reset(b []byte) {
 	// clearing the whole 1.5 KiB array, twice per body, would be spent.
 	clear(c.stack[:c.depth])
 	c.b, c.i, c.depth = b, 0, 0
+	if c.fields.n > 0 {
+		c.fields = fieldWatch{}
+	}
 	c.keys.truncate(0)
 	c.arena = c.arena[:0]
 	if cap(c.arena) > keepArena {
@@ -99,6 +102,9 @@ type checker struct {
 	stack [maxJSONDepth]frame
 	keys  keyStack // keys of the open objects, innermost last
 	arena []byte   // decoded keys that held escapes
+	// fields locates top-level values for CheckJSONFields; with no key
+	// asked for (CheckJSON) it costs a comparison per key and per closing.
+	fields fieldWatch
 }
 
 func (c *checker) run() error {
@@ -173,13 +179,13 @@ func (c *checker) valueStart() (bool, error) {
 	case 'n':
 		return false, c.literal("null")
 	default:
-		if bytes.HasPrefix(c.b[c.i:], []byte("NaN")) || bytes.HasPrefix(c.b[c.i:], []byte("Infinity")) {
-			return false, c.syntax("NaN and Infinity are not JSON numbers")
-		}
-		if ch == '-' || ch >= '0' && ch <= '9' {
+		if ch == '-' || ch >= '0' && ch <= '9' { // scanNumber refuses -Infinity
 			end, err := scanNumber(c.b, c.i)
 			c.i = end
 			return false, err
+		}
+		if bytes.HasPrefix(c.b[c.i:], []byte("NaN")) || bytes.HasPrefix(c.b[c.i:], []byte("Infinity")) {
+			return false, c.syntax("NaN and Infinity are not JSON numbers")
 		}
 		return false, c.syntax("invalid character " + strconv.QuoteRune(rune(ch)) + " where a value was expected")
 	}
@@ -189,6 +195,9 @@ func (c *checker) valueStart() (bool, error) {
 // whether another value is due; false means the top-level object is complete.
 func (c *checker) valueEnd() (bool, error) {
 	for c.depth > 0 {
+		if c.fields.open > 0 && c.depth == 1 {
+			c.valueDone()
+		}
 		c.ws()
 		if c.i >= len(c.b) {
 			return false, c.syntax("unexpected end of input")
@@ -249,8 +258,10 @@ func truncate(s string, n int) string {
 }
 
 // skipSpace returns the index of the first non-whitespace byte at or after i.
+// Most calls find a token at once: one comparison tells it from the four
+// whitespace bytes, all below '!'.
 func skipSpace(b []byte, i int) int {
-	for i < len(b) {
+	for i < len(b) && b[i] <= ' ' {
 		switch b[i] {
 		case ' ', '\t', '\n', '\r':
 			i++

@@ -1,9 +1,12 @@
 package classify
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -204,5 +207,61 @@ func TestCheckerResetLeavesNoFrame(t *testing.T) {
 				t.Fatalf("frame %d after reset = %+v, want zero", i, f)
 			}
 		}
+	}
+}
+
+// TestSpecialBits pins specialBits to plainStringByte: the lowest bit set
+// marks the first byte that is not plain, and none is set when all are (a
+// false positive needs a special byte below it).
+func TestSpecialBits(t *testing.T) {
+	word := func(b [8]byte) uint64 { return binary.LittleEndian.Uint64(b[:]) }
+	first := func(b [8]byte) int { // index of the first special byte, 8 if none
+		for i, c := range b {
+			if !plainStringByte[c] {
+				return i
+			}
+		}
+		return 8
+	}
+	check := func(b [8]byte) {
+		t.Helper()
+		if got, want := bits.TrailingZeros64(specialBits(word(b)))>>3, first(b); got != want {
+			t.Fatalf("specialBits(%q) marks byte %d first, want %d", b, got, want)
+		}
+	}
+	for c := range 256 {
+		for pos := range 8 {
+			b := [8]byte{'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a'}
+			b[pos] = byte(c)
+			check(b)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1 << 16 {
+		var b [8]byte
+		for i := range b {
+			if rng.IntN(16) == 0 { // one special byte in sixteen, next to plain ones that are close to special
+				b[i] = []byte{0x00, 0x1f, '"', '\\', 0x80, 0xc3, 0xff}[rng.IntN(7)]
+			} else {
+				b[i] = []byte{0x20, '!', '#', '[', ']', 0x7f, 'a'}[rng.IntN(7)]
+			}
+		}
+		check(b)
+	}
+}
+
+// TestSkipSpace: skipSpace steps over exactly JSON's four whitespace bytes.
+func TestSkipSpace(t *testing.T) {
+	for c := range 256 {
+		want := 0
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			want = 1
+		}
+		if got := skipSpace([]byte{byte(c), 'x'}, 0); got != want {
+			t.Fatalf("skipSpace(%q) = %d, want %d", []byte{byte(c), 'x'}, got, want)
+		}
+	}
+	if got := skipSpace([]byte(" \t\r\n "), 1); got != 5 {
+		t.Fatalf("skipSpace of whitespace to the end = %d, want 5", got)
 	}
 }

@@ -68,7 +68,7 @@ func (c *checker) member() error {
 		f.set[string(key)] = struct{}{}
 	} else {
 		for j := f.keyStart; j < c.keys.n; j++ {
-			if bytes.Equal(c.key(c.keys.at(j)), key) {
+			if s := c.keys.at(j); s.end-s.off == len(key) && bytes.Equal(c.key(s), key) {
 				return duplicateKey(key)
 			}
 		}
@@ -85,7 +85,10 @@ func (c *checker) member() error {
 	if c.i >= len(c.b) || c.b[c.i] != ':' {
 		return c.syntax("expected ':' after an object key")
 	}
-	c.i++
+	c.i = skipSpace(c.b, c.i+1)
+	if c.fields.n > 0 && c.depth == 1 {
+		c.watchKey(key)
+	}
 	return nil
 }
 

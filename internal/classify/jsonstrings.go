@@ -2,6 +2,7 @@ package classify
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -12,11 +13,15 @@ func scanString(b []byte, i int) (end int, escaped bool, err error) {
 	start := i
 	i++
 	for i < len(b) {
-		for i+8 <= len(b) && !special8(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		if i >= len(b) {
-			break
+		if i+8 <= len(b) {
+			m := specialBits(binary.LittleEndian.Uint64(b[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			// Straight to the first special byte: the lowest bit set is
+			// never a false positive.
+			i += bits.TrailingZeros64(m) >> 3
 		}
 		ch := b[i]
 		if plainStringByte[ch] {
@@ -58,13 +63,17 @@ var plainStringByte = func() (t [256]bool) {
 	return t
 }()
 
-// special8 reports whether any of the eight bytes in x is not a plainStringByte
-// (a word at a time: ASCII text is most of a body). It may report true for a
-// plain byte only when a special one precedes it, which is harmless here.
-func special8(x uint64) bool {
+// specialBits marks, by its high bit, each of the eight bytes in x (little
+// endian: b[i] is the lowest byte) that is not a plainStringByte: a word at a
+// time, since ASCII text is most of a body. A byte is special when it is
+// below 0x20 or from 0x80 (one test: x-0x20 borrows, or x has its high bit)
+// or equal to '"' or '\\' (x^c is zero); the high bits are masked once, at
+// the end. A borrow can mark a plain byte too, but only one above a special
+// byte, so the lowest bit set is always the first special byte.
+func specialBits(x uint64) uint64 {
 	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	zero := func(v uint64) uint64 { return (v - lsb) &^ v & msb }
-	return (x-0x20*lsb)&^x&msb|zero(x^'"'*lsb)|zero(x^'\\'*lsb)|x&msb != 0
+	q, bs := x^'"'*lsb, x^'\\'*lsb
+	return (x - 0x20*lsb | x | (q-lsb)&^q | (bs-lsb)&^bs) & msb
 }
 
 // scanEscape validates the escape sequence at b[i] == '\\' and returns the

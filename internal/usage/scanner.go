@@ -18,7 +18,7 @@ type Scanner struct {
 // format) and size its Content-Length, -1 if unknown. As Watch does, it
 // reads only a 200 response; for any other, Result is unknown.
 func (s *Scanner) Reset(status int, h http.Header, size int64) {
-	s.scan = scanner{}
+	s.scan.release() // forget the last response, returning its buffer
 	if status == http.StatusOK {
 		s.scan.init(usageFormatOf(h), size)
 	}

@@ -11,8 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
-
-	"github.com/gatekeeper-dev/gatekeeper/internal/classify"
+	"sync"
 )
 
 // Bounds on what the usage scanner keeps of one response. A longer SSE line
@@ -145,7 +144,9 @@ func (b *Body) finish() {
 	if b.report != nil {
 		report := b.report
 		b.report = nil
-		report.ReportUsage(b.scan.result(b.eof))
+		u := b.scan.result(b.eof)
+		b.scan.release()
+		report.ReportUsage(u)
 	}
 }
 
@@ -162,13 +163,25 @@ func (b *Body) finish() {
 type scanner struct {
 	format   usageFormat
 	limit    int
-	buf      []byte // SSE: the current partial line; JSON: the body so far
-	skip     bool   // SSE: inside a line longer than limit, dropped to its end
-	lostData bool   // SSE: the line being dropped is a data line
-	over     bool   // JSON: the body is longer than limit
-	last     Tokens // SSE: the last usage seen
-	failed   bool   // SSE: a data event was an error event
+	buf      []byte  // SSE: the current partial line; JSON: the body so far
+	skip     bool    // SSE: inside a line longer than limit, dropped to its end
+	lostData bool    // SSE: the line being dropped is a data line
+	over     bool    // JSON: the body is longer than limit
+	last     Tokens  // SSE: the last usage seen
+	failed   bool    // SSE: a data event was an error event
+	box      *[]byte // JSON: the pooled box buf came from, nil if none
 }
+
+// jsonBufs pools the buffers that hold JSON bodies (as *[]byte, empty), so
+// that reading a small response's usage allocates none once the pool is
+// warm. A JSON body is held from its headers to its end only; SSE line
+// buffers, held for a whole stream, are not pooled, so that a stream never
+// keeps a body-sized buffer.
+var jsonBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// keepJSONBuf bounds the capacity of a buffer returned to jsonBufs: one large
+// body must not leave the pool holding its size.
+const keepJSONBuf = 16 << 10
 
 // init prepares s for a body of format; size is its Content-Length, -1 if
 // unknown.
@@ -182,7 +195,7 @@ func (s *scanner) init(f usageFormat, size int64) {
 		if size > int64(s.limit) {
 			s.over = true
 		} else if size > 0 {
-			s.buf = make([]byte, 0, size)
+			s.grow(int(size))
 		}
 	}
 }
@@ -193,7 +206,8 @@ func (s *scanner) write(p []byte) {
 		s.writeSSE(p)
 	case formatJSON:
 		if !s.over && !s.hold(p) {
-			s.over, s.buf = true, nil
+			s.over = true
+			s.dropBuf()
 		}
 	}
 }
@@ -251,11 +265,45 @@ func (s *scanner) hold(p []byte) bool {
 		return false
 	}
 	if n > cap(s.buf) {
-		c := max(2*cap(s.buf), n, 512)
-		s.buf = append(make([]byte, 0, min(c, s.limit)), s.buf...)
+		s.grow(n)
 	}
 	s.buf = append(s.buf, p...)
 	return true
+}
+
+// grow makes buf's capacity at least n (at most limit), keeping its bytes:
+// a JSON body's first buffer comes from jsonBufs when one there is large
+// enough and no larger than limit.
+func (s *scanner) grow(n int) {
+	if s.format == formatJSON && s.box == nil {
+		s.box = jsonBufs.Get().(*[]byte)
+		if b := *s.box; cap(b) >= n && cap(b) <= s.limit {
+			s.buf = append(b, s.buf...)
+			return
+		}
+	}
+	c := max(2*cap(s.buf), n, 512)
+	s.buf = append(make([]byte, 0, min(c, s.limit)), s.buf...)
+}
+
+// release ends s: a pooled JSON buffer goes back to jsonBufs (with buf in it
+// when that is small enough) and s reads nothing more. The usage must have
+// been read already.
+func (s *scanner) release() {
+	s.dropBuf()
+	*s = scanner{}
+}
+
+// dropBuf lets go of buf, returning it to jsonBufs when it came from there.
+func (s *scanner) dropBuf() {
+	if s.box != nil {
+		if cap(s.buf) <= keepJSONBuf {
+			*s.box = s.buf[:0]
+		}
+		jsonBufs.Put(s.box)
+		s.box = nil
+	}
+	s.buf = nil
 }
 
 // lost records the end of a line longer than limit: if it was a data line,
@@ -276,106 +324,24 @@ func (s *scanner) line(l []byte) {
 		return // comments, event names, ids, blank lines
 	}
 	v = bytes.TrimPrefix(v, []byte(" "))
-	if bytes.Contains(v, []byte(errorKey)) && hasTopLevelKey(v, "error") {
+	hasError, hasUsage := bytes.Contains(v, []byte(errorKey)), bytes.Contains(v, []byte(usageKey))
+	if !hasError && !hasUsage {
+		return // neither key in it: skip the JSON check (also [DONE])
+	}
+	d := readDoc(v)
+	if hasError && d.has(fieldError) {
 		s.failed = true
 	}
-	if !bytes.Contains(v, []byte(usageKey)) {
-		return // no usage key in it: skip the JSON decode (also [DONE])
+	if !hasUsage {
+		return
 	}
-	u, ok := parseUsage(v)
+	u, ok := d.usage()
 	switch {
 	case !ok:
 		s.last = Tokens{} // unreadable: it may have held the latest usage
 	case u.Known:
 		s.last = u
 	}
-}
-
-// parseUsage reads the usage object of one JSON document, the way package
-// classify reads request bodies: CheckJSON first (it refuses what Go and
-// Python could read differently), then a walk to the exact key "usage" that
-// allocates nothing. ok is false when the document is malformed or its usage is not an
-// object of non-negative integer counts; an absent or null usage is ok but
-// not known. Missing or null counts are 0 (embeddings have no completions).
-func parseUsage(doc []byte) (u Tokens, ok bool) {
-	if classify.CheckJSON(doc) != nil {
-		return Tokens{}, false
-	}
-	r := classify.NewReader(doc)
-	r.Next() // the '{' that CheckJSON guarantees
-	return findUsage(r, true)
-}
-
-// findUsage reads the object r is inside for its "usage" key. At the top
-// level (top), when that is absent or null, it takes the usage of a
-// "response" object instead: the Responses API's stream events
-// (response.completed) carry it there.
-func findUsage(r *classify.Reader, top bool) (Tokens, bool) {
-	var buf [64]byte
-	var own, nested Tokens
-	for r.More('}') {
-		switch k := string(r.Key(&buf)); {
-		case k == "usage": // the only one: CheckJSON refuses duplicates
-			u, ok := readUsage(r)
-			if !ok {
-				return Tokens{}, false
-			}
-			own = u
-		case top && k == "response" && r.Peek() == '{':
-			r.Next()
-			u, ok := findUsage(r, false)
-			if !ok {
-				return Tokens{}, false
-			}
-			nested = u
-		default:
-			r.Skip()
-		}
-	}
-	if own.Known {
-		return own, true
-	}
-	return nested, true
-}
-
-// hasTopLevelKey reports whether doc is a JSON object (read as parseUsage
-// reads it) with the key at its top level.
-func hasTopLevelKey(doc []byte, key string) bool {
-	return classify.CheckJSON(doc) == nil && classify.HasTopLevelKey(doc, key)
-}
-
-// readUsage reads the value of the "usage" key.
-func readUsage(r *classify.Reader) (Tokens, bool) {
-	switch r.Peek() {
-	case 'n':
-		return Tokens{}, true
-	case '{':
-		r.Next()
-	default:
-		return Tokens{}, false
-	}
-	u := Tokens{Known: true}
-	var buf [64]byte
-	var seen [2]bool // a count named twice (prompt_tokens and input_tokens) is malformed
-	for r.More('}') {
-		var dst *int64
-		var i int
-		switch string(r.Key(&buf)) {
-		case "prompt_tokens", "input_tokens": // Chat and Completions; the Responses API
-			dst, i = &u.Prompt, 0
-		case "completion_tokens", "output_tokens":
-			dst, i = &u.Completion, 1
-		default:
-			r.Skip()
-			continue
-		}
-		v, _, err := r.Int("", 0) // counters cannot go down
-		if err != nil || seen[i] {
-			return Tokens{}, false
-		}
-		*dst, seen[i] = v, true
-	}
-	return u, true
 }
 
 // hasPrefix2 reports whether a followed by b begins with prefix.

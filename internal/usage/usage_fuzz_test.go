@@ -11,7 +11,8 @@ import (
 // usage scanner with a small limit so that overlong lines and bodies occur.
 // Properties: no panic; it never holds more than limit bytes; split reads give
 // the same result as one read; the result is what a whole-body reading of
-// the same rules gives; and whatever usage parseUsage accepts, encoding/json
+// the same rules gives (read by the two-pass oracle); parseUsage agrees with
+// the oracle; and whatever usage parseUsage accepts, encoding/json
 // reads the same (parseUsage may refuse more: duplicate keys, invalid UTF-8).
 func FuzzUsageScanner(f *testing.F) {
 	for _, tt := range usageCases {
@@ -34,6 +35,7 @@ func FuzzUsageScanner(f *testing.F) {
 		if want := usageOfWhole(format, lim, data); whole != want {
 			t.Fatalf("scanner gives %v, the whole-body reading %v", whole, want)
 		}
+		checkAgainstTwoPass(t, data)
 		if u, ok := parseUsage(data); ok {
 			if want, err := usageByEncodingJSON(data); err != nil || u != want {
 				t.Fatalf("parseUsage(%q) = %v; encoding/json reads %v, %v", data, u, want, err)
@@ -64,13 +66,14 @@ func scanPieces(t *testing.T, format usageFormat, limit int, data, splits []byte
 	return s.result(true)
 }
 
-// usageOfWhole applies the scanner's rules to the whole body at once.
+// usageOfWhole applies the scanner's rules to the whole body at once, each
+// document read by the two-pass oracle (usage_oracle_test.go).
 func usageOfWhole(format usageFormat, limit int, data []byte) Tokens {
 	if format == formatJSON {
 		if len(data) > limit || !bytes.Contains(data, []byte(usageKey)) {
 			return Tokens{}
 		}
-		u, _ := parseUsage(data)
+		u, _ := parseUsageTwoPass(data)
 		return u
 	}
 	var last Tokens
@@ -88,7 +91,7 @@ func usageOfWhole(format usageFormat, limit int, data []byte) Tokens {
 			}
 		case !isData || !bytes.Contains(data, []byte(usageKey)):
 		default:
-			if u, ok := parseUsage(bytes.TrimPrefix(data, []byte(" "))); !ok {
+			if u, ok := parseUsageTwoPass(bytes.TrimPrefix(data, []byte(" "))); !ok {
 				last = Tokens{}
 			} else if u.Known {
 				last = u

@@ -248,3 +248,34 @@ func BenchmarkUsageScanner(b *testing.B) {
 		})
 	}
 }
+
+// TestJSONBufferPooled: once the pool is warm, reading a JSON body's usage
+// allocates nothing; a body read after another reuses its buffer and reads
+// its own usage; a released scanner reads nothing more.
+func TestJSONBufferPooled(t *testing.T) {
+	data := []byte(vllmChatResponse)
+	want := Tokens{Prompt: 25, Completion: 27, Known: true}
+	var s scanner
+	read := func(body []byte) Tokens {
+		s.init(formatJSON, int64(len(body)))
+		s.write(body[:7])
+		s.write(body[7:])
+		u := s.result(true)
+		s.release()
+		return u
+	}
+	if n := testing.AllocsPerRun(100, func() { read(data) }); n != 0 {
+		t.Errorf("reading a JSON body's usage allocates %v times, want 0", n)
+	}
+	other := []byte(`{"usage":{"prompt_tokens":1,"completion_tokens":2}}`)
+	if got := read(other); got != (Tokens{Prompt: 1, Completion: 2, Known: true}) {
+		t.Fatalf("usage of a short body after a long one = %v", got)
+	}
+	if got := read(data); got != want {
+		t.Fatalf("usage = %v, want %v", got, want)
+	}
+	s.write(data)
+	if got := s.result(true); got != (Tokens{}) || s.buf != nil {
+		t.Fatalf("a released scanner reads %v and holds %d bytes, want nothing", got, len(s.buf))
+	}
+}
