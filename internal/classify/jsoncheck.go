@@ -42,14 +42,7 @@ const (
 // *Error. CheckJSON allocates only for a key with escapes, an
 // object of more than smallObjectKeys keys, more than 64 keys open at once,
 // or a number with an exponent; ordinary bodies cost no allocation.
-func CheckJSON(b []byte) error {
-	c := checkers.Get().(*checker)
-	c.reset(b)
-	err := c.run()
-	c.reset(nil) // hold no body and no key set while pooled
-	checkers.Put(c)
-	return err
-}
+func CheckJSON(b []byte) error { return CheckJSONFields(b, nil, nil) }
 
 // checkers pools CheckJSON's state. It is kept off the goroutine stack on
 // purpose: its explicit stacks take about 3 KiB, and on the request path a

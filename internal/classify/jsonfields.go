@@ -35,7 +35,7 @@ func CheckJSONFields(doc []byte, keys []string, vals []Span) error {
 	c.fields.n = copy(c.fields.want[:], keys)
 	err := c.run()
 	copy(vals, c.fields.found[:len(keys)])
-	c.reset(nil)
+	c.reset(nil) // hold no body and no key set while pooled
 	checkers.Put(c)
 	return err
 }
