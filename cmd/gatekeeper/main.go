@@ -41,6 +41,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/gcfloor"
 	"github.com/gatekeeper-dev/gatekeeper/internal/memlimit"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure/probe"
 	"github.com/gatekeeper-dev/gatekeeper/sim/demo"
@@ -55,9 +56,10 @@ func main() {
 	// go-redis logs through a global logger of its own; its dial failures
 	// are what gatekeeper reports once, as a switch to local mode (cluster).
 	redis.SetLogger(quietRedis{})
-	// GOMEMLIMIT from the container's memory limit, unless the environment
-	// sets it (README, Performance tuning).
+	// GOMEMLIMIT from the container's memory limit and a floor under the
+	// GC's heap goal, unless the environment sets them (docs/operations.md).
 	memlimit.Set(os.Getenv, os.DirFS("/sys/fs/cgroup"))
+	gcfloor.Start(os.Getenv)
 	err := command(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errReported) && !errors.Is(err, errWarned) {
 		fmt.Fprintln(os.Stderr, "gatekeeper:", err)
