@@ -45,6 +45,9 @@ type chartCase struct {
 	// goMemLimit is the container's GOMEMLIMIT; "" means unset, leaving
 	// gatekeeper's own rule (memlimit: 90 % of the memory limit).
 	goMemLimit string
+	// goGC is the container's GOGC; "" means unset, leaving gatekeeper's
+	// own floor under the heap goal (gcfloor).
+	goGC string
 	// picker, when set, is what endpointPicker asks for (checkChartPicker).
 	picker *chartPicker
 	// scalePool is the pool of gatekeeper_desired_replicas a ScaledObject
@@ -76,11 +79,12 @@ func chartCases() []chartCase {
 		},
 		{
 			name: "our own Redis, two replicas",
-			args: []string{"--set", "redis.enabled=true", "--set", "replicas=2"},
+			args: []string{"--set", "redis.enabled=true", "--set", "replicas=2", "--set", "goGC=100"},
 			objects: []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper",
 				"Deployment/gatekeeper-redis", "Service/gatekeeper-redis", "PodDisruptionBudget/gatekeeper"},
 			replicas: 2,
 			redisURL: "redis://gatekeeper-redis:6379/0",
+			goGC:     "100",
 		},
 		{
 			name: "an existing Redis with a password Secret, three replicas",
@@ -178,6 +182,7 @@ func chartCases() []chartCase {
 			replicas:   2,
 			redisURL:   "redis://gatekeeper-redis:6379/0",
 			goMemLimit: "400MiB",
+			goGC:       "200",
 		},
 		{
 			name: "everything on, as the endpoint picker of a pool with TLS",
@@ -193,6 +198,7 @@ func chartCases() []chartCase {
 			replicas:   2,
 			redisURL:   "redis://gatekeeper-redis:6379/0",
 			goMemLimit: "400MiB",
+			goGC:       "200",
 			picker: &chartPicker{port: 9002, healthPort: 9003, pool: "vllm-llama3-8b", poolNamespace: "models",
 				tlsSecret: "gatekeeper-epp-tls"},
 		},
@@ -261,6 +267,9 @@ func TestHelmTemplate(t *testing.T) {
 			}
 			if got := containerEnv(objs["Deployment/gatekeeper"], "GOMEMLIMIT"); got != tt.goMemLimit {
 				t.Errorf("GOMEMLIMIT = %q, want %q", got, tt.goMemLimit)
+			}
+			if got := containerEnv(objs["Deployment/gatekeeper"], "GOGC"); got != tt.goGC {
+				t.Errorf("GOGC = %q, want %q", got, tt.goGC)
 			}
 			checkMonitoring(t, objs)
 			checkAutoscaling(t, objs, cmp.Or(tt.scalePool, "all"))
@@ -379,6 +388,7 @@ func TestHelmTemplateFails(t *testing.T) {
 			"--set", "podDisruptionBudget.minAvailable=2"}, "podDisruptionBudget.minAvailable is 2 with 2 replicas", false},
 		{"a misspelt value", []string{"--set", "replica=2"}, "additional properties 'replica' not allowed", true},
 		{"a GOMEMLIMIT the runtime does not read", []string{"--set", "goMemLimit=1GB"}, "/goMemLimit", true},
+		{"a GOGC the runtime does not read", []string{"--set", "goGC=200%"}, "/goGC", true},
 		{"no upstreams", []string{"--set", "policy.upstreams=null"}, "upstreams", true},
 		{"an InferencePool without the endpoint picker", []string{"--set", "endpointPicker.inferencePool.name=pool"},
 			"endpointPicker.inferencePool.name or endpointPicker.tls.secretName is set but endpointPicker.enabled is false", false},
