@@ -49,6 +49,9 @@ func (p *bodyParser) parse() (Request, error) {
 	var kb [64]byte
 	for r.more('}') {
 		key := r.key(&kb)
+		if string(key) == "priority" {
+			p.c.HasPriority = true
+		}
 		idx, fold := field(key, topFields[:])
 		if fold != "" {
 			return Request{}, caseError("", key, fold)

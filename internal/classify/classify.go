@@ -36,6 +36,11 @@ type Request struct {
 	// PromptLogprobs reports a "prompt_logprobs" that is not null
 	// (completions and chat).
 	PromptLogprobs bool
+	// HasPriority reports a top-level "priority" key (vLLM's request
+	// priority; its escapes decoded, matched exactly as vLLM matches it), so
+	// that a front forwards the client's own priority rather than its
+	// class's.
+	HasPriority bool
 	// Memory is the request's estimated transient GPU memory per vocabulary
 	// entry (multiply by the model's vocabulary size for bytes): each of the
 	// Prompts×N sequences it samples takes Estimator.BytesPerLogit in every

@@ -19,6 +19,7 @@ func FuzzClassify(f *testing.F) {
 	}
 	f.Add(uint8(2), []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"\ud83d\ude00"}]}],"tools":[{"a":{"b":[1,2.5,null]}}]}`))
 	f.Add(uint8(1), []byte(`{"prompt":[[1,2],[3]],"n":2,"best_of":3,"max_tokens":0}`))
+	f.Add(uint8(1), []byte(`{"prompt":"x","priorit\u0079":-1,"extra":{"priority":2}}`))
 	f.Fuzz(func(t *testing.T, idx uint8, body []byte) {
 		kind := testRoutes[int(idx)%len(testRoutes)].kind
 		_, _ = classify(kind, body, testEstimator) // unchecked input: no panic, no hang
@@ -33,6 +34,9 @@ func FuzzClassify(f *testing.F) {
 		}
 		if !kind.JSON() {
 			return
+		}
+		if c.HasPriority != HasTopLevelKey(body, "priority") {
+			t.Fatalf("Parse(%q).HasPriority = %v; a second pass for the top-level key says otherwise", body, c.HasPriority)
 		}
 		if !json.Valid(body) {
 			t.Fatalf("Parse accepted %q, which encoding/json rejects", body)

@@ -164,6 +164,32 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestHasPriority: the classifier's own pass notes a top-level "priority"
+// key as vLLM reads it (escapes decoded, case and depth exact), so that a
+// class's priority never replaces the client's.
+func TestHasPriority(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		path, body string
+		want       bool
+	}{
+		{"/v1/completions", `{"prompt":"x","priority":3}`, true},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"priority":null}`, true},
+		{"/v1/completions", `{"prompt":"x","priorit\u0079":-1}`, true},
+		{"/v1/embeddings", `{"input":"x","priority":0}`, true},
+		{"/v1/completions", `{"prompt":"x"}`, false},
+		{"/v1/completions", `{"prompt":"x","Priority":3}`, false},
+		{"/v1/completions", `{"prompt":"x","extra":{"priority":3}}`, false},
+		{"/v1/completions", `{"prompt":"priority"}`, false},
+	}
+	for _, tt := range tests {
+		got, err := Parse(kindOf(t, tt.path), []byte(tt.body), testEstimator)
+		if err != nil || got.HasPriority != tt.want {
+			t.Errorf("Parse(%s, %s).HasPriority = %v (%v), want %v", tt.path, tt.body, got.HasPriority, err, tt.want)
+		}
+	}
+}
+
 func TestClassifyWithoutBody(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -122,6 +122,7 @@ type Request struct {
 	Seqs           int    // sequences the pod runs for it
 	Model          string // the body's "model"; "" when it has none
 	Stream         bool   // the body asks for a token stream
+	HasPriority    bool   // the body names its own "priority" (vLLM's): a class's is not forwarded
 	MaxTokens      int64  // the body's output bound per sequence; 0 when it names none
 	Class          *Class // its traffic class; nil without classes
 	// Skip are the pods it must not go to: those that do not serve its
@@ -162,6 +163,7 @@ func (c *Core) classify(req *Request, body []byte) *Refusal {
 		return &rf
 	}
 	req.Tokens, req.Memory, req.Seqs, req.Model, req.Stream = cl.Estimated, cl.Memory, cl.Sequences(), cl.Model, cl.Stream
+	req.HasPriority = cl.HasPriority
 	req.Prompt, req.Output = cl.PromptTokens, mulSat(int64(cl.Sequences()), cl.MaxTokens)
 	if !cl.DefaultMax {
 		req.MaxTokens = cl.MaxTokens

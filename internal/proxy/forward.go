@@ -305,8 +305,8 @@ func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Ad
 func (h *Handler) prepare(w http.ResponseWriter, ex *exchange) *http.Request {
 	r, m, body := ex.r, ex.member, ex.body
 	ex.upstream = m.Name
-	if ex.Policy.ForwardPriority[m.Name] {
-		if b := withPriority(body, ex.Class); b != nil {
+	if ex.Policy.ForwardPriority[m.Name] && ex.Kind.JSON() {
+		if b := withPriority(body, ex.Class, ex.HasPriority); b != nil {
 			body = b
 		}
 	}

@@ -3,15 +3,16 @@ package proxy
 import (
 	"strconv"
 
-	"github.com/gatekeeper-dev/gatekeeper/internal/classify"
 	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
 )
 
 // withPriority returns body with vLLM's "priority" field set from the
 // class (vLLM serves lower values first, so a higher class is sent lower),
-// unless the body already has one; nil when it is left as it is.
-func withPriority(body []byte, c *decide.Class) []byte {
-	if c == nil || len(body) < 2 || body[0] != '{' || classify.HasTopLevelKey(body, "priority") {
+// unless named says the body has one already (the classifier saw it in its
+// own pass: decide.Request.HasPriority); nil when it is left as it is.
+// body is a JSON route's, which the classifier has read whole.
+func withPriority(body []byte, c *decide.Class, named bool) []byte {
+	if c == nil || named || len(body) < 2 || body[0] != '{' {
 		return nil
 	}
 	field := `"priority":` + strconv.Itoa(-c.Priority)
