@@ -11,7 +11,9 @@
 // buffered body in one write where they fit) and reads the response
 // (http.ReadResponse); the response body it is handed reads the connection
 // itself, and gives the connection back to the idle pool when it reaches
-// its end cleanly.
+// its end cleanly. Only a dial runs on a goroutine of its own, which ends
+// with it: the dialer's call chain is deep enough to double the stack of
+// the caller's goroutine, which a stream would then keep for its life.
 //
 // What it does, as http.Transport does:
 //   - Keep-alive: an idle pool per host (host:port), last in first out, at

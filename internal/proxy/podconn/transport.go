@@ -127,16 +127,35 @@ func (t *Transport) conn(ctx context.Context, key string) (*conn, error) {
 	}
 }
 
+// dial opens a connection on a goroutine of its own and waits for it. The
+// dialer's call chain (address resolution, socket setup) is deep: run on
+// the caller's goroutine, under ReverseProxy, it doubled that goroutine's
+// stack to 16 KiB, and a goroutine's stack shrinks only while a quarter of
+// it is in use, so every stream that dialled kept the doubled stack for
+// its whole life. The dialer's own goroutine ends with the dial. The
+// dialer honours ctx, so the caller waits for it whole: a connection it
+// made is never lost.
 func (t *Transport) dial(ctx context.Context, key string) (*conn, error) {
 	dial := t.DialContext
 	if dial == nil {
 		dial = defaultDialer.DialContext
 	}
-	nc, err := dial(ctx, "tcp", key)
-	if err != nil {
-		return nil, err
+	done := make(chan dialled, 1)
+	go func() {
+		nc, err := dial(ctx, "tcp", key)
+		done <- dialled{nc, err}
+	}()
+	d := <-done
+	if d.err != nil {
+		return nil, d.err
 	}
-	return newConn(t, nc, key), nil
+	return newConn(t, d.nc, key), nil
+}
+
+// dialled is a dial's outcome.
+type dialled struct {
+	nc  net.Conn
+	err error
 }
 
 // put takes c back after an exchange that left it reusable.

@@ -3,13 +3,17 @@ package podconn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -273,4 +277,48 @@ func TestMaxIdlePerHost(t *testing.T) {
 	if got := pod.conns.Load(); got != n {
 		t.Errorf("connections = %d, want %d", got, n)
 	}
+}
+
+// TestDialOffTheCallersGoroutine: the dialer runs on a goroutine other
+// than the caller's (its call chain would otherwise double the stack of a
+// stream's goroutine for the stream's life) and gets the request's
+// context.
+func TestDialOffTheCallersGoroutine(t *testing.T) {
+	pod := newCountedPod(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	type key struct{}
+	var dialer, dialled atomic.Int64
+	var sawCtx atomic.Bool
+	tr := &Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dialer.Store(goroutineID(t))
+		dialled.Add(1)
+		sawCtx.Store(ctx.Value(key{}) == "request")
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}
+	defer tr.CloseIdleConnections()
+	ctx := context.WithValue(t.Context(), key{}, "request")
+	res, body, err := do(t, ctx, tr, pod.URL+"/v1/models", "")
+	if err != nil || res.StatusCode != 200 || body != "ok" {
+		t.Fatalf("request = %v, %q, %v", res, body, err)
+	}
+	if dialled.Load() != 1 {
+		t.Fatalf("dials = %d, want 1", dialled.Load())
+	}
+	if caller := goroutineID(t); dialer.Load() == caller {
+		t.Errorf("the dialer ran on the caller's goroutine %d", caller)
+	}
+	if !sawCtx.Load() {
+		t.Error("the dialer did not get the request's context")
+	}
+}
+
+// goroutineID is the calling goroutine's number, from its stack's header
+// line ("goroutine 7 [running]:").
+func goroutineID(t *testing.T) int64 {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	var id int64
+	if _, err := fmt.Sscanf(string(buf), "goroutine %d ", &id); err != nil {
+		t.Errorf("goroutine header %q: %v", buf, err)
+	}
+	return id
 }
