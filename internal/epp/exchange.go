@@ -53,7 +53,6 @@ type exchange struct {
 	status int      // the response's :status
 	served string   // the endpoint Envoy says served it
 	usage  usage.Scanner
-	media  [2]string  // the response's Content-Type and Content-Encoding, for usage
 	span   trace.Span // the request's server span, until its end; nil without tracing
 }
 
@@ -99,7 +98,7 @@ func (x *exchange) requestHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.H
 		x.debug("ext_proc stream carries a new request")
 		x.abandon()
 		x.status, x.served = 0, ""
-		x.usage.Reset(0, nil, -1)
+		x.usage.Reset(0, "", "", -1)
 	}
 	x.start = x.s.now()
 	r := requestOf(h.GetHeaders().GetHeaders())

@@ -2,7 +2,6 @@ package epp
 
 import (
 	"log/slog"
-	"net/http"
 	"strconv"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -32,10 +31,7 @@ func (x *exchange) responseHeaders(m *extprocv3.ProcessingRequest, h *extprocv3.
 			}
 		}
 	}
-	// The header's values live in the exchange (already on the heap), not
-	// in two slices of their own; the scanner reads them only here.
-	x.media = [2]string{ctype, cenc}
-	x.usage.Reset(x.status, http.Header{"Content-Type": x.media[0:1:1], "Content-Encoding": x.media[1:2:2]}, size)
+	x.usage.Reset(x.status, ctype, cenc, size)
 	if err := x.send(responseHeadersResponse()); err != nil {
 		return err
 	}

@@ -14,13 +14,16 @@ type Scanner struct {
 }
 
 // Reset starts s on a response, forgetting any before it: status is its
-// HTTP status, h its headers (Content-Type and Content-Encoding choose the
-// format) and size its Content-Length, -1 if unknown. As Watch does, it
-// reads only a 200 response; for any other, Result is unknown.
-func (s *Scanner) Reset(status int, h http.Header, size int64) {
+// HTTP status, contentType and contentEncoding its headers of those names
+// (they choose the format; "" for one it lacks) and size its
+// Content-Length, -1 if unknown. As Watch does, it reads only a 200
+// response; for any other, Result is unknown. It takes the two values, not
+// an http.Header: an ext_proc server has the headers as Envoy's list, and a
+// map built for two lookups would cost every exchange an allocation.
+func (s *Scanner) Reset(status int, contentType, contentEncoding string, size int64) {
 	s.scan.release() // forget the last response, returning its buffer
 	if status == http.StatusOK {
-		s.scan.init(usageFormatOf(h), size)
+		s.scan.init(formatOf(contentType, contentEncoding), size)
 	}
 }
 

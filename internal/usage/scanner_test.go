@@ -19,7 +19,7 @@ func TestScannerChunks(t *testing.T) {
 				}
 				res := usageResponse(tt.status, tt.contentType, tt.encoding, nil)
 				var s Scanner
-				s.Reset(res.StatusCode, res.Header, res.ContentLength)
+				s.Reset(res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("Content-Encoding"), res.ContentLength)
 				for body := tt.body; body != ""; {
 					k := min(n, len(body))
 					if w, err := s.Write([]byte(body[:k])); w != k || err != nil {
@@ -53,9 +53,9 @@ func TestScannerEarlyEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var s Scanner
-			s.Reset(200, http.Header{"Content-Type": {sseType}}, -1)
+			s.Reset(200, sseType, "", -1)
 			s.Write([]byte(sseChunk("z", usageOf(9, 9))))
-			s.Reset(200, http.Header{"Content-Type": {tt.contentType}}, -1)
+			s.Reset(200, tt.contentType, "", -1)
 			s.Write([]byte(tt.body + "more"))
 			if got := s.Result(false); got != tt.want {
 				t.Fatalf("Result(false) = %v, want %v", got, tt.want)
@@ -71,10 +71,10 @@ func TestScannerZeroValue(t *testing.T) {
 	var zero Scanner
 	zero.Write(body)
 	var gz Scanner
-	gz.Reset(200, http.Header{"Content-Type": {sseType}, "Content-Encoding": {"gzip"}}, -1)
+	gz.Reset(200, sseType, "gzip", -1)
 	gz.Write(body)
 	var big Scanner
-	big.Reset(200, http.Header{"Content-Type": {jsonType}}, jsonBodyLimit+1)
+	big.Reset(200, jsonType, "", jsonBodyLimit+1)
 	big.Write([]byte(`{"usage":` + usageOf(1, 1) + `}` + strings.Repeat(" ", 8)))
 	for name, s := range map[string]*Scanner{"zero": &zero, "gzip": &gz, "json over the cap": &big} {
 		if got := s.Result(true); got != (Tokens{}) || len(s.scan.buf) != 0 {

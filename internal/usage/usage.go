@@ -57,10 +57,16 @@ const (
 // usageFormatOf picks the format from a 200 response's headers. Compressed
 // bodies are not decoded: gatekeeper passes them through as they are.
 func usageFormatOf(h http.Header) usageFormat {
-	if ce := h.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	return formatOf(h.Get("Content-Type"), h.Get("Content-Encoding"))
+}
+
+// formatOf is usageFormatOf for a response's Content-Type and
+// Content-Encoding values.
+func formatOf(contentType, contentEncoding string) usageFormat {
+	if ce := contentEncoding; ce != "" && !strings.EqualFold(ce, "identity") {
 		return formatNone
 	}
-	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	ct, _, _ := strings.Cut(contentType, ";")
 	switch ct = strings.TrimSpace(ct); {
 	case strings.EqualFold(ct, "text/event-stream"):
 		return formatSSE
