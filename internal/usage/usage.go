@@ -63,7 +63,7 @@ func usageFormatOf(h http.Header) usageFormat {
 // formatOf is usageFormatOf for a response's Content-Type and
 // Content-Encoding values.
 func formatOf(contentType, contentEncoding string) usageFormat {
-	if ce := contentEncoding; ce != "" && !strings.EqualFold(ce, "identity") {
+	if contentEncoding != "" && !strings.EqualFold(contentEncoding, "identity") {
 		return formatNone
 	}
 	ct, _, _ := strings.Cut(contentType, ";")
