@@ -54,14 +54,9 @@ const (
 	formatJSON                    // application/json: usage in the body
 )
 
-// usageFormatOf picks the format from a 200 response's headers. Compressed
-// bodies are not decoded: gatekeeper passes them through as they are.
-func usageFormatOf(h http.Header) usageFormat {
-	return formatOf(h.Get("Content-Type"), h.Get("Content-Encoding"))
-}
-
-// formatOf is usageFormatOf for a response's Content-Type and
-// Content-Encoding values.
+// formatOf picks the format from a 200 response's Content-Type and
+// Content-Encoding. Compressed bodies are not decoded: gatekeeper passes
+// them through as they are.
 func formatOf(contentType, contentEncoding string) usageFormat {
 	if contentEncoding != "" && !strings.EqualFold(contentEncoding, "identity") {
 		return formatNone
@@ -125,7 +120,7 @@ func (b *Body) Watch(res *http.Response, report Reporter) {
 		return
 	}
 	b.rc, b.report = res.Body, report
-	b.scan.init(usageFormatOf(res.Header), res.ContentLength)
+	b.scan.init(formatOf(res.Header.Get("Content-Type"), res.Header.Get("Content-Encoding")), res.ContentLength)
 	res.Body = b
 }
 
