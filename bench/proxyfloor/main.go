@@ -11,6 +11,10 @@
 //   - h1: an HTTP/1.1 server of the least possible kind on net/http's own
 //     parser (http.ReadRequest), with the same ReverseProxy over podconn:
 //     an upper bound for replacing net/http's server alone (see h1.go).
+//   - handoff: the podconn core, but an HTTP/1.1 token stream leaves
+//     net/http's serving goroutine once its headers are out (hijacked, and
+//     relayed by one goroutine of its own): an upper bound for that
+//     choice's memory per open stream (see handoff.go).
 //   - fasthttp: github.com/valyala/fasthttp's server and HostClient. It
 //     buffers each response whole (no streaming, no HTTP/2), so it is an
 //     upper bound for a Go core other than net/http, not a drop-in one.
@@ -35,7 +39,7 @@ import (
 )
 
 func main() {
-	core := flag.String("core", "net/http", "net/http, podconn, h1 or fasthttp")
+	core := flag.String("core", "net/http", "net/http, podconn, h1, handoff or fasthttp")
 	listen := flag.String("listen", "127.0.0.1:18780", "traffic address")
 	upstream := flag.String("upstream", "http://127.0.0.1:18000", "upstream base URL")
 	flag.Parse()
@@ -51,10 +55,12 @@ func main() {
 		log.Fatal(netHTTP(*listen, u, &podconn.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}))
 	case "h1":
 		log.Fatal(h1Serve(*listen, reverse(u, &podconn.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute})))
+	case "handoff":
+		log.Fatal(handoffServe(*listen, u, &podconn.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}))
 	case "fasthttp":
 		log.Fatal(fastHTTP(*listen, u.Host))
 	default:
-		log.Fatalf("proxyfloor: unknown -core %q (net/http, podconn, h1 or fasthttp)", *core)
+		log.Fatalf("proxyfloor: unknown -core %q (net/http, podconn, h1, handoff or fasthttp)", *core)
 	}
 }
 
