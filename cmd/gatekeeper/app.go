@@ -224,7 +224,8 @@ func (a *app) newFronts(cfg *config.Config, s policy.Settings) error {
 	if err != nil {
 		return err
 	}
-	po := proxy.Options{Core: a.core, RoundTripper: rt, Metrics: a.reqMetrics, Logger: a.log, Version: version, Overload: ov}
+	po := proxy.Options{Core: a.core, RoundTripper: rt, Metrics: a.reqMetrics, Logger: a.log, Version: version, Overload: ov,
+		StreamHandoff: cfg.Server.StreamHandoff, HandedOffClosed: a.conns.HandedOffClosed}
 	a.traceOptions(cfg, &po)
 	a.handler, err = proxy.New(po)
 	return err

@@ -113,7 +113,7 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	a.drain(nil, shutdownHTTP(ts))
+	a.drain(nil, shutdownHTTP(ts, a.handler.WaitStreams))
 	_ = as.Close()
 	stopLoops()
 	wg.Wait()
@@ -202,14 +202,16 @@ func (a *app) drain(begin func(), shutdown func(ctx context.Context) error) {
 	}
 }
 
-// shutdownHTTP ends ts gracefully until ctx ends, then at once.
-func shutdownHTTP(ts *http.Server) func(ctx context.Context) error {
+// shutdownHTTP ends ts gracefully until ctx ends, then at once; and the
+// streams handed off ts's connections (waitStreams: Shutdown does not wait
+// for hijacked connections) likewise.
+func shutdownHTTP(ts *http.Server, waitStreams func(context.Context) error) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		err := ts.Shutdown(ctx)
 		if err != nil {
 			_ = ts.Close()
 		}
-		return err
+		return errors.Join(err, waitStreams(ctx))
 	}
 }
 

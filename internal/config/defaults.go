@@ -56,6 +56,9 @@ func builtin() *Config {
 			// scheduler's delay cut goodput when other processes took the
 			// CPU (bench/README.md, "Past saturation").
 			Overload: Overload{},
+			// Streams leave net/http's goroutine after their first event
+			// (bench/README.md, "Handing a stream off").
+			StreamHandoff: true,
 		},
 		Transport: Transport{
 			DialTimeout:           2 * time.Second,

@@ -58,12 +58,17 @@ func NewConns(reg prometheus.Registerer) *Conns {
 }
 
 // Track is http.Server.ConnState: every connection the server accepts passes
-// through StateNew once and ends in StateClosed or StateHijacked once.
+// through StateNew once and ends in StateClosed or StateHijacked once. A
+// hijacked connection is still open (a stream handed off, proxy's
+// Options.StreamHandoff): HandedOffClosed counts it closed.
 func (c *Conns) Track(_ net.Conn, s http.ConnState) {
 	switch s {
 	case http.StateNew:
 		c.open.Inc()
-	case http.StateClosed, http.StateHijacked:
+	case http.StateClosed:
 		c.open.Dec()
 	}
 }
+
+// HandedOffClosed counts closed a connection Track saw hijacked.
+func (c *Conns) HandedOffClosed() { c.open.Dec() }

@@ -245,6 +245,14 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*testOptions)) *te
 	return tp
 }
 
+// close closes the proxy's server and waits for every request to record
+// its outcome: those on net/http's goroutines (httptest.Server.Close) and
+// the streams handed off (WaitStreams), as cmd/gatekeeper's shutdown does.
+func (tp *testProxy) close() {
+	tp.srv.Close()
+	_ = tp.h.WaitStreams(context.Background())
+}
+
 // serveAsGatekeeper sets up srv's listener and connection contexts as
 // cmd/gatekeeper does for plain HTTP.
 func serveAsGatekeeper(srv *httptest.Server) {
@@ -303,7 +311,8 @@ func newHandler(o testOptions) (*Handler, error) {
 		return nil, err
 	}
 	opts := Options{Core: core, Transport: o.Transport,
-		RoundTripper: o.RoundTripper, Metrics: o.Metrics, Logger: o.Logger, Now: o.Now, Version: o.Version}
+		RoundTripper: o.RoundTripper, Metrics: o.Metrics, Logger: o.Logger, Now: o.Now, Version: o.Version,
+		StreamHandoff: true} // as cmd/gatekeeper's default policy has it
 	if o.Extra != nil {
 		o.Extra(&opts)
 	}

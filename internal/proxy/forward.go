@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/classify"
@@ -54,6 +56,31 @@ type flight struct {
 	body  heldBody     // the buffered request body, until the answer is accepted
 	usage usage.Body   // the response body, when its usage is read
 	out   clientWriter // the client's ResponseWriter, with the send timeout
+
+	// A stream that may be handed off (handoff.go) runs under a context of
+	// its own (detach): client is the request's, cancel ends the pod's
+	// request, stopFollowing stops the client's leaving from ending it.
+	client        context.Context
+	cancel        context.CancelFunc
+	stopFollowing func() bool
+	// rest is the held stream's body after its first read (holdRest):
+	// readOnce says that read was made, restEnded that it ended the body.
+	rest                io.ReadCloser
+	readOnce, restEnded bool
+	// handedOff: a goroutine of its own relays the rest (relay), which
+	// owns the flight from then on; clientGone: a write to the client
+	// failed there.
+	handedOff  bool
+	clientGone atomic.Bool
+}
+
+// clientLeft reports whether the client left before its answer ended: the
+// request's context, until a handoff; then a write that failed.
+func (f *flight) clientLeft(r *http.Request) bool {
+	if f.handedOff {
+		return f.clientGone.Load()
+	}
+	return r.Context().Err() != nil
 }
 
 // Value returns f for flightKey and asks the client's context otherwise.
@@ -140,6 +167,7 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 				return nil
 			}
 			f.usage.Watch(res, f) // count the usage as the body streams through
+			f.holdRest(res)
 			return nil
 		},
 		ErrorHandler: h.proxyError,
@@ -281,23 +309,60 @@ func neverSent(err error) bool {
 // so what only the start needs is built in prepare (see serveTraffic).
 func (h *Handler) forward(w http.ResponseWriter, ex *exchange) (retry *decide.Admitted) {
 	out := h.prepare(w, ex)
+	f := ex.flight
 	completed := false
 	defer func() {
+		if f.handedOff {
+			return // relay owns f and records the outcome
+		}
 		p := recover() // http.ErrAbortHandler when the stream broke mid-copy
+		f.out.disarm()
+		if f.rest != nil {
+			_ = f.rest.Close()
+		}
 		retry = h.complete(ex, completed)
 		if p != nil {
 			panic(p)
 		}
 	}()
-	f := ex.flight
-	defer f.out.disarm()
 	rp := h.rp
 	if ex.Stream {
 		rp = h.rpStream // the small copy buffer: it is held while the stream lasts
 	}
 	rp.ServeHTTP(&f.out, out)
+	if f.rest != nil && !f.restEnded {
+		if h.handOff(w, ex) {
+			return nil
+		}
+		h.copyRest(f)
+	}
 	completed = true
 	return nil
+}
+
+// copyRest relays the rest of a held stream through net/http, when it was
+// not handed off; it panics with http.ErrAbortHandler where ReverseProxy
+// would (a read or a write that failed), so that the client sees the stream
+// cut short.
+func (h *Handler) copyRest(f *flight) {
+	bp := h.rpStream.BufferPool
+	buf := bp.Get()
+	defer bp.Put(buf)
+	for {
+		n, err := f.rest.Read(buf)
+		if n > 0 {
+			if _, werr := f.out.Write(buf[:n]); werr != nil {
+				panic(http.ErrAbortHandler)
+			}
+			f.out.Flush()
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+	}
 }
 
 // prepare makes ex's flight to the member dispatch chose and the request
@@ -323,6 +388,9 @@ func (h *Handler) prepare(w http.ResponseWriter, ex *exchange) *http.Request {
 		out.ContentLength = int64(len(body))
 		out.TransferEncoding = nil // the buffered body goes out framed by Content-Length alone
 		out.GetBody = f.body.get   // reads what is still held: an error once the answer is accepted
+	}
+	if h.mayHandOff(w, r, ex) {
+		f.detach()
 	}
 	f.out = clientWriter{w: w, timeout: ex.Policy.SendTimeout, now: h.now}
 	if sendConnFor(r) != nil {
@@ -354,7 +422,7 @@ func (h *Handler) complete(ex *exchange, completed bool) *decide.Admitted {
 		e.Cut = decide.CutNone
 	case f.out.timedOut:
 		e.Cut = decide.CutTimeout
-	case r.Context().Err() != nil:
+	case f.clientLeft(r):
 		e.Cut = decide.CutClient
 	default: // a transport error, or the stream broke mid-copy
 		e.Cut = decide.CutUpstream

@@ -33,6 +33,9 @@ type Handler struct {
 	// sender is the transport, when it says whether it reads a request's
 	// body after RoundTrip (heldBody.release); nil when it does not say.
 	sender bodySender
+	// handoffs are the streams relayed off net/http's goroutine, for
+	// shutdown (WaitStreams).
+	handoffs handoffs
 
 	// ready is the HTTP front's own part of /readyz: false until New has
 	// built the handler. The rest of readiness, and the drain, are the

@@ -179,7 +179,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	case <-time.After(10 * time.Second): // a generous bound, not a wait for state
 		t.Fatal("the upstream request was not cancelled after the client left")
 	}
-	tp.srv.Close() // waits for the handler to record its outcome
+	tp.close() // waits for the handler to record its outcome
 	if got := tp.outcomes(t)[decide.OutcomeClientClosed]; got != 1 {
 		t.Errorf("client_closed = %v, want 1", got)
 	}
@@ -198,7 +198,7 @@ func TestUpstreamFailureFeedsBreaker(t *testing.T) {
 	if res.StatusCode != 500 || !strings.Contains(string(body), "engine dead") {
 		t.Fatalf("got %d %s, want the pod's 500 passed through", res.StatusCode, body)
 	}
-	tp.srv.Close()
+	tp.close()
 	if got := tp.gate.got(); len(got) != 1 || got[0] != pods.Failure {
 		t.Errorf("breaker results = %v, want [Failure]", got)
 	}
@@ -339,7 +339,7 @@ func TestOutcomesAddUp(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	tp.srv.Close()
+	tp.close()
 	sum := 0.0
 	for _, v := range tp.outcomes(t) {
 		sum += v

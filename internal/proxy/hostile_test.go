@@ -101,7 +101,7 @@ func TestSmugglingRefused(t *testing.T) {
 			if tt.want == 400 && !res.Close {
 				t.Error("an ambiguous request must close its connection")
 			}
-			tp.srv.Close()
+			tp.close()
 			if got := pod.requests(); len(got) != 0 {
 				t.Errorf("the pod saw %d requests, want none: %+v", len(got), got)
 			}
@@ -175,7 +175,7 @@ func TestAmbiguousFramingIsRefused(t *testing.T) {
 				t.Errorf("after the 400 the connection gave %d bytes, %v; want it closed", n, err)
 			}
 			c.Close()
-			tp.srv.Close()
+			tp.close()
 			got := pod.requests()
 			if len(got) != len(tt.reqs)-1 {
 				t.Fatalf("the pod saw %d requests, want the %d clean ones: %+v", len(got), len(tt.reqs)-1, got)
@@ -241,7 +241,7 @@ func TestPathTricksAre404(t *testing.T) {
 			if res.Header.Get("X-Gatekeeper-Reason") != "not_found" {
 				t.Errorf("POST %s: reason %q, want not_found", p, res.Header.Get("X-Gatekeeper-Reason"))
 			}
-			tp.srv.Close()
+			tp.close()
 			if got := pod.requests(); len(got) != 0 {
 				t.Errorf("POST %s reached the pod: %+v", p, got)
 			}
@@ -282,7 +282,7 @@ func TestJSONDifferentialsAre400(t *testing.T) {
 			if res.StatusCode != 400 || res.Header.Get("X-Gatekeeper-Reason") != "bad_request" {
 				t.Errorf("status = %d %q, want 400 bad_request", res.StatusCode, res.Header.Get("X-Gatekeeper-Reason"))
 			}
-			tp.srv.Close()
+			tp.close()
 			if got := pod.requests(); len(got) != 0 {
 				t.Errorf("the pod saw %+v", got)
 			}
@@ -317,7 +317,7 @@ func TestRequestIDCannotInjectHeaders(t *testing.T) {
 			if len(res.Header.Values("Set-Cookie")) != 0 {
 				t.Errorf("a header was injected: %v", res.Header)
 			}
-			tp.srv.Close()
+			tp.close()
 			got := pod.requests()
 			if tt.name == "folded CRLF injection" {
 				// A folded header is ambiguous framing: refused outright.

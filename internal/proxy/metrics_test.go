@@ -78,7 +78,7 @@ func TestUsageMetrics(t *testing.T) {
 			t.Fatalf("POST %s = %d, %v", path, res.StatusCode, err)
 		}
 	}
-	tp.srv.Close() // waits for the handlers to finish
+	tp.close() // waits for the handlers to finish
 
 	m := tp.h.metrics
 	for _, c := range []struct {
@@ -123,7 +123,7 @@ func TestUsageOnlyWhereResponsesCarryIt(t *testing.T) {
 	res = post(t, tp.srv.URL, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`, nil)
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	tp.srv.Close()
+	tp.close()
 	if n := testutil.ToFloat64(tp.h.metrics.usageLost.WithLabelValues("pod-0")); n != 0 {
 		t.Errorf("usage unknown = %v, want 0: /v1/models has no usage to read", n)
 	}

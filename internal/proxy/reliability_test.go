@@ -48,7 +48,7 @@ func TestPodDiesMidStream(t *testing.T) {
 	if strings.Contains(string(rest), "[DONE]") {
 		t.Errorf("stream claimed completion: %q", rest)
 	}
-	tp.srv.Close()
+	tp.close()
 	if got := tp.outcomes(t)[decide.OutcomeUpstreamError]; got != 1 {
 		t.Errorf("upstream_error = %v, want 1 (outcomes %v)", got, tp.outcomes(t))
 	}
@@ -78,7 +78,7 @@ func TestPodHangsBeforeHeaders(t *testing.T) {
 	if res.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), `"type":"server_error"`) {
 		t.Fatalf("got %d %s, want a 504 OpenAI error", res.StatusCode, body)
 	}
-	tp.srv.Close()
+	tp.close()
 	if got := tp.outcomes(t)[decide.OutcomeUpstreamError]; got != 1 {
 		t.Errorf("upstream_error = %v, want 1", got)
 	}
@@ -107,7 +107,7 @@ func TestPodOOM500s(t *testing.T) {
 			t.Fatalf("got %d %q %s, want vLLM's 500 passed through", res.StatusCode, res.Header.Get("X-Gatekeeper-Reason"), body)
 		}
 	}
-	tp.srv.Close()
+	tp.close()
 	got := tp.gate.got()
 	if len(got) != n {
 		t.Fatalf("breaker results = %v, want %d failures", got, n)
@@ -189,7 +189,7 @@ func TestClientLeavesWhileQueued(t *testing.T) {
 	if got := <-first; got != 200 {
 		t.Errorf("first request = %d, want 200", got)
 	}
-	tp.srv.Close()
+	tp.close()
 	if got := tp.podHits.get(); got != 1 {
 		t.Errorf("pod saw %d requests, want 1: the one that left was sent upstream", got)
 	}

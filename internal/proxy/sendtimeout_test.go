@@ -53,7 +53,7 @@ func TestSendTimeoutCutsAStalledReader(t *testing.T) {
 		t.Fatal("the pod's request was not cancelled")
 	}
 	c.Close()
-	tp.srv.Close() // waits for the handler to record its outcome
+	tp.close() // waits for the handler to record its outcome
 	if got := tp.outcomes(t)[decide.OutcomeClientTimeout]; got != 1 {
 		t.Errorf("outcomes %v, want one client_timeout", tp.outcomes(t))
 	}

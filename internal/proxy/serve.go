@@ -38,6 +38,9 @@ type exchange struct {
 	flight  *flight          // what the reverse proxy learns; set by forward
 	retried bool             // it went to a second pod (at most once)
 	span    trace.Span       // the server span; nil without tracing
+	// overload is the guard that admitted it, told when it ends; nil
+	// without one.
+	overload Overload
 }
 
 // serveTraffic runs the request pipeline of DESIGN §2 for every path that is
@@ -58,14 +61,29 @@ func (h *Handler) serveTraffic(w http.ResponseWriter, r *http.Request) {
 			h.refuseOverloaded(w, r, ex)
 			return
 		}
-		defer ov.Done()
+		ex.overload = ov
 	}
-	if h.tracing != nil {
-		defer ex.endSpan()
-	}
+	defer ex.endUnlessHandedOff()
 	if adm := h.decide(w, ex); adm != nil {
 		h.dispatch(w, ex, adm)
 	}
+}
+
+// endUnlessHandedOff ends ex on the handler's goroutine, unless its stream
+// was handed off: relay ends it then.
+func (ex *exchange) endUnlessHandedOff() {
+	if ex.flight == nil || !ex.flight.handedOff {
+		ex.ended()
+	}
+}
+
+// ended tells the overload guard that ex's request has ended, and ends its
+// server span.
+func (ex *exchange) ended() {
+	if ex.overload != nil {
+		ex.overload.Done()
+	}
+	ex.endSpan()
 }
 
 // begin makes r's exchange: the core's request, the send timeout on r's

@@ -1,0 +1,194 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/decide"
+)
+
+// The tests of this file hold the handoff's own properties. The proxy's
+// other stream tests run through it too (newHandler turns it on, as the
+// default policy does): TestClientDisconnectCancelsUpstream (a client that
+// leaves while the pod is silent, after the handoff), TestPodDiesMidStream
+// (a pod that dies after it) and the send-timeout tests.
+
+const streamPrompt = `{"model":"m","prompt":"x","stream":true}`
+
+// eventsPod streams n events, the last with a usage object, then [DONE];
+// after the first it waits for release, if set.
+func eventsPod(n int, release <-chan struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range n {
+			if i == 1 && release != nil {
+				<-release
+			}
+			if i == n-1 {
+				fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"%d\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":%d}}\n\n", i, n)
+			} else {
+				fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"%d\"}]}\n\n", i)
+			}
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+}
+
+// TestStreamHandedOff: an HTTP/1.1 stream reaches its client whole and in
+// order, its chunked body ended, with Connection: close, and its
+// connection then closes; the outcome, the usage and the connection's close
+// are recorded once.
+func TestStreamHandedOff(t *testing.T) {
+	var closed atomic.Int32
+	release := make(chan struct{}) // the rest comes once the first event is out: after the handoff
+	tp := newTestProxy(t, eventsPod(5, release), func(o *testOptions) {
+		o.Extra = func(o *Options) { o.HandedOffClosed = func() { closed.Add(1) } }
+	})
+	res := post(t, tp.srv.URL, "/v1/completions", streamPrompt, nil)
+	rd := bufio.NewReader(res.Body)
+	first, err := rd.ReadString('\n')
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("first event: %d %q %v", res.StatusCode, first, err)
+	}
+	close(release)
+	rest, err := io.ReadAll(rd) // an error if the chunked body was not ended
+	body := first + string(rest)
+	if err != nil {
+		t.Fatalf("stream: %d %v", res.StatusCode, err)
+	}
+	if !res.Close {
+		t.Error("the handed-off stream's answer does not say Connection: close")
+	}
+	for i := range 5 {
+		want := fmt.Sprintf(`"text":"%d"`, i)
+		if !strings.Contains(body, want) {
+			t.Fatalf("event %d missing from %q", i, body)
+		}
+	}
+	if !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Errorf("stream ends %q, want [DONE]", body)
+	}
+	tp.close()
+	if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
+		t.Errorf("served = %v, want 1 (outcomes %v)", got, tp.outcomes(t))
+	}
+	if got := testutil.ToFloat64(tp.h.metrics.usedTokens.WithLabelValues("pod-0", "completion")); got != 5 {
+		t.Errorf("completion tokens = %v, want the pod's 5", got)
+	}
+	if got := closed.Load(); got != 1 {
+		t.Errorf("HandedOffClosed called %d times, want 1", got)
+	}
+}
+
+// TestStreamHandoffOff: with StreamHandoff false a stream stays on
+// net/http, and its connection is kept for the next request.
+func TestStreamHandoffOff(t *testing.T) {
+	tp := newTestProxy(t, eventsPod(3, nil), func(o *testOptions) {
+		o.Extra = func(o *Options) { o.StreamHandoff = false }
+	})
+	res := post(t, tp.srv.URL, "/v1/completions", streamPrompt, nil)
+	if _, err := io.ReadAll(res.Body); err != nil || res.Close {
+		t.Fatalf("stream: %v, close=%v; want it whole on a kept connection", err, res.Close)
+	}
+	tp.close()
+	if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
+		t.Errorf("served = %v, want 1", got)
+	}
+}
+
+// TestHTTP2StreamsStayOnNetHTTP: HTTP/2 streams share their connection, so
+// none is handed off: no Connection: close (which HTTP/2 forbids).
+func TestHTTP2StreamsStayOnNetHTTP(t *testing.T) {
+	tp := newTestProxy(t, eventsPod(3, nil), nil)
+	srv := httptest.NewUnstartedServer(tp.h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	client := srv.Client()
+	defer client.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/v1/completions", strings.NewReader(streamPrompt))
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || res.ProtoMajor != 2 || res.Header.Get("Connection") != "" {
+		t.Fatalf("HTTP/%d, Connection %q, %v", res.ProtoMajor, res.Header.Get("Connection"), err)
+	}
+	if !strings.Contains(string(body), "[DONE]") {
+		t.Fatalf("stream %q not whole", body)
+	}
+}
+
+// openStream opens a stream through tp and reads its first event.
+func openStream(t *testing.T, tp *testProxy) *bufio.Reader {
+	t.Helper()
+	res := post(t, tp.srv.URL, "/v1/completions", streamPrompt, nil)
+	rd := bufio.NewReader(res.Body)
+	if first, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(first, "data: ") {
+		t.Fatalf("first event %q, %v", first, err)
+	}
+	return rd
+}
+
+// shutdown is cmd/gatekeeper's graceful shutdown (shutdownHTTP): the
+// server's, which waits for a connection until its stream is handed off,
+// then the handed-off streams', until ctx ends.
+func shutdown(tp *testProxy, ctx context.Context) error {
+	err := tp.srv.Config.Shutdown(context.Background())
+	return errors.Join(err, tp.h.WaitStreams(ctx))
+}
+
+// TestWaitStreamsCuts: a handed-off stream still running when shutdown's
+// time is up is cut, the client sees it cut short, and its outcome is
+// recorded before WaitStreams returns.
+func TestWaitStreamsCuts(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	tp := newTestProxy(t, eventsPod(3, release), nil)
+	rd := openStream(t, tp) // the pod holds the stream after its first event
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := shutdown(tp, ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("shutdown with its time up = %v, want context.Canceled", err)
+	}
+	if rest, err := io.ReadAll(rd); err == nil {
+		t.Fatalf("cut stream ended cleanly with %q; want an error the client can see", rest)
+	}
+	if got := tp.outcomes(t)[decide.OutcomeClientClosed]; got != 1 {
+		t.Errorf("client_closed = %v, want 1 (outcomes %v)", got, tp.outcomes(t))
+	}
+}
+
+// TestWaitStreamsWaits: shutdown waits for a handed-off stream that ends in
+// its time.
+func TestWaitStreamsWaits(t *testing.T) {
+	release := make(chan struct{})
+	tp := newTestProxy(t, eventsPod(3, release), nil)
+	rd := openStream(t, tp)
+	waited := make(chan error, 1)
+	go func() { waited <- shutdown(tp, context.Background()) }()
+	close(release)
+	if rest, err := io.ReadAll(rd); err != nil || !strings.HasSuffix(string(rest), "[DONE]\n\n") {
+		t.Fatalf("stream: %q, %v", rest, err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("shutdown = %v, want nil", err)
+	}
+	if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
+		t.Errorf("served = %v, want 1 (outcomes %v)", got, tp.outcomes(t))
+	}
+}
