@@ -30,12 +30,13 @@ import (
 // a client that leaves is seen when a write to it fails, an event or two
 // later. bench/README.md has the measurements ("Handing a stream off").
 
-// handoffBufferSize is a handed-off stream's copy buffer (streamBufferSize,
-// the stream's copy buffer before the handoff), with room for a chunk's
-// framing on either side.
+// A handed-off stream's copy buffer holds a read and room for its chunk's
+// framing on either side, in 2 KiB in all (streamBufferSize, the stream's
+// copy buffer before the handoff): one byte more would put it in the
+// allocator's next size class, 2.25 KiB.
 const (
-	handoffBufferSize = streamBufferSize
 	chunkHeadRoom     = 8 // the chunk's size in hex (at most 3 digits here) and CRLF, right-aligned
+	handoffBufferSize = streamBufferSize - chunkHeadRoom - 2
 )
 
 type handoffBuffer = [chunkHeadRoom + handoffBufferSize + 2]byte

@@ -192,3 +192,19 @@ func TestWaitStreamsWaits(t *testing.T) {
 		t.Errorf("served = %v, want 1 (outcomes %v)", got, tp.outcomes(t))
 	}
 }
+
+// TestFrameChunk: a read of any size the buffer takes is framed as one
+// chunk in place, and the buffer stays in the allocator's 2 KiB class.
+func TestFrameChunk(t *testing.T) {
+	if n := len(handoffBuffer{}); n != streamBufferSize {
+		t.Fatalf("handoffBuffer is %d bytes, want %d", n, streamBufferSize)
+	}
+	for _, n := range []int{1, 15, 16, 255, 256, handoffBufferSize} {
+		buf := new(handoffBuffer)
+		data := strings.Repeat("x", n)
+		copy(buf[chunkHeadRoom:], data)
+		if got, want := string(frameChunk(buf, n)), fmt.Sprintf("%x\r\n%s\r\n", n, data); got != want {
+			t.Errorf("frameChunk(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
