@@ -98,9 +98,10 @@ func (h *Handler) WaitStreams(ctx context.Context) error {
 }
 
 // mayHandOff reports whether r's answer may be handed off if it streams: an
-// HTTP/1 request for a stream whose ResponseWriter can be hijacked.
+// HTTP/1.1 request (net/http chunks its answers; HTTP/1.0 has no chunks) for
+// a stream whose ResponseWriter can be hijacked.
 func (h *Handler) mayHandOff(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
-	if !h.opts.StreamHandoff || !ex.Stream || r.ProtoMajor != 1 || r.Method == http.MethodHead {
+	if !h.opts.StreamHandoff || !ex.Stream || r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) || r.Method == http.MethodHead {
 		return false
 	}
 	for {
@@ -127,8 +128,10 @@ func (f *flight) detach() {
 // holdRest makes res's body end after its first read when res is a stream
 // to hand off: ReverseProxy relays and flushes that read, then returns, and
 // forward hands off the rest (f.rest). The answer says Connection: close.
+// Only a body of unknown length is held, which net/http sends chunked (as
+// relay goes on), and one with no trailers announced.
 func (f *flight) holdRest(res *http.Response) {
-	if f.cancel == nil || res.StatusCode != http.StatusOK || len(res.Trailer) > 0 || !eventStream(res.Header) {
+	if f.cancel == nil || res.StatusCode != http.StatusOK || res.ContentLength >= 0 || len(res.Trailer) > 0 || !eventStream(res.Header) {
 		return
 	}
 	f.rest = res.Body

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -206,5 +207,55 @@ func TestFrameChunk(t *testing.T) {
 		if got, want := string(frameChunk(buf, n)), fmt.Sprintf("%x\r\n%s\r\n", n, data); got != want {
 			t.Errorf("frameChunk(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestNotHandedOff: what net/http does not send chunked stays with it: an
+// HTTP/1.0 client's stream (no chunks in HTTP/1.0) and a stream of known
+// length. Both reach their client whole, without Connection: close added
+// to the second.
+func TestNotHandedOff(t *testing.T) {
+	release := make(chan struct{})
+	close(release)
+	sized := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Length", "25")
+		fmt.Fprint(w, "data: one\n\ndata: [DONE]\n\n")
+	})
+	for _, tc := range []struct {
+		name  string
+		pod   http.Handler
+		proto string
+		want  string
+	}{
+		{"http/1.0", eventsPod(3, release), "HTTP/1.0", "data: [DONE]\n\n"},
+		{"content-length", sized, "HTTP/1.1", "data: one\n\ndata: [DONE]\n\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := newTestProxy(t, tc.pod, nil)
+			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST /v1/completions %s\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+				tc.proto, len(streamPrompt), streamPrompt)
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(res.Body)
+			if err != nil || !strings.HasSuffix(string(body), tc.want) || len(res.TransferEncoding) != 0 {
+				t.Fatalf("%s: %q %v (transfer encoding %v), want it whole and unchunked", tc.proto, body, err, res.TransferEncoding)
+			}
+			if tc.proto == "HTTP/1.1" && res.Close {
+				t.Error("a stream of known length was answered Connection: close")
+			}
+			tp.close()
+			if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
+				t.Errorf("served = %v, want 1 (outcomes %v)", got, tp.outcomes(t))
+			}
+		})
 	}
 }
