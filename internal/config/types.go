@@ -105,12 +105,12 @@ type Server struct {
 	TLS *TLS `yaml:"tls"`
 	// Overload sheds new requests while gatekeeper itself is saturated.
 	Overload Overload `yaml:"overload"`
-	// StreamHandoff relays an HTTP/1.1 token stream, once its first event
-	// is out, on a goroutine of gatekeeper's own instead of net/http's
-	// server, which frees about a third of what an open stream costs; the
-	// client connection then closes after the stream (Connection: close),
-	// and a client that leaves mid-stream is seen when a write to it fails.
-	// HTTP/2 streams stay on net/http. Needs a restart.
+	// StreamHandoff relays a plain-text HTTP/1.1 token stream, once its
+	// first event is out, on a goroutine of gatekeeper's own instead of
+	// net/http's server, which frees about a quarter of what an open stream
+	// costs; the client connection then closes after the stream
+	// (Connection: close), so each stream costs its client a new
+	// connection. TLS and HTTP/2 streams stay on net/http. Needs a restart.
 	StreamHandoff bool `yaml:"stream_handoff"`
 }
 

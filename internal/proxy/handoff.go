@@ -20,7 +20,7 @@ import (
 // holds for its connection a reader, a writer and a chunking buffer (4 + 4 +
 // 2 KiB), the serving goroutine's stack (8 KiB) and a goroutine reading the
 // connection in the background: about half of what an open token stream
-// cost, for as long as it lasted. So an HTTP/1.1 token stream leaves net/http
+// cost, for as long as it lasted. So a plain-text HTTP/1.1 token stream leaves net/http
 // once its first event has reached the client: the handler hijacks the
 // connection and returns, and one goroutine relays the rest of the stream
 // in chunks it frames itself, then closes the connection, which the answer
@@ -98,10 +98,12 @@ func (h *Handler) WaitStreams(ctx context.Context) error {
 }
 
 // mayHandOff reports whether r's answer may be handed off if it streams: an
-// HTTP/1.1 request (net/http chunks its answers; HTTP/1.0 has no chunks) for
-// a stream whose ResponseWriter can be hijacked.
+// HTTP/1.1 request (net/http chunks its answers; HTTP/1.0 has no chunks) in
+// plain text (a handed-off connection closes after its stream, and a new
+// TLS connection costs its handshake) for a stream whose ResponseWriter can
+// be hijacked.
 func (h *Handler) mayHandOff(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
-	if !h.opts.StreamHandoff || !ex.Stream || r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) || r.Method == http.MethodHead {
+	if !h.opts.StreamHandoff || !ex.Stream || r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) || r.TLS != nil || r.Method == http.MethodHead {
 		return false
 	}
 	for {

@@ -63,9 +63,10 @@ type Options struct {
 	// Overload, if set, is asked before a request's body is read whether
 	// gatekeeper itself has room for it (package overload); nil admits all.
 	Overload Overload
-	// StreamHandoff hands an HTTP/1.1 token stream off net/http's serving
-	// goroutine once its first event is out (handoff.go): the connection
-	// closes after the stream. False keeps every stream on net/http.
+	// StreamHandoff hands a plain-text HTTP/1.1 token stream off net/http's
+	// serving goroutine once its first event is out (handoff.go): the
+	// connection closes after the stream. False keeps every stream on
+	// net/http.
 	StreamHandoff bool
 	// HandedOffClosed, if set, is called when the client connection of a
 	// stream handed off closes: http.Server's ConnState reports it hijacked
