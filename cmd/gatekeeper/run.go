@@ -102,6 +102,7 @@ func (a *app) serveOn(ctx context.Context, traffic, admin net.Listener, hup <-ch
 	if err != nil {
 		return fail(err)
 	}
+	a.handler.ReturnConnsTo(ts) // a stream's connection, handed off, comes back after it
 	traffic = a.bound(ctx, traffic)
 	errc := make(chan error, 2)
 	wg.Go(func() { errc <- a.serveTraffic(ts, traffic, useTLS) })

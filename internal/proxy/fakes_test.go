@@ -240,6 +240,7 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*testOptions)) *te
 	}
 	tp.srv = httptest.NewUnstartedServer(h)
 	serveAsGatekeeper(tp.srv)
+	h.ReturnConnsTo(tp.srv.Config) // as cmd/gatekeeper does
 	tp.srv.Start()
 	t.Cleanup(tp.srv.Close)
 	return tp

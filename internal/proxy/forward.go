@@ -67,6 +67,9 @@ type flight struct {
 	// readOnce says that read was made, restEnded that it ended the body.
 	rest                io.ReadCloser
 	readOnce, restEnded bool
+	// keepConn: a handed-off connection goes back to the server after the
+	// stream (ReturnConnsTo), so the answer does not say Connection: close.
+	keepConn bool
 	// handedOff: a goroutine of its own relays the rest (relay), which
 	// owns the flight from then on; clientGone: a write to the client
 	// failed there.
@@ -391,6 +394,7 @@ func (h *Handler) prepare(w http.ResponseWriter, ex *exchange) *http.Request {
 	}
 	if h.mayHandOff(w, r, ex) {
 		f.detach()
+		f.keepConn = h.server.Load() != nil && !r.Close
 	}
 	f.out = clientWriter{w: w, timeout: ex.Policy.SendTimeout, now: h.now}
 	if sendConnFor(r) != nil {

@@ -36,6 +36,9 @@ type Handler struct {
 	// handoffs are the streams relayed off net/http's goroutine, for
 	// shutdown (WaitStreams).
 	handoffs handoffs
+	// server serves a handed-off stream's connection again after the
+	// stream (ReturnConnsTo); nil: it closes.
+	server atomic.Pointer[http.Server]
 
 	// ready is the HTTP front's own part of /readyz: false until New has
 	// built the handler. The rest of readiness, and the drain, are the

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,21 +15,23 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // A stream's handoff (issue 38). While a handler runs, net/http's server
 // holds for its connection a reader, a writer and a chunking buffer (4 + 4 +
 // 2 KiB), the serving goroutine's stack (8 KiB) and a goroutine reading the
 // connection in the background: about half of what an open token stream
-// cost, for as long as it lasted. So a plain-text HTTP/1.1 token stream leaves net/http
-// once its first event has reached the client: the handler hijacks the
-// connection and returns, and one goroutine relays the rest of the stream
-// in chunks it frames itself, then closes the connection, which the answer
-// announced (Connection: close). Until its first event the stream stays
-// with net/http, whose background read ends the pod's request at once if
-// the client leaves while the pod queues or prefills it; once events flow,
-// a client that leaves is seen when a write to it fails, an event or two
-// later. bench/README.md has the measurements ("Handing a stream off").
+// cost, for as long as it lasted. So a plain-text HTTP/1.1 token stream
+// leaves net/http once its first event has reached the client: the handler
+// hijacks the connection and returns, and one goroutine relays the rest of
+// the stream in chunks it frames itself, while a one-byte read (clientWatch)
+// does what net/http's background read did: it ends the pod's request at
+// once if the client leaves. After the stream the connection goes back to
+// the server for the client's next request (ReturnConnsTo), as a kept-alive
+// connection would. bench/README.md has the measurements ("Handing a stream
+// off").
 
 // A handed-off stream's copy buffer holds a read and room for its chunk's
 // framing on either side, in 2 KiB in all (streamBufferSize, the stream's
@@ -99,9 +102,10 @@ func (h *Handler) WaitStreams(ctx context.Context) error {
 
 // mayHandOff reports whether r's answer may be handed off if it streams: an
 // HTTP/1.1 request (net/http chunks its answers; HTTP/1.0 has no chunks) in
-// plain text (a handed-off connection closes after its stream, and a new
-// TLS connection costs its handshake) for a stream whose ResponseWriter can
-// be hijacked.
+// plain text for a stream whose ResponseWriter can be hijacked. TLS streams
+// stay with net/http: a TLS connection keeps crypto/tls's own buffers
+// whatever serves it, and stopping the watching read with a deadline would
+// land inside TLS's record layer, which this has not been tested against.
 func (h *Handler) mayHandOff(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	if !h.opts.StreamHandoff || !ex.Stream || r.ProtoMajor != 1 || !r.ProtoAtLeast(1, 1) || r.TLS != nil || r.Method == http.MethodHead {
 		return false
@@ -129,7 +133,8 @@ func (f *flight) detach() {
 
 // holdRest makes res's body end after its first read when res is a stream
 // to hand off: ReverseProxy relays and flushes that read, then returns, and
-// forward hands off the rest (f.rest). The answer says Connection: close.
+// forward hands off the rest (f.rest). The answer says Connection: close
+// unless the connection will go back to the server (keepConn).
 // Only a body of unknown length is held, which net/http sends chunked (as
 // relay goes on), and one with no trailers announced.
 func (f *flight) holdRest(res *http.Response) {
@@ -138,7 +143,9 @@ func (f *flight) holdRest(res *http.Response) {
 	}
 	f.rest = res.Body
 	res.Body = firstRead{f}
-	res.Header.Set("Connection", "close")
+	if !f.keepConn {
+		res.Header.Set("Connection", "close")
+	}
 }
 
 // eventStream reports whether h's Content-Type is text/event-stream.
@@ -178,10 +185,15 @@ func (h *Handler) handOff(w http.ResponseWriter, ex *exchange) bool {
 	if f.rest == nil || !f.readOnce || f.restEnded || f.out.timedOut || !f.stopFollowing() {
 		return false // the client's leaving has cancelled f's context, if it left
 	}
+	// An answer that says Connection: close (the drain's) keeps its word
+	// after the stream, as net/http would.
+	if httpguts.HeaderValuesContainsToken(w.Header()["Connection"], "close") {
+		f.keepConn = false
+	}
 	// Counted before the hijack: http.Server.Shutdown waits for the
 	// connection until then, so WaitStreams, called after it, sees the stream.
 	h.handoffs.add(f, f.cut)
-	nc, _, err := http.NewResponseController(w).Hijack() // flushes what net/http holds
+	nc, brw, err := http.NewResponseController(w).Hijack() // flushes what net/http holds
 	if err != nil {
 		h.handoffs.done(f)
 		// Not followed any more: end the pod's request if the client leaves.
@@ -190,16 +202,99 @@ func (h *Handler) handOff(w http.ResponseWriter, ex *exchange) bool {
 	}
 	h.handoffs.setCut(f, func() { f.cut(); _ = nc.Close() })
 	f.handedOff = true
+	var pending []byte // what the client sent beyond its request: its next one, pipelined
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		pending = bytes.Clone(b)
+	}
 	// Nothing the stream keeps may reach net/http's connection, whose
 	// buffers are what the handoff gives back: its ResponseWriter, and the
-	// request's body, which reads through the connection's reader.
+	// request's body, which reads through the connection's reader. What is
+	// left of the request serves its outcome's record, which reads its
+	// context, not its headers.
 	ex.w = nil
 	f.out = clientWriter{timedOut: f.out.timedOut, first: f.out.first}
 	r := *ex.r
-	r.Body, r.GetBody = nil, nil
+	r.Body, r.GetBody, r.Header = nil, nil, nil
 	ex.r = &r
-	go h.relay(ex, nc)
+	go h.relay(ex, nc, pending)
 	return true
+}
+
+// ReturnConnsTo makes srv serve a handed-off stream's connection again
+// once the stream has ended, so that its client can send its next request
+// on it; without it (or with nil) the connection closes after the stream,
+// and the stream's answer says so. Call it before srv serves.
+func (h *Handler) ReturnConnsTo(srv *http.Server) { h.server.Store(srv) }
+
+// serveAgain gives nc back to the server, with what the client has already
+// sent on it (pending) read first. It reports false when no server takes
+// it (none set, or it is shutting down): the caller closes nc then.
+func (h *Handler) serveAgain(nc net.Conn, pending []byte) bool {
+	srv := h.server.Load()
+	if srv == nil || h.core.Draining() {
+		return false
+	}
+	c := nc
+	if len(pending) > 0 {
+		c = &replayConn{Conn: nc, pending: pending}
+	}
+	l := &oneConnListener{c: c}
+	go func() {
+		_ = srv.Serve(l) // returns once it has taken c (or at once, shutting down)
+		if !l.taken.Load() {
+			_ = nc.Close()
+		}
+	}()
+	return true
+}
+
+// oneConnListener hands http.Server.Serve one connection, then ends Serve;
+// the connection goes on being served.
+type oneConnListener struct {
+	c     net.Conn
+	taken atomic.Bool
+}
+
+var errServedOnce = errors.New("proxy: connection served again")
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	if l.taken.CompareAndSwap(false, true) {
+		return l.c, nil
+	}
+	return nil, errServedOnce
+}
+
+func (l *oneConnListener) Close() error   { return nil }
+func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
+
+// replayConn reads pending before its connection: bytes the client sent
+// that were read already (net/http's buffer, the watching read's byte).
+// framing.Guard has seen them; NetConn lets ConnContext find its guard and
+// the SendListener's connection under it.
+type replayConn struct {
+	net.Conn
+	pending []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite half-closes the connection when the wrapped one can (net/http
+// looks for it, as framing's connection has it).
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
 }
 
 // cut ends f's stream at shutdown: the connection is closed under it, as
@@ -215,16 +310,16 @@ func (f *flight) cut() {
 // forward and serveTraffic would have, and before the client sees the
 // stream end, as there. A stream that breaks leaves the body unended, as
 // net/http does, so that the client sees it cut short.
-func (h *Handler) relay(ex *exchange, nc net.Conn) {
+func (h *Handler) relay(ex *exchange, nc net.Conn, pending []byte) {
 	f := ex.flight
-	recorded := false
+	recorded, again := false, false
 	record := func(completed bool) {
 		recorded = true
 		_ = f.rest.Close()
 		h.complete(ex, completed)
 		ex.ended()
 	}
-	closing := h.watchClient(f, nc)
+	watch := h.watchClient(f, nc)
 	defer func() {
 		if p := recover(); p != nil { // net/http would have recovered it on its goroutine
 			h.log.LogAttrs(context.Background(), slog.LevelError, "panic relaying a stream",
@@ -233,10 +328,12 @@ func (h *Handler) relay(ex *exchange, nc net.Conn) {
 		if !recorded {
 			record(false)
 		}
-		closing.Store(true) // the watch's error from here on is the close's
 		f.cancel()
-		_ = nc.Close()
-		if h.opts.HandedOffClosed != nil {
+		if !again {
+			watch.closing.Store(true) // the watch's error from here on is the close's
+			_ = nc.Close()
+		}
+		if h.opts.HandedOffClosed != nil { // closed, or served again as a new connection
 			h.opts.HandedOffClosed()
 		}
 		h.handoffs.done(f)
@@ -269,7 +366,13 @@ func (h *Handler) relay(ex *exchange, nc net.Conn) {
 		}
 		if err == io.EOF {
 			record(true)
-			write(lastChunk) // net/http too ends the body after the handler has returned
+			// net/http too ends the body after the handler has returned, and
+			// then reads the connection's next request.
+			if write(lastChunk) && f.keepConn {
+				if b, ok := watch.stop(nc); ok {
+					again = h.serveAgain(nc, append(pending, b...))
+				}
+			}
 			return
 		}
 		if err != nil {
@@ -281,21 +384,47 @@ func (h *Handler) relay(ex *exchange, nc net.Conn) {
 // lastChunk ends a chunked body that has no trailers.
 var lastChunk = []byte("0\r\n\r\n")
 
-// watchClient reads nc until it fails, as net/http's background read does
-// for a handler: a client that leaves while the pod is silent ends the
-// pod's request at once, not at the next write. It stops at the first byte
-// the client sends (net/http's stops there too) or when the relay closes nc
-// (closing, which it returns, set first).
-func (h *Handler) watchClient(f *flight, nc net.Conn) *atomic.Bool {
-	closing := new(atomic.Bool)
+// clientWatch is a read of the client's connection while a handed-off
+// stream runs, as net/http's background read is for a handler: a client
+// that leaves while the pod is silent ends the pod's request at once, not
+// at the next write. It stops at the first byte the client sends (net/http's
+// stops there too), or when the relay closes the connection or stops it.
+type clientWatch struct {
+	closing atomic.Bool // the relay ends it: its error is not the client's leaving
+	done    chan struct{}
+	b       [1]byte
+	n       int
+	err     error
+}
+
+func (h *Handler) watchClient(f *flight, nc net.Conn) *clientWatch {
+	w := &clientWatch{done: make(chan struct{})}
 	go func() {
-		var b [1]byte
-		if _, err := nc.Read(b[:]); err != nil && !closing.Load() {
+		defer close(w.done)
+		w.n, w.err = nc.Read(w.b[:])
+		if w.err != nil && !w.closing.Load() {
 			f.clientGone.Store(true)
 			f.cancel()
 		}
 	}()
-	return closing
+	return w
+}
+
+// stop ends the watch (a read deadline in the past, cleared after) and
+// returns the byte it read, if any; false when the client has left.
+func (w *clientWatch) stop(nc net.Conn) ([]byte, bool) {
+	w.closing.Store(true)
+	if nc.SetReadDeadline(time.Unix(1, 0)) != nil {
+		return nil, false
+	}
+	<-w.done
+	if nc.SetReadDeadline(time.Time{}) != nil {
+		return nil, false
+	}
+	if w.err != nil && !errors.Is(w.err, os.ErrDeadlineExceeded) {
+		return nil, false
+	}
+	return w.b[:w.n], true
 }
 
 // frameChunk frames the n bytes read into buf after its head room as one

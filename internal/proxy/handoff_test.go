@@ -47,49 +47,134 @@ func eventsPod(n int, release <-chan struct{}) http.Handler {
 	})
 }
 
-// TestStreamHandedOff: an HTTP/1.1 stream reaches its client whole and in
-// order, its chunked body ended, with Connection: close, and its
-// connection then closes; the outcome, the usage and the connection's close
-// are recorded once.
-func TestStreamHandedOff(t *testing.T) {
-	var closed atomic.Int32
-	release := make(chan struct{}) // the rest comes once the first event is out: after the handoff
-	tp := newTestProxy(t, eventsPod(5, release), func(o *testOptions) {
-		o.Extra = func(o *Options) { o.HandedOffClosed = func() { closed.Add(1) } }
+// streamRequest is a stream's request as a client writes it.
+var streamRequest = fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+	len(streamPrompt), streamPrompt)
+
+// jsonRequest is a completion's request without a stream.
+var jsonRequest = fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+	len(`{"model":"m","prompt":"x"}`), `{"model":"m","prompt":"x"}`)
+
+// streamOrJSONPod streams n events (eventsPod) for a stream, and answers
+// JSON otherwise.
+func streamOrJSONPod(n int, release <-chan struct{}) http.Handler {
+	events := eventsPod(n, release)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == int64(len(streamPrompt)) {
+			events.ServeHTTP(w, r)
+			return
+		}
+		okPod().ServeHTTP(w, r)
 	})
-	res := post(t, tp.srv.URL, "/v1/completions", streamPrompt, nil)
-	rd := bufio.NewReader(res.Body)
-	first, err := rd.ReadString('\n')
-	if err != nil || res.StatusCode != 200 {
-		t.Fatalf("first event: %d %q %v", res.StatusCode, first, err)
+}
+
+// TestStreamHandedOff: an HTTP/1.1 stream reaches its client whole and in
+// order, its chunked body ended; its connection then goes back to the server
+// and takes the client's next request, also when the client sent that
+// request before the stream ended (pipelined). The outcomes, the usage and
+// the connection's return are recorded once each.
+func TestStreamHandedOff(t *testing.T) {
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
+			var ended atomic.Int32
+			release := make(chan struct{}) // the rest comes once the first event is out: after the handoff
+			tp := newTestProxy(t, streamOrJSONPod(5, release), func(o *testOptions) {
+				o.Extra = func(o *Options) { o.HandedOffClosed = func() { ended.Add(1) } }
+			})
+			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if pipelined {
+				_, err = io.WriteString(c, streamRequest+jsonRequest)
+			} else {
+				_, err = io.WriteString(c, streamRequest)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil || res.StatusCode != 200 || res.Close {
+				t.Fatalf("stream: %v, %v; want 200 on a kept connection", res, err)
+			}
+			rd := bufio.NewReader(res.Body)
+			first, err := rd.ReadString('\n')
+			if err != nil {
+				t.Fatalf("first event %q: %v", first, err)
+			}
+			close(release)
+			rest, err := io.ReadAll(rd) // an error if the chunked body was not ended
+			body := first + string(rest)
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			for i := range 5 {
+				if want := fmt.Sprintf(`"text":"%d"`, i); !strings.Contains(body, want) {
+					t.Fatalf("event %d missing from %q", i, body)
+				}
+			}
+			if !strings.HasSuffix(body, "data: [DONE]\n\n") {
+				t.Errorf("stream ends %q, want [DONE]", body)
+			}
+			if !pipelined {
+				if _, err := io.WriteString(c, jsonRequest); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err = http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("the next request on the connection: %v", err)
+			}
+			if b, _ := io.ReadAll(res.Body); res.StatusCode != 200 || !strings.Contains(string(b), `"choices"`) {
+				t.Fatalf("the next request on the connection: %d %q", res.StatusCode, b)
+			}
+			c.Close()
+			tp.close()
+			if got := tp.outcomes(t)[decide.OutcomeServed]; got != 2 {
+				t.Errorf("served = %v, want 2 (outcomes %v)", got, tp.outcomes(t))
+			}
+			if got := testutil.ToFloat64(tp.h.metrics.usedTokens.WithLabelValues("pod-0", "completion")); got != 5 {
+				t.Errorf("completion tokens = %v, want the pod's 5", got)
+			}
+			if got := ended.Load(); got != 1 {
+				t.Errorf("HandedOffClosed called %d times, want 1", got)
+			}
+		})
+	}
+}
+
+// TestHandedOffWithoutServerCloses: without ReturnConnsTo a handed-off
+// stream's answer says Connection: close, and its connection closes once
+// the stream is whole.
+func TestHandedOffWithoutServerCloses(t *testing.T) {
+	release := make(chan struct{})
+	tp := newTestProxy(t, eventsPod(3, release), nil)
+	tp.h.ReturnConnsTo(nil)
+	c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, streamRequest); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || !res.Close {
+		t.Fatalf("stream: %v, %v; want an answer that says Connection: close", res, err)
 	}
 	close(release)
-	rest, err := io.ReadAll(rd) // an error if the chunked body was not ended
-	body := first + string(rest)
-	if err != nil {
-		t.Fatalf("stream: %d %v", res.StatusCode, err)
+	if b, err := io.ReadAll(res.Body); err != nil || !strings.HasSuffix(string(b), "[DONE]\n\n") {
+		t.Fatalf("stream: %q, %v", b, err)
 	}
-	if !res.Close {
-		t.Error("the handed-off stream's answer does not say Connection: close")
-	}
-	for i := range 5 {
-		want := fmt.Sprintf(`"text":"%d"`, i)
-		if !strings.Contains(body, want) {
-			t.Fatalf("event %d missing from %q", i, body)
-		}
-	}
-	if !strings.HasSuffix(body, "data: [DONE]\n\n") {
-		t.Errorf("stream ends %q, want [DONE]", body)
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Fatalf("after the stream: %q, %v; want the connection closed", rest, err)
 	}
 	tp.close()
 	if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
-		t.Errorf("served = %v, want 1 (outcomes %v)", got, tp.outcomes(t))
-	}
-	if got := testutil.ToFloat64(tp.h.metrics.usedTokens.WithLabelValues("pod-0", "completion")); got != 5 {
-		t.Errorf("completion tokens = %v, want the pod's 5", got)
-	}
-	if got := closed.Load(); got != 1 {
-		t.Errorf("HandedOffClosed called %d times, want 1", got)
+		t.Errorf("served = %v, want 1", got)
 	}
 }
 
@@ -261,6 +346,107 @@ func TestNotHandedOff(t *testing.T) {
 			if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
 				t.Errorf("served = %v, want 1 (outcomes %v)", got, tp.outcomes(t))
 			}
+		})
+	}
+}
+
+// TestHandedOffDrainingCloses: a stream that starts during the drain says
+// Connection: close, as every answer then does, and one that the drain
+// overtakes is not served again; either connection closes once its stream
+// is whole.
+func TestHandedOffDrainingCloses(t *testing.T) {
+	for _, before := range []bool{true, false} {
+		t.Run(fmt.Sprintf("drain_before_stream=%v", before), func(t *testing.T) {
+			release := make(chan struct{})
+			tp := newTestProxy(t, eventsPod(3, release), nil)
+			if before {
+				tp.h.core.StartDrain()
+			}
+			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, streamRequest); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil || res.StatusCode != 200 || res.Close != before {
+				t.Fatalf("stream: %v, %v; want 200 that says Connection: close = %v", res, err, before)
+			}
+			if !before {
+				tp.h.core.StartDrain()
+			}
+			close(release)
+			if b, err := io.ReadAll(res.Body); err != nil || !strings.HasSuffix(string(b), "[DONE]\n\n") {
+				t.Fatalf("stream: %q, %v", b, err)
+			}
+			if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+				t.Fatalf("after the stream: %q, %v; want the connection closed", rest, err)
+			}
+			tp.close()
+			if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
+				t.Errorf("served = %v, want 1", got)
+			}
+		})
+	}
+}
+
+// TestServedAgainKeepsGuard: a connection served again after its stream is
+// still under framing.Guard, also when a request was sent before the stream
+// ended (so that the server reads it again from what the handoff kept): an
+// ambiguous request on it is refused, and the connection closed, as on any
+// other.
+func TestServedAgainKeepsGuard(t *testing.T) {
+	body := `{"model":"m","prompt":"x"}`
+	ambiguous := fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
+			release := make(chan struct{})
+			tp := newTestProxy(t, streamOrJSONPod(3, release), nil)
+			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			first := streamRequest
+			if pipelined {
+				first += jsonRequest
+			}
+			if _, err := io.WriteString(c, first); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil || res.StatusCode != 200 || res.Close {
+				t.Fatalf("stream: %v, %v; want 200 on a kept connection", res, err)
+			}
+			close(release)
+			if b, err := io.ReadAll(res.Body); err != nil || !strings.HasSuffix(string(b), "[DONE]\n\n") {
+				t.Fatalf("stream: %q, %v", b, err)
+			}
+			if pipelined {
+				res, err := http.ReadResponse(br, nil)
+				if err != nil || res.StatusCode != 200 {
+					t.Fatalf("the pipelined request: %v, %v", res, err)
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+			}
+			if _, err := io.WriteString(c, ambiguous); err != nil {
+				t.Fatal(err)
+			}
+			res, err = http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			if res.StatusCode != 400 || !res.Close || res.Header.Get("X-Gatekeeper-Reason") != "bad_request" {
+				t.Errorf("ambiguous request after a stream = %d (close %v, reason %q), want 400 bad_request, closed",
+					res.StatusCode, res.Close, res.Header.Get("X-Gatekeeper-Reason"))
+			}
+			c.Close()
+			tp.close()
 		})
 	}
 }

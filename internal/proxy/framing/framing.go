@@ -28,8 +28,15 @@ func Guard(l net.Listener) net.Listener { return guardListener{l} }
 // connection's verdict visible to the handler (Ambiguous). Other connections
 // pass through.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	if gc, ok := c.(*guardConn); ok {
-		return context.WithValue(ctx, guardKey{}, gc)
+	for c != nil {
+		if gc, ok := c.(*guardConn); ok {
+			return context.WithValue(ctx, guardKey{}, gc)
+		}
+		u, ok := c.(interface{ NetConn() net.Conn }) // a connection served again (proxy's handoff)
+		if !ok {
+			break
+		}
+		c = u.NetConn()
 	}
 	return ctx
 }
