@@ -357,11 +357,19 @@ func (h *Handler) relay(ex *exchange, nc net.Conn, pending []byte) {
 		}
 		return true
 	}
-	buf := handoffBuffers.Get().(*handoffBuffer)
-	defer handoffBuffers.Put(buf)
+	// While the pod is silent, which is most of a stream's life, the relay
+	// holds no copy buffer: it waits for the pod's next bytes first, where
+	// the body can (podconn's), and takes a buffer only to move them.
+	wait, _ := f.rest.(interface{ Wait() })
 	for {
+		if wait != nil {
+			wait.Wait()
+		}
+		buf := handoffBuffers.Get().(*handoffBuffer)
 		n, err := f.rest.Read(buf[chunkHeadRoom : chunkHeadRoom+handoffBufferSize])
-		if n > 0 && !write(frameChunk(buf, n)) {
+		wrote := n == 0 || write(frameChunk(buf, n))
+		handoffBuffers.Put(buf)
+		if !wrote {
 			return
 		}
 		if err == io.EOF {

@@ -136,6 +136,14 @@ func (b *Body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Wait passes a wait for the body's next bytes through to the body it
+// reads, where that has one (podconn's: see its Wait); else it returns.
+func (b *Body) Wait() {
+	if w, ok := b.rc.(interface{ Wait() }); ok {
+		w.Wait()
+	}
+}
+
 func (b *Body) Close() error {
 	b.finish()
 	return b.rc.Close()

@@ -30,6 +30,7 @@ type body struct {
 	ctx     context.Context
 	stop    func() bool // the exchange's context.AfterFunc
 	closing bool        // the response or the request said Connection: close
+	chunked bool        // the body is framed in chunks (Wait)
 	state   atomic.Int32
 	err     error // what Read returns once ended: io.EOF or the error
 }
@@ -60,6 +61,24 @@ func (b *body) Read(p []byte) (int, error) {
 		b.c.close()
 	}
 	return n, err
+}
+
+// Wait blocks until the pod has sent more of the body than Read has taken
+// (or the connection fails), so that a caller can wait for a token stream's
+// next event holding no buffer of its own: such a stream waits most of its
+// life. In a chunked body that is 3 bytes: what a Read leaves behind without
+// data (the CRLF that ends a chunk) is 2 at most, and the next chunk's
+// header line is 3 at least. Wait reads nothing a Read would not, and an
+// error it meets is the next Read's (conn.Read keeps it).
+func (b *body) Wait() {
+	if b.state.Load() != bodyOpen {
+		return
+	}
+	n := 1
+	if b.chunked {
+		n = 3
+	}
+	_, _ = b.c.br.Peek(n)
 }
 
 // Close ends the body. Before its end it closes the connection (what is

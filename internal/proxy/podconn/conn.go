@@ -66,6 +66,9 @@ type conn struct {
 	// last error writing the connection.
 	nread, nwritten int64
 	werr            error
+	// rerr is the error reading nc ended with: every later read returns it,
+	// since a Peek (body.Wait) takes bufio's copy of it.
+	rerr error
 
 	idleSince time.Time // guarded by the pool's mutex
 	alive     bool      // the idle check's verdict (peek)
@@ -106,9 +109,15 @@ func (c *conn) Read(p []byte) (int, error) {
 			p = p[:c.limit]
 		}
 	}
+	if c.rerr != nil {
+		return 0, c.rerr
+	}
 	n, err := c.nc.Read(p)
 	c.nread += int64(n)
 	c.limit -= int64(n)
+	if err != nil {
+		c.rerr = err
+	}
 	return n, err
 }
 
@@ -167,7 +176,8 @@ func (c *conn) exchange(req *http.Request) (resp *http.Response, st stage, err e
 		c.finish(stop, !closing)
 		return resp, stageFailed, nil
 	}
-	resp.Body = &body{rc: resp.Body, c: c, ctx: ctx, stop: stop, closing: closing}
+	resp.Body = &body{rc: resp.Body, c: c, ctx: ctx, stop: stop, closing: closing,
+		chunked: len(resp.TransferEncoding) > 0}
 	return resp, stageFailed, nil
 }
 
