@@ -107,10 +107,10 @@ type Server struct {
 	Overload Overload `yaml:"overload"`
 	// StreamHandoff relays a plain-text HTTP/1.1 token stream, once its
 	// first event is out, on a goroutine of gatekeeper's own instead of
-	// net/http's server, which frees about a quarter of what an open stream
-	// costs; the client connection then closes after the stream
-	// (Connection: close), so each stream costs its client a new
-	// connection. TLS and HTTP/2 streams stay on net/http. Needs a restart.
+	// net/http's server, which frees about a third of what an open stream
+	// costs; after the stream the connection goes back to the server for
+	// the client's next request. TLS and HTTP/2 streams stay on net/http.
+	// Needs a restart.
 	StreamHandoff bool `yaml:"stream_handoff"`
 }
 

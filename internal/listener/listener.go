@@ -60,7 +60,8 @@ func NewConns(reg prometheus.Registerer) *Conns {
 // Track is http.Server.ConnState: every connection the server accepts passes
 // through StateNew once and ends in StateClosed or StateHijacked once. A
 // hijacked connection is still open (a stream handed off, proxy's
-// Options.StreamHandoff): HandedOffClosed counts it closed.
+// Options.StreamHandoff): HandedOffClosed counts it closed, when it closes
+// or when the server takes it again (StateNew counts it once more).
 func (c *Conns) Track(_ net.Conn, s http.ConnState) {
 	switch s {
 	case http.StateNew:
@@ -70,5 +71,6 @@ func (c *Conns) Track(_ net.Conn, s http.ConnState) {
 	}
 }
 
-// HandedOffClosed counts closed a connection Track saw hijacked.
+// HandedOffClosed counts closed a connection Track saw hijacked: it has
+// closed, or it is served again and passes through StateNew anew.
 func (c *Conns) HandedOffClosed() { c.open.Dec() }

@@ -64,13 +64,15 @@ type Options struct {
 	// gatekeeper itself has room for it (package overload); nil admits all.
 	Overload Overload
 	// StreamHandoff hands a plain-text HTTP/1.1 token stream off net/http's
-	// serving goroutine once its first event is out (handoff.go): the
-	// connection closes after the stream. False keeps every stream on
-	// net/http.
+	// serving goroutine once its first event is out (handoff.go); the
+	// connection goes back to the server after the stream where
+	// Handler.ReturnConnsTo names one, and closes otherwise. False keeps
+	// every stream on net/http.
 	StreamHandoff bool
 	// HandedOffClosed, if set, is called when the client connection of a
-	// stream handed off closes: http.Server's ConnState reports it hijacked
-	// at the handoff, while it is still open.
+	// stream handed off closes or is served again: http.Server's ConnState
+	// reports it hijacked at the handoff, while it is still open, and new
+	// when it is served again.
 	HandedOffClosed func()
 }
 
