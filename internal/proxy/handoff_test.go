@@ -145,36 +145,56 @@ func TestStreamHandedOff(t *testing.T) {
 	}
 }
 
-// TestHandedOffWithoutServerCloses: without ReturnConnsTo a handed-off
-// stream's answer says Connection: close, and its connection closes once
-// the stream is whole.
-func TestHandedOffWithoutServerCloses(t *testing.T) {
-	release := make(chan struct{})
-	tp := newTestProxy(t, eventsPod(3, release), nil)
-	tp.h.ReturnConnsTo(nil)
-	c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, streamRequest); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
-	res, err := http.ReadResponse(br, nil)
-	if err != nil || !res.Close {
-		t.Fatalf("stream: %v, %v; want an answer that says Connection: close", res, err)
-	}
-	close(release)
-	if b, err := io.ReadAll(res.Body); err != nil || !strings.HasSuffix(string(b), "[DONE]\n\n") {
-		t.Fatalf("stream: %q, %v", b, err)
-	}
-	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
-		t.Fatalf("after the stream: %q, %v; want the connection closed", rest, err)
-	}
-	tp.close()
-	if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
-		t.Errorf("served = %v, want 1", got)
+// TestHandedOffClosesWhenNoneKeepsIt: a handed-off stream's answer says
+// Connection: close, and its connection closes once the stream is whole,
+// when no server takes it back (no ReturnConnsTo) or when the client asked
+// for the close itself.
+func TestHandedOffClosesWhenNoneKeepsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		request string
+		server  bool
+	}{
+		{"no server", streamRequest, false},
+		{"client said close", strings.Replace(streamRequest, "Host: x\r\n", "Host: x\r\nConnection: close\r\n", 1), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var handedOff atomic.Int32
+			release := make(chan struct{})
+			tp := newTestProxy(t, eventsPod(3, release), func(o *testOptions) {
+				o.Extra = func(o *Options) { o.HandedOffClosed = func() { handedOff.Add(1) } }
+			})
+			if !tc.server {
+				tp.h.ReturnConnsTo(nil)
+			}
+			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tc.request); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil || res.StatusCode != 200 || !res.Close {
+				t.Fatalf("stream: %v, %v; want 200 that says Connection: close", res, err)
+			}
+			close(release)
+			if b, err := io.ReadAll(res.Body); err != nil || !strings.HasSuffix(string(b), "[DONE]\n\n") {
+				t.Fatalf("stream: %q, %v", b, err)
+			}
+			if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+				t.Fatalf("after the stream: %q, %v; want the connection closed", rest, err)
+			}
+			tp.close()
+			if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
+				t.Errorf("served = %v, want 1", got)
+			}
+			if got := handedOff.Load(); got != 1 {
+				t.Errorf("HandedOffClosed called %d times, want 1 (the stream handed off)", got)
+			}
+		})
 	}
 }
 
