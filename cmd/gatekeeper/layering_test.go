@@ -119,7 +119,7 @@ func TestLayering(t *testing.T) {
 		// The HTTP front of the core.
 		{pkg: "internal/proxy", own: []string{"internal/decide", "internal/pods", "internal/breaker", "internal/queue", "internal/quota", "internal/classify", "internal/proxy/framing", "internal/usage",
 			"internal/telemetry/coretrace", "internal/route", "internal/proxy/podconn"},
-			thirdParty: []string{"github.com/prometheus/client_golang/prometheus",
+			thirdParty: []string{"github.com/prometheus/client_golang/prometheus", "golang.org/x/net/http/httpguts",
 				"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes", "go.opentelemetry.io/otel/propagation",
 				"go.opentelemetry.io/otel/semconv/v1.41.0", "go.opentelemetry.io/otel/trace"}},
 		// OpenTelemetry's trace pipeline (issue 27): the SDK and its OTLP
