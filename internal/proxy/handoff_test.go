@@ -68,6 +68,63 @@ func streamOrJSONPod(n int, release <-chan struct{}) http.Handler {
 	})
 }
 
+// rawConn is a client connection to tp, written and read by hand.
+type rawConn struct {
+	t  *testing.T
+	c  net.Conn
+	br *bufio.Reader
+}
+
+// dialRaw connects to tp and writes raw on the connection.
+func dialRaw(t *testing.T, tp *testProxy, raw string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	rc := &rawConn{t: t, c: c, br: bufio.NewReader(c)}
+	rc.send(raw)
+	return rc
+}
+
+func (rc *rawConn) send(raw string) {
+	rc.t.Helper()
+	if _, err := io.WriteString(rc.c, raw); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+// answer reads the next answer's head.
+func (rc *rawConn) answer() *http.Response {
+	rc.t.Helper()
+	res, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		rc.t.Fatalf("reading an answer: %v", err)
+	}
+	return res
+}
+
+// streamEnds reads a stream's body to its end: an error if its chunked
+// body was not ended, and it must end with [DONE].
+func streamEnds(t *testing.T, body io.Reader) string {
+	t.Helper()
+	b, err := io.ReadAll(body)
+	if err != nil || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+		t.Fatalf("stream: %q, %v; want it whole, ending in [DONE]", b, err)
+	}
+	return string(b)
+}
+
+// closed fails unless the server has closed the connection with nothing
+// more sent.
+func (rc *rawConn) closed() {
+	rc.t.Helper()
+	if rest, err := io.ReadAll(rc.br); err != nil || len(rest) != 0 {
+		rc.t.Fatalf("after the stream: %q, %v; want the connection closed", rest, err)
+	}
+}
+
 // TestStreamHandedOff: an HTTP/1.1 stream reaches its client whole and in
 // order, its chunked body ended; its connection then goes back to the server
 // and takes the client's next request, also when the client sent that
@@ -81,23 +138,14 @@ func TestStreamHandedOff(t *testing.T) {
 			tp := newTestProxy(t, streamOrJSONPod(5, release), func(o *testOptions) {
 				o.Extra = func(o *Options) { o.HandedOffClosed = func() { ended.Add(1) } }
 			})
-			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			raw := streamRequest
 			if pipelined {
-				_, err = io.WriteString(c, streamRequest+jsonRequest)
-			} else {
-				_, err = io.WriteString(c, streamRequest)
+				raw += jsonRequest
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			br := bufio.NewReader(c)
-			res, err := http.ReadResponse(br, nil)
-			if err != nil || res.StatusCode != 200 || res.Close {
-				t.Fatalf("stream: %v, %v; want 200 on a kept connection", res, err)
+			rc := dialRaw(t, tp, raw)
+			res := rc.answer()
+			if res.StatusCode != 200 || res.Close {
+				t.Fatalf("stream: %v; want 200 on a kept connection", res)
 			}
 			rd := bufio.NewReader(res.Body)
 			first, err := rd.ReadString('\n')
@@ -105,32 +153,20 @@ func TestStreamHandedOff(t *testing.T) {
 				t.Fatalf("first event %q: %v", first, err)
 			}
 			close(release)
-			rest, err := io.ReadAll(rd) // an error if the chunked body was not ended
-			body := first + string(rest)
-			if err != nil {
-				t.Fatalf("stream: %v", err)
-			}
+			body := first + streamEnds(t, rd)
 			for i := range 5 {
 				if want := fmt.Sprintf(`"text":"%d"`, i); !strings.Contains(body, want) {
 					t.Fatalf("event %d missing from %q", i, body)
 				}
 			}
-			if !strings.HasSuffix(body, "data: [DONE]\n\n") {
-				t.Errorf("stream ends %q, want [DONE]", body)
-			}
 			if !pipelined {
-				if _, err := io.WriteString(c, jsonRequest); err != nil {
-					t.Fatal(err)
-				}
+				rc.send(jsonRequest)
 			}
-			res, err = http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatalf("the next request on the connection: %v", err)
-			}
+			res = rc.answer()
 			if b, _ := io.ReadAll(res.Body); res.StatusCode != 200 || !strings.Contains(string(b), `"choices"`) {
 				t.Fatalf("the next request on the connection: %d %q", res.StatusCode, b)
 			}
-			c.Close()
+			rc.c.Close()
 			tp.close()
 			if got := tp.outcomes(t)[decide.OutcomeServed]; got != 2 {
 				t.Errorf("served = %v, want 2 (outcomes %v)", got, tp.outcomes(t))
@@ -167,26 +203,14 @@ func TestHandedOffClosesWhenNoneKeepsIt(t *testing.T) {
 			if !tc.server {
 				tp.h.ReturnConnsTo(nil)
 			}
-			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if _, err := io.WriteString(c, tc.request); err != nil {
-				t.Fatal(err)
-			}
-			br := bufio.NewReader(c)
-			res, err := http.ReadResponse(br, nil)
-			if err != nil || res.StatusCode != 200 || !res.Close {
-				t.Fatalf("stream: %v, %v; want 200 that says Connection: close", res, err)
+			rc := dialRaw(t, tp, tc.request)
+			res := rc.answer()
+			if res.StatusCode != 200 || !res.Close {
+				t.Fatalf("stream: %v; want 200 that says Connection: close", res)
 			}
 			close(release)
-			if b, err := io.ReadAll(res.Body); err != nil || !strings.HasSuffix(string(b), "[DONE]\n\n") {
-				t.Fatalf("stream: %q, %v", b, err)
-			}
-			if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
-				t.Fatalf("after the stream: %q, %v; want the connection closed", rest, err)
-			}
+			streamEnds(t, res.Body)
+			rc.closed()
 			tp.close()
 			if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
 				t.Errorf("served = %v, want 1", got)
@@ -344,17 +368,8 @@ func TestNotHandedOff(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tp := newTestProxy(t, tc.pod, nil)
-			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			fmt.Fprintf(c, "POST /v1/completions %s\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-				tc.proto, len(streamPrompt), streamPrompt)
-			res, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rc := dialRaw(t, tp, strings.Replace(streamRequest, "HTTP/1.1", tc.proto, 1))
+			res := rc.answer()
 			body, err := io.ReadAll(res.Body)
 			if err != nil || !strings.HasSuffix(string(body), tc.want) || len(res.TransferEncoding) != 0 {
 				t.Fatalf("%s: %q %v (transfer encoding %v), want it whole and unchunked", tc.proto, body, err, res.TransferEncoding)
@@ -382,29 +397,17 @@ func TestHandedOffDrainingCloses(t *testing.T) {
 			if before {
 				tp.h.core.StartDrain()
 			}
-			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if _, err := io.WriteString(c, streamRequest); err != nil {
-				t.Fatal(err)
-			}
-			br := bufio.NewReader(c)
-			res, err := http.ReadResponse(br, nil)
-			if err != nil || res.StatusCode != 200 || res.Close != before {
-				t.Fatalf("stream: %v, %v; want 200 that says Connection: close = %v", res, err, before)
+			rc := dialRaw(t, tp, streamRequest)
+			res := rc.answer()
+			if res.StatusCode != 200 || res.Close != before {
+				t.Fatalf("stream: %v; want 200 that says Connection: close = %v", res, before)
 			}
 			if !before {
 				tp.h.core.StartDrain()
 			}
 			close(release)
-			if b, err := io.ReadAll(res.Body); err != nil || !strings.HasSuffix(string(b), "[DONE]\n\n") {
-				t.Fatalf("stream: %q, %v", b, err)
-			}
-			if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
-				t.Fatalf("after the stream: %q, %v; want the connection closed", rest, err)
-			}
+			streamEnds(t, res.Body)
+			rc.closed()
 			tp.close()
 			if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
 				t.Errorf("served = %v, want 1", got)
@@ -425,47 +428,32 @@ func TestServedAgainKeepsGuard(t *testing.T) {
 		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
 			release := make(chan struct{})
 			tp := newTestProxy(t, streamOrJSONPod(3, release), nil)
-			c, err := net.Dial("tcp", tp.srv.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			first := streamRequest
+			raw := streamRequest
 			if pipelined {
-				first += jsonRequest
+				raw += jsonRequest
 			}
-			if _, err := io.WriteString(c, first); err != nil {
-				t.Fatal(err)
-			}
-			br := bufio.NewReader(c)
-			res, err := http.ReadResponse(br, nil)
-			if err != nil || res.StatusCode != 200 || res.Close {
-				t.Fatalf("stream: %v, %v; want 200 on a kept connection", res, err)
+			rc := dialRaw(t, tp, raw)
+			res := rc.answer()
+			if res.StatusCode != 200 || res.Close {
+				t.Fatalf("stream: %v; want 200 on a kept connection", res)
 			}
 			close(release)
-			if b, err := io.ReadAll(res.Body); err != nil || !strings.HasSuffix(string(b), "[DONE]\n\n") {
-				t.Fatalf("stream: %q, %v", b, err)
-			}
+			streamEnds(t, res.Body)
 			if pipelined {
-				res, err := http.ReadResponse(br, nil)
-				if err != nil || res.StatusCode != 200 {
-					t.Fatalf("the pipelined request: %v, %v", res, err)
+				res := rc.answer()
+				if res.StatusCode != 200 {
+					t.Fatalf("the pipelined request: %v", res)
 				}
 				_, _ = io.Copy(io.Discard, res.Body)
 			}
-			if _, err := io.WriteString(c, ambiguous); err != nil {
-				t.Fatal(err)
-			}
-			res, err = http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rc.send(ambiguous)
+			res = rc.answer()
 			_, _ = io.Copy(io.Discard, res.Body)
 			if res.StatusCode != 400 || !res.Close || res.Header.Get("X-Gatekeeper-Reason") != "bad_request" {
 				t.Errorf("ambiguous request after a stream = %d (close %v, reason %q), want 400 bad_request, closed",
 					res.StatusCode, res.Close, res.Header.Get("X-Gatekeeper-Reason"))
 			}
-			c.Close()
+			rc.c.Close()
 			tp.close()
 		})
 	}

@@ -32,12 +32,24 @@ func writesPod(t *testing.T, writes ...string) (*Transport, chan struct{}) {
 	return tr, done
 }
 
-func streamRequest(t *testing.T) *http.Request {
+// helloBody sends a stream's request through tr and reads its body's first
+// chunk, "hello".
+func helloBody(t *testing.T, tr *Transport) (*body, []byte) {
+	t.Helper()
 	req, err := http.NewRequest("POST", "http://pod/v1/completions", strings.NewReader(`{"stream":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return req
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := res.Body.(*body)
+	p := make([]byte, 64)
+	if n, err := b.Read(p); err != nil || string(p[:n]) != "hello" {
+		t.Fatalf("first read = %q, %v", p[:n], err)
+	}
+	return b, p
 }
 
 // TestWaitPassesChunkEnds: Wait returns once the pod has sent the next
@@ -49,15 +61,7 @@ func TestWaitPassesChunkEnds(t *testing.T) {
 		"\r\n",
 		"6\r\nworld!\r\n",
 		"0\r\n\r\n")
-	res, err := tr.RoundTrip(streamRequest(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := res.Body.(*body)
-	p := make([]byte, 64)
-	if n, err := b.Read(p); err != nil || string(p[:n]) != "hello" {
-		t.Fatalf("first read = %q, %v", p[:n], err)
-	}
+	b, p := helloBody(t, tr)
 	b.Wait()
 	// Had Wait returned on the CRLF, the pod's next write would still be
 	// blocked and the reader would hold those 2 bytes only.
@@ -100,15 +104,7 @@ func TestWaitKeepsTheError(t *testing.T) {
 		c, err := dial(ctx, n, a)
 		return &resetOnce{Conn: c}, err
 	}
-	res, err := tr.RoundTrip(streamRequest(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := res.Body.(*body)
-	p := make([]byte, 64)
-	if n, err := b.Read(p); err != nil || string(p[:n]) != "hello" {
-		t.Fatalf("first read = %q, %v", p[:n], err)
-	}
+	b, p := helloBody(t, tr)
 	<-done // the pod's end closes as it returns: Wait meets the reset
 	b.Wait()
 	if _, err := b.Read(p); !errors.Is(err, syscall.ECONNRESET) {
