@@ -71,14 +71,14 @@ type flight struct {
 	// stream (ReturnConnsTo), so the answer does not say Connection: close.
 	keepConn bool
 	// handedOff: a goroutine of its own relays the rest (relay), which
-	// owns the flight from then on; clientGone: a write to the client
-	// failed there.
+	// owns the flight from then on; clientGone: the client left after
+	// that (a write to it failed, or the watching read ended).
 	handedOff  bool
 	clientGone atomic.Bool
 }
 
 // clientLeft reports whether the client left before its answer ended: the
-// request's context, until a handoff; then a write that failed.
+// request's context, until a handoff; then the relay's clientGone.
 func (f *flight) clientLeft(r *http.Request) bool {
 	if f.handedOff {
 		return f.clientGone.Load()
