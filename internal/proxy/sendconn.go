@@ -88,6 +88,7 @@ type sendConn struct {
 	mu       sync.Mutex // guards the fields below
 	deadline time.Time  // the write deadline set through SetWriteDeadline (net/http, crypto/tls); zero: none
 	armed    bool       // the connection's write deadline is a progress deadline, not deadline
+	stepEnd  time.Time  // that progress deadline, while armed
 }
 
 // setTimeout sets the send timeout of the writes that follow; 0: none.
@@ -132,7 +133,10 @@ func (c *sendConn) Write(p []byte) (int, error) {
 
 // arm sets the deadline of a write's next step: a quarter of t from now,
 // never past took + t, nor past the deadline set through SetWriteDeadline
-// (final then: the step's end is the write's).
+// (final then: the step's end is the write's). A step's end that an earlier
+// write armed serves while it is at least half a step away: the step then
+// ends sooner, which only makes the write look at its progress sooner, and
+// a stream's writes, one per event, do not each move the connection's timer.
 func (c *sendConn) arm(now, took time.Time, t time.Duration) (final bool, err error) {
 	d := now.Add(t / progressChecks)
 	if cut := took.Add(t); d.After(cut) {
@@ -143,7 +147,10 @@ func (c *sendConn) arm(now, took time.Time, t time.Duration) (final bool, err er
 	if !c.deadline.IsZero() && !c.deadline.After(d) {
 		d, final = c.deadline, true
 	}
-	c.armed = true
+	if c.armed && !final && !c.stepEnd.After(d) && c.stepEnd.Sub(now) >= t/(2*progressChecks) {
+		return false, nil
+	}
+	c.armed, c.stepEnd = true, d
 	return final, c.Conn.SetWriteDeadline(d)
 }
 

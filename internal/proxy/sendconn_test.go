@@ -129,6 +129,62 @@ func TestSendConnTimeoutOff(t *testing.T) {
 	})
 }
 
+// deadlineCounter counts the write deadlines set on its connection.
+type deadlineCounter struct {
+	net.Conn
+	set int
+}
+
+func (c *deadlineCounter) SetWriteDeadline(t time.Time) error {
+	c.set++
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// A stream's writes, one per event, move the connection's write deadline
+// once per half step, not once per write; and a reader that stops after
+// them is still cut between one timeout and one and a quarter after its
+// last byte.
+func TestSendConnArmsPerStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = time.Minute
+		client, server := net.Pipe()
+		defer client.Close()
+		counted := &deadlineCounter{Conn: server}
+		sc := &sendConn{Conn: counted}
+		defer sc.Close()
+		sc.setTimeout(timeout)
+		const events = 40
+		read := make(chan struct{})
+		go func() { // takes each event, then stops reading
+			b := make([]byte, 1)
+			for range events {
+				if _, err := client.Read(b); err != nil {
+					return
+				}
+			}
+			close(read)
+		}()
+		for range events {
+			if _, err := sc.Write([]byte("e")); err != nil {
+				t.Fatalf("Write() = %v", err)
+			}
+			time.Sleep(time.Second)
+		}
+		<-read
+		// The step is 15 s, re-armed once less than 7.5 s of it is left:
+		// at 0, 8, 16, 24 and 32 s.
+		if counted.set != 5 {
+			t.Errorf("%d writes set the write deadline %d times, want 5", events, counted.set)
+		}
+		last := time.Now().Add(-time.Second) // the reader took the last event at once
+		_, err := sc.Write([]byte("x"))
+		if d := time.Since(last); !errors.Is(err, os.ErrDeadlineExceeded) || d < timeout || d > timeout+timeout/4 {
+			t.Errorf("Write() to a reader that stopped = %v after %v, want a deadline error within [%v, %v]",
+				err, d, timeout, timeout+timeout/4)
+		}
+	})
+}
+
 // ConnContext finds a SendListener's connection under framing.Guard's and
 // under TLS, for HTTP/1 requests only (an HTTP/2 connection carries many
 // streams).
