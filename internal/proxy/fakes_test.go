@@ -241,6 +241,9 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*testOptions)) *te
 	tp.srv = httptest.NewUnstartedServer(h)
 	serveAsGatekeeper(tp.srv)
 	h.ReturnConnsTo(tp.srv.Config) // as cmd/gatekeeper does
+	if opts.Server != nil {
+		opts.Server(tp.srv.Config)
+	}
 	tp.srv.Start()
 	t.Cleanup(tp.srv.Close)
 	return tp
@@ -290,7 +293,8 @@ type testOptions struct {
 	Now          func() time.Time
 	Version      string
 	Ready        func() error
-	Extra        func(*Options) // the handler's other options (tracing)
+	Extra        func(*Options)     // the handler's other options (tracing)
+	Server       func(*http.Server) // the proxy's server's settings, before it starts
 }
 
 func newHandler(o testOptions) (*Handler, error) {

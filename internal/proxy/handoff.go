@@ -235,9 +235,33 @@ func (h *Handler) serveAgain(nc net.Conn, pending []byte) bool {
 	if srv == nil || h.core.Draining() {
 		return false
 	}
-	c := nc
-	if len(pending) > 0 {
-		c = &replayConn{Conn: nc, pending: pending}
+	// A connection served again before is the same one: its stream's
+	// handoff found it under net/http as it was given.
+	c, ok := nc.(*servedAgain)
+	if !ok {
+		c = &servedAgain{Conn: nc}
+	}
+	c.mu.Lock()
+	c.pending = append(pending, c.pending...) // what net/http and the watch read came first
+	c.waiting = len(c.pending) == 0
+	c.header = 0
+	c.mu.Unlock()
+	if c.waiting {
+		// net/http starts a new connection's header timeout at once, and a
+		// kept one's when its next request begins, waiting for it until the
+		// idle timeout; the client's next request here is a kept
+		// connection's.
+		idle := srv.IdleTimeout
+		if idle == 0 {
+			idle = srv.ReadTimeout // as net/http's
+		}
+		var until time.Time
+		if idle > 0 {
+			until = time.Now().Add(idle)
+		}
+		if c.Conn.SetReadDeadline(until) != nil {
+			return false
+		}
 	}
 	l := &oneConnListener{c: c}
 	go func() {
@@ -268,29 +292,77 @@ func (l *oneConnListener) Accept() (net.Conn, error) {
 func (l *oneConnListener) Close() error   { return nil }
 func (l *oneConnListener) Addr() net.Addr { return l.c.LocalAddr() }
 
-// replayConn reads pending before its connection: bytes the client sent
-// that were read already (net/http's buffer, the watching read's byte).
-// framing.Guard has seen them; NetConn lets ConnContext find its guard and
-// the SendListener's connection under it.
-type replayConn struct {
+// servedAgain is a handed-off connection given back to the server. It
+// reads pending first: bytes the client sent that were read already
+// (net/http's buffer, the watching read's byte), which framing.Guard has
+// seen. Until the client's next request begins (waiting), its reads keep
+// the idle timeout serveAgain set, and a read deadline net/http sets
+// meanwhile (its header timeout) starts when the first byte comes. NetConn
+// lets ConnContext find its guard and the SendListener's connection under
+// it.
+type servedAgain struct {
 	net.Conn
+	mu      sync.Mutex
 	pending []byte
+	waiting bool
+	header  time.Duration // the read deadline net/http set while waiting, from then; 0: none
 }
 
-func (c *replayConn) Read(p []byte) (int, error) {
+func (c *servedAgain) Read(p []byte) (int, error) {
+	c.mu.Lock()
 	if len(c.pending) > 0 {
 		n := copy(p, c.pending)
 		c.pending = c.pending[n:]
+		c.mu.Unlock()
 		return n, nil
 	}
-	return c.Conn.Read(p)
+	c.mu.Unlock()
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		if c.waiting {
+			c.waiting = false
+			var t time.Time
+			if c.header > 0 {
+				t = time.Now().Add(c.header)
+			}
+			if derr := c.Conn.SetReadDeadline(t); err == nil {
+				err = derr
+			}
+		}
+		c.mu.Unlock()
+	}
+	return n, err
 }
 
-func (c *replayConn) NetConn() net.Conn { return c.Conn }
+// SetReadDeadline keeps the idle timeout while the connection waits for
+// the next request, and remembers t for when it begins; a deadline already
+// past (net/http's way to stop a read) applies at once.
+func (c *servedAgain) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.waiting && (t.IsZero() || t.After(time.Now())) {
+		c.header = 0
+		if !t.IsZero() {
+			c.header = time.Until(t)
+		}
+		return nil
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *servedAgain) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *servedAgain) NetConn() net.Conn { return c.Conn }
 
 // CloseWrite half-closes the connection when the wrapped one can (net/http
 // looks for it, as framing's connection has it).
-func (c *replayConn) CloseWrite() error {
+func (c *servedAgain) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}

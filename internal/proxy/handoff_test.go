@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -456,5 +457,48 @@ func TestServedAgainKeepsGuard(t *testing.T) {
 			rc.c.Close()
 			tp.close()
 		})
+	}
+}
+
+// TestServedAgainWaitsIdleTimeout: a connection given back after a stream
+// waits for the client's next request as long as the server's idle
+// timeout, not its (shorter) header timeout, which starts only when that
+// request begins, as on any kept connection; and a client that sends more
+// streams on it is served each time.
+func TestServedAgainWaitsIdleTimeout(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	var handedOff atomic.Int32
+	release := make(chan struct{}, 1) // one stream's rest at a time, once its first event is out
+	tp := newTestProxy(t, streamOrJSONPod(3, release), func(o *testOptions) {
+		o.Server = func(s *http.Server) { s.ReadHeaderTimeout, s.IdleTimeout = idle/10, idle }
+		o.Extra = func(o *Options) { o.HandedOffClosed = func() { handedOff.Add(1) } }
+	})
+	rc := dialRaw(t, tp, streamRequest)
+	var lastSent time.Time // before the idle timeout's start, which the last stream's end sets
+	for i := range 3 {
+		if i > 0 {
+			lastSent = time.Now()
+			rc.send(streamRequest)
+		}
+		res := rc.answer()
+		if res.StatusCode != 200 || res.Close {
+			t.Fatalf("stream %d: %v; want 200 on a kept connection", i, res)
+		}
+		release <- struct{}{}
+		streamEnds(t, res.Body)
+	}
+	rc.closed() // blocks until the server closes the idle connection
+	// A deadline never fires early: had the header timeout applied, the
+	// connection would have closed a tenth of this after the stream.
+	if waited := time.Since(lastSent); waited < idle {
+		t.Errorf("the idle connection closed after %v, want the idle timeout, %v", waited, idle)
+	}
+	rc.c.Close()
+	tp.close()
+	if got := tp.outcomes(t)[decide.OutcomeServed]; got != 3 {
+		t.Errorf("served = %v, want 3", got)
+	}
+	if got := handedOff.Load(); got != 3 {
+		t.Errorf("HandedOffClosed called %d times, want 3 (each stream handed off)", got)
 	}
 }
