@@ -362,12 +362,7 @@ func (c *servedAgain) NetConn() net.Conn { return c.Conn }
 
 // CloseWrite half-closes the connection when the wrapped one can (net/http
 // looks for it, as framing's connection has it).
-func (c *servedAgain) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return c.Conn.Close()
-}
+func (c *servedAgain) CloseWrite() error { return closeWrite(c.Conn) }
 
 // cut ends f's stream at shutdown: the connection is closed under it, as
 // http.Server.Close closes one, so it counts as the client's leaving (not

@@ -186,14 +186,17 @@ func (c *sendConn) SetDeadline(t time.Time) error {
 // CloseWrite half-closes the connection when the wrapped one can: net/http
 // looks for it to send FIN before closing a connection whose request body
 // it did not read.
-func (c *sendConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+func (c *sendConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// NetConn is the wrapped connection.
+func (c *sendConn) NetConn() net.Conn { return c.Conn }
+
+// closeWrite half-closes c when it can, for a wrapper's CloseWrite.
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
 	return errNoCloseWrite
 }
-
-// NetConn is the wrapped connection.
-func (c *sendConn) NetConn() net.Conn { return c.Conn }
 
 var errNoCloseWrite = errors.New("proxy: connection cannot half-close")
