@@ -106,6 +106,26 @@ func (rc *rawConn) answer() *http.Response {
 	return res
 }
 
+// keptStream reads the next answer's head, which must be a stream's 200
+// on a connection kept for what follows.
+func (rc *rawConn) keptStream() *http.Response {
+	rc.t.Helper()
+	res := rc.answer()
+	if res.StatusCode != 200 || res.Close {
+		rc.t.Fatalf("stream: %v; want 200 on a kept connection", res)
+	}
+	return res
+}
+
+// streamThenJSON is a stream's request, followed by a completion's when
+// pipelined.
+func streamThenJSON(pipelined bool) string {
+	if pipelined {
+		return streamRequest + jsonRequest
+	}
+	return streamRequest
+}
+
 // streamEnds reads a stream's body to its end: an error if its chunked
 // body was not ended, and it must end with [DONE].
 func streamEnds(t *testing.T, body io.Reader) string {
@@ -139,15 +159,8 @@ func TestStreamHandedOff(t *testing.T) {
 			tp := newTestProxy(t, streamOrJSONPod(5, release), func(o *testOptions) {
 				o.Extra = func(o *Options) { o.HandedOffClosed = func() { ended.Add(1) } }
 			})
-			raw := streamRequest
-			if pipelined {
-				raw += jsonRequest
-			}
-			rc := dialRaw(t, tp, raw)
-			res := rc.answer()
-			if res.StatusCode != 200 || res.Close {
-				t.Fatalf("stream: %v; want 200 on a kept connection", res)
-			}
+			rc := dialRaw(t, tp, streamThenJSON(pipelined))
+			res := rc.keptStream()
 			rd := bufio.NewReader(res.Body)
 			first, err := rd.ReadString('\n')
 			if err != nil {
@@ -429,15 +442,8 @@ func TestServedAgainKeepsGuard(t *testing.T) {
 		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
 			release := make(chan struct{})
 			tp := newTestProxy(t, streamOrJSONPod(3, release), nil)
-			raw := streamRequest
-			if pipelined {
-				raw += jsonRequest
-			}
-			rc := dialRaw(t, tp, raw)
-			res := rc.answer()
-			if res.StatusCode != 200 || res.Close {
-				t.Fatalf("stream: %v; want 200 on a kept connection", res)
-			}
+			rc := dialRaw(t, tp, streamThenJSON(pipelined))
+			res := rc.keptStream()
 			close(release)
 			streamEnds(t, res.Body)
 			if pipelined {
@@ -480,10 +486,7 @@ func TestServedAgainWaitsIdleTimeout(t *testing.T) {
 			lastSent = time.Now()
 			rc.send(streamRequest)
 		}
-		res := rc.answer()
-		if res.StatusCode != 200 || res.Close {
-			t.Fatalf("stream %d: %v; want 200 on a kept connection", i, res)
-		}
+		res := rc.keptStream()
 		release <- struct{}{}
 		streamEnds(t, res.Body)
 	}
