@@ -38,14 +38,21 @@ var (
 	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
 )
 
+// connBuffers takes a pooled reader and writer for c; release gives them
+// back.
+func connBuffers(c net.Conn) (br *bufio.Reader, bw *bufio.Writer, release func()) {
+	br = readers.Get().(*bufio.Reader)
+	br.Reset(c)
+	bw = writers.Get().(*bufio.Writer)
+	bw.Reset(c)
+	return br, bw, func() { br.Reset(nil); readers.Put(br); bw.Reset(nil); writers.Put(bw) }
+}
+
 // h1Conn serves c's requests one after another until it closes or asks to.
 func h1Conn(c net.Conn, h http.Handler) {
 	defer c.Close()
-	br := readers.Get().(*bufio.Reader)
-	br.Reset(c)
-	bw := writers.Get().(*bufio.Writer)
-	bw.Reset(c)
-	defer func() { br.Reset(nil); readers.Put(br); bw.Reset(nil); writers.Put(bw) }()
+	br, bw, release := connBuffers(c)
+	defer release()
 	remote := c.RemoteAddr().String()
 	for {
 		req, err := http.ReadRequest(br)

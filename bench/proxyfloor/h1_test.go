@@ -18,21 +18,7 @@ import (
 // it: keep-alive requests on one connection, a response with a
 // Content-Length and a chunked stream relayed whole, each in order.
 func TestH1RelaysOnOneConnection(t *testing.T) {
-	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		if r.URL.Path == "/stream" {
-			w.Header().Set("Content-Type", "text/event-stream")
-			for i := range 3 {
-				fmt.Fprintf(w, "data: %d\n\n", i)
-				w.(http.Flusher).Flush()
-			}
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"echo":%q}`, b)
-	}))
-	defer pod.Close()
-	u, _ := url.Parse(pod.URL)
+	u := testPod(t, "text/event-stream")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +33,15 @@ func TestH1RelaysOnOneConnection(t *testing.T) {
 			go h1Conn(c, reverse(u, &podconn.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}))
 		}
 	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	checkRelays(t, ln.Addr().String())
+}
+
+// checkRelays drives a core on addr as the cores bench does: keep-alive
+// requests on one connection, a response with a Content-Length and a
+// chunked stream relayed whole, each in order, then Connection: close.
+func checkRelays(t *testing.T, addr string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,4 +77,27 @@ func TestH1RelaysOnOneConnection(t *testing.T) {
 	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
 		t.Fatalf("after Connection: close: %q, %v; want the connection closed", rest, err)
 	}
+}
+
+// testPod is a pod for the cores' tests: /stream answers three SSE events,
+// each flushed, with the given Content-Type; anything else echoes the
+// request's body as JSON with a Content-Length.
+func testPod(t *testing.T, streamType string) *url.URL {
+	t.Helper()
+	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/stream" {
+			w.Header().Set("Content-Type", streamType)
+			for i := range 3 {
+				fmt.Fprintf(w, "data: %d\n\n", i)
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"echo":%q}`, b)
+	}))
+	t.Cleanup(pod.Close)
+	u, _ := url.Parse(pod.URL)
+	return u
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"testing"
 	"time"
 
@@ -19,21 +18,7 @@ import (
 // relayed whole in chunks of the core's own framing, ended, and its
 // connection closed as the answer announced.
 func TestHandoffRelaysStreamsWhole(t *testing.T) {
-	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		if r.URL.Path == "/stream" {
-			w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-			for i := range 3 {
-				fmt.Fprintf(w, "data: %d\n\n", i)
-				w.(http.Flusher).Flush()
-			}
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"echo":%q}`, b)
-	}))
-	defer pod.Close()
-	u, _ := url.Parse(pod.URL)
+	u := testPod(t, "text/event-stream; charset=utf-8")
 	gw := httptest.NewServer(newHandoff(u, &podconn.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}))
 	defer gw.Close()
 	c, err := net.Dial("tcp", gw.Listener.Addr().String())

@@ -15,6 +15,15 @@
 //     net/http's serving goroutine once its headers are out (hijacked, and
 //     relayed by one goroutine of its own): an upper bound for that
 //     choice's memory per open stream (see handoff.go).
+//   - rplean: the podconn core's server and ReverseProxy over a pod
+//     transport that writes the request and parses the answer's head by
+//     hand (leanTransport): an upper bound for a cheaper pod transport.
+//   - netlean: net/http's server in front of a forwarder of its own, no
+//     ReverseProxy and no http.Response (see lean.go): an upper bound for
+//     replacing both on the answer's path while net/http's server stays.
+//   - lean, leanwatch: the same forwarder behind h1's server; leanwatch
+//     adds the per-request read that detects a client gone, as net/http's
+//     server makes (lean has none, so it is no server a client could use).
 //   - fasthttp: github.com/valyala/fasthttp's server and HostClient. It
 //     buffers each response whole (no streaming, no HTTP/2), so it is an
 //     upper bound for a Go core other than net/http, not a drop-in one.
@@ -27,8 +36,10 @@ package main
 import (
 	"flag"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httputil"
+	_ "net/http/pprof"
 	"net/url"
 	"sync"
 	"time"
@@ -39,10 +50,14 @@ import (
 )
 
 func main() {
-	core := flag.String("core", "net/http", "net/http, podconn, h1, handoff or fasthttp")
+	core := flag.String("core", "net/http", "net/http, podconn, h1, handoff, rplean, netlean, lean, leanwatch or fasthttp")
 	listen := flag.String("listen", "127.0.0.1:18780", "traffic address")
 	upstream := flag.String("upstream", "http://127.0.0.1:18000", "upstream base URL")
+	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this address (profiling a core)")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() { log.Println(http.ListenAndServe(*pprofAddr, nil)) }()
+	}
 	u, err := url.Parse(*upstream)
 	if err != nil || u.Host == "" {
 		log.Fatalf("proxyfloor: bad -upstream %q", *upstream)
@@ -57,10 +72,20 @@ func main() {
 		log.Fatal(h1Serve(*listen, reverse(u, &podconn.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute})))
 	case "handoff":
 		log.Fatal(handoffServe(*listen, u, &podconn.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}))
+	case "rplean":
+		log.Fatal(netHTTP(*listen, u, leanTransport{&leanPods{addr: u.Host}}))
+	case "netlean":
+		log.Fatal(netLeanServer(*listen, u.Host).ListenAndServe())
+	case "lean", "leanwatch":
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			log.Fatal(err)
+		}
+		log.Fatal(leanServe(ln, u.Host, *core == "leanwatch"))
 	case "fasthttp":
 		log.Fatal(fastHTTP(*listen, u.Host))
 	default:
-		log.Fatalf("proxyfloor: unknown -core %q (net/http, podconn, h1, handoff or fasthttp)", *core)
+		log.Fatalf("proxyfloor: unknown -core %q (net/http, podconn, h1, handoff, rplean, netlean, lean, leanwatch or fasthttp)", *core)
 	}
 }
 
