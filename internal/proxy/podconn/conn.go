@@ -185,7 +185,7 @@ func (c *conn) exchange(req *http.Request) (resp *http.Response, st stage, err e
 func (c *conn) write(req *http.Request) error {
 	bw := writers.Get().(*bufio.Writer)
 	bw.Reset(c)
-	err := req.Write(bw)
+	err := writeRequest(bw, req)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -221,7 +221,7 @@ func (c *conn) readResponse(req *http.Request) (*http.Response, error) {
 	defer func() { c.limited = false }()
 	var trace *httptrace.ClientTrace
 	for {
-		resp, err := http.ReadResponse(c.br, req)
+		resp, err := readHead(c.br, req)
 		switch {
 		case err != nil && c.limit <= 0:
 			return nil, fmt.Errorf("%w (%d bytes)", errHeaderTooLarge, c.t.maxHeaderBytes())

@@ -6,12 +6,21 @@
 // http.Transport gives every connection two goroutines of its own (its read
 // and write loops) and hands each request to both through channels: an open
 // token stream costs those two stacks, and each request the hand-offs.
-// Here the caller writes the request (net/http's own serializer,
-// (*http.Request).Write, into a pooled buffer flushed once: headers and a
-// buffered body in one write where they fit) and reads the response
-// (http.ReadResponse); the response body it is handed reads the connection
-// itself, and gives the connection back to the idle pool when it reaches
-// its end cleanly. Only a dial runs on a goroutine of its own, which ends
+// Here the caller writes the request into a pooled buffer flushed once
+// (headers and a buffered body in one write where they fit) and reads the
+// response; the response body it is handed reads the connection itself,
+// and gives the connection back to the idle pool when it reaches its end
+// cleanly. The requests gatekeeper sends (a body of known length, an ASCII
+// host, no trailers) are written by writeRequest, and the answers pods give
+// (HTTP/1.x, a status from 200 but 204 and 304, one Content-Length or
+// chunked alone, plain header lines, a head that fits the read buffer) are
+// parsed in place by readHead, each without net/http's general machinery;
+// everything else goes through net/http's own (*http.Request).Write and
+// http.ReadResponse. Both are checked against net/http's: what each
+// writes reads back the same (TestWriteRequestAsNetHTTP), and whatever
+// the bytes, readHead returns what http.ReadResponse would (FuzzReadHead).
+// The one difference: header fields go out in the map's order, where
+// net/http sorts them. Only a dial runs on a goroutine of its own, which ends
 // with it: the dialer's call chain is deep enough to double the stack of
 // the caller's goroutine, which a stream would then keep for its life.
 //
