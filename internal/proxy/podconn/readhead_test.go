@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // headSeeds are answers pods give, and answers the plain path leaves to
@@ -77,7 +78,8 @@ func TestReadHeadAsNetHTTP(t *testing.T) {
 // path (the comparison above holds either way).
 func TestReadHeadPlainPath(t *testing.T) {
 	for _, raw := range []string{headSeeds[0].raw, headSeeds[1].raw, headSeeds[2].raw, headSeeds[3].raw, headSeeds[4].raw, headSeeds[5].raw, headSeeds[6].raw} {
-		br := bufio.NewReaderSize(strings.NewReader(raw), readBufferSize)
+		// a byte a read: the head still comes whole, over many reads
+		br := bufio.NewReaderSize(iotest.OneByteReader(strings.NewReader(raw)), readBufferSize)
 		head, err := peekHead(br)
 		if err != nil || head == nil {
 			t.Fatalf("%q: no head found (%v)", raw, err)
@@ -121,8 +123,12 @@ type read struct {
 	HeadFailed, Uncompressed bool
 }
 
-func readWith(fn func(*bufio.Reader, *http.Request) (*http.Response, error), method, raw string, size int) read {
-	br := bufio.NewReaderSize(strings.NewReader(raw), size)
+func readWith(fn func(*bufio.Reader, *http.Request) (*http.Response, error), method, raw string, size int, slow bool) read {
+	var src io.Reader = strings.NewReader(raw)
+	if slow {
+		src = iotest.OneByteReader(src) // a pod that sends its answer a byte at a time
+	}
+	br := bufio.NewReaderSize(src, size)
 	req, _ := http.NewRequest(method, "http://pod/x", nil)
 	res, err := fn(br, req)
 	if err != nil {
@@ -137,9 +143,11 @@ func readWith(fn func(*bufio.Reader, *http.Request) (*http.Response, error), met
 
 func compareHeads(t *testing.T, method, raw string, size int) {
 	t.Helper()
-	ours := readWith(readHead, method, raw, size)
-	theirs := readWith(http.ReadResponse, method, raw, size)
-	if !reflect.DeepEqual(ours, theirs) {
-		t.Fatalf("%s %q (buffer %d):\nours       %+v\nnet/http's %+v", method, raw, size, ours, theirs)
+	for _, slow := range []bool{false, true} {
+		ours := readWith(readHead, method, raw, size, slow)
+		theirs := readWith(http.ReadResponse, method, raw, size, slow)
+		if !reflect.DeepEqual(ours, theirs) {
+			t.Fatalf("%s %q (buffer %d, a byte a read: %v):\nours       %+v\nnet/http's %+v", method, raw, size, slow, ours, theirs)
+		}
 	}
 }
