@@ -15,11 +15,14 @@ import (
 
 // readHead reads one response's headers as http.ReadResponse does. The
 // answers pods give (HTTP/1.x, 2xx to 5xx but 204 and 304, to a request
-// other than HEAD or CONNECT, framed by one Content-Length or by chunked alone, with
-// plain header lines) are parsed in place from the reader's buffer, with
-// one string for all the field values; anything else, and any head the
-// buffer cannot hold whole, goes to http.ReadResponse, which has not lost
-// a byte: the plain path only peeks until it has the whole head.
+// other than HEAD or CONNECT, framed by one Content-Length or by chunked
+// alone, with plain header lines) are parsed in place from the reader's
+// buffer, with one string for all the field values; anything else, and
+// any head the buffer cannot hold whole, goes to http.ReadResponse, which
+// has not lost a byte: the plain path only peeks until it has the whole
+// head. After a failed peek http.ReadResponse meets the same error: the
+// connection keeps its first read error (conn.Read), and the header bound
+// stays spent.
 func readHead(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodHead || req.Method == http.MethodConnect {
 		return http.ReadResponse(br, req)
@@ -48,12 +51,9 @@ func readHead(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 // line that ends it, without consuming it; nil if the buffer fills first.
 func peekHead(br *bufio.Reader) ([]byte, error) {
 	for from := 0; ; {
-		buf, err := br.Peek(br.Buffered())
+		buf, _ := br.Peek(br.Buffered()) // what is buffered: no error
 		if i := bytes.Index(buf[max(from-3, 0):], crlf2); i >= 0 {
 			return buf[:max(from-3, 0)+i+4], nil
-		}
-		if err != nil {
-			return nil, err
 		}
 		if len(buf) == br.Size() {
 			return nil, nil
