@@ -81,11 +81,12 @@ func parseHead(head []byte, req *http.Request) (res *http.Response, length int64
 		}
 		code = code*10 + int(c-'0')
 	}
-	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified || len(line) > 12 && (line[12] != ' ' || !plainValue(line[13:])) {
-		return nil, 0, false, false
-	}
 	// One string holds the status text and every field value.
 	text := string(head[9 : len(head)-4])
+	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified ||
+		len(line) > 12 && (line[12] != ' ' || !httpguts.ValidHeaderFieldValue(text[4:len(line)-9])) {
+		return nil, 0, false, false
+	}
 	res = &http.Response{Status: text[:len(line)-9], StatusCode: code, Proto: string(http11), ProtoMajor: 1, ProtoMinor: 1,
 		Header: make(http.Header, 8), Request: req, ContentLength: -1}
 	if line[7] == '0' {
@@ -109,11 +110,11 @@ func parseHead(head []byte, req *http.Request) (res *http.Response, length int64
 		for ve > vs && (fl[ve-1] == ' ' || fl[ve-1] == '\t') {
 			ve--
 		}
-		if !plainValue(fl[vs:ve]) {
+		value := text[at+vs-9 : at+ve-9]
+		if !httpguts.ValidHeaderFieldValue(value) {
 			return nil, 0, false, false
 		}
 		name := canonicalName(fl[:colon])
-		value := text[at+vs-9 : at+ve-9]
 		switch name {
 		case "Content-Length":
 			n, err := strconv.ParseUint(value, 10, 62)
@@ -161,17 +162,6 @@ var (
 func plainName(b []byte) bool {
 	for _, c := range b {
 		if !httpguts.IsTokenRune(rune(c)) {
-			return false
-		}
-	}
-	return true
-}
-
-// plainValue reports whether b is a field value without control
-// characters (tab aside) or anything else textproto would reject.
-func plainValue(b []byte) bool {
-	for _, c := range b {
-		if c < ' ' && c != '\t' || c == 0x7f {
 			return false
 		}
 	}
