@@ -59,7 +59,9 @@
 //     headers, is 4 or 8 KiB; vLLM's are well under 1 KiB.)
 //   - No Accept-Encoding: gzip is added, so no body is decompressed on the
 //     way through: what the pod sends is what the client gets.
-//   - The only ClientTrace hook called is Got1xxResponse.
+//   - The only ClientTrace hook called is Got1xxResponse (and, for a
+//     request net/http's own writer writes, its WroteHeaderField and
+//     WroteRequest).
 //   - The request is written whole before the response is read: a pod that
 //     answers early and closes the connection before it has read a large
 //     body fails the request at the write (http.Transport may hand on the
