@@ -137,6 +137,20 @@ func streamEnds(t *testing.T, body io.Reader) string {
 	return string(b)
 }
 
+// endsClosed lets the pod end a stream (release), reads it whole from
+// body, and checks that the server then closed the connection and that the
+// one request was served.
+func endsClosed(t *testing.T, tp *testProxy, rc *rawConn, body io.Reader, release chan struct{}) {
+	t.Helper()
+	close(release)
+	streamEnds(t, body)
+	rc.closed()
+	tp.close()
+	if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
+		t.Errorf("served = %v, want 1", got)
+	}
+}
+
 // closed fails unless the server has closed the connection with nothing
 // more sent.
 func (rc *rawConn) closed() {
@@ -222,13 +236,7 @@ func TestHandedOffClosesWhenNoneKeepsIt(t *testing.T) {
 			if res.StatusCode != 200 || !res.Close {
 				t.Fatalf("stream: %v; want 200 that says Connection: close", res)
 			}
-			close(release)
-			streamEnds(t, res.Body)
-			rc.closed()
-			tp.close()
-			if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
-				t.Errorf("served = %v, want 1", got)
-			}
+			endsClosed(t, tp, rc, res.Body, release)
 			if got := handedOff.Load(); got != 1 {
 				t.Errorf("HandedOffClosed called %d times, want 1 (the stream handed off)", got)
 			}
@@ -419,13 +427,7 @@ func TestHandedOffDrainingCloses(t *testing.T) {
 			if !before {
 				tp.h.core.StartDrain()
 			}
-			close(release)
-			streamEnds(t, res.Body)
-			rc.closed()
-			tp.close()
-			if got := tp.outcomes(t)[decide.OutcomeServed]; got != 1 {
-				t.Errorf("served = %v, want 1", got)
-			}
+			endsClosed(t, tp, rc, res.Body, release)
 		})
 	}
 }
