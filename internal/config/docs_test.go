@@ -535,7 +535,9 @@ by ` + "`go test ./internal/config -run TestPolicyReference -update-docs`" + `; 
 fails when this page or [config.schema.json](config.schema.json) drifts from
 the code. The annotated default is the repository's ` + "`config.yaml`" + `; a
 key left out takes the default shown. Durations are Go durations (` + "`500ms`" + `,
-` + "`2s`" + `, ` + "`10m`" + `); unknown keys are errors.
+` + "`2s`" + `, ` + "`10m`" + `); unknown keys are errors. An error names the
+file, the key and its line, numbered as YAML numbers lines: a CR LF, LF,
+CR, NEL, LS or PS ends one.
 *Reload* keys apply when the file changes or on SIGHUP; *restart* keys only
 when the process starts again (a reload logs them as pending). Defaults of
 list items and optional sections are what an item gets when it sets only

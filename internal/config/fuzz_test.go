@@ -24,7 +24,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			// Every problem's line is one of the file's (a syntax error's
 			// is found again on a prefix of the file: issue 35, item 13).
-			lines := bytes.Count(data, []byte("\n")) + 1
+			lines := len(lineEnds(data)) + 1
 			for _, p := range flatten(err) {
 				if fe, ok := p.(*FieldError); ok && (fe.Line < 0 || fe.Line > lines) {
 					t.Fatalf("problem %q names line %d of a file of %d", fe, fe.Line, lines)

@@ -59,13 +59,7 @@ func syntaxError(data []byte, err error) error {
 			}
 		}
 	}
-	// ends[i] is the end of line i+1, its newline included.
-	var ends []int
-	for i, b := range data {
-		if b == '\n' {
-			ends = append(ends, i+1)
-		}
-	}
+	ends := lineEnds(data)
 	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
 		ends = append(ends, len(data))
 	}
@@ -80,4 +74,30 @@ func syntaxError(data []byte, err error) error {
 		}
 	}
 	return &FieldError{Line: hi, Msg: "invalid YAML: " + problem}
+}
+
+// lineEnds returns the end of each line break in data, the break
+// included: the lines yaml numbers, and so the lines every FieldError
+// names. YAML 1.1, which yaml.v3 reads, ends a line at CR LF, LF, CR, NEL
+// (U+0085), LS (U+2028) or PS (U+2029); counting LF alone put a syntax
+// error in a file of CR line ends on its line 1, and let a node's line
+// run past the file's last.
+func lineEnds(data []byte) []int {
+	var ends []int
+	for i := 0; i < len(data); i++ {
+		switch b := data[i]; {
+		case b == '\r' && i+1 < len(data) && data[i+1] == '\n':
+			i++
+			ends = append(ends, i+1)
+		case b == '\n' || b == '\r':
+			ends = append(ends, i+1)
+		case b == 0xC2 && i+1 < len(data) && data[i+1] == 0x85:
+			i++
+			ends = append(ends, i+1)
+		case b == 0xE2 && i+2 < len(data) && data[i+1] == 0x80 && (data[i+2] == 0xA8 || data[i+2] == 0xA9):
+			i += 2
+			ends = append(ends, i+1)
+		}
+	}
+	return ends
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -53,6 +54,10 @@ func TestSyntaxErrorLine(t *testing.T) {
 			yaml: "a: 1\nb: 2\n\tc: 3", line: 3, msg: "found a tab character that violates indentation"},
 		{name: "CRLF line ends",
 			yaml: "a: 1\r\nb: 2\r\n\tc: 3\r\n", line: 3, msg: "found a tab character that violates indentation"},
+		{name: "CR line ends", // counting LF alone read line 1
+			yaml: "a: 1\rb: 2\r\tc: 3\r", line: 3, msg: "found a tab character that violates indentation"},
+		{name: "NEL and LS line ends",
+			yaml: "a: 1\u0085b: 2\u2028\tc: 3\n", line: 3, msg: "found a tab character that violates indentation"},
 		{name: "in the second document",
 			yaml: "a: 1\n---\nb: 2\n\tc: 3\n", line: 4, msg: "found a tab character that violates indentation"},
 	}
@@ -69,5 +74,32 @@ func TestSyntaxErrorLine(t *testing.T) {
 				t.Errorf("Parse(%q) = %q, want %q", tt.yaml, fe, want)
 			}
 		})
+	}
+}
+
+// TestLineEnds: the config's lines are yaml's, which end at CR LF, LF, CR,
+// NEL, LS and PS; a CR LF is one break, and a lone byte of a multi-byte
+// break is not one.
+func TestLineEnds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		data string
+		want []int
+	}{
+		{"", nil},
+		{"a", nil},
+		{"a\n", []int{2}},
+		{"a\r\nb\n", []int{3, 5}},
+		{"a\rb\r", []int{2, 4}},
+		{"\r\r\n\n", []int{1, 3, 4}},
+		{"a\u0085b", []int{3}},
+		{"\u2028\u2029x", []int{3, 6}},
+		{"\xc2\xe2\x80x\xc2", nil},
+		{"a\r", []int{2}},
+	}
+	for _, tt := range tests {
+		if got := lineEnds([]byte(tt.data)); !slices.Equal(got, tt.want) {
+			t.Errorf("lineEnds(%q) = %v, want %v", tt.data, got, tt.want)
+		}
 	}
 }
