@@ -45,11 +45,11 @@ func writeRequest(bw *bufio.Writer, req *http.Request) error {
 	if vv, ok := req.Header["User-Agent"]; ok {
 		ua = ""
 		if len(vv) > 0 {
-			ua = textproto.TrimString(vv[0])
+			ua = vv[0]
 		}
 	}
-	if ua != "" {
-		writeField(bw, "User-Agent", ua)
+	if ua != "" { // before the trim, as net/http: a value of blanks is sent as an empty field
+		writeField(bw, "User-Agent", textproto.TrimString(ua))
 	}
 	if req.Close && !httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close") {
 		bw.WriteString("Connection: close\r\n")

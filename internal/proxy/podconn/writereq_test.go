@@ -45,6 +45,8 @@ func TestWriteRequestAsNetHTTP(t *testing.T) {
 		{name: "head", method: "HEAD", url: "http://pod:8000/x", noBody: true},
 		{name: "user agent and values", method: "POST", url: "http://pod:8000/x", body: "abc", length: 3,
 			header: http.Header{"User-Agent": {"  sdk/1.0 ", "second"}, "Accept": {"a", " b "}, "Trailer": {"X"}, "Transfer-Encoding": {"gzip"}, "Host": {"evil"}}},
+		{name: "user agent of blanks", method: "GET", url: "http://pod:8000/x", noBody: true, // an empty field, as net/http
+			header: http.Header{"User-Agent": {"  "}}},
 		{name: "close", method: "POST", url: "http://pod:8000/x", body: "abc", length: 3, close: true},
 		{name: "close already said", method: "POST", url: "http://pod:8000/x", body: "abc", length: 3, close: true,
 			header: http.Header{"Connection": {"close"}}},
