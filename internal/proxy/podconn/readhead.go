@@ -93,6 +93,10 @@ func parseHead(head []byte, req *http.Request) (res *http.Response, length int64
 		res.Proto, res.ProtoMinor = "HTTP/1.0", 0
 	}
 	var lengths, encodings int
+	// One array holds every field's value (each field's slice capped at
+	// its own element, so an append by a later reader copies rather than
+	// writes over the next one): at most a field per line.
+	values := make([]string, 0, bytes.Count(rest, crlf))
 	off := len(line) + 2 // rest's offset in head
 	for len(rest) > 2 {
 		fl, more, _ := bytes.Cut(rest, crlf)
@@ -131,7 +135,12 @@ func parseHead(head []byte, req *http.Request) (res *http.Response, length int64
 		case "Trailer", "Pragma":
 			return nil, 0, false, false // announced trailers, Pragma's Cache-Control: net/http's
 		}
-		res.Header[name] = append(res.Header[name], value)
+		if vs, ok := res.Header[name]; ok { // a field sent twice: rare
+			res.Header[name] = append(vs, value)
+			continue
+		}
+		values = append(values, value)
+		res.Header[name] = values[len(values)-1 : len(values) : len(values)]
 	}
 	switch {
 	case chunked && lengths > 0, !chunked && lengths == 0, chunked && res.ProtoMinor == 0:
