@@ -93,10 +93,11 @@ func parseHead(head []byte, req *http.Request) (res *http.Response, length int64
 		res.Proto, res.ProtoMinor = "HTTP/1.0", 0
 	}
 	var lengths, encodings int
-	// One array holds every field's value (each field's slice capped at
-	// its own element, so an append by a later reader copies rather than
-	// writes over the next one): at most a field per line.
-	values := make([]string, 0, bytes.Count(rest, crlf))
+	// One array holds the field values (each field's slice capped at its
+	// own element, so an append by a later reader copies rather than
+	// writes over the next one), sized as the Header's hint: a head with
+	// more fields grows it, and the slices already taken keep the old one.
+	values := make([]string, 0, 8)
 	off := len(line) + 2 // rest's offset in head
 	for len(rest) > 2 {
 		fl, more, _ := bytes.Cut(rest, crlf)
