@@ -246,6 +246,15 @@ func newTestProxy(t *testing.T, pod http.Handler, mutate func(*testOptions)) *te
 	}
 	tp.srv.Start()
 	t.Cleanup(tp.srv.Close)
+	// First (cleanups run last in, first out), as cmd/gatekeeper's shutdown
+	// does: streams still handed off are cut, and those that ended have
+	// given their connections back, before the server closes. A connection
+	// given back after Close began would race httptest's count of them.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = h.WaitStreams(ctx)
+	})
 	return tp
 }
 

@@ -47,10 +47,15 @@ type handoffBuffer = [chunkHeadRoom + handoffBufferSize + 2]byte
 var handoffBuffers = sync.Pool{New: func() any { return new(handoffBuffer) }}
 
 // handoffs tracks the streams handed off, for shutdown; the zero value is
-// ready to use.
+// ready to use. The count is kept under mu, not in a sync.WaitGroup: a
+// stream may be handed off while WaitStreams waits (a handler still running
+// after Shutdown gave up), and a WaitGroup forbids an Add from zero
+// concurrent with its Wait.
 type handoffs struct {
-	wg sync.WaitGroup
 	mu sync.Mutex
+	n  int // streams running, and connections given back not yet taken
+	// idle is closed when n reaches 0; nil while nobody waits.
+	idle chan struct{}
 	// cut ends each stream still running (closes its client connection and
 	// cancels its pod request); a stream removes its own when it ends.
 	cut map[*flight]func()
@@ -63,7 +68,7 @@ func (hs *handoffs) add(f *flight, cut func()) {
 		hs.cut = make(map[*flight]func())
 	}
 	hs.cut[f] = cut
-	hs.wg.Add(1)
+	hs.n++
 }
 
 func (hs *handoffs) setCut(f *flight, cut func()) {
@@ -74,20 +79,56 @@ func (hs *handoffs) setCut(f *flight, cut func()) {
 
 func (hs *handoffs) done(f *flight) {
 	hs.mu.Lock()
+	defer hs.mu.Unlock()
 	delete(hs.cut, f)
-	hs.mu.Unlock()
-	hs.wg.Done()
+	hs.releaseLocked()
 }
+
+// hold counts a connection given back until the server has taken it.
+func (hs *handoffs) hold() {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.n++
+}
+
+// release ends what hold counted.
+func (hs *handoffs) release() {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.releaseLocked()
+}
+
+func (hs *handoffs) releaseLocked() {
+	hs.n--
+	if hs.n == 0 && hs.idle != nil {
+		close(hs.idle)
+		hs.idle = nil
+	}
+}
+
+// ended is closed once nothing is counted.
+func (hs *handoffs) ended() <-chan struct{} {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.n == 0 {
+		return closedChan
+	}
+	if hs.idle == nil {
+		hs.idle = make(chan struct{})
+	}
+	return hs.idle
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // WaitStreams waits until every stream handed off has ended, or ctx ends:
 // then it cuts those left and waits for them to record their outcome.
 // http.Server.Shutdown does not wait for them (their connections are
-// hijacked), so a graceful shutdown calls both.
+// hijacked), so a graceful shutdown calls both. Once it returns, a
+// connection a stream gave back is the server's, as its own are.
 func (h *Handler) WaitStreams(ctx context.Context) error {
-	ended := make(chan struct{})
-	go func() { h.handoffs.wg.Wait(); close(ended) }()
 	select {
-	case <-ended:
+	case <-h.handoffs.ended():
 		return nil
 	case <-ctx.Done():
 	}
@@ -96,7 +137,7 @@ func (h *Handler) WaitStreams(ctx context.Context) error {
 		cut()
 	}
 	h.handoffs.mu.Unlock()
-	<-ended
+	<-h.handoffs.ended()
 	return ctx.Err()
 }
 
@@ -264,7 +305,9 @@ func (h *Handler) serveAgain(nc net.Conn, pending []byte) bool {
 		}
 	}
 	l := &oneConnListener{c: c}
+	h.handoffs.hold() // until the server has taken c (WaitStreams)
 	go func() {
+		defer h.handoffs.release()
 		_ = srv.Serve(l) // returns once it has taken c (or at once, shutting down)
 		if !l.taken.Load() {
 			_ = nc.Close()

@@ -350,6 +350,45 @@ func TestWaitStreamsWaits(t *testing.T) {
 	}
 }
 
+// TestHandoffsCount: what WaitStreams waits for is closed while nothing
+// is counted, open while a stream runs or a given-back connection is not
+// yet the server's, and a count that starts again from zero (a stream
+// handed off while shutdown waits) gets a new one.
+func TestHandoffsCount(t *testing.T) {
+	var hs handoffs
+	isClosed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	if !isClosed(hs.ended()) {
+		t.Fatal("nothing counted: ended is open")
+	}
+	f := new(flight)
+	hs.add(f, func() {})
+	ended := hs.ended()
+	hs.hold() // the stream gives its connection back before it ends
+	hs.done(f)
+	if isClosed(ended) || len(hs.cut) != 0 {
+		t.Fatalf("a connection not yet taken: ended closed %v, %d cuts left", isClosed(ended), len(hs.cut))
+	}
+	hs.release()
+	if !isClosed(ended) {
+		t.Fatal("all ended: the waiter's channel is still open")
+	}
+	hs.add(f, func() {})
+	if again := hs.ended(); isClosed(again) {
+		t.Fatal("a stream added after the count reached zero: ended is closed")
+	}
+	hs.done(f)
+	if !isClosed(hs.ended()) {
+		t.Fatal("that stream ended: ended is open")
+	}
+}
+
 // TestFrameChunk: a read of any size the buffer takes is framed as one
 // chunk in place, and the buffer stays in the allocator's 2 KiB class.
 func TestFrameChunk(t *testing.T) {
