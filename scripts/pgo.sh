@@ -15,7 +15,7 @@
 # the old one and the new one (BENCH_EPP_ONLY=1 and BENCH_STREAMS_ONLY=1
 # bench/run: RSS per held stream and per open stream): inlining can make a
 # hot frame large enough to double every stream's goroutine stack, as the
-# refresh of 2026-12-06 did (bench/README.md, "Where issue 38 stands").
+# refresh of 2026-12-06 did (bench/README.md, "The PGO profile stays the one from before podconn").
 #
 #	scripts/pgo.sh                   # about 30 s of benchmarks
 #	PGO_BENCHTIME=10s scripts/pgo.sh # a steadier profile
