@@ -72,10 +72,11 @@ func main() {
 		overTargets = flag.String("overload", "", "past saturation (issue 38): comma-separated name=url targets, driven open loop at -overload-rates; print a Markdown table")
 		overRates   = flag.String("overload-rates", "2000,5000", "with -overload: rates, req/s")
 		cores       = flag.String("cores", "", "saturation of HTTP cores (issue 38): comma-separated name=url targets, closed loop for -dur each, -rounds rounds; print a Markdown table")
+		corePIDs    = flag.String("cores-pids", "", "with -cores: name=pid,… of the targets (nginx: its master) and of the bench upstream (upstream=pid): add their CPU per request")
 	)
 	flag.Parse()
 	if *cores != "" {
-		runCores(os.Stdout, *cores, *rounds, *dur, *satWorkers)
+		runCores(os.Stdout, *cores, parsePIDs("-cores-pids", *corePIDs), *rounds, *dur, *satWorkers)
 		return
 	}
 	if *overTargets != "" {
@@ -117,16 +118,7 @@ func main() {
 		return
 	}
 	if *streams > 0 {
-		pid := map[string]int{}
-		for _, kv := range strings.Split(*pids, ",") {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				n, err := strconv.Atoi(v)
-				if err != nil {
-					log.Fatalf("driver: bad -stream-pids entry %q", kv)
-				}
-				pid[k] = n
-			}
-		}
+		pid := parsePIDs("-stream-pids", *pids)
 		sites := []streamSite{{"direct", *direct, 0}, {"gatekeeper", *gk, pid["gatekeeper"]},
 			{"nginx", *nginx, pid["nginx"]}, {"haproxy", *haproxy, pid["haproxy"]}}
 		sh := streamShape{Streams: *streams, Chunks: *chunks, IntervalMS: float64(*interval) / 1e6,
@@ -236,4 +228,19 @@ func ints(s string) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// parsePIDs reads a flag's "name=pid,…" list; it exits on a bad entry.
+func parsePIDs(flagName, list string) map[string]int {
+	pid := map[string]int{}
+	for _, kv := range strings.Split(list, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				log.Fatalf("driver: bad %s entry %q", flagName, kv)
+			}
+			pid[k] = n
+		}
+	}
+	return pid
 }
