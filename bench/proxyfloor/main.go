@@ -24,6 +24,10 @@
 //   - lean, leanwatch: the same forwarder behind h1's server; leanwatch
 //     adds the per-request read that detects a client gone, as net/http's
 //     server makes (lean has none, so it is no server a client could use).
+//   - leancore: leanwatch with gatekeeper's decision core (decide.Core:
+//     classification, admission, Finish) around each forward, the policy
+//     read from -policy (see leancore.go): what that decision costs on a
+//     front of gatekeeper's own, less what gatekeeper adds around it.
 //   - fasthttp: github.com/valyala/fasthttp's server and HostClient. It
 //     buffers each response whole (no streaming, no HTTP/2), so it is an
 //     upper bound for a Go core other than net/http, not a drop-in one.
@@ -46,14 +50,16 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/config"
 	"github.com/gatekeeper-dev/gatekeeper/internal/proxy/podconn"
 )
 
 func main() {
-	core := flag.String("core", "net/http", "net/http, podconn, h1, handoff, rplean, netlean, lean, leanwatch or fasthttp")
+	core := flag.String("core", "net/http", "net/http, podconn, h1, handoff, rplean, netlean, lean, leanwatch, leancore or fasthttp")
 	listen := flag.String("listen", "127.0.0.1:18780", "traffic address")
 	upstream := flag.String("upstream", "http://127.0.0.1:18000", "upstream base URL")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this address (profiling a core)")
+	policyPath := flag.String("policy", "", "leancore: the gatekeeper policy file whose per-request keys its decision core takes (bench/run's gatekeeper.yaml)")
 	flag.Parse()
 	if *pprofAddr != "" {
 		go func() { log.Println(http.ListenAndServe(*pprofAddr, nil)) }()
@@ -82,10 +88,20 @@ func main() {
 			log.Fatal(err)
 		}
 		log.Fatal(leanServe(ln, u.Host, *core == "leanwatch"))
+	case "leancore":
+		cfg, err := config.LoadFile(*policyPath)
+		if err != nil {
+			log.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			log.Fatal(err)
+		}
+		log.Fatal(leanCoreServe(ln, u.Host, cfg, 4096))
 	case "fasthttp":
 		log.Fatal(fastHTTP(*listen, u.Host))
 	default:
-		log.Fatalf("proxyfloor: unknown -core %q (net/http, podconn, h1, handoff, rplean, netlean, lean, leanwatch or fasthttp)", *core)
+		log.Fatalf("proxyfloor: unknown -core %q (net/http, podconn, h1, handoff, rplean, netlean, lean, leanwatch, leancore or fasthttp)", *core)
 	}
 }
 
