@@ -9,14 +9,7 @@ import (
 // TestWriteCoresRatiosToNginx checks the cores table: each target's rate
 // over the one named nginx, and "–" for every ratio when no target is.
 func TestWriteCoresRatiosToNginx(t *testing.T) {
-	s := func(ok int) *sample {
-		x := newSample()
-		for range ok {
-			x.lat = append(x.lat, time.Millisecond)
-		}
-		x.sent, x.dur = ok, time.Second
-		return x
-	}
+	s := okSample
 	ats := []*attacker{{name: "nginx"}, {name: "net/http"}}
 	var b strings.Builder
 	writeCores(&b, ats, []*sample{s(1000), s(500)}, make([]coreCost, 2))
@@ -34,14 +27,7 @@ func TestWriteCoresRatiosToNginx(t *testing.T) {
 // driver's and upstream's per request sent, summed over the rounds, the
 // proxy's over nginx's, and "–" where a round went unmeasured.
 func TestWriteCoresCPU(t *testing.T) {
-	s := func(sent int) *sample {
-		x := newSample()
-		for range sent {
-			x.lat = append(x.lat, time.Millisecond)
-		}
-		x.sent, x.dur = sent, time.Second
-		return x
-	}
+	s := okSample
 	measured := func(proxy, rest float64) coreCost {
 		return coreCost{proxy: proxy, rest: rest, proxyKnown: true, restKnown: true}
 	}
@@ -64,4 +50,15 @@ func TestWriteCoresCPU(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
+}
+
+// okSample is a round of one second in which n requests were sent and all
+// answered, each in a millisecond.
+func okSample(n int) *sample {
+	x := newSample()
+	for range n {
+		x.lat = append(x.lat, time.Millisecond)
+	}
+	x.sent, x.dur = n, time.Second
+	return x
 }
