@@ -68,6 +68,7 @@ func TestLeanCoreDecidesAndFinishes(t *testing.T) {
 		{"POST", "/v1/completions", `{"model":"m","prompt":"p1","max_tokens":4}`, 200},
 		{"GET", "/nope", "", 404},
 		{"POST", "/v1/completions", `{"model":`, 400},
+		{"GET", "/v1/models", "", 200}, // forwarded to the pod (its models are not known here): its echo
 		{"POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, 200},
 	} {
 		fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",

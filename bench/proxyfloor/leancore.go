@@ -97,11 +97,11 @@ func leanCoreConn(c net.Conn, p *leanPods, core *decide.Core, maxBody int64) {
 			Header: req.Header, Body: body, TooLarge: int64(len(body)) > maxBody})
 		if res.Admitted == nil {
 			stop()
-			status := http.StatusServiceUnavailable
+			status := http.StatusOK // GET /v1/models, answered from the pods' models
 			if res.Refusal != nil {
 				status = res.Refusal.Status
 			}
-			fmt.Fprintf(bw, "HTTP/1.1 %d %s\r\nContent-Length: 0\r\n\r\n", status, http.StatusText(status))
+			fmt.Fprintf(bw, "HTTP/1.1 %d %s\r\nContent-Length: %d\r\n\r\n%s", status, http.StatusText(status), len(res.Models), res.Models)
 			if bw.Flush() != nil {
 				return
 			}
