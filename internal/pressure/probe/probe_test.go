@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
@@ -23,18 +24,25 @@ func fixture(t testing.TB, name string) []byte {
 	return data
 }
 
-// serve answers every GET with status and body, and records the Accept
-// header it was sent.
-func serve(t *testing.T, status int, body []byte) (url string, accept *string) {
+// serve answers every GET with status and body; accept returns the Accept
+// header of the last request it was sent ("" before any). Parallel tests
+// share one server, so the header is stored atomically.
+func serve(t *testing.T, status int, body []byte) (url string, accept func() string) {
 	t.Helper()
-	accept = new(string)
+	var last atomic.Pointer[string]
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		*accept = r.Header.Get("Accept")
+		a := r.Header.Get("Accept")
+		last.Store(&a)
 		w.WriteHeader(status)
 		_, _ = w.Write(body)
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL, accept
+	return srv.URL, func() string {
+		if a := last.Load(); a != nil {
+			return *a
+		}
+		return ""
+	}
 }
 
 // table renders rows the way the tests compare them: "signal gpu value"
@@ -98,8 +106,8 @@ func TestRead(t *testing.T) {
 			if got := table(r.Rows); got != tt.rows {
 				t.Errorf("Read() rows = %s\nwant %s", got, tt.rows)
 			}
-			if *accept != tt.accept {
-				t.Errorf("Accept = %q, want %q", *accept, tt.accept)
+			if got := accept(); got != tt.accept {
+				t.Errorf("Accept = %q, want %q", got, tt.accept)
 			}
 		})
 	}
