@@ -29,13 +29,18 @@ import (
 )
 
 // fixed admits everything to one endpoint and counts the slots held; safe
-// for concurrent use.
+// for concurrent use. With spin set, each decision first spends that long
+// on the CPU: a floor whose decision costs a known amount, to see how a
+// decision's cost shows in the CPU per exchange (bench/README.md).
 type fixed struct {
 	endpoint string
+	spin     time.Duration
 	held     atomic.Int64
 }
 
 func (f *fixed) Decide(context.Context, *epp.Request) (*epp.Pick, *epp.Refusal) {
+	for start := time.Now(); time.Since(start) < f.spin; {
+	}
 	f.held.Add(1)
 	return &epp.Pick{Endpoints: []string{f.endpoint}, Done: func(epp.End) { f.held.Add(-1) }}, nil
 }
@@ -50,8 +55,9 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:18412", "ext_proc gRPC address (plaintext HTTP/2)")
 	adminAddr := flag.String("admin", "127.0.0.1:18413", "address of /admin/state and /metrics")
 	endpoint := flag.String("endpoint", "127.0.0.1:18000", "the endpoint every pick names")
+	spin := flag.Duration("spin", 0, "spend this long on the CPU in each decision (0: none)")
 	flag.Parse()
-	dec := &fixed{endpoint: *endpoint}
+	dec := &fixed{endpoint: *endpoint, spin: *spin}
 	srv, err := epp.NewServer(epp.Options{Decider: dec})
 	if err != nil {
 		log.Fatal(err)
