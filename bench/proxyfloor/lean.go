@@ -442,7 +442,15 @@ type leanHead struct {
 // readLeanStatus reads the status line and returns its code.
 func readLeanStatus(r *bufio.Reader) (int, error) {
 	line, err := r.ReadSlice('\n')
-	if err != nil || len(line) < 12 {
+	if err != nil {
+		return 0, err
+	}
+	return leanStatus(line)
+}
+
+// leanStatus returns the code of a status line ("HTTP/1.1 200 OK\r\n").
+func leanStatus(line []byte) (int, error) {
+	if len(line) < 12 {
 		return 0, errors.New("lean: bad status line")
 	}
 	return strconv.Atoi(string(line[9:12]))

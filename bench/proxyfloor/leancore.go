@@ -133,11 +133,13 @@ func leanCoreForward(req *http.Request, p *leanPods, bw *bufio.Writer) (end deci
 		return decide.End{Cut: decide.CutUpstream}, false, err
 	}
 	line, err := pc.br.ReadSlice('\n')
-	if err != nil || len(line) < 12 {
-		pc.c.Close()
-		return decide.End{Cut: decide.CutUpstream}, false, fmt.Errorf("leancore: bad status line")
+	if err == nil {
+		end.Status, err = leanStatus(line)
 	}
-	end.Status = int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
+	if err != nil {
+		pc.c.Close()
+		return decide.End{Cut: decide.CutUpstream}, false, err
+	}
 	_, _ = bw.Write(line)
 	keep, err := leanRelayRest(pc.br, bw)
 	if err != nil {
