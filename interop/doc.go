@@ -1,7 +1,17 @@
 // Package interop holds tests that drive a gatekeeper binary with
-// third-party clients, the way teams call it in production. It has no code of
-// its own: interop_test.go builds ./cmd/gatekeeper, starts it on loopback in
-// front of a fake vLLM, and runs client.mjs with the official OpenAI Node SDK
-// (pinned in package.json; `scripts/install/node-deps.sh` installs it). The
-// test skips with a message when node or the SDK is absent.
+// third-party software on either side, the way it runs in production. It has
+// no code of its own.
+//
+// interop_test.go builds ./cmd/gatekeeper, starts it on loopback in front of
+// a fake vLLM, and runs client.mjs with the official OpenAI Node SDK (pinned
+// in package.json; `scripts/install/node-deps.sh` installs it).
+//
+// uvicorn_test.go puts it in front of vllm_app.py, a pod on the stack vLLM
+// serves with (FastAPI under uvicorn, on httptools and on h11, /metrics from
+// prometheus_client; Debian's packages, `scripts/install/uvicorn.sh`), shaped
+// as vLLM's OpenAI server is: gatekeeper's own pod transport and metrics
+// parser meet the server code a real pod runs.
+//
+// Each test skips with a message when what it needs is absent, and fails
+// instead under GATEKEEPER_REQUIRE_TOOLS=1 (CI installs everything first).
 package interop

@@ -47,7 +47,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 	pod, podURL := newFakeVLLM(t)
 
 	t.Run("chat and completions, streaming and not", func(t *testing.T) {
-		gk := startGatekeeper(t, bin, fmt.Sprintf(policy, podURL, "fast_breaker: {qps: 0}"))
+		gk, _ := startGatekeeper(t, bin, fmt.Sprintf(policy, podURL, "fast_breaker: {qps: 0}"))
 		tp, base := newTap(t, gk)
 		var got struct {
 			Chat, ChatStream, Completion, CompletionStream string
@@ -75,7 +75,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 	})
 
 	t.Run("429 is retried after Retry-After", func(t *testing.T) {
-		gk := startGatekeeper(t, bin, fmt.Sprintf(policy, podURL, "fast_breaker: {qps: 1, burst: 1}"))
+		gk, _ := startGatekeeper(t, bin, fmt.Sprintf(policy, podURL, "fast_breaker: {qps: 1, burst: 1}"))
 		tp, base := newTap(t, gk)
 		var got struct{ First, Second string }
 		runNode(t, node, "retry", base+"/v1", &got)
@@ -95,7 +95,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 	})
 
 	t.Run("503 past maxRetries surfaces the OpenAI error", func(t *testing.T) {
-		gk := startGatekeeper(t, bin, fmt.Sprintf(policy, podURL, "fast_breaker: {qps: 0}"))
+		gk, _ := startGatekeeper(t, bin, fmt.Sprintf(policy, podURL, "fast_breaker: {qps: 0}"))
 		holder := hold(t, gk, pod) // fills the window of one
 		tp, base := newTap(t, gk)
 		var got struct {
@@ -132,17 +132,27 @@ func statuses(hs []hit) string {
 }
 
 // requireNodeSDK returns node's path, or skips when node or the pinned SDK
-// is not installed.
+// is not installed; under GATEKEEPER_REQUIRE_TOOLS=1 (CI) it fails instead.
 func requireNodeSDK(t *testing.T) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node not found: install Node.js >= 20 and run scripts/install/node-deps.sh to run the OpenAI SDK interop test")
+		missingTool(t, "node not found: install Node.js >= 20 and run scripts/install/node-deps.sh to run the OpenAI SDK interop test")
 	}
 	if _, err := os.Stat(filepath.Join("node_modules", "openai", "package.json")); err != nil {
-		t.Skip("interop/node_modules/openai missing: run scripts/install/node-deps.sh (npm ci in interop/)")
+		missingTool(t, "interop/node_modules/openai missing: run scripts/install/node-deps.sh (npm ci in interop/)")
 	}
 	return node
+}
+
+// missingTool skips the test for want of what msg names, or fails it under
+// GATEKEEPER_REQUIRE_TOOLS=1 (CI, which installs every tool first).
+func missingTool(t *testing.T, msg string) {
+	t.Helper()
+	if os.Getenv("GATEKEEPER_REQUIRE_TOOLS") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }
 
 // buildGatekeeper builds the binary under test into a temp folder.
@@ -163,8 +173,9 @@ func buildGatekeeper(t *testing.T) string {
 }
 
 // startGatekeeper runs the binary with policyText until the test ends and
-// returns its traffic URL, read from the "gatekeeper started" log line.
-func startGatekeeper(t *testing.T, bin, policyText string) string {
+// returns its traffic and admin URLs, read from the "gatekeeper started" log
+// line.
+func startGatekeeper(t *testing.T, bin, policyText string) (traffic, admin string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(path, []byte(policyText), 0o600); err != nil {
@@ -180,7 +191,7 @@ func startGatekeeper(t *testing.T, bin, policyText string) string {
 	}
 	var logs bytes.Buffer
 	var mu sync.Mutex
-	addr := make(chan string, 1)
+	addr := make(chan [2]string, 1)
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
@@ -190,9 +201,12 @@ func startGatekeeper(t *testing.T, bin, policyText string) string {
 			logs.Write(sc.Bytes())
 			logs.WriteByte('\n')
 			mu.Unlock()
-			var line struct{ Msg, Listen string }
+			var line struct {
+				Msg, Listen string
+				Admin       string `json:"admin_listen"`
+			}
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "gatekeeper started" {
-				addr <- line.Listen
+				addr <- [2]string{line.Listen, line.Admin}
 			}
 		}
 	}()
@@ -216,7 +230,7 @@ func startGatekeeper(t *testing.T, bin, policyText string) string {
 	})
 	select {
 	case a := <-addr:
-		return "http://" + a
+		return "http://" + a[0], "http://" + a[1]
 	case <-exited:
 		mu.Lock()
 		defer mu.Unlock()
@@ -224,7 +238,7 @@ func startGatekeeper(t *testing.T, bin, policyText string) string {
 	case <-time.After(20 * time.Second):
 		t.Fatal("gatekeeper did not log \"gatekeeper started\" within 20 s")
 	}
-	return ""
+	return "", ""
 }
 
 // hold sends a request the fake pod keeps until released and returns once

@@ -1,0 +1,497 @@
+package interop
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// uvicornPolicy is gatekeeper in front of one pod on vLLM's serving stack,
+// its /metrics read as a vllm source. The pod connection is never closed
+// for idleness by gatekeeper (uvicorn's keep-alive closes it first), and
+// the pressure level follows the pod's reading at once (hold 0s).
+const uvicornPolicy = `
+server: {listen: "127.0.0.1:0", admin_listen: "127.0.0.2:0", drain_delay: 0s, shutdown_timeout: 2s}
+upstreams:
+  - name: uvicorn
+    url: %[1]q
+    max_inflight: 8
+    min_inflight: 1
+    sources: [{kind: vllm, url: "%[1]s/metrics"}]
+transport: {idle_conn_timeout: 1h}
+health_check: {interval: 1h, timeout: 1s}
+pressure: {interval: 100ms, stale_after: 1s, hold: 0s}
+fast_breaker: {qps: 0}
+`
+
+// podKeepAlive is the pod's uvicorn timeout_keep_alive, in seconds: vLLM's
+// is 5; 1 makes the keep-alive scenario short.
+const podKeepAlive = 1
+
+// TestUvicornPod puts gatekeeper in front of a pod on the stack vLLM serves
+// with (interop/vllm_app.py: FastAPI under uvicorn, /metrics from
+// prometheus_client), once on each of uvicorn's HTTP/1.1 implementations:
+// httptools, which vLLM installs, and h11, uvicorn's fallback. gatekeeper's
+// pod transport and its metrics parser are its own, so they are held to
+// what that stack sends and expects: answers and streams relayed, usage
+// read, the connection kept alive and its close by uvicorn seen before a
+// request is sent on it, the pod's errors passed on, a client that leaves
+// ending the pod's generation (vLLM's with_cancellation and Starlette's
+// stream cancellation see gatekeeper close the connection), a pod that
+// dies mid-stream, and the KV-cache reading degrading the pod.
+func TestUvicornPod(t *testing.T) {
+	py := requireUvicorn(t)
+	bin := buildGatekeeper(t)
+	for _, impl := range []string{"httptools", "h11"} {
+		t.Run(impl, func(t *testing.T) {
+			pod := startUvicornPod(t, py, impl)
+			gk, admin := startGatekeeper(t, bin, fmt.Sprintf(uvicornPolicy, pod.url))
+			testUvicornRelay(t, gk, admin, pod)
+			testUvicornKeepAlive(t, gk, pod)
+			testUvicornErrors(t, gk, pod)
+			testUvicornClientLeaves(t, gk, admin, pod)
+			testUvicornPodDies(t, gk, admin, pod)
+			testUvicornPressure(t, admin, pod)
+		})
+	}
+}
+
+func testUvicornRelay(t *testing.T, gk, admin string, pod *uvicornPod) {
+	t.Run("answers and streams relayed, usage read", func(t *testing.T) {
+		const tokens, unknown = `gatekeeper_tokens_total{type="completion",upstream="uvicorn"}`, `gatekeeper_usage_unknown_total{upstream="uvicorn"}`
+		tokens0, unknown0 := counter(t, admin, tokens), counter(t, admin, unknown)
+		chat := `"messages":[{"role":"user","content":"Hello there, how are you?"}]`
+		for _, tt := range []struct {
+			name, path, body string
+			events           int // data lines, [DONE] included; 0: a JSON answer
+		}{
+			{"completion", "/v1/completions", `{"model":"test-model","prompt":"Once upon a time","max_tokens":8}`, 0},
+			{"chat", "/v1/chat/completions", `{"model":"test-model",` + chat + `,"max_tokens":8}`, 0},
+			{"completion stream", "/v1/completions", `{"model":"test-model","prompt":"Once upon a time","max_tokens":8,"stream":true}`, 9},
+			{"chat stream with usage", "/v1/chat/completions",
+				`{"model":"test-model",` + chat + `,"max_tokens":8,"stream":true,"stream_options":{"include_usage":true}}`, 10},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				direct := post(t, pod.url+tt.path, tt.body)
+				via := post(t, gk+tt.path, tt.body)
+				if via.status != http.StatusOK || direct.status != http.StatusOK {
+					t.Fatalf("status = %d through gatekeeper, %d direct; want 200", via.status, direct.status)
+				}
+				id := via.header.Get("X-Request-Id")
+				if id == "" || !slices.Contains(pod.state(t).Completed, id) {
+					t.Errorf("X-Request-Id %q: the pod did not complete a request with gatekeeper's id", id)
+				}
+				// The pod names its answer after the request's X-Request-Id
+				// (none when asked directly); the rest must be the pod's bytes.
+				if got := strings.ReplaceAll(via.body, id, ""); got != direct.body {
+					t.Errorf("through gatekeeper:\n%s\nwant the pod's own answer:\n%s", via.body, direct.body)
+				}
+				if n := strings.Count(via.body, "data: "); n != tt.events {
+					t.Errorf("%d data lines, want %d", n, tt.events)
+				}
+			})
+		}
+		// Usage is in both answers and the stream that asked for it (8
+		// words each); the other stream has none.
+		// gatekeeper counts an exchange once its answer is out.
+		waitFor(t, 10*time.Second, "24 completion tokens counted and one answer's usage unknown", func() bool {
+			return counter(t, admin, tokens)-tokens0 == 24 && counter(t, admin, unknown)-unknown0 == 1
+		})
+	})
+}
+
+func testUvicornKeepAlive(t *testing.T, gk string, pod *uvicornPod) {
+	t.Run("connection kept alive, and uvicorn's close of it seen before the next request", func(t *testing.T) {
+		body := `{"model":"test-model","prompt":"keep alive","max_tokens":2}`
+		first := post(t, gk+"/v1/completions", body)
+		second := post(t, gk+"/v1/completions", body)
+		st := pod.state(t)
+		port1, port2 := st.Clients[first.header.Get("X-Request-Id")], st.Clients[second.header.Get("X-Request-Id")]
+		if first.status != 200 || second.status != 200 || port1 == 0 || port1 != port2 {
+			t.Fatalf("two requests in a row: %d on client port %d, %d on %d; want 200s on one kept-alive connection",
+				first.status, port1, second.status, port2)
+		}
+		// uvicorn closes the connection after podKeepAlive idle seconds; wait
+		// until gatekeeper's end of it has the pod's FIN.
+		waitFor(t, 10*time.Second, "uvicorn to close the idle pod connection", func() bool {
+			return !tcpEstablished(t, port1, pod.port)
+		})
+		third := post(t, gk+"/v1/completions", body)
+		port3 := pod.state(t).Clients[third.header.Get("X-Request-Id")]
+		if third.status != 200 || port3 == port1 || port3 == 0 {
+			t.Errorf("after uvicorn's close: %d on client port %d (closed: %d); want 200 on a new connection", third.status, port3, port1)
+		}
+	})
+}
+
+func testUvicornErrors(t *testing.T, gk string, pod *uvicornPod) {
+	t.Run("the pod's errors passed on as its own", func(t *testing.T) {
+		huge := `{"model":"test-model","max_tokens":1,"prompt":"` + strings.Repeat("a", 4<<20) + `"}`
+		for _, tt := range []struct {
+			name, body string
+			status     int
+		}{
+			{"unknown model", `{"model":"no-such-model","prompt":"x","max_tokens":1}`, http.StatusNotFound},
+			{"4 MiB prompt past the context length", huge, http.StatusBadRequest},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				direct := post(t, pod.url+"/v1/completions", tt.body)
+				via := post(t, gk+"/v1/completions", tt.body)
+				if via.status != tt.status || via.body != direct.body {
+					t.Errorf("through gatekeeper %d %s\nwant the pod's %d %s", via.status, via.body, direct.status, direct.body)
+				}
+				if r := via.header.Get("X-Gatekeeper-Reason"); r != "" {
+					t.Errorf("X-Gatekeeper-Reason = %q on the pod's own answer", r)
+				}
+				id := via.header.Get("X-Request-Id")
+				if n := pod.state(t).BodyBytes[id]; n != len(tt.body) {
+					t.Errorf("the pod read %d body bytes, want %d", n, len(tt.body))
+				}
+			})
+		}
+	})
+}
+
+func testUvicornClientLeaves(t *testing.T, gk, admin string, pod *uvicornPod) {
+	slow := map[string]string{"X-Test-Token-Delay-Ms": "20"} // 1,000 words: 20 s
+	for _, tt := range []struct {
+		name, body string
+		stream     bool
+	}{
+		{"mid-stream", `{"model":"test-model","prompt":"leave","max_tokens":1000,"stream":true}`, true},
+		{"while the pod computes its answer", `{"model":"test-model","prompt":"leave","max_tokens":1000}`, false},
+	} {
+		t.Run("a client that leaves "+tt.name+" ends the pod's generation", func(t *testing.T) {
+			id := "leave-" + strings.Fields(tt.name)[0]
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, gk+"/v1/completions", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Request-Id", id)
+			for k, v := range slow {
+				req.Header.Set(k, v)
+			}
+			done := make(chan error, 1)
+			go func() {
+				res, err := http.DefaultClient.Do(req)
+				if err == nil {
+					defer res.Body.Close()
+					if tt.stream { // leave after the first event
+						_, err = bufio.NewReader(res.Body).ReadString('\n')
+						cancel()
+					}
+				}
+				done <- err
+			}()
+			if tt.stream {
+				if err := <-done; err != nil {
+					t.Fatalf("first event: %v", err)
+				}
+			} else {
+				waitFor(t, 10*time.Second, "the pod to start the request", func() bool {
+					return slices.Contains(pod.state(t).Started, id)
+				})
+				cancel()
+				<-done
+			}
+			waitFor(t, 10*time.Second, "the pod to see its client gone", func() bool {
+				return slices.Contains(pod.state(t).Aborted, id)
+			})
+			if slices.Contains(pod.state(t).Completed, id) {
+				t.Errorf("the pod completed %s, want it cancelled", id)
+			}
+			waitFor(t, 10*time.Second, "gatekeeper to release the slot", func() bool {
+				return gatekeeperInflight(t, admin) == 0
+			})
+		})
+	}
+}
+
+func testUvicornPodDies(t *testing.T, gk, admin string, pod *uvicornPod) {
+	t.Run("a pod that dies mid-stream: the client's stream is cut, counted upstream_error", func(t *testing.T) {
+		before := counter(t, admin, `gatekeeper_requests_total{outcome="upstream_error"}`)
+		req, err := http.NewRequest(http.MethodPost, gk+"/v1/completions",
+			strings.NewReader(`{"model":"test-model","prompt":"die","max_tokens":8,"stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Test-Fail-After", "2")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err == nil || res.StatusCode != http.StatusOK {
+			t.Errorf("stream read = %d, err %v; want 200 and an error where the stream was cut", res.StatusCode, err)
+		}
+		if n := strings.Count(string(body), "data: "); n != 2 || strings.Contains(string(body), "[DONE]") {
+			t.Errorf("client got %q; want the two events the pod sent, no [DONE]", body)
+		}
+		waitFor(t, 10*time.Second, "the cut stream to be counted", func() bool {
+			return counter(t, admin, `gatekeeper_requests_total{outcome="upstream_error"}`) == before+1
+		})
+	})
+}
+
+func testUvicornPressure(t *testing.T, admin string, pod *uvicornPod) {
+	t.Run("KV-cache usage read from prometheus_client degrades the pod, and its fall restores it", func(t *testing.T) {
+		for _, step := range []struct {
+			kv    string
+			level string
+		}{{"0.97", "degraded"}, {"0.10", "normal"}} {
+			post(t, pod.url+"/test/kv?value="+step.kv, "")
+			waitFor(t, 10*time.Second, "level "+step.level+" at kv_cache_usage "+step.kv, func() bool {
+				return upstreamLevel(t, admin) == step.level
+			})
+		}
+	})
+}
+
+// requireUvicorn returns a python3 that has Debian's fastapi, uvicorn,
+// httptools and prometheus_client (scripts/install/uvicorn.sh), or skips;
+// under GATEKEEPER_REQUIRE_TOOLS=1 (CI) it fails instead.
+func requireUvicorn(t *testing.T) string {
+	t.Helper()
+	for _, py := range []string{"/usr/bin/python3", "python3"} {
+		path, err := exec.LookPath(py)
+		if err != nil {
+			continue
+		}
+		check := exec.Command(path, "-c", "import fastapi, uvicorn, httptools, h11, prometheus_client")
+		if check.Run() == nil {
+			return path
+		}
+	}
+	missingTool(t, "python3 with fastapi, uvicorn, httptools, h11 and prometheus_client not found: run scripts/install/uvicorn.sh")
+	return ""
+}
+
+// uvicornPod is vllm_app.py running until the test ends.
+type uvicornPod struct {
+	url  string
+	port int
+}
+
+// podState is vllm_app.py's GET /test/state.
+type podState struct {
+	Inflight    int            `json:"inflight"`
+	MaxInflight int            `json:"max_inflight"`
+	Started     []string       `json:"started"`
+	Completed   []string       `json:"completed"`
+	Aborted     []string       `json:"aborted"`
+	Clients     map[string]int `json:"clients"`
+	BodyBytes   map[string]int `json:"body_bytes"`
+}
+
+func (p *uvicornPod) state(t *testing.T) podState {
+	t.Helper()
+	var s podState
+	if err := json.Unmarshal([]byte(get(t, p.url+"/test/state")), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startUvicornPod runs vllm_app.py on impl (uvicorn's --http) and returns
+// it once it listens. Its stderr is shown if the test fails; it stops when
+// its stdin closes.
+func startUvicornPod(t *testing.T, py, impl string) *uvicornPod {
+	t.Helper()
+	cmd := exec.Command(py, "vllm_app.py", "--http", impl, "--timeout-keep-alive", strconv.Itoa(podKeepAlive))
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Error("the uvicorn pod did not stop within 10 s of its stdin closing")
+		}
+		if t.Failed() {
+			t.Logf("uvicorn pod (%s) stderr:\n%s", impl, stderr.String())
+		}
+	})
+	first := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		first <- line
+		_, _ = io.Copy(io.Discard, stdout)
+		exited <- cmd.Wait()
+	}()
+	var line string
+	select {
+	case line = <-first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the uvicorn pod did not start within 30 s")
+	}
+	var ready struct{ Port int }
+	if err := json.Unmarshal([]byte(line), &ready); err != nil || ready.Port == 0 {
+		t.Fatalf("the uvicorn pod printed %q, want {\"port\": N}; stderr:\n%s", line, stderr.String())
+	}
+	return &uvicornPod{url: "http://127.0.0.1:" + strconv.Itoa(ready.Port), port: ready.Port}
+}
+
+// reply is an answer read in full.
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func post(t *testing.T, url, body string) reply {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	client := &http.Client{Timeout: 30 * time.Second}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("POST %s: reading the answer: %v", url, err)
+	}
+	return reply{status: res.StatusCode, header: res.Header, body: string(b)}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second}
+	res, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d, %v", url, res.StatusCode, err)
+	}
+	return string(b)
+}
+
+// waitFor polls cond every 20 ms until it holds, failing the test after
+// limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// counter reads one sample of gatekeeper's /metrics by its full name and
+// labels; 0 if absent.
+func counter(t *testing.T, admin, series string) float64 {
+	t.Helper()
+	for line := range strings.Lines(get(t, admin+"/metrics")) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// adminUpstream is the first upstream of gatekeeper's /admin/state.
+func adminUpstream(t *testing.T, admin string) (level string, inflight int) {
+	t.Helper()
+	var v struct {
+		Upstreams []struct {
+			Level    string `json:"level"`
+			Inflight int    `json:"inflight"`
+		} `json:"upstreams"`
+	}
+	if err := json.Unmarshal([]byte(get(t, admin+"/admin/state")), &v); err != nil || len(v.Upstreams) == 0 {
+		t.Fatalf("/admin/state: %v, %d upstreams", err, len(v.Upstreams))
+	}
+	return v.Upstreams[0].Level, v.Upstreams[0].Inflight
+}
+
+func upstreamLevel(t *testing.T, admin string) string {
+	level, _ := adminUpstream(t, admin)
+	return level
+}
+
+func gatekeeperInflight(t *testing.T, admin string) int {
+	_, n := adminUpstream(t, admin)
+	return n
+}
+
+// tcpEstablished reports whether /proc/net/tcp has an established socket
+// from local port to remote port (on loopback, gatekeeper's end of a pod
+// connection). Without /proc it skips the test.
+func tcpEstablished(t *testing.T, local, remote int) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no /proc/net/tcp to see a connection's state: %v", err)
+	}
+	suffix := func(port int) string { return fmt.Sprintf(":%04X", port) }
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) > 3 && strings.HasSuffix(f[1], suffix(local)) && strings.HasSuffix(f[2], suffix(remote)) {
+			return f[3] == "01" // TCP_ESTABLISHED
+		}
+	}
+	return false
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
