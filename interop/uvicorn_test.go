@@ -75,23 +75,32 @@ func testUvicornRelay(t *testing.T, gk, admin string, pod *uvicornPod) {
 		chat := `"messages":[{"role":"user","content":"Hello there, how are you?"}]`
 		for _, tt := range []struct {
 			name, path, body string
-			events           int // data lines, [DONE] included; 0: a JSON answer
+			events           int      // data lines, [DONE] included; 0: a JSON answer
+			header           []string // the request's extra header, name then value
 		}{
-			{"completion", "/v1/completions", `{"model":"test-model","prompt":"Once upon a time","max_tokens":8}`, 0},
-			{"chat", "/v1/chat/completions", `{"model":"test-model",` + chat + `,"max_tokens":8}`, 0},
-			{"completion stream", "/v1/completions", `{"model":"test-model","prompt":"Once upon a time","max_tokens":8,"stream":true}`, 9},
+			{"completion", "/v1/completions", `{"model":"test-model","prompt":"Once upon a time","max_tokens":8}`, 0, nil},
+			// gatekeeper meets the expectation itself; passed on, uvicorn's
+			// own 100 reached the client too and took the request id off.
+			{"completion with Expect: 100-continue", "/v1/completions",
+				`{"model":"test-model","prompt":"Once upon a time","max_tokens":8}`, 0, []string{"Expect", "100-continue"}},
+			{"chat", "/v1/chat/completions", `{"model":"test-model",` + chat + `,"max_tokens":8}`, 0, nil},
+			{"completion stream", "/v1/completions", `{"model":"test-model","prompt":"Once upon a time","max_tokens":8,"stream":true}`, 9, nil},
 			{"chat stream with usage", "/v1/chat/completions",
-				`{"model":"test-model",` + chat + `,"max_tokens":8,"stream":true,"stream_options":{"include_usage":true}}`, 10},
+				`{"model":"test-model",` + chat + `,"max_tokens":8,"stream":true,"stream_options":{"include_usage":true}}`, 10, nil},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				direct := post(t, pod.url+tt.path, tt.body)
-				via := post(t, gk+tt.path, tt.body)
+				direct := post(t, pod.url+tt.path, tt.body, tt.header...)
+				via := post(t, gk+tt.path, tt.body, tt.header...)
 				if via.status != http.StatusOK || direct.status != http.StatusOK {
 					t.Fatalf("status = %d through gatekeeper, %d direct; want 200", via.status, direct.status)
 				}
 				id := via.header.Get("X-Request-Id")
-				if id == "" || !slices.Contains(pod.state(t).Completed, id) {
+				st := pod.state(t)
+				if id == "" || !slices.Contains(st.Completed, id) {
 					t.Errorf("X-Request-Id %q: the pod did not complete a request with gatekeeper's id", id)
+				}
+				if slices.Contains(st.Expected, id) {
+					t.Errorf("the pod got the client's Expect header")
 				}
 				// The pod names its answer after the request's X-Request-Id
 				// (none when asked directly); the rest must be the pod's bytes.
@@ -103,11 +112,11 @@ func testUvicornRelay(t *testing.T, gk, admin string, pod *uvicornPod) {
 				}
 			})
 		}
-		// Usage is in both answers and the stream that asked for it (8
-		// words each); the other stream has none.
-		// gatekeeper counts an exchange once its answer is out.
-		waitFor(t, 10*time.Second, "24 completion tokens counted and one answer's usage unknown", func() bool {
-			return counter(t, admin, tokens)-tokens0 == 24 && counter(t, admin, unknown)-unknown0 == 1
+		// Usage is in the three answers and the stream that asked for it
+		// (8 words each); the other stream has none. gatekeeper counts an
+		// exchange once its answer is out.
+		waitFor(t, 10*time.Second, "32 completion tokens counted and one answer's usage unknown", func() bool {
+			return counter(t, admin, tokens)-tokens0 == 32 && counter(t, admin, unknown)-unknown0 == 1
 		})
 	})
 }
@@ -296,6 +305,7 @@ type podState struct {
 	Started     []string       `json:"started"`
 	Completed   []string       `json:"completed"`
 	Aborted     []string       `json:"aborted"`
+	Expected    []string       `json:"expected"`
 	Clients     map[string]int `json:"clients"`
 	BodyBytes   map[string]int `json:"body_bytes"`
 }
@@ -370,13 +380,18 @@ type reply struct {
 	body   string
 }
 
-func post(t *testing.T, url, body string) reply {
+// post sends body to url as JSON, with header's names and values (name,
+// value, ...), and reads the answer.
+func post(t *testing.T, url, body string, header ...string) reply {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	res, err := client.Do(req)
 	if err != nil {

@@ -17,7 +17,8 @@ after x-test-token-delay-ms; x-test-fail-after N raises after N of them (the
 engine dying mid-stream). What the pod saw is at GET /test/state, for the
 test to compare with what gatekeeper did: the requests by X-Request-Id
 (started, completed, aborted: the client went away before the end), the
-client port each came on, the body bytes each carried, and the requests in
+client port each came on, the body bytes each carried, those that came
+with an Expect header (uvicorn answers it with a 100), and the requests in
 flight now and at most (counted before the body is read and until the
 handler ends, so it never reads lower than the truth). POST
 /test/kv?value=F sets vllm:kv_cache_usage_perc.
@@ -58,7 +59,7 @@ waiting.set(0)
 kv_usage.set(0)
 
 state = {"inflight": 0, "max_inflight": 0, "started": [], "completed": [], "aborted": [],
-         "clients": {}, "body_bytes": {}}
+         "clients": {}, "body_bytes": {}, "expected": []}
 
 # vLLM mounts prometheus_client's app and widens the mount's pattern so that
 # /metrics answers without Starlette's 307 to /metrics/.
@@ -114,6 +115,8 @@ class Flight:
         self.id = request.headers.get("x-request-id", "")
         state["started"].append(self.id)
         state["clients"][self.id] = request.scope.get("peer", ("", 0))[1]
+        if "expect" in request.headers:
+            state["expected"].append(self.id)
         state["inflight"] += 1
         state["max_inflight"] = max(state["max_inflight"], state["inflight"])
         running.set(state["inflight"])

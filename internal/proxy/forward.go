@@ -127,6 +127,12 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 			f := flightFrom(pr.In.Context())
 			pr.SetURL(f.member.URL)
 			pr.SetXForwarded()
+			// The client's 100-continue expectation is gatekeeper's to meet,
+			// and net/http's server met it when the body was read (as
+			// Envoy does by default). Passed on, it sent the request down
+			// the fallback transport to wait for the pod's own 100, which
+			// reached the client as a second one (TestExpectContinue).
+			pr.Out.Header.Del("Expect")
 			if f.body.send != nil {
 				// ReverseProxy wraps every body in a reader of its own, which
 				// net/http cannot see into: it then writes the headers to the
@@ -161,6 +167,7 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 			// it (vLLM --enable-request-id-headers) would add a second value,
 			// which the OpenAI SDKs read as "id, id".
 			res.Header.Del(f.ex.Policy.RequestIDHeader)
+			h.afterInterim(f)
 			refused := res.StatusCode == http.StatusServiceUnavailable || res.StatusCode == http.StatusTooManyRequests
 			if refused && h.podRefused(f, res) != nil {
 				return errRetry // it goes to another pod, body and all
@@ -175,6 +182,22 @@ func (h *Handler) newReverseProxy(rt http.RoundTripper, buffers httputil.BufferP
 		},
 		ErrorHandler: h.proxyError,
 		BufferPool:   buffers,
+	}
+}
+
+// afterInterim puts back the headers the handler set on the client's
+// answer before forwarding (the request id; Connection: close while
+// draining) when a 1xx the pod sent first took them: ReverseProxy clears
+// the ResponseWriter's headers after relaying each 1xx.
+func (h *Handler) afterInterim(f *flight) {
+	hdr := f.out.Header()
+	key := http.CanonicalHeaderKey(f.ex.Policy.RequestIDHeader)
+	if len(hdr[key]) > 0 {
+		return // no 1xx came, or the pod sent none
+	}
+	hdr[key] = []string{f.ex.id}
+	if h.core.Draining() {
+		hdr.Set("Connection", "close")
 	}
 }
 
