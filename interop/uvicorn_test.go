@@ -61,6 +61,7 @@ func TestUvicornPod(t *testing.T) {
 			testUvicornRelay(t, gk, admin, pod)
 			testUvicornKeepAlive(t, gk, pod)
 			testUvicornErrors(t, gk, pod)
+			testUvicornWindow(t, gk, pod)
 			testUvicornClientLeaves(t, gk, admin, pod)
 			testUvicornPodDies(t, gk, admin, pod)
 			testUvicornPressure(t, admin, pod)
@@ -171,6 +172,55 @@ func testUvicornErrors(t *testing.T, gk string, pod *uvicornPod) {
 			})
 		}
 	})
+}
+
+func testUvicornWindow(t *testing.T, gk string, pod *uvicornPod) {
+	const n, window = 32, 8 // window: uvicornPolicy's max_inflight
+	t.Run("the window holds at the pod: 32 requests at once, at most 8 running there", func(t *testing.T) {
+		waitFor(t, 10*time.Second, "the pod to be idle", func() bool { return pod.state(t).Inflight == 0 })
+		post(t, pod.url+"/test/reset", "")
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				body := fmt.Sprintf(`{"model":"test-model","prompt":"window %d","max_tokens":20,"stream":%v}`, i, i%2 == 0)
+				errs[i] = fetchAll(gk+"/v1/completions", body, "X-Test-Token-Delay-Ms", "10")
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("request %d: %v", i, err)
+			}
+		}
+		if most := pod.state(t).MaxInflight; most > window || most < 2 {
+			t.Errorf("the pod ran at most %d at once; want 2 to %d (gatekeeper's window)", most, window)
+		}
+	})
+}
+
+// fetchAll posts body to url as JSON with header's names and values and
+// reads the answer, which must be a 200; for goroutines, where post's
+// t.Fatal may not be called.
+func fetchAll(url, body string, header ...string) error {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err == nil && res.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%d %s", res.StatusCode, b)
+	}
+	return err
 }
 
 func testUvicornClientLeaves(t *testing.T, gk, admin string, pod *uvicornPod) {

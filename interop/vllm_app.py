@@ -19,9 +19,8 @@ test to compare with what gatekeeper did: the requests by X-Request-Id
 (started, completed, aborted: the client went away before the end), the
 client port each came on, the body bytes each carried, those that came
 with an Expect header (uvicorn answers it with a 100), and the requests in
-flight now and at most (counted before the body is read and until the
-handler ends, so it never reads lower than the truth). POST
-/test/kv?value=F sets vllm:kv_cache_usage_perc.
+the engine now and at most (Flight). POST /test/reset starts the most over
+from now; POST /test/kv?value=F sets vllm:kv_cache_usage_perc.
 
     python3 vllm_app.py --http h11|httptools --timeout-keep-alive S
 
@@ -108,8 +107,12 @@ def with_cancellation(handler):
 
 
 class Flight:
-    """One request in flight, from its headers to its handler's (or its
-    stream's) end."""
+    """One request in the engine: from its handler's start (before the body
+    is read; vLLM's engine has it no sooner) until its generation ends
+    (completed: after its last event is out, before the stream's end;
+    aborted: its client left or the engine died; vLLM's engine lets it go
+    no later). The in-flight count never reads lower than what an engine
+    would be running."""
 
     def __init__(self, request):
         self.id = request.headers.get("x-request-id", "")
@@ -223,6 +226,12 @@ async def health():
 
 @app.get("/test/state")
 async def get_state():
+    return state
+
+
+@app.post("/test/reset")
+async def reset():
+    state["max_inflight"] = state["inflight"]
     return state
 
 

@@ -133,7 +133,7 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 	// no one who could have used it.
 	cost := r.cost()
 	if w, score := c.choose(r.Exclude, r.Prefix, cost, c.lookupAcct(r.Tenant)); w != nil {
-		c.grantNow(&g, w, &r, cost, score)
+		c.grantNow(now, &g, w, &r, cost, score)
 		return g, true, nil
 	}
 	switch {
@@ -174,7 +174,8 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 // grantNow gives r a slot on w at once (Enqueue, Take), written to g (in
 // place: a Grant is 15 words): its tenant arrives (lifted if it had no
 // waiter) and is charged.
-func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost, score float64) {
+func (c *Core) grantNow(now time.Time, g *Grant, w *window, r *Request, cost Cost, score float64) {
+	w.accrue(now)
 	w.take(cost)
 	t := c.tenantFor(tenantKey{priority: r.Priority, name: r.Tenant}, r.Weight)
 	cost.tenant = t.id
@@ -195,10 +196,10 @@ func (c *Core) grantNow(g *Grant, w *window, r *Request, cost Cost, score float6
 // there is no such room now. It is for a retry that must not wait (a pod
 // refused the request; another may take it now or not at all). A grant
 // charges r's tenant as Enqueue's do.
-func (c *Core) take(r Request) (g Grant, granted bool) {
+func (c *Core) take(now time.Time, r Request) (g Grant, granted bool) {
 	cost := r.cost()
 	if w, score := c.choose(r.Exclude, r.Prefix, cost, c.lookupAcct(r.Tenant)); w != nil {
-		c.grantNow(&g, w, &r, cost, score)
+		c.grantNow(now, &g, w, &r, cost, score)
 		return g, true
 	}
 	return Grant{}, false
@@ -220,12 +221,13 @@ func (c *Core) Release(now time.Time, upstream string, cost Cost) []Grant {
 	if w == nil || w.inflight == 0 {
 		return nil
 	}
+	w.accrue(now)
+	w.rate.add(now, w.area, cost.slots())
 	w.give(cost)
 	if a != nil {
 		w.use(a, -cost.slots())
 		c.dropAcct(a)
 	}
-	w.rate.add(now, cost.slots())
 	if w.removed && w.inflight == 0 {
 		c.windows = slices.Delete(c.windows, i, i+1)
 		return nil
@@ -312,6 +314,7 @@ func (c *Core) grant(now time.Time) []Grant {
 			c.reserve(it)
 			continue
 		}
+		w.accrue(now)
 		w.take(it.cost())
 		w.use(it.tenant.acct, it.cost().slots())
 		c.charge(it.tenant, it.service) // before forget: in flight, never idle in between

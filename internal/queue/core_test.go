@@ -47,8 +47,8 @@ func setWindowOrder(name string, o Order) action {
 }
 
 func take(id uint64, exclude ...string) action {
-	return action{fmt.Sprintf("Take(%d, exclude %v)", id, exclude), func(c *Core, _ time.Time) ([]Grant, error) {
-		if g, ok := c.take(Request{ID: id, Exclude: exclude}); ok {
+	return action{fmt.Sprintf("Take(%d, exclude %v)", id, exclude), func(c *Core, now time.Time) ([]Grant, error) {
+		if g, ok := c.take(now, Request{ID: id, Exclude: exclude}); ok {
 			return []Grant{g}, nil
 		}
 		return nil, nil

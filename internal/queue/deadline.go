@@ -38,36 +38,81 @@ const (
 )
 
 // serviceRate measures how fast a window gives slots back: the slots of its
-// last rateEvents releases over the time since the oldest of them. The zero
+// last rateEvents releases over the time since the oldest of them, and the
+// slots it held meanwhile (its occupancy's integral, window.held). The zero
 // value has measured nothing.
 type serviceRate struct {
 	at    [rateEvents]time.Time
+	held  [rateEvents]float64 // the window's slot-seconds held up to each release
 	slots [rateEvents]int32
 	n     int // events held, up to rateEvents
 	next  int // where the next event goes
 	sum   int64
 }
 
-func (s *serviceRate) add(now time.Time, slots int) {
+// add records a release of slots at now, when the window had held held
+// slot-seconds in all.
+func (s *serviceRate) add(now time.Time, held float64, slots int) {
 	if s.n == rateEvents {
 		s.sum -= int64(s.slots[s.next])
 	} else {
 		s.n++
 	}
-	s.at[s.next], s.slots[s.next] = now, int32(min(slots, math.MaxInt32))
+	s.at[s.next], s.held[s.next], s.slots[s.next] = now, held, int32(min(slots, math.MaxInt32))
 	s.sum += int64(slots)
 	s.next = (s.next + 1) % rateEvents
 }
 
-// perSecond is the measured rate at now in slots per second; 0 before
-// minRateEvents releases.
-func (s *serviceRate) perSecond(now time.Time) float64 {
+// perSecond is the rate in slots per second at which the window gives
+// slots back while it holds occupancy of them, at now, when it has held
+// held slot-seconds in all; 0 before minRateEvents releases.
+//
+// It is the measured rate, scaled up by occupancy over the mean it held
+// while it was measured: by Little's law the same requests come back that
+// much faster when that many more run. Unscaled, a window that had room gave
+// slots back as fast as requests arrived, not as fast as its pod served:
+// after a quiet spell that rate predicted a burst's waits many times too long
+// and refused requests the pod would have started in time (interop's
+// TestUvicornPod; TestCoreDeadlines, "a burst after a quiet spell"). It is
+// never scaled down: a window that holds less than it did (a cut) is
+// predicted as it was measured.
+func (s *serviceRate) perSecond(now time.Time, held float64, occupancy int) float64 {
 	if s.n < minRateEvents {
 		return 0
 	}
-	oldest := s.at[(s.next-s.n+rateEvents)%rateEvents]
-	span := max(now.Sub(oldest), minRateSpan)
-	return float64(s.sum) / span.Seconds()
+	oldest := (s.next - s.n + rateEvents) % rateEvents
+	span := now.Sub(s.at[oldest])
+	rate := float64(s.sum) / max(span, minRateSpan).Seconds()
+	if span > 0 {
+		// Beyond rounding only: the slot-seconds are a float's sum.
+		if mean := (held - s.held[oldest]) / span.Seconds(); mean > 0 && float64(occupancy) > mean*(1+1e-9) {
+			rate *= float64(occupancy) / mean
+		}
+	}
+	return rate
+}
+
+// accrue adds what w held since it last accrued to its slot-seconds, up to
+// now: called before every change of what it holds.
+func (w *window) accrue(now time.Time) {
+	w.area = w.heldUntil(now)
+	if now.After(w.areaAt) {
+		w.areaAt = now
+	}
+}
+
+// heldUntil is the slot-seconds w has held in all, up to now.
+func (w *window) heldUntil(now time.Time) float64 {
+	if w.areaAt.IsZero() || !now.After(w.areaAt) {
+		return w.area
+	}
+	return w.area + float64(w.inflight)*now.Sub(w.areaAt).Seconds()
+}
+
+// rateAt is w's service rate at now while it holds what it holds (at most
+// its limit).
+func (w *window) rateAt(now time.Time) float64 {
+	return w.rate.perSecond(now, w.heldUntil(now), min(w.inflight, w.limit))
 }
 
 // predictWait is how long a request that would wait now (it excludes
@@ -97,7 +142,7 @@ func (c *Core) predictWait(now time.Time, it *item, own tenantKey, w float64) (w
 	over := 0
 	for _, win := range c.windows {
 		if c.usable(win, it.exclude) {
-			rate += win.rate.perSecond(now)
+			rate += win.rateAt(now)
 			over += max(win.inflight-win.limit, 0)
 		}
 	}
@@ -113,7 +158,8 @@ func (c *Core) predictWait(now time.Time, it *item, own tenantKey, w float64) (w
 	if capSecs, ok := c.capWait(now, a, it, acctAhead); ok {
 		secs = max(secs, capSecs)
 	}
-	return time.Duration(min(secs, float64(365*24*time.Hour/time.Second)) * float64(time.Second)), true
+	// To the microsecond: the rates are floats' quotients.
+	return time.Duration(min(secs, float64(365*24*time.Hour/time.Second)) * float64(time.Second)).Round(time.Microsecond), true
 }
 
 // usable reports whether a waiter that excludes exclude may use win.
@@ -201,7 +247,7 @@ func (c *Core) capWait(now time.Time, a *account, it *item, acctAhead int) (secs
 		limit += int(math.Ceil(a.max * float64(win.limit)))
 		used += u
 		if u > 0 {
-			rate += win.rate.perSecond(now) * float64(u) / float64(max(win.inflight, u))
+			rate += win.rateAt(now) * float64(u) / float64(max(win.inflight, u))
 		}
 	}
 	excess := min(used+acctAhead+it.seqs-limit, used+acctAhead)

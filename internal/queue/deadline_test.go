@@ -58,18 +58,46 @@ func gT(id uint64, up, tenant string, priority int) Grant {
 	return Grant{ID: id, Upstream: up, Tenant: tenant, Priority: priority}
 }
 
-// warm runs ten requests through window a, one every 100 ms from t0 (each
-// released 50 ms after it started): the window has given back 10 slots a
-// second. It ends at t0+1s with the window idle.
-func warm() []step {
-	var out []step
+// warm measures window a's service rate at 10 slots a second: at a limit
+// of 1, ten requests one after another from t0, each released 100 ms after
+// it started, as the next arrives, so the window is full throughout (its
+// rate counts only time it spent full). It ends at t0+1s with the window
+// idle and its limit set to limit.
+func warm(limit int) []step {
+	out := []step{{act: setWindow("a", 1)}}
 	for i := range 10 {
 		at := time.Duration(i) * 100 * time.Millisecond
 		out = append(out,
 			step{at: at, act: enqueue(uint64(100+i), 1), want: []Grant{g(uint64(100+i), "a")}},
+			step{at: at + 100*time.Millisecond, act: release("a")})
+	}
+	return append(out, step{at: time.Second, act: setWindow("a", limit)})
+}
+
+// quietThenBurst is sixteen requests of 50 ms one every 250 ms through a
+// window of 8, which never fills, then 30 at once at t0+4s, each with 1.5 s
+// to start. The window gave back 4 slots a second holding 0.2 on average;
+// taken as it was measured, that rate predicted the 22 that wait to wait up
+// to 5.4 s and refused all but 6, where a pod that serves 8 requests in 50 ms
+// starts them all within 150 ms. Holding 8, it gives them back 40 times as
+// fast (160 a second): the last waits 140 ms, and none is refused.
+func quietThenBurst() []step {
+	out := []step{{act: setWindow("a", 8)}}
+	for i := range 16 {
+		at := time.Duration(i) * 250 * time.Millisecond
+		out = append(out,
+			step{at: at, act: enqueue(uint64(100+i), 1), want: []Grant{g(uint64(100+i), "a")}},
 			step{at: at + 50*time.Millisecond, act: release("a")})
 	}
-	return out
+	burst := 4 * time.Second
+	for i := range 30 {
+		st := step{at: burst, act: enqueueD(uint64(i+1), 1, burst+1500*time.Millisecond)}
+		if i < 8 {
+			st.want = []Grant{g(uint64(i+1), "a")}
+		}
+		out = append(out, st)
+	}
+	return append(out, step{at: burst, act: stats(22, "a:8/8")})
 }
 
 func TestCoreDeadlines(t *testing.T) {
@@ -80,7 +108,7 @@ func TestCoreDeadlines(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"a deadline the queue cannot meet is refused at once", append(append([]step{{act: setWindow("a", 1)}}, warm()...),
+		{"a deadline the queue cannot meet is refused at once", append(warm(1),
 			step{at: s, act: enqueue(1, 1), want: []Grant{g(1, "a")}},
 			step{at: s, act: enqueue(2, 1)},
 			step{at: s, act: enqueue(3, 1)},
@@ -107,7 +135,7 @@ func TestCoreDeadlines(t *testing.T) {
 			{act: setWindow("a", 1)},
 			{act: enqueueD(1, 1, 0), want: []Grant{g(1, "a")}},
 		}},
-		{"shortest first: only shorter or aged waiters are ahead", append(append([]step{{act: setWindow("a", 1)}, {act: setOrder(ShortestFirst)}}, warm()...),
+		{"shortest first: only shorter or aged waiters are ahead", append(append(warm(1), step{at: time.Second, act: setOrder(ShortestFirst)}),
 			step{at: s, act: enqueue(1, 1), want: []Grant{g(1, "a")}},
 			step{at: s, act: enqueue(2, 900)},
 			step{at: s, act: enqueue(3, 900)},
@@ -116,7 +144,7 @@ func TestCoreDeadlines(t *testing.T) {
 			step{at: s, act: enqueueD(6, 5, s+200*ms)},           // only 4 is shorter: 200 ms
 			step{at: s + 100*ms, act: release("a"), want: []Grant{g(6, "a")}},
 		)},
-		{"earliest deadline: later deadlines and none are behind", append(append([]step{{act: setWindow("a", 1)}, {act: setOrder(EarliestDeadline)}}, warm()...),
+		{"earliest deadline: later deadlines and none are behind", append(append(warm(1), step{at: time.Second, act: setOrder(EarliestDeadline)}),
 			step{at: s, act: enqueue(1, 1), want: []Grant{g(1, "a")}},
 			step{at: s, act: enqueue(2, 1)},                    // no deadline: after every deadline
 			step{at: s, act: enqueueD(3, 1, s+900*ms)},         // ahead: none; 100 ms
@@ -128,7 +156,7 @@ func TestCoreDeadlines(t *testing.T) {
 			step{at: s + 300*ms, act: release("a"), want: []Grant{g(6, "a")}},
 			step{at: s + 400*ms, act: release("a"), want: []Grant{g(2, "a")}},
 		)},
-		{"tenants: of another tenant's backlog, only its share is ahead", append(append([]step{{act: setWindow("a", 1)}}, warm()...),
+		{"tenants: of another tenant's backlog, only its share is ahead", append(warm(1),
 			step{at: s, act: enqueueQ(Request{ID: 1, Tenant: "h"}), want: []Grant{gT(1, "a", "h", 0)}},
 			step{at: s, act: enqueueQ(Request{ID: 2, Tenant: "h"})},
 			step{at: s, act: enqueueQ(Request{ID: 3, Tenant: "h"})},
@@ -150,7 +178,8 @@ func TestCoreDeadlines(t *testing.T) {
 			step{at: s, act: wantWaitQ(Request{ID: 14, Tenant: "l", Deadline: t0.Add(s + 100*ms)}, 500*ms)},
 			step{at: s + 100*ms, act: release("a"), want: []Grant{gT(12, "a", "x", 1)}},
 		)},
-		{"a cut window's excess is ahead too", append(append([]step{{act: setWindow("a", 3)}}, warm()...),
+		{"a burst after a quiet spell: the rate follows what the window holds", quietThenBurst()},
+		{"a cut window's excess is ahead too", append(warm(3),
 			step{at: s, act: enqueue(1, 1), want: []Grant{g(1, "a")}},
 			step{at: s, act: enqueue(2, 1), want: []Grant{g(2, "a")}},
 			step{at: s, act: enqueue(3, 1), want: []Grant{g(3, "a")}},
@@ -214,21 +243,30 @@ func TestGoesBefore(t *testing.T) {
 
 func TestServiceRate(t *testing.T) {
 	t.Parallel()
+	s := time.Second
 	var r serviceRate
-	for i := range minRateEvents - 1 {
-		r.add(t0.Add(time.Duration(i)*time.Second), 2)
+	for i := range minRateEvents - 1 { // one slot held throughout: 1 slot-second a second
+		r.add(t0.Add(time.Duration(i)*s), float64(i), 2)
 	}
-	if got := r.perSecond(t0.Add(10 * time.Second)); got != 0 {
+	if got := r.perSecond(t0.Add(10*s), 10, 1); got != 0 {
 		t.Errorf("perSecond after %d releases = %v, want 0 (not measured)", minRateEvents-1, got)
 	}
-	r.add(t0.Add(7*time.Second), 2) // 8 releases of 2 slots over t0 … t0+7s
-	if got := r.perSecond(t0.Add(8 * time.Second)); got != 2 {
+	r.add(t0.Add(7*s), 7, 2) // 8 releases of 2 slots over t0 … t0+7s
+	if got := r.perSecond(t0.Add(8*s), 8, 1); got != 2 {
 		t.Errorf("perSecond = %v, want 16 slots / 8 s = 2", got)
 	}
-	for i := range 2 * rateEvents { // the ring forgets the old ones
-		r.add(t0.Add(100*time.Second+time.Duration(i)*10*time.Millisecond), 1)
+	if got := r.perSecond(t0.Add(8*s), 8, 3); got != 6 {
+		t.Errorf("perSecond holding 3 = %v, want 3 × 2 (Little: the same requests, three at a time)", got)
 	}
-	if got := r.perSecond(t0.Add(100*time.Second + 2*rateEvents*10*time.Millisecond)); got != float64(rateEvents) {
+	if got := r.perSecond(t0.Add(8*s), 16, 1); got != 2 {
+		t.Errorf("perSecond holding less than the mean (2) = %v, want 2: never scaled down", got)
+	}
+	for i := range 2 * rateEvents { // the ring forgets the old ones
+		at := 100*s + time.Duration(i)*10*time.Millisecond
+		r.add(t0.Add(at), at.Seconds(), 1)
+	}
+	end := 100*s + 2*rateEvents*10*time.Millisecond
+	if got := r.perSecond(t0.Add(end), end.Seconds(), 1); got != float64(rateEvents) {
 		t.Errorf("perSecond over the last %d releases in 0.64 s = %v, want %d (a span of at least 1 s)", rateEvents, got, rateEvents)
 	}
 }

@@ -166,7 +166,7 @@ func (q *Queue) TryAcquire(r Request) *Slot {
 	if q.closed != nil {
 		return nil
 	}
-	g, ok := q.core.take(r)
+	g, ok := q.core.take(q.now(), r)
 	if !ok {
 		return nil
 	}

@@ -147,7 +147,7 @@ func TestCoreTenantSteps(t *testing.T) {
 				{act: tact{"Take(1)", func(r *rig, _ time.Time) ([]Grant, error) {
 					q := Request{ID: 1, Tenant: "retry", Service: 70}
 					r.reqs[1] = q
-					if g, ok := r.c.take(q); ok {
+					if g, ok := r.c.take(t0, q); ok {
 						return []Grant{g}, nil
 					}
 					return nil, nil

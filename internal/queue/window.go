@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Availability is whether an upstream can take new work, decided at
@@ -53,8 +54,11 @@ type window struct {
 	// dispatch (which recomputes it).
 	reserved bool
 	// rate measures how fast the window gives slots back (Release): the
-	// deadline check's service rate.
-	rate serviceRate
+	// deadline check's service rate. area is the slot-seconds it has held
+	// up to areaAt (accrue), which scale that rate to what it holds now.
+	rate   serviceRate
+	area   float64
+	areaAt time.Time
 	// used counts the slots each tenant account holds here (share.go); nil
 	// while shares are off.
 	used map[*account]int
