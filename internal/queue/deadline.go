@@ -30,16 +30,19 @@ func (e *DeadlineError) Unwrap() error { return ErrDeadline }
 func (e *DeadlineError) RetryAfter() time.Duration { return e.Wait }
 
 // rateEvents is how many releases a window's service rate remembers; the
-// rate is measured over their span (at least minRateSpan) up to now.
+// rate is measured over their span (at least minRateSpan) up to now, and
+// scaled to what the window holds only from scaleFrom times what it held
+// meanwhile (perSecond).
 const (
 	rateEvents    = 64
 	minRateEvents = 8
 	minRateSpan   = time.Second
+	scaleFrom     = 2
 )
 
 // serviceRate measures how fast a window gives slots back: the slots of its
 // last rateEvents releases over the time since the oldest of them, and the
-// slots it held meanwhile (its occupancy's integral, window.held). The zero
+// slots it held meanwhile (its occupancy's integral, window.area). The zero
 // value has measured nothing.
 type serviceRate struct {
 	at    [rateEvents]time.Time
@@ -68,14 +71,17 @@ func (s *serviceRate) add(now time.Time, held float64, slots int) {
 // held slot-seconds in all; 0 before minRateEvents releases.
 //
 // It is the measured rate, scaled up by occupancy over the mean it held
-// while it was measured: by Little's law the same requests come back that
-// much faster when that many more run. Unscaled, a window that had room gave
-// slots back as fast as requests arrived, not as fast as its pod served:
-// after a quiet spell that rate predicted a burst's waits many times too long
-// and refused requests the pod would have started in time (interop's
-// TestUvicornPod; TestCoreDeadlines, "a burst after a quiet spell"). It is
-// never scaled down: a window that holds less than it did (a cut) is
-// predicted as it was measured.
+// while it was measured when that is scaleFrom times as much or more: by
+// Little's law the same requests come back that much faster when that many
+// more run. Unscaled, a window that had room gave slots back as fast as
+// requests arrived, not as fast as its pod served: after a quiet spell that
+// rate predicted a burst's waits many times too long and refused requests
+// the pod would have started in time (interop's TestUvicornPod;
+// TestCoreDeadlines, "a burst after a quiet spell"). Below scaleFrom the
+// window holds about what it held, and the rate is taken as measured: on a
+// saturated pod (sim/replay's tables, its fairness test) the predictions
+// are the same as without scaling. It is never scaled down: a window that
+// holds less than it did (a cut) is predicted as it was measured.
 func (s *serviceRate) perSecond(now time.Time, held float64, occupancy int) float64 {
 	if s.n < minRateEvents {
 		return 0
@@ -84,8 +90,7 @@ func (s *serviceRate) perSecond(now time.Time, held float64, occupancy int) floa
 	span := now.Sub(s.at[oldest])
 	rate := float64(s.sum) / max(span, minRateSpan).Seconds()
 	if span > 0 {
-		// Beyond rounding only: the slot-seconds are a float's sum.
-		if mean := (held - s.held[oldest]) / span.Seconds(); mean > 0 && float64(occupancy) > mean*(1+1e-9) {
+		if mean := (held - s.held[oldest]) / span.Seconds(); mean > 0 && float64(occupancy) >= scaleFrom*mean {
 			rate *= float64(occupancy) / mean
 		}
 	}

@@ -261,6 +261,12 @@ func TestServiceRate(t *testing.T) {
 	if got := r.perSecond(t0.Add(8*s), 16, 1); got != 2 {
 		t.Errorf("perSecond holding less than the mean (2) = %v, want 2: never scaled down", got)
 	}
+	if got := r.perSecond(t0.Add(8*s), 4.8, 1); got != 2 {
+		t.Errorf("perSecond holding 1 against a mean of 0.6 = %v, want 2: below scaleFrom, as measured", got)
+	}
+	if got := r.perSecond(t0.Add(8*s), 4, 1); got != 4 {
+		t.Errorf("perSecond holding 1 against a mean of 0.5 = %v, want 2 × 2", got)
+	}
 	for i := range 2 * rateEvents { // the ring forgets the old ones
 		at := 100*s + time.Duration(i)*10*time.Millisecond
 		r.add(t0.Add(at), at.Seconds(), 1)
