@@ -175,8 +175,7 @@ func (c *Core) Enqueue(now time.Time, r Request) (g Grant, granted bool, err err
 // place: a Grant is 15 words): its tenant arrives (lifted if it had no
 // waiter) and is charged.
 func (c *Core) grantNow(now time.Time, g *Grant, w *window, r *Request, cost Cost, score float64) {
-	w.accrue(now)
-	w.take(cost)
+	w.take(now, cost)
 	t := c.tenantFor(tenantKey{priority: r.Priority, name: r.Tenant}, r.Weight)
 	cost.tenant = t.id
 	if t.acct != nil {
@@ -221,9 +220,7 @@ func (c *Core) Release(now time.Time, upstream string, cost Cost) []Grant {
 	if w == nil || w.inflight == 0 {
 		return nil
 	}
-	w.accrue(now)
-	w.rate.add(now, w.area, cost.slots())
-	w.give(cost)
+	w.give(now, cost)
 	if a != nil {
 		w.use(a, -cost.slots())
 		c.dropAcct(a)
@@ -314,8 +311,7 @@ func (c *Core) grant(now time.Time) []Grant {
 			c.reserve(it)
 			continue
 		}
-		w.accrue(now)
-		w.take(it.cost())
+		w.take(now, it.cost())
 		w.use(it.tenant.acct, it.cost().slots())
 		c.charge(it.tenant, it.service) // before forget: in flight, never idle in between
 		c.chose(w, it.prefix)

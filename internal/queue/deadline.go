@@ -98,7 +98,7 @@ func (s *serviceRate) perSecond(now time.Time, held float64, occupancy int) floa
 }
 
 // accrue adds what w held since it last accrued to its slot-seconds, up to
-// now: called before every change of what it holds.
+// now: take and give call it before they change what it holds.
 func (w *window) accrue(now time.Time) {
 	w.area = w.heldUntil(now)
 	if now.After(w.areaAt) {

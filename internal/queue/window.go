@@ -64,15 +64,19 @@ type window struct {
 	used map[*account]int
 }
 
-// take counts one more request of the given cost in flight.
-func (w *window) take(c Cost) {
+// take counts one more request of the given cost in flight from now.
+func (w *window) take(now time.Time, c Cost) {
+	w.accrue(now)
 	w.inflight += c.slots()
 	w.held += c.Memory
 	w.tokens += c.Tokens
 }
 
-// give takes one request of the given cost out of flight.
-func (w *window) give(c Cost) {
+// give takes one request of the given cost out of flight at now, and
+// counts its release in the window's service rate.
+func (w *window) give(now time.Time, c Cost) {
+	w.accrue(now)
+	w.rate.add(now, w.area, c.slots())
 	w.inflight = max(w.inflight-c.slots(), 0)
 	w.held = max(w.held-c.Memory, 0)
 	w.tokens = max(w.tokens-c.Tokens, 0)
