@@ -22,7 +22,7 @@ with an Expect header (uvicorn answers it with a 100), and the requests in
 the engine now and at most (Flight). POST /test/reset starts the most over
 from now; POST /test/kv?value=F sets vllm:kv_cache_usage_perc.
 
-    python3 vllm_app.py --http h11|httptools --timeout-keep-alive S
+    python3 vllm_app.py --http h11|httptools --timeout-keep-alive S [--port N]
 
 It prints {"port": N} once listening on 127.0.0.1 and stops when stdin
 closes.
@@ -245,10 +245,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--http", default="h11", choices=["h11", "httptools"])
     ap.add_argument("--timeout-keep-alive", type=int, default=5)  # vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE
+    ap.add_argument("--port", type=int, default=0)  # 0: any free port (the test's); 8000 is vLLM's
     args = ap.parse_args()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", args.port))
     sock.listen(128)
     config = uvicorn.Config(app, http=args.http, timeout_keep_alive=args.timeout_keep_alive,
                             log_level="warning", lifespan="off")
