@@ -184,7 +184,11 @@ func testUvicornWindow(t *testing.T, gk string, pod *uvicornPod) {
 		for i := range n {
 			wg.Go(func() {
 				body := fmt.Sprintf(`{"model":"test-model","prompt":"window %d","max_tokens":20,"stream":%v}`, i, i%2 == 0)
-				errs[i] = fetchAll(gk+"/v1/completions", body, "X-Test-Token-Delay-Ms", "5")
+				r, err := send(gk+"/v1/completions", body, "X-Test-Token-Delay-Ms", "5")
+				if err == nil && r.status != http.StatusOK {
+					err = fmt.Errorf("%d %s", r.status, r.body)
+				}
+				errs[i] = err
 			})
 		}
 		wg.Wait()
@@ -197,30 +201,6 @@ func testUvicornWindow(t *testing.T, gk string, pod *uvicornPod) {
 			t.Errorf("the pod ran at most %d at once; want 2 to %d (gatekeeper's window)", most, window)
 		}
 	})
-}
-
-// fetchAll posts body to url as JSON with header's names and values and
-// reads the answer, which must be a 200; for goroutines, where post's
-// t.Fatal may not be called.
-func fetchAll(url, body string, header ...string) error {
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err == nil && res.StatusCode != http.StatusOK {
-		err = fmt.Errorf("%d %s", res.StatusCode, b)
-	}
-	return err
 }
 
 func testUvicornClientLeaves(t *testing.T, gk, admin string, pod *uvicornPod) {

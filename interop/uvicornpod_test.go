@@ -130,25 +130,33 @@ type reply struct {
 // value, ...), and reads the answer.
 func post(t *testing.T, url, body string, header ...string) reply {
 	t.Helper()
+	r, err := send(url, body, header...)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return r
+}
+
+// send is post for a goroutine, where t.Fatal may not be called.
+func send(url, body string, header ...string) (reply, error) {
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	client := &http.Client{Timeout: 30 * time.Second}
-	res, err := client.Do(req)
+	res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		return reply{}, err
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		t.Fatalf("POST %s: reading the answer: %v", url, err)
+		return reply{}, fmt.Errorf("reading the answer: %w", err)
 	}
-	return reply{status: res.StatusCode, header: res.Header, body: string(b)}
+	return reply{status: res.StatusCode, header: res.Header, body: string(b)}, nil
 }
 
 func get(t *testing.T, url string) string {

@@ -78,10 +78,11 @@ func (s *serviceRate) add(now time.Time, held float64, slots int) {
 // rate predicted a burst's waits many times too long and refused requests
 // the pod would have started in time (interop's TestUvicornPod;
 // TestCoreDeadlines, "a burst after a quiet spell"). Below scaleFrom the
-// window holds about what it held, and the rate is taken as measured: on a
-// saturated pod (sim/replay's tables, its fairness test) the predictions
-// are the same as without scaling. It is never scaled down: a window that
-// holds less than it did (a cut) is predicted as it was measured.
+// window holds about what it held, and the rate is taken as measured:
+// scaled by smaller ratios too, it moved the predictions on a saturated
+// pod (sim/replay's tables, its fairness test past VTC's bound). It is
+// never scaled down: a window that holds less than it did (a cut) is
+// predicted as it was measured.
 func (s *serviceRate) perSecond(now time.Time, held float64, occupancy int) float64 {
 	if s.n < minRateEvents {
 		return 0
