@@ -53,6 +53,8 @@ type chartCase struct {
 	// scalePool is the pool of gatekeeper_desired_replicas a ScaledObject
 	// or HPA must scale on; "" means all.
 	scalePool string
+	// appProtocol is the Service's http port's, with policy.server.h2c.
+	appProtocol string
 }
 
 // chartPicker is the endpoint picker a chartCase renders.
@@ -96,6 +98,13 @@ func chartCases() []chartCase {
 			replicas:     3,
 			redisURL:     "rediss://redis.example.internal:6380/0",
 			passwordFile: "/etc/gatekeeper-redis/password",
+		},
+		{
+			name:        "h2c for a gateway that speaks HTTP/2 to its backends",
+			args:        []string{"--set", "policy.server.h2c=true"},
+			objects:     []string{"ConfigMap/gatekeeper-policy", "Deployment/gatekeeper", "Service/gatekeeper"},
+			replicas:    1,
+			appProtocol: "kubernetes.io/h2c",
 		},
 		{
 			name: "monitoring on",
@@ -293,6 +302,15 @@ func checkChartPolicy(t *testing.T, objs map[string]map[string]any, tt chartCase
 		if c.Redis.URL != tt.redisURL || c.Replicas != tt.replicas || c.Redis.PasswordFile != tt.passwordFile {
 			t.Errorf("policy cluster = url %q, replicas %d, password_file %q; want %q, %d, %q",
 				c.Redis.URL, c.Replicas, c.Redis.PasswordFile, tt.redisURL, tt.replicas, tt.passwordFile)
+		}
+	}
+	ports, _ := lookup(objs["Service/gatekeeper"], "spec", "ports").([]any)
+	for _, p := range ports {
+		if lookup(p, "name") != "http" {
+			continue
+		}
+		if got, _ := lookup(p, "appProtocol").(string); got != tt.appProtocol || cfg.Server.H2C != (tt.appProtocol != "") {
+			t.Errorf("the http port's appProtocol = %q with server.h2c %v, want %q", got, cfg.Server.H2C, tt.appProtocol)
 		}
 	}
 	if tt.passwordFile != "" {

@@ -135,6 +135,8 @@ func (a *app) trafficServer() *http.Server {
 		ConnState:         a.conns.Track,     // gatekeeper_client_connections
 		// No WriteTimeout: streams last minutes. A client that stops reading is cut by
 		// server.send_timeout, when it has taken no byte for that long (proxy.SendListener).
+		Protocols: listener.Protocols(s.H2C),
+		HTTP2:     listener.HTTP2(s.MaxConcurrentStreams, s.SendTimeout),
 	}
 }
 
@@ -217,8 +219,7 @@ func shutdownHTTP(ts *http.Server, waitStreams func(context.Context) error) func
 }
 
 // configureTLS makes ts serve TLS with HTTP/2 and HTTP/1.1 when the policy
-// asks for it, with a cap on concurrent HTTP/2 streams per connection. The
-// certificate is re-read when its files change (tlscert.Loader).
+// asks for it (trafficServer set HTTP/2's bounds). The certificate is re-read when its files change (tlscert.Loader).
 func (a *app) configureTLS(ts *http.Server) (bool, error) {
 	s := a.cfg().Server
 	if s.TLS == nil {
@@ -229,6 +230,5 @@ func (a *app) configureTLS(ts *http.Server) (bool, error) {
 		return false, fmt.Errorf("gatekeeper: server.tls: %w", err)
 	}
 	ts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: l.GetCertificate}
-	ts.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: s.MaxConcurrentStreams}
 	return true, nil
 }

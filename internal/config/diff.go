@@ -188,7 +188,7 @@ func RestartOnly(changed []string) []string {
 		case k == "server.listen", k == "server.admin_listen", k == "server.read_header_timeout",
 			k == "server.idle_timeout", k == "server.max_header_bytes", k == "server.max_concurrent_streams",
 			k == "server.max_connections", strings.HasPrefix(k, "server.overload"),
-			k == "server.stream_handoff", // the HTTP front's handler is built once
+			k == "server.stream_handoff", k == "server.h2c", // the HTTP front's handler and server are built once
 			strings.HasPrefix(k, "server.tls"),
 			strings.HasPrefix(k, "transport."), strings.HasPrefix(k, "health_check."),
 			k == "cluster", strings.HasPrefix(k, "cluster."),

@@ -166,9 +166,9 @@ func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	got := RestartOnly([]string{"server.listen", "server.max_body_bytes", "transport.dial_timeout",
 		"fast_breaker.qps", "health_check.interval", "server.drain_delay", "server.max_connections",
-		"routing.scorers.prefix", "routing.prefix_capacity_blocks", "server.stream_handoff"})
+		"routing.scorers.prefix", "routing.prefix_capacity_blocks", "server.stream_handoff", "server.h2c"})
 	want := []string{"server.listen", "transport.dial_timeout", "health_check.interval", "server.max_connections",
-		"routing.prefix_capacity_blocks", "server.stream_handoff"}
+		"routing.prefix_capacity_blocks", "server.stream_handoff", "server.h2c"}
 	if !slices.Equal(got, want) {
 		t.Errorf("RestartOnly() = %v, want %v", got, want)
 	}

@@ -35,6 +35,7 @@ var badFiles = map[string][]string{
 	"tls.bad.yaml": {
 		`config: line 3: server.max_concurrent_streams: `,
 		`config: line 4: server.tls.key_file: is required with server.tls`,
+		`config: line 6: server.h2c: is for a plaintext listener; with server.tls HTTP/2 is negotiated (ALPN), leave h2c out`,
 	},
 	"unknown-key.bad.yaml": {`config: line 4: unknown key "lisen" in server (did you mean "listen"?)`},
 	"unknown-top.bad.yaml": {`config: line 1: unknown key "upstream" at top level (did you mean "upstreams"?)`},

@@ -87,7 +87,9 @@ type Server struct {
 	// is served while it takes bytes; over TCP it is seen to take them when
 	// its receive window opens, a segment (1.4 KiB) or more at a time, so a
 	// reader slower than that per send_timeout looks stopped. On HTTP/2
-	// each write must end within it instead. 0: none.
+	// each write must end within it instead, and a connection that takes
+	// no byte for the send_timeout gatekeeper started with is closed.
+	// 0: none.
 	SendTimeout     time.Duration `yaml:"send_timeout"`
 	MaxHeaderBytes  int           `yaml:"max_header_bytes"`  // http.Server.MaxHeaderBytes
 	RequestIDHeader string        `yaml:"request_id_header"` // header read (or set) to correlate requests
@@ -103,6 +105,11 @@ type Server struct {
 	MaxConnections int `yaml:"max_connections"`
 	// TLS, if set, serves the traffic listener over TLS with HTTP/2.
 	TLS *TLS `yaml:"tls"`
+	// H2C serves plaintext HTTP/2 with prior knowledge (h2c) on the traffic
+	// listener beside HTTP/1.1, for a gateway that speaks HTTP/2 to its
+	// backends: its requests share a few connections instead of one each.
+	// Not with TLS, where HTTP/2 is negotiated. Needs a restart.
+	H2C bool `yaml:"h2c"`
 	// Overload sheds new requests while gatekeeper itself is saturated.
 	Overload Overload `yaml:"overload"`
 	// StreamHandoff relays a plain-text HTTP/1.1 token stream, once its

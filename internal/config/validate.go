@@ -140,6 +140,9 @@ func (k *checker) server(s Server) {
 		k.add("server.overload.sched_delay", "must be 0 (not watched) or at least 100µs, got %v", d)
 	}
 	k.atLeast("server.overload.max_inflight", int64(s.Overload.MaxInflight), 0) // 0: no bound
+	if s.H2C && s.TLS != nil {
+		k.add("server.h2c", "is for a plaintext listener; with server.tls HTTP/2 is negotiated (ALPN), leave h2c out")
+	}
 	if t := s.TLS; t != nil {
 		if t.CertFile == "" {
 			k.add("server.tls.cert_file", "is required with server.tls")

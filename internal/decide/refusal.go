@@ -26,6 +26,7 @@ const (
 	statusBadGateway         = 502
 	statusServiceUnavailable = 503
 	statusGatewayTimeout     = 504
+	statusHTTPVersion        = 505
 	maxRetryAfter            = 60 * time.Second
 	defaultRateLimitedRetry  = time.Second
 	errTypeInvalidRequest    = "invalid_request_error"
@@ -97,6 +98,14 @@ func bodyTooLarge(limit int64) Refusal {
 // not forwarded.
 func compressed() Refusal {
 	return malformed(statusUnsupportedMedia, "compressed request bodies are not accepted; send the body uncompressed", "")
+}
+
+// HTTPVersionNotSupported is the 505 of a request in an HTTP version the
+// listener does not serve: the client's error, not gatekeeper's.
+func HTTPVersionNotSupported(message string) Refusal {
+	rf := malformed(statusHTTPVersion, message, "")
+	rf.errType = errTypeInvalidRequest
+	return rf
 }
 
 // malformed is a bad_request refusal with its precise 4xx status.

@@ -1,12 +1,14 @@
 // Package listener holds the traffic listener's bounds (issue 16, "bounded
 // under overload"): at most server.max_connections client connections at
-// once, the open-file limit they need, and the gauge of those open.
+// once, the open-file limit they need, and the gauge of those open; and
+// the protocols its server speaks, with HTTP/2's bounds.
 package listener
 
 import (
 	"net"
 	"net/http"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/netutil"
@@ -74,3 +76,26 @@ func (c *Conns) Track(_ net.Conn, s http.ConnState) {
 // HandedOffClosed counts closed a connection Track saw hijacked: it has
 // closed, or it is served again and passes through StateNew anew.
 func (c *Conns) HandedOffClosed() { c.open.Dec() }
+
+// Protocols is what the traffic server speaks: nil (net/http's default,
+// HTTP/1 and, over TLS, HTTP/2) unless h2c, which adds HTTP/2 with prior
+// knowledge on a plain listener (Go's server tells it by its preface; the
+// upgrade from HTTP/1.1 is not offered).
+func Protocols(h2c bool) *http.Protocols {
+	if !h2c {
+		return nil
+	}
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
+}
+
+// HTTP2 is the traffic server's HTTP/2 configuration, over TLS or h2c: at
+// most maxStreams requests at once per connection, and a connection that
+// takes no byte for sendTimeout (0: none) closed. The handler bounds each
+// stream's writes by the same timeout, as HTTP/2's flow control is per
+// stream; HTTP/1's bound is in the connection (proxy.SendListener).
+func HTTP2(maxStreams int, sendTimeout time.Duration) *http.HTTP2Config {
+	return &http.HTTP2Config{MaxConcurrentStreams: maxStreams, WriteByteTimeout: sendTimeout}
+}

@@ -27,3 +27,16 @@ func TestFileLimitLow(t *testing.T) {
 		}
 	}
 }
+
+// TestProtocols: without h2c the server's default (nil); with it HTTP/1
+// and HTTP/2 with prior knowledge, and no HTTP/2 over TLS (h2c is refused
+// with server.tls).
+func TestProtocols(t *testing.T) {
+	if p := Protocols(false); p != nil {
+		t.Errorf("Protocols(false) = %v, want nil", p)
+	}
+	p := Protocols(true)
+	if p == nil || !p.HTTP1() || !p.UnencryptedHTTP2() || p.HTTP2() {
+		t.Errorf("Protocols(true) = %v, want HTTP1 and UnencryptedHTTP2", p)
+	}
+}

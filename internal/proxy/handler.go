@@ -93,6 +93,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveAmbiguous(w, r)
 		return
 	}
+	if r.Method == "PRI" && r.ProtoMajor == 2 { // HTTP/2's preface, on a listener without h2c
+		h.serveNoH2C(w, r)
+		return
+	}
 	switch {
 	case r.Method != http.MethodGet:
 		h.serveTraffic(w, r)

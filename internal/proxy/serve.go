@@ -232,6 +232,17 @@ func (h *Handler) serveAmbiguous(w http.ResponseWriter, r *http.Request) {
 		"a folded header line or a malformed chunk", ""))
 }
 
+// serveNoH2C answers a client that opened its connection with HTTP/2's
+// preface (prior knowledge) while server.h2c is off: Go's server reads it
+// as an HTTP/1 request ("PRI * HTTP/2.0") and closes the connection after
+// the answer, which such a client cannot read, but logs and metrics can.
+func (h *Handler) serveNoH2C(w http.ResponseWriter, r *http.Request) {
+	ex := &exchange{Request: h.core.Begin(), id: h.ids.next()}
+	w.Header().Set(ex.Policy.RequestIDHeader, ex.id)
+	h.refuse(w, r, ex, decide.HTTPVersionNotSupported(
+		"plaintext HTTP/2 (h2c) is off on this listener; speak HTTP/1.1, or set server.h2c: true"))
+}
+
 // dispatch forwards an admitted request; a pod that refuses it before any
 // byte reached the client hands it once to another pod with room.
 func (h *Handler) dispatch(w http.ResponseWriter, ex *exchange, adm *decide.Admitted) {
@@ -291,11 +302,12 @@ func (h *Handler) finish(r *http.Request, ex *exchange, o decide.Outcome, status
 // the 413. HTTP/2 needs none of it: the server ends the stream, not the
 // connection, and flow control has already stopped the client.
 func (h *Handler) refuseLarge(w http.ResponseWriter, r *http.Request, ex *exchange, rf decide.Refusal) {
-	w.Header().Set("Connection", "close")
-	h.refuse(w, r, ex, rf)
 	if r.ProtoMajor != 1 {
+		h.refuse(w, r, ex, rf) // Connection: close would send GOAWAY, ending every other stream's connection
 		return
 	}
+	w.Header().Set("Connection", "close")
+	h.refuse(w, r, ex, rf)
 	rc := http.NewResponseController(w)
 	if rc.Flush() != nil { // the client is gone, or cannot take the answer
 		return

@@ -21,7 +21,9 @@ import (
 // space) before any handler runs, but a request that a proxy reads one way and
 // a pod another is the stuff of request smuggling (issue 7). Use it with
 // ConnContext on the same http.Server. TLS listeners are not wrapped: the
-// bytes are encrypted there, and HTTP/2 has no such framing.
+// bytes are encrypted there, and HTTP/2 has no such framing; nor is a
+// connection scanned once it has opened with HTTP/2's preface (h2c with
+// prior knowledge), which Go's server then serves as HTTP/2 or closes.
 func Guard(l net.Listener) net.Listener { return guardListener{l} }
 
 // ConnContext is http.Server.ConnContext for a Guard listener: it makes the
@@ -108,7 +110,16 @@ const (
 	stChunkEnd                     // the CRLF after a chunk's data
 	stTrailer                      // trailer lines up to the blank line
 	stTainted                      // ambiguous: the verdict sticks, scanning stops
+	stHTTP2                        // the connection opened with HTTP/2's preface: scanning stops
 )
+
+// h2Preface opens a connection that speaks HTTP/2 with prior knowledge (RFC
+// 9113 §3.4). Go's server serves such a connection as HTTP/2 when it speaks
+// h2c, and otherwise reads "PRI * HTTP/2.0" as one request it closes the
+// connection after; either way no HTTP/1 request follows on it. A
+// connection that begins with only part of it is read as HTTP/1, by Go's
+// server and the scanner alike.
+var h2Preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 
 // framingScanner follows the framing of a stream of HTTP/1 requests the way
 // Go's server reads it: after a header block with Content-Length N it skips N
@@ -117,10 +128,15 @@ const (
 // body does not end in a newline. It keeps only a bounded prefix of each line.
 // The zero value is ready to use.
 type framingScanner struct {
-	state  scanState
-	line   lineBuf
-	remain uint64 // body or chunk bytes still to skip; CRLF bytes in stChunkEnd
-	hdr    headerFacts
+	state scanState
+	// preface counts the bytes of h2Preface the connection opened with and
+	// the scanner holds back, while they are all it has sent; notH2 is set
+	// once it sent anything else.
+	preface int
+	notH2   bool
+	line    lineBuf
+	remain  uint64 // body or chunk bytes still to skip; CRLF bytes in stChunkEnd
+	hdr     headerFacts
 }
 
 // headerFacts is what one header block says about framing.
@@ -135,7 +151,33 @@ type headerFacts struct {
 
 // scan consumes b and reports whether the stream is (now) ambiguous.
 func (s *framingScanner) scan(b []byte) bool {
-	for len(b) > 0 && s.state != stTainted {
+	if !s.notH2 {
+		var held []byte
+		if held, b = s.matchPreface(b); len(held) > 0 {
+			s.scanHTTP1(held)
+		}
+	}
+	return s.scanHTTP1(b)
+}
+
+// matchPreface consumes what b adds to the HTTP/2 preface at the
+// connection's start. When the connection turns out to send something else,
+// it returns the preface bytes it held back, to be scanned before the rest.
+func (s *framingScanner) matchPreface(b []byte) (held, rest []byte) {
+	n := min(len(b), len(h2Preface)-s.preface)
+	if bytes.Equal(b[:n], h2Preface[s.preface:s.preface+n]) {
+		if s.preface += n; s.preface == len(h2Preface) {
+			s.state = stHTTP2
+		}
+		return nil, b[n:]
+	}
+	s.notH2 = true
+	return h2Preface[:s.preface], b
+}
+
+// scanHTTP1 scans b as HTTP/1 requests.
+func (s *framingScanner) scanHTTP1(b []byte) bool {
+	for len(b) > 0 && s.state != stTainted && s.state != stHTTP2 {
 		switch s.state {
 		case stBody, stChunkData:
 			n := min(uint64(len(b)), s.remain)

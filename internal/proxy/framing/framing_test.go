@@ -271,8 +271,8 @@ func FuzzFramingScanner(f *testing.F) {
 		if got := scanInReads(string(stream), int(size)+1); got != whole {
 			t.Errorf("reads of %d bytes: ambiguous = %v, in one read %v", int(size)+1, got, whole)
 		}
-		if whole {
-			return
+		if whole || bytes.HasPrefix(stream, h2Preface) || bytes.HasPrefix(h2Preface, stream) {
+			return // an HTTP/2 connection, or the start of one: Go's server reads no HTTP/1 requests there
 		}
 		// Where Go's parser reads the whole stream, the scanner must find
 		// the same requests: otherwise it checks headers Go never reads as
@@ -285,4 +285,37 @@ func FuzzFramingScanner(f *testing.F) {
 			t.Errorf("Go read %d requests, the scanner %d", read, scanned)
 		}
 	})
+}
+
+// TestFramingScannerHTTP2Preface: a connection that opens with HTTP/2's
+// preface is not scanned (its frames are not HTTP/1, and Go's server reads
+// no HTTP/1 request after it), whatever follows; one that opens with part of
+// it and then goes on otherwise is scanned as HTTP/1 from its first byte, as
+// Go's server reads it.
+func TestFramingScannerHTTP2Preface(t *testing.T) {
+	frames := "\x00\x00\x00\x04\x00\x00\x00\x00\x00" + // an empty SETTINGS frame
+		"POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n" // bytes that are not framing here
+	ambiguous := "\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	for _, tt := range []struct {
+		name   string
+		stream string
+		want   bool
+	}{
+		{"the preface and frames", string(h2Preface) + frames, false},
+		{"the preface alone", string(h2Preface), false},
+		{"PRI with headers", "PRI * HTTP/2.0" + ambiguous, true},
+		{"the preface's first line, then a request", "PRI * HTTP/2.0\r\n\r\nPOST / HTTP/1.1" + ambiguous, true},
+		{"the preface but its last byte", string(h2Preface[:len(h2Preface)-1]) + "x" + ambiguous, true},
+		{"a blank line before it", "\r\n" + string(h2Preface) + "POST / HTTP/1.1" + ambiguous, true},
+		{"after a request", "GET / HTTP/1.1\r\n\r\n" + string(h2Preface) + "POST / HTTP/1.1" + ambiguous, true},
+		{"P as in POST", "POST / HTTP/1.1" + ambiguous, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, size := range []int{1, 2, 3, 7, 23, 24, 4096} {
+				if got := scanInReads(tt.stream, size); got != tt.want {
+					t.Errorf("reads of %d bytes: ambiguous = %v, want %v", size, got, tt.want)
+				}
+			}
+		})
+	}
 }
