@@ -12,6 +12,10 @@
 // as vLLM's OpenAI server is: gatekeeper's own pod transport and metrics
 // parser meet the server code a real pod runs.
 //
+// haproxy_test.go puts HAProxy in front of it, speaking HTTP/2 to gatekeeper
+// with server.h2c (HAProxy's own HTTP/2, not Go's; Debian's haproxy,
+// `scripts/install/haproxy.sh`), and the uvicorn pod behind it.
+//
 // Each test skips with a message when what it needs is absent, and fails
 // instead under GATEKEEPER_REQUIRE_TOOLS=1 (CI installs everything first).
 package interop
