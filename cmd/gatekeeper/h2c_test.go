@@ -333,13 +333,5 @@ func TestH2CDrains(t *testing.T) {
 	if rest, err := io.ReadAll(rd); err != nil || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
 		t.Errorf("the stream after SIGTERM ended with %q, %v; want [DONE] and no reset", rest, err)
 	}
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Errorf("serveOn() = %v, want nil (exit 0)", err)
-		}
-		r.done <- nil // for Cleanup
-	case <-time.After(20 * time.Second):
-		t.Fatal("serveOn did not return after the stream ended")
-	}
+	r.waitStopped(t)
 }
