@@ -90,7 +90,7 @@ func TestHAProxyH2C(t *testing.T) {
 		for range n {
 			wg.Go(func() {
 				r, err := send(front+"/v1/completions", `{"model":"test-model","prompt":"x","max_tokens":40,"stream":true}`,
-					"X-Test-Token-Delay-Ms", "50") // 2 s each
+					"X-Test-Token-Delay-Ms", "100") // 4 s each: all six are in the pod at once, on a loaded machine too
 				if err == nil && (r.status != http.StatusOK || !strings.HasSuffix(r.body, "data: [DONE]\n\n")) {
 					err = fmt.Errorf("status %d, %q", r.status, r.body)
 				}

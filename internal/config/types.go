@@ -80,7 +80,7 @@ type Server struct {
 	DrainDelay        time.Duration `yaml:"drain_delay"`         // SIGTERM: keep serving this long after /readyz turns 503
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // then let in-flight streams finish for at most this long
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"` // http.Server.ReadHeaderTimeout
-	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // http.Server.IdleTimeout (client keep-alive)
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // http.Server.IdleTimeout (client keep-alive); a proxy in front must close idle connections sooner
 	// SendTimeout cuts an answer (a token stream above all) whose client
 	// has taken no byte of it for this long: its pod request is cancelled
 	// and its slot freed (nginx's send_timeout). A client that reads slowly
