@@ -130,7 +130,7 @@ func TestH2C(t *testing.T) {
 	// A window of one slot: a request is served only once the one before it
 	// gave its slot back, so a slot a cut stream kept would starve the next.
 	r := startLifecycle(t, "upstreams: [{name: p, url: '"+podURL+"', max_inflight: 1}]\n"+
-		"server: {drain_delay: 0s, h2c: true, max_concurrent_streams: 3, send_timeout: 1s, max_body_bytes: 4096}\n"+
+		"server: {drain_delay: 0s, h2c: true, max_concurrent_streams: 3, send_timeout: 1s, max_body_bytes: 4096, read_header_timeout: 1s}\n"+
 		"queue: {ttft_deadline: 0s}\n", nil)
 	client := h2cClient(t)
 
@@ -223,6 +223,19 @@ func TestH2C(t *testing.T) {
 	t.Run("max_concurrent_streams is advertised", func(t *testing.T) {
 		if got := serverSettings(t, r.traffic)[http2.SettingMaxConcurrentStreams]; got != 3 {
 			t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS = %d, want 3", got)
+		}
+	})
+
+	t.Run("a connection that sends part of the preface and stops is closed at read_header_timeout", func(t *testing.T) {
+		c, err := net.Dial("tcp", strings.TrimPrefix(r.traffic, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // a bound: the server closes it after 1 s
+		_, _ = io.WriteString(c, http2.ClientPreface[:10])
+		if got, err := io.ReadAll(c); err != nil { // net/http's HTTP/1 answer to a request it timed out reading, then EOF
+			t.Errorf("read %q, then %v; want the connection closed", got, err)
 		}
 	})
 
