@@ -2,17 +2,20 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // h2cPod is a pod for the h2c tests. It counts its requests in flight from
@@ -220,6 +223,15 @@ func TestH2C(t *testing.T) {
 		}
 	})
 
+	t.Run("a client that sends its whole body before it reads gets the 413, its stream not reset", func(t *testing.T) {
+		// curl and Python's httpx do so, and report a reset stream as a
+		// protocol error (httpx: the OpenAI SDK then retries the body).
+		status, reset := sendThenRead(t, r.traffic, 16384) // over max_body_bytes, in one DATA frame
+		if status != "413" || reset {
+			t.Errorf(":status %q, stream reset %v; want 413 and the stream ended, not reset", status, reset)
+		}
+	})
+
 	t.Run("max_concurrent_streams is advertised", func(t *testing.T) {
 		if got := serverSettings(t, r.traffic)[http2.SettingMaxConcurrentStreams]; got != 3 {
 			t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS = %d, want 3", got)
@@ -295,6 +307,75 @@ func chatStatus(t *testing.T, c *http.Client, url string) int {
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	return res.StatusCode
+}
+
+// sendThenRead plays an HTTP/2 client that sends a request and its body of
+// n bytes before it reads any answer, as curl and httpx do: it sends the
+// headers, waits for the answer's headers (so that the server decided
+// before the body came), sends the body, and reads the stream to its end,
+// then to the answer of a PING sent after it (frames keep their order, so
+// a reset sent after the answer's end is seen too). It returns the
+// answer's :status and whether the server reset the stream.
+func sendThenRead(t *testing.T, url string, n int) (status string, reset bool) {
+	t.Helper()
+	host := strings.TrimPrefix(url, "http://")
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, http2.ClientPreface)
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", host},
+		{":path", "/v1/chat/completions"}, {"content-type", "application/json"}, {"content-length", strconv.Itoa(n)}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	sentBody, ended := false, func() { _ = fr.WritePing(false, [8]byte{'e', 'n', 'd'}) }
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			status = f.PseudoValue("status")
+			if !sentBody {
+				sentBody = true
+				if err := fr.WriteData(1, true, make([]byte, n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if f.StreamEnded() {
+				ended()
+			}
+		case *http2.DataFrame:
+			if f.StreamEnded() {
+				ended()
+			}
+		case *http2.PingFrame:
+			if f.IsAck() {
+				return status, reset
+			}
+		case *http2.RSTStreamFrame:
+			reset = true
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v", f.ErrCode)
+		}
+	}
 }
 
 // serverSettings opens an h2c connection and returns the server's first

@@ -295,18 +295,18 @@ func (h *Handler) finish(r *http.Request, ex *exchange, o decide.Outcome, status
 	}
 }
 
-// refuseLarge answers 413 and then, on HTTP/1, reads what the client still
-// sends of the body (lingering, below) before the connection closes. A
-// client that sends its whole body before it reads the answer (Python's
-// http.client) would otherwise meet a reset while it writes, and never read
-// the 413. HTTP/2 needs none of it: the server ends the stream, not the
-// connection, and flow control has already stopped the client.
+// refuseLarge answers 413 and then reads what the client still sends of the
+// body (lingering, below) before the connection closes (HTTP/1) or the
+// stream ends (HTTP/2). A client that sends its whole body before it reads
+// the answer would otherwise meet a reset while it writes, and never read
+// the 413: on HTTP/1 Python's http.client; on HTTP/2, where net/http resets
+// a stream whose handler left its body unread (RST_STREAM NO_ERROR, which
+// RFC 9113 allows), curl and Python's httpx (the OpenAI SDK's), which then
+// report a protocol error, and the SDK retries the whole body.
 func (h *Handler) refuseLarge(w http.ResponseWriter, r *http.Request, ex *exchange, rf decide.Refusal) {
-	if r.ProtoMajor != 1 {
-		h.refuse(w, r, ex, rf) // Connection: close would send GOAWAY, ending every other stream's connection
-		return
+	if r.ProtoMajor == 1 { // on HTTP/2 it would send GOAWAY, ending every other stream's connection
+		w.Header().Set("Connection", "close")
 	}
-	w.Header().Set("Connection", "close")
 	h.refuse(w, r, ex, rf)
 	rc := http.NewResponseController(w)
 	if rc.Flush() != nil { // the client is gone, or cannot take the answer
