@@ -16,6 +16,10 @@
 // with server.h2c (HAProxy's own HTTP/2, not Go's; Debian's haproxy,
 // `scripts/install/haproxy.sh`), and the uvicorn pod behind it.
 //
+// httpx_test.go drives it with httpx_client.py: httpx, the HTTP client under
+// the OpenAI Python SDK (Debian's python3-httpx and python3-h2,
+// `scripts/install/httpx.sh`), on HTTP/1.1 and on h2c.
+//
 // Each test skips with a message when what it needs is absent, and fails
 // instead under GATEKEEPER_REQUIRE_TOOLS=1 (CI installs everything first).
 package interop

@@ -57,8 +57,7 @@ func TestHAProxyH2C(t *testing.T) {
 	}
 	bin := buildGatekeeper(t)
 	pod := startUvicornPod(t, py, "httptools")
-	policy := strings.Replace(fmt.Sprintf(uvicornPolicy, pod.url), "shutdown_timeout: 2s}", "shutdown_timeout: 2s, h2c: true}", 1)
-	gk, admin := startGatekeeper(t, bin, policy)
+	gk, admin := startGatekeeper(t, bin, h2cPolicy(pod.url))
 	front := startHAProxy(t, haproxy, strings.TrimPrefix(gk, "http://"))
 
 	t.Run("answers and streams relayed over HTTP/2", func(t *testing.T) {
@@ -138,6 +137,11 @@ func TestHAProxyH2C(t *testing.T) {
 			t.Error("the pod completed the request, want it cancelled")
 		}
 	})
+}
+
+// h2cPolicy is uvicornPolicy with server.h2c.
+func h2cPolicy(podURL string) string {
+	return strings.Replace(fmt.Sprintf(uvicornPolicy, podURL), "shutdown_timeout: 2s}", "shutdown_timeout: 2s, h2c: true}", 1)
 }
 
 // startHAProxy runs HAProxy in front of backend (host:port) until the test
