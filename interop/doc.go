@@ -16,6 +16,10 @@
 // with server.h2c (HAProxy's own HTTP/2, not Go's; Debian's haproxy,
 // `scripts/install/haproxy.sh`), and the uvicorn pod behind it.
 //
+// nginx_test.go puts nginx in front of it as an ingress does (Debian's nginx,
+// `scripts/install/nginx.sh`): as ingress-nginx configures its upstreams,
+// and with nginx's own proxy defaults (HTTP/1.0, the answer buffered).
+//
 // httpx_test.go drives it with httpx_client.py: httpx, the HTTP client under
 // the OpenAI Python SDK (Debian's python3-httpx and python3-h2,
 // `scripts/install/httpx.sh`), on HTTP/1.1 and on h2c.
