@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -266,6 +267,8 @@ func FuzzFramingScanner(f *testing.F) {
 	for _, tt := range framingCases {
 		f.Add([]byte(tt.stream), uint8(3))
 	}
+	f.Add(append(slices.Clip(h2Preface), "\x00\x00\x00\x04\x00\x00\x00\x00\x00"...), uint8(7)) // HTTP/2
+	f.Add([]byte("PRI * HTTP/2.0\r\n\r\nGET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n"), uint8(5))      // not quite
 	f.Fuzz(func(t *testing.T, stream []byte, size uint8) {
 		whole := scanInReads(string(stream), len(stream)+1)
 		if got := scanInReads(string(stream), int(size)+1); got != whole {
