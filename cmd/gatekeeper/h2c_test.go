@@ -2,20 +2,17 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // h2cPod is a pod for the h2c tests. It counts its requests in flight from
@@ -122,115 +119,19 @@ func waitAborted(t *testing.T, p *h2cPod, want string) {
 	}
 }
 
-// TestH2C: with server.h2c a gateway's HTTP/2 requests share one
-// connection, streams go out event by event, a stream whose client cancels
-// it or stops reading is cut at the pod and its window slot freed, the
-// listener advertises max_concurrent_streams, and HTTP/1.1 (with the framing
-// guard) is served on the same port. Without it, HTTP/2's preface is
-// answered 505.
+// TestH2C: with server.h2c, plaintext HTTP/2 gets what testHTTP2Streams
+// checks (a gateway's requests sharing one connection), the listener
+// advertises max_concurrent_streams and closes a connection that stops
+// within the preface, and HTTP/1.1 (with the framing guard) is served on the
+// same port. Without it, HTTP/2's preface is answered 505.
 func TestH2C(t *testing.T) {
 	pod, podURL := newH2CPod(t)
 	// A window of one slot: a request is served only once the one before it
 	// gave its slot back, so a slot a cut stream kept would starve the next.
-	r := startLifecycle(t, "upstreams: [{name: p, url: '"+podURL+"', max_inflight: 1}]\n"+
-		"server: {drain_delay: 0s, h2c: true, max_concurrent_streams: 3, send_timeout: 1s, max_body_bytes: 4096, read_header_timeout: 1s}\n"+
-		"queue: {ttft_deadline: 0s}\n", nil)
-	client := h2cClient(t)
+	r := startLifecycle(t, http2Policy(podURL, "h2c: true"), nil)
 
-	t.Run("a JSON answer", func(t *testing.T) {
-		res, err := chat(context.Background(), client, r.traffic, "json", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != 200 || res.ProtoMajor != 2 || res.Header.Get("X-Request-Id") == "" || !strings.Contains(string(body), `"ok"`) {
-			t.Errorf("%d over %s, id %q, %q; want 200 over HTTP/2.0 with an id and the pod's answer",
-				res.StatusCode, res.Proto, res.Header.Get("X-Request-Id"), body)
-		}
-	})
-
-	t.Run("a stream goes out event by event", func(t *testing.T) {
-		res, err := chat(context.Background(), client, r.traffic, "stream", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		rd := bufio.NewReader(res.Body)
-		readLine(t, rd, "data: one") // before the pod has written the second
-		pod.next <- struct{}{}
-		if rest, err := io.ReadAll(rd); err != nil || !strings.HasSuffix(string(rest), "data: two\n\ndata: [DONE]\n\n") {
-			t.Errorf("the stream ended with %q, %v", rest, err)
-		}
-	})
-
-	t.Run("a cancelled stream frees its slot for a request on the same connection", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var holdConn, nextConn string
-		res, err := chat(ctx, client, r.traffic, "hold", &holdConn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		readLine(t, bufio.NewReader(res.Body), "data: one")
-		cancel()
-		waitAborted(t, pod, "hold")
-		next, err := chat(context.Background(), client, r.traffic, "json", &nextConn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next.Body.Close()
-		if next.StatusCode != 200 || nextConn != holdConn {
-			t.Errorf("the next request = %d on %s, want 200 on the cancelled stream's connection %s", next.StatusCode, nextConn, holdConn)
-		}
-	})
-
-	t.Run("a client that stops reading is cut at send_timeout", func(t *testing.T) {
-		stalled := h2cClient(t) // a connection of its own: the stall is its stream's alone
-		res, err := chat(context.Background(), stalled, r.traffic, "flood", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		readLine(t, bufio.NewReader(res.Body), "data: one") // and reads no more
-		waitAborted(t, pod, "flood")
-		if code := chatStatus(t, client, r.traffic); code != 200 {
-			t.Errorf("the request after the cut = %d, want 200 (the slot freed)", code)
-		}
-		if m := fetch(t, r.admin+"/metrics"); !strings.Contains(m, `gatekeeper_requests_total{outcome="client_timeout"} 1`+"\n") {
-			t.Error("/metrics counts no client_timeout")
-		}
-	})
-
-	t.Run("a body over the limit ends its stream, not the connection", func(t *testing.T) {
-		var largeConn, nextConn string
-		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-			GotConn: func(ci httptrace.GotConnInfo) { largeConn = ci.Conn.LocalAddr().String() }})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.traffic+"/v1/chat/completions",
-			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"`+strings.Repeat("x", 64<<10)+`"}]}`))
-		res, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		next, err := chat(context.Background(), client, r.traffic, "json", &nextConn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next.Body.Close()
-		if res.StatusCode != 413 || next.StatusCode != 200 || nextConn != largeConn {
-			t.Errorf("%d, then %d on %s; want 413, then 200 on the same connection %s", res.StatusCode, next.StatusCode, nextConn, largeConn)
-		}
-	})
-
-	t.Run("a client that sends its whole body before it reads gets the 413, its stream not reset", func(t *testing.T) {
-		// curl and Python's httpx do so, and report a reset stream as a
-		// protocol error (httpx: the OpenAI SDK then retries the body).
-		status, reset := sendThenRead(t, r.traffic, 16384) // over max_body_bytes, in one DATA frame
-		if status != "413" || reset {
-			t.Errorf(":status %q, stream reset %v; want 413 and the stream ended, not reset", status, reset)
-		}
-	})
+	testHTTP2Streams(t, &http2Rig{pod: pod, url: r.traffic, admin: r.admin, newClient: h2cClient,
+		dial: func(t *testing.T) net.Conn { return dialH2C(t, r.traffic) }})
 
 	t.Run("max_concurrent_streams is advertised", func(t *testing.T) {
 		if got := serverSettings(t, r.traffic)[http2.SettingMaxConcurrentStreams]; got != 3 {
@@ -273,10 +174,6 @@ func TestH2C(t *testing.T) {
 		}
 	})
 
-	if n := pod.most.Load(); n != 1 {
-		t.Errorf("the pod ran %d requests at once, over its window of 1", n)
-	}
-
 	t.Run("without h2c the preface is answered 505", func(t *testing.T) {
 		off := startLifecycle(t, "upstreams: [{name: p, url: '"+podURL+"'}]\nserver: {drain_delay: 0s}\n", nil)
 		c, err := net.Dial("tcp", strings.TrimPrefix(off.traffic, "http://"))
@@ -307,75 +204,6 @@ func chatStatus(t *testing.T, c *http.Client, url string) int {
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	return res.StatusCode
-}
-
-// sendThenRead plays an HTTP/2 client that sends a request and its body of
-// n bytes before it reads any answer, as curl and httpx do: it sends the
-// headers, waits for the answer's headers (so that the server decided
-// before the body came), sends the body, and reads the stream to its end,
-// then to the answer of a PING sent after it (frames keep their order, so
-// a reset sent after the answer's end is seen too). It returns the
-// answer's :status and whether the server reset the stream.
-func sendThenRead(t *testing.T, url string, n int) (status string, reset bool) {
-	t.Helper()
-	host := strings.TrimPrefix(url, "http://")
-	c, err := net.Dial("tcp", host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(c, http2.ClientPreface)
-	fr := http2.NewFramer(c, c)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", host},
-		{":path", "/v1/chat/completions"}, {"content-type", "application/json"}, {"content-length", strconv.Itoa(n)}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-	sentBody, ended := false, func() { _ = fr.WritePing(false, [8]byte{'e', 'n', 'd'}) }
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("reading the answer: %v", err)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				_ = fr.WriteSettingsAck()
-			}
-		case *http2.MetaHeadersFrame:
-			status = f.PseudoValue("status")
-			if !sentBody {
-				sentBody = true
-				if err := fr.WriteData(1, true, make([]byte, n)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if f.StreamEnded() {
-				ended()
-			}
-		case *http2.DataFrame:
-			if f.StreamEnded() {
-				ended()
-			}
-		case *http2.PingFrame:
-			if f.IsAck() {
-				return status, reset
-			}
-		case *http2.RSTStreamFrame:
-			reset = true
-		case *http2.GoAwayFrame:
-			t.Fatalf("GOAWAY %v", f.ErrCode)
-		}
-	}
 }
 
 // serverSettings opens an h2c connection and returns the server's first
