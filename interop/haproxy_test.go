@@ -48,13 +48,7 @@ backend gatekeeper
 // resets the stream; gatekeeper cancels the pod's request).
 func TestHAProxyH2C(t *testing.T) {
 	py := requireUvicorn(t)
-	haproxy, err := exec.LookPath("haproxy")
-	if err != nil {
-		haproxy, err = exec.LookPath("/usr/sbin/haproxy") // not on every PATH
-	}
-	if err != nil {
-		missingTool(t, "haproxy not found: run scripts/install/haproxy.sh (Debian's haproxy)")
-	}
+	haproxy := requireSbin(t, "haproxy")
 	bin := buildGatekeeper(t)
 	pod := startUvicornPod(t, py, "httptools")
 	gk, admin := startGatekeeper(t, bin, h2cPolicy(pod.url))

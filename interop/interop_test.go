@@ -155,6 +155,20 @@ func missingTool(t *testing.T, msg string) {
 	t.Skip(msg)
 }
 
+// requireSbin returns the path of a Debian server (nginx, haproxy), which
+// lives in /usr/sbin, not on every PATH, or skips (fails in CI) naming the
+// scripts/install script of the same name.
+func requireSbin(t *testing.T, name string) string {
+	t.Helper()
+	for _, p := range []string{name, "/usr/sbin/" + name} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	missingTool(t, name+" not found: run scripts/install/"+name+".sh (Debian's "+name+")")
+	return ""
+}
+
 // buildGatekeeper builds the binary under test into a temp folder.
 func buildGatekeeper(t *testing.T) string {
 	t.Helper()

@@ -58,13 +58,7 @@ http {
 // closes its connection to gatekeeper).
 func TestBehindNginx(t *testing.T) {
 	py := requireUvicorn(t)
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		nginx, err = exec.LookPath("/usr/sbin/nginx") // not on every PATH
-	}
-	if err != nil {
-		missingTool(t, "nginx not found: run scripts/install/nginx.sh (Debian's nginx)")
-	}
+	nginx := requireSbin(t, "nginx")
 	bin := buildGatekeeper(t)
 	pod := startUvicornPod(t, py, "httptools")
 	gk, admin := startGatekeeper(t, bin, fmt.Sprintf(uvicornPolicy, pod.url))
