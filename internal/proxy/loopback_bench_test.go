@@ -45,7 +45,9 @@ func loopbackPod(w http.ResponseWriter, r *http.Request) {
 // server.send_timeout's default, which moves the client connection's write
 // deadline at every socket write. The gateway_overloaded case is a request
 // that server.overload sheds: its 503 beside the json case is what a shed
-// request saves.
+// request saves. The /h2c cases are json and stream over plaintext HTTP/2
+// (server.h2c), the client's requests multiplexed on its connections, beside
+// the same over HTTP/1.1.
 func BenchmarkLoopback(b *testing.B) {
 	const stream = `{"model":"m","prompt":"Say hello","max_tokens":16,"stream":true}`
 	for _, tt := range []struct {
@@ -53,11 +55,14 @@ func BenchmarkLoopback(b *testing.B) {
 		body        string
 		sendTimeout time.Duration
 		status      int
+		h2c         bool
 	}{
-		{"json", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0, http.StatusOK},
-		{"stream", stream, 0, http.StatusOK},
-		{"stream+send_timeout", stream, time.Minute, http.StatusOK},
-		{"gateway_overloaded", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0, http.StatusServiceUnavailable},
+		{"json", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0, http.StatusOK, false},
+		{"json/h2c", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0, http.StatusOK, true},
+		{"stream", stream, 0, http.StatusOK, false},
+		{"stream/h2c", stream, 0, http.StatusOK, true},
+		{"stream+send_timeout", stream, time.Minute, http.StatusOK, false},
+		{"gateway_overloaded", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0, http.StatusServiceUnavailable, false},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			var inflight, most atomic.Int64 // the pod's requests in its handler, streams included
@@ -94,9 +99,15 @@ func BenchmarkLoopback(b *testing.B) {
 			gk := httptest.NewUnstartedServer(h)
 			gk.Listener = SendListener(countingListener{gk.Listener, &writes})
 			gk.Config.ConnContext = ConnContext
+			tr := &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
+			if tt.h2c { // as cmd/gatekeeper's listener.Protocols(true), and a client of HTTP/2 alone
+				gk.Config.Protocols, tr.Protocols = new(http.Protocols), new(http.Protocols)
+				gk.Config.Protocols.SetHTTP1(true)
+				gk.Config.Protocols.SetUnencryptedHTTP2(true)
+				tr.Protocols.SetUnencryptedHTTP2(true)
+			}
 			gk.Start()
 			b.Cleanup(gk.Close)
-			tr := &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
 			b.Cleanup(tr.CloseIdleConnections)
 			client := &http.Client{Transport: tr}
 			b.ReportAllocs()
@@ -111,8 +122,8 @@ func BenchmarkLoopback(b *testing.B) {
 					}
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
-					if resp.StatusCode != tt.status {
-						b.Errorf("status %d", resp.StatusCode)
+					if resp.StatusCode != tt.status || tt.h2c != (resp.ProtoMajor == 2) {
+						b.Errorf("status %d over %s", resp.StatusCode, resp.Proto)
 						return
 					}
 				}
