@@ -219,7 +219,8 @@ func shutdownHTTP(ts *http.Server, waitStreams func(context.Context) error) func
 }
 
 // configureTLS makes ts serve TLS with HTTP/2 and HTTP/1.1 when the policy
-// asks for it (trafficServer set HTTP/2's bounds). The certificate is re-read when its files change (tlscert.Loader).
+// asks for it (trafficServer set HTTP/2's bounds). The certificate is
+// re-read when its files change (tlscert.Loader).
 func (a *app) configureTLS(ts *http.Server) (bool, error) {
 	s := a.cfg().Server
 	if s.TLS == nil {

@@ -225,10 +225,7 @@ func readBody(rd io.Reader, n int64) ([]byte, error) {
 // serveAmbiguous refuses a request whose connection sent ambiguous framing
 // (see framing.Guard); it never reaches a pod.
 func (h *Handler) serveAmbiguous(w http.ResponseWriter, r *http.Request) {
-	ex := &exchange{Request: h.core.Begin(), id: h.ids.next()}
-	pol := ex.Policy
-	w.Header().Set(pol.RequestIDHeader, ex.id)
-	h.refuse(w, r, ex, badRequest("ambiguous request framing: Content-Length with Transfer-Encoding, "+
+	h.refuseUnread(w, r, badRequest("ambiguous request framing: Content-Length with Transfer-Encoding, "+
 		"a folded header line or a malformed chunk", ""))
 }
 
@@ -237,10 +234,16 @@ func (h *Handler) serveAmbiguous(w http.ResponseWriter, r *http.Request) {
 // as an HTTP/1 request ("PRI * HTTP/2.0") and closes the connection after
 // the answer, which such a client cannot read, but logs and metrics can.
 func (h *Handler) serveNoH2C(w http.ResponseWriter, r *http.Request) {
+	h.refuseUnread(w, r, decide.HTTPVersionNotSupported(
+		"plaintext HTTP/2 (h2c) is off on this listener; speak HTTP/1.1, or set server.h2c: true"))
+}
+
+// refuseUnread refuses a request the front turns away for how it came,
+// before the decision core reads it.
+func (h *Handler) refuseUnread(w http.ResponseWriter, r *http.Request, rf decide.Refusal) {
 	ex := &exchange{Request: h.core.Begin(), id: h.ids.next()}
 	w.Header().Set(ex.Policy.RequestIDHeader, ex.id)
-	h.refuse(w, r, ex, decide.HTTPVersionNotSupported(
-		"plaintext HTTP/2 (h2c) is off on this listener; speak HTTP/1.1, or set server.h2c: true"))
+	h.refuse(w, r, ex, rf)
 }
 
 // dispatch forwards an admitted request; a pod that refuses it before any
