@@ -38,16 +38,18 @@ func newH2CPod(t *testing.T) (*h2cPod, string) {
 // does not measure that moment.
 func (p *h2cPod) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
-	p.most.Store(max(p.most.Load(), p.inflight.Add(1)))
+	n := p.inflight.Add(1)
+	for m := p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
+	}
 	test, ctx := r.Header.Get("X-Test"), r.Context()
-	p.answer(w, test, ctx)
+	p.answer(ctx, w, test)
 	p.inflight.Add(-1)
 	if ctx.Err() != nil {
 		p.aborted <- test
 	}
 }
 
-func (p *h2cPod) answer(w http.ResponseWriter, test string, ctx context.Context) {
+func (p *h2cPod) answer(ctx context.Context, w http.ResponseWriter, test string) {
 	if test == "json" {
 		_, _ = io.WriteString(w, `{"choices":[{"message":{"content":"ok"}}]}`)
 		return
