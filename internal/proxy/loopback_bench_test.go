@@ -45,9 +45,9 @@ func loopbackPod(w http.ResponseWriter, r *http.Request) {
 // server.send_timeout's default, which moves the client connection's write
 // deadline at every socket write. The gateway_overloaded case is a request
 // that server.overload sheds: its 503 beside the json case is what a shed
-// request saves. The /h2c cases are json and stream over plaintext HTTP/2
-// (server.h2c), the client's requests multiplexed on its connections, beside
-// the same over HTTP/1.1.
+// request saves. The /h2c cases are the same over plaintext HTTP/2
+// (server.h2c), the client's requests multiplexed on its connections; there
+// send_timeout bounds each write through the stream's write deadline.
 func BenchmarkLoopback(b *testing.B) {
 	const stream = `{"model":"m","prompt":"Say hello","max_tokens":16,"stream":true}`
 	for _, tt := range []struct {
@@ -62,6 +62,7 @@ func BenchmarkLoopback(b *testing.B) {
 		{"stream", stream, 0, http.StatusOK, false},
 		{"stream/h2c", stream, 0, http.StatusOK, true},
 		{"stream+send_timeout", stream, time.Minute, http.StatusOK, false},
+		{"stream+send_timeout/h2c", stream, time.Minute, http.StatusOK, true},
 		{"gateway_overloaded", `{"model":"m","prompt":"Say hello","max_tokens":16}`, 0, http.StatusServiceUnavailable, false},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
