@@ -169,6 +169,21 @@ func requireSbin(t *testing.T, name string) string {
 	return ""
 }
 
+// stopWithin asks a process the test started to stop (ask) and waits for
+// exited to be closed; after 10 s it kills it (kill), waits, and fails the
+// test, saying what did not stop after what.
+func stopWithin(t *testing.T, what, after string, exited <-chan struct{}, ask, kill func()) {
+	t.Helper()
+	ask()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second): // a bound, not a wait for state
+		kill()
+		<-exited
+		t.Errorf("%s did not stop within 10 s of %s", what, after)
+	}
+}
+
 // buildGatekeeper builds the binary under test into a temp folder.
 func buildGatekeeper(t *testing.T) string {
 	t.Helper()
@@ -228,14 +243,8 @@ func startGatekeeper(t *testing.T, bin, policyText string) (traffic, admin strin
 	var waitErr error
 	go func() { <-scanned; waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Error("gatekeeper did not stop within 10 s of SIGTERM")
-		}
+		stopWithin(t, "gatekeeper", "SIGTERM", exited,
+			func() { _ = cmd.Process.Signal(syscall.SIGTERM) }, func() { _ = cmd.Process.Kill() })
 		if t.Failed() {
 			mu.Lock()
 			t.Logf("gatekeeper log:\n%s", logs.String())

@@ -155,14 +155,9 @@ func startNginx(t *testing.T, nginx, backend string) string {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM) // nginx's fast shutdown: the master stops its workers
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-			t.Error("nginx did not stop within 10 s of SIGTERM")
-		}
+		stopWithin(t, "nginx", "SIGTERM", exited,
+			func() { _ = cmd.Process.Signal(syscall.SIGTERM) },             // nginx's fast shutdown: the master stops its workers
+			func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }) // and its workers
 		if t.Failed() {
 			output, _ := os.ReadFile(filepath.Join(dir, "output.log"))
 			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))

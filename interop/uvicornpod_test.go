@@ -85,16 +85,10 @@ func startUvicornPod(t *testing.T, py, impl string) *uvicornPod {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
+	exited := make(chan struct{}) // closed once the process is gone
 	t.Cleanup(func() {
-		_ = stdin.Close()
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Error("the uvicorn pod did not stop within 10 s of its stdin closing")
-		}
+		stopWithin(t, "the uvicorn pod", "its stdin closing", exited,
+			func() { _ = stdin.Close() }, func() { _ = cmd.Process.Kill() })
 		if t.Failed() {
 			t.Logf("uvicorn pod (%s) stderr:\n%s", impl, stderr.String())
 		}
@@ -104,7 +98,8 @@ func startUvicornPod(t *testing.T, py, impl string) *uvicornPod {
 		line, _ := bufio.NewReader(stdout).ReadString('\n')
 		first <- line
 		_, _ = io.Copy(io.Discard, stdout)
-		exited <- cmd.Wait()
+		_ = cmd.Wait()
+		close(exited)
 	}()
 	var line string
 	select {
