@@ -11,12 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-dev/gatekeeper/internal/syncbuf"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -26,7 +26,7 @@ import (
 type gatekeeper struct {
 	traffic, admin string // host:port
 	client         *http.Client
-	log            *syncBuffer      // its stdout and stderr
+	log            *syncbuf.Buffer  // its stdout and stderr
 	volume         *configMapVolume // holds config.yaml, the policy
 	policy         string           // the policy first written
 	exited         <-chan error     // receives the process's exit
@@ -44,7 +44,7 @@ func startGatekeeper(t *testing.T) *gatekeeper {
 	t.Cleanup(pod.Close)
 	transport := &http.Transport{}
 	t.Cleanup(transport.CloseIdleConnections)
-	gk := &gatekeeper{traffic: freeAddr(t), admin: freeAddr(t), log: new(syncBuffer),
+	gk := &gatekeeper{traffic: freeAddr(t), admin: freeAddr(t), log: new(syncbuf.Buffer),
 		client: &http.Client{Transport: transport, Timeout: 5 * time.Second}}
 	gk.volume = &configMapVolume{dir: t.TempDir()}
 	gk.policy = fmt.Sprintf(testPolicy, gk.traffic, gk.admin, pod.URL, pod.URL, pod.URL)
@@ -209,7 +209,7 @@ func families(t *testing.T, scrape []byte) map[string]bool {
 // startProcess starts bin with its output going to log and returns a
 // channel that receives Wait's result. Cleanup stops it with SIGTERM, then
 // SIGKILL after 10 s, and fails the test unless it exited 0.
-func startProcess(t *testing.T, log *syncBuffer, bin string, args ...string) <-chan error {
+func startProcess(t *testing.T, log *syncbuf.Buffer, bin string, args ...string) <-chan error {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -296,22 +296,4 @@ vllm:num_preemptions_total{engine="0",model_name="m"} 0
 "usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
 	})
 	return mux
-}
-
-// syncBuffer collects a child's output; safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

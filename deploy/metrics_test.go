@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/syncbuf"
 )
 
 // TestGatekeeperMetrics runs one gatekeeper binary and checks its /metrics
@@ -183,7 +185,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	listen := freeAddr(t)
-	log := new(syncBuffer)
+	log := new(syncbuf.Buffer)
 	exited := startProcess(t, log, bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+listen, "--log.level=warn")
 	api := "http://" + listen + "/api/v1/"

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/syncbuf"
 )
 
 // haproxyConfig is a gateway in front of gatekeeper that speaks HTTP/2 to
@@ -164,7 +166,7 @@ func startHAProxy(t *testing.T, haproxy, backend string) string {
 	}
 	cmd := exec.Command(haproxy, "-db", "-f", cfg) // -db: foreground, no daemon
 	cmd.ExtraFiles = []*os.File{f}                 // fd 3
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/syncbuf"
 )
 
 // httpxAnswer is what httpx_client.py reports of one answer.
@@ -97,7 +99,7 @@ func runHTTPX(t *testing.T, py, base, version, scenario string, out any, args ..
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, append([]string{"httpx_client.py", base, version, scenario}, args...)...)
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
 	if err != nil {

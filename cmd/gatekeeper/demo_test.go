@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/syncbuf"
 	"github.com/gatekeeper-dev/gatekeeper/sim/demo"
 	"github.com/gatekeeper-dev/gatekeeper/sim/load"
 )
@@ -43,7 +43,7 @@ func TestRunDemo(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			var out, errb syncBuffer
+			var out, errb syncbuf.Buffer
 			err := runDemo(ctx, tt.d, &out, &errb)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -64,7 +64,7 @@ type demoRun struct {
 	trafficURL, adminURL string
 	firstReading         chan struct{} // closed once both pod sources have reported
 	loadDone             chan load.Stats
-	logs, banner         *syncBuffer
+	logs, banner         *syncbuf.Buffer
 	cancel               context.CancelFunc
 	stopped              chan struct{} // closed when serveDemo returns
 	err                  error         // serveDemo's result, set before stopped closes
@@ -81,7 +81,7 @@ func startDemo(t *testing.T, ls *load.Settings) *demoRun {
 		return l
 	}
 	d := &demoRun{firstReading: make(chan struct{}), loadDone: make(chan load.Stats, 1),
-		logs: &syncBuffer{}, banner: &syncBuffer{}, stopped: make(chan struct{})}
+		logs: &syncbuf.Buffer{}, banner: &syncbuf.Buffer{}, stopped: make(chan struct{})}
 	var once sync.Once
 	o := demoOptions{traffic: listen(), admin: listen(), sim: listen(), speed: 20, load: ls,
 		log: slog.New(slog.NewJSONHandler(d.logs, nil)), banner: d.banner,
@@ -239,22 +239,4 @@ func TestDemoLoad(t *testing.T) {
 			t.Errorf("the load's final line lacks %s: %s", want, stopped)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -58,6 +58,8 @@ func TestLayering(t *testing.T) {
 			thirdParty: []string{"github.com/prometheus/client_golang/prometheus"}, banned: []string{"net/http"}},
 		// A real redis-server for the tests of cluster and of the replicas.
 		{pkg: "internal/cluster/clustertest", own: []string{}, thirdParty: []string{}, banned: []string{"net/http", "log/slog"}},
+		// The tests' buffer for a child's or a logger's output: nothing else.
+		{pkg: "internal/syncbuf", own: []string{}, thirdParty: []string{}, banned: []string{"net", "net/http", "log/slog"}},
 		// The admin listener's documents (/admin/state, the scrape-time
 		// collectors, the status page): it reads the packages it reports on
 		// through funcs it is handed; no logging, never sim.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/policy"
 	"github.com/gatekeeper-dev/gatekeeper/internal/pressure"
+	"github.com/gatekeeper-dev/gatekeeper/internal/syncbuf"
 )
 
 // nvmlPolicy lists nvml twice: as a node source (line 3) and as an
@@ -64,7 +65,7 @@ func TestNVMLPolicyWithoutTheTag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	var stages []string // written by reload, on this goroutine
 	a, err := newApp(cfg, appOptions{path: running, transport: okTransport{},
 		log: slog.New(slog.NewJSONHandler(&logs, nil)), stage: func(s string) { stages = append(stages, s) }})

@@ -1,7 +1,6 @@
 package pressure
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/syncbuf"
 )
 
 // funcSource is a Source whose Read calls fn. It counts reads.
@@ -26,24 +27,6 @@ func (s *funcSource) Name() string { return s.name }
 func (s *funcSource) Read(ctx context.Context) (Reading, error) {
 	s.reads.Add(1)
 	return s.fn(ctx)
-}
-
-// syncBuffer is a bytes.Buffer safe for the polling goroutines to log into.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // start runs m until the test's bubble ends, failing the test if Run fails.
@@ -85,7 +68,7 @@ func kvSource(name string, fail *atomic.Bool) *funcSource {
 func TestMonitorStaleThenRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var fail atomic.Bool
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		m := newMonitor(t, Settings{
 			Upstreams: []UpstreamSettings{{Name: "a", Sources: []SourceSettings{{Kind: KindVLLM, Source: kvSource("a/vllm", &fail)}}}},
 			Logger:    slog.New(slog.NewJSONHandler(&logs, nil)),

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/gatekeeper-dev/gatekeeper/internal/syncbuf"
 )
 
 // closeSource is a source that counts its reads and its Close, which
@@ -118,7 +120,7 @@ func TestRunnerReplacesOnlyOnChange(t *testing.T) {
 
 func TestRunnerLogsFailedRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		r := NewRunner(RunnerSettings{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 		r.Start(t.Context())
 		src := &closeSource{name: "one", closeErr: errors.New("close failed")}

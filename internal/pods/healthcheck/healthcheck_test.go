@@ -1,7 +1,6 @@
 package healthcheck
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/gatekeeper-dev/gatekeeper/internal/pods"
 	"github.com/gatekeeper-dev/gatekeeper/internal/queue"
+	"github.com/gatekeeper-dev/gatekeeper/internal/syncbuf"
 )
 
 // rig is a registry of one pod and a Checker over it that records what it
@@ -62,24 +62,6 @@ func (g *rig) observations() []bool {
 	return append([]bool(nil), g.observed...)
 }
 
-// lockedBuffer is a log destination the checks' goroutines share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // countingRT counts the requests it forwards, by path.
 type countingRT struct {
 	next  http.RoundTripper
@@ -118,7 +100,7 @@ func TestCheckAllThresholds(t *testing.T) {
 	defer srv.Close()
 	rt := &countingRT{next: srv.Client().Transport}
 	g := newRig(t, srv.URL, rt, Settings{Path: "/ping", UnhealthyAfter: 2, HealthyAfter: 2}, false)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	g.c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	var recovered atomic.Int32
 	g.c.Recovered = func(pod string) {
